@@ -1,0 +1,209 @@
+#include "api/job_spec.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+namespace ag::api {
+namespace {
+
+using nlohmann::json;
+
+const char* type_name(const json& v) { return v.type_name(); }
+
+Error field_error(const std::string& field, const std::string& what) {
+  return invalid_argument("field '" + field + "': " + what);
+}
+
+std::optional<Error> check_known_keys(const json& obj, const std::string& where,
+                                      const std::set<std::string>& known) {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    if (!known.count(it.key())) {
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      return invalid_argument("unknown field '" + where + it.key() + "'; known fields are: " +
+                              list);
+    }
+  }
+  return std::nullopt;
+}
+
+// Reads a non-negative number that may be given as a JSON number or a numeric string.
+std::optional<Error> read_number(const json& v, const std::string& field, double min, double max,
+                                 double* out) {
+  double d = 0;
+  if (v.is_number()) {
+    d = v.get<double>();
+  } else {
+    return field_error(field, std::string("must be a number, got ") + type_name(v) +
+                                  (v.is_string() ? " \"" + v.get<std::string>() + "\"" : ""));
+  }
+  if (!std::isfinite(d) || d < min || d > max) {
+    std::ostringstream msg;
+    msg << "must be between " << min << " and " << max << ", got " << v.dump();
+    return field_error(field, msg.str());
+  }
+  *out = d;
+  return std::nullopt;
+}
+
+std::optional<Error> read_int(const json& v, const std::string& field, int64_t min, int64_t max,
+                              int64_t* out) {
+  if (!v.is_number_integer() && !(v.is_number_float() && std::floor(v.get<double>()) == v.get<double>())) {
+    if (v.is_number()) return field_error(field, "must be a whole number, got " + v.dump());
+    return field_error(field, std::string("must be a whole number, got ") + type_name(v) +
+                                  (v.is_string() ? " \"" + v.get<std::string>() + "\"" : ""));
+  }
+  double d = v.get<double>();
+  if (d < static_cast<double>(min) || d > static_cast<double>(max)) {
+    return field_error(field, "must be between " + std::to_string(min) + " and " +
+                                  std::to_string(max) + ", got " + v.dump());
+  }
+  *out = static_cast<int64_t>(d);
+  return std::nullopt;
+}
+
+std::optional<Error> read_string(const json& v, const std::string& field, size_t max_bytes,
+                                 std::string* out) {
+  if (!v.is_string()) return field_error(field, std::string("must be a string, got ") + type_name(v));
+  const auto& s = v.get_ref<const std::string&>();
+  if (s.size() > max_bytes) {
+    return field_error(field, "is " + std::to_string(s.size()) + " bytes; the limit is " +
+                                  std::to_string(max_bytes));
+  }
+  *out = s;
+  return std::nullopt;
+}
+
+std::optional<Error> read_string_map(const json& v, const std::string& field, size_t max_entries,
+                                     std::map<std::string, std::string>* out) {
+  if (!v.is_object()) return field_error(field, std::string("must be an object of strings, got ") + type_name(v));
+  if (v.size() > max_entries) {
+    return field_error(field, "has " + std::to_string(v.size()) + " entries; the limit is " +
+                                  std::to_string(max_entries));
+  }
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (it.key().empty()) return field_error(field, "keys must not be empty");
+    if (!it.value().is_string()) {
+      return field_error(field + "." + it.key(),
+                         std::string("must be a string, got ") + type_name(it.value()));
+    }
+    (*out)[it.key()] = it.value().get<std::string>();
+  }
+  return std::nullopt;
+}
+
+std::optional<Error> parse_runtime_env(const json& v, RuntimeEnv* env) {
+  if (!v.is_object()) {
+    return field_error("runtime_env", std::string("must be an object, got ") + type_name(v));
+  }
+  if (auto err = check_known_keys(v, "runtime_env.", {"env_vars"})) return err;
+  if (v.contains("env_vars")) {
+    if (auto err = read_string_map(v["env_vars"], "runtime_env.env_vars", kMaxEnvVars, &env->env_vars)) {
+      return err;
+    }
+    for (const auto& [k, _] : env->env_vars) {
+      if (k.find('=') != std::string::npos) {
+        return field_error("runtime_env.env_vars", "name '" + k + "' must not contain '='");
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Resources JobSpec::per_task() const {
+  Resources r;
+  r.cpu_millis = static_cast<int64_t>(std::llround(num_cpus * 1000));
+  r.gpus = num_gpus;
+  r.memory_bytes = memory_bytes;
+  return r;
+}
+
+Result<JobSpec> parse_job_spec(const json& body) {
+  if (!body.is_object()) {
+    return invalid_argument(std::string("the job spec must be a JSON object, got ") + type_name(body));
+  }
+  static const std::set<std::string> kKnown = {
+      "entrypoint", "num_workers", "task_options", "runtime_env", "job_name", "labels",
+      "max_retries", "timeout", "placement", "submission_id"};
+  if (auto err = check_known_keys(body, "", kKnown)) return *err;
+
+  JobSpec spec;
+  if (!body.contains("entrypoint")) {
+    return invalid_argument("field 'entrypoint' is required: the command each task runs, e.g. \"python train.py\"");
+  }
+  if (auto err = read_string(body["entrypoint"], "entrypoint", kMaxEntrypointBytes, &spec.entrypoint)) return *err;
+  if (spec.entrypoint.find_first_not_of(" \t\r\n") == std::string::npos) {
+    return invalid_argument("field 'entrypoint' must not be empty");
+  }
+  if (body.contains("num_workers")) {
+    int64_t n = 0;
+    if (auto err = read_int(body["num_workers"], "num_workers", 1, kMaxNumWorkers, &n)) return *err;
+    spec.num_workers = static_cast<int>(n);
+  }
+  if (body.contains("task_options") && !body["task_options"].is_null()) {
+    const json& opts = body["task_options"];
+    if (!opts.is_object()) return field_error("task_options", std::string("must be an object, got ") + type_name(opts));
+    if (auto err = check_known_keys(opts, "task_options.", {"num_cpus", "num_gpus", "memory"})) return *err;
+    if (opts.contains("num_cpus")) {
+      if (auto err = read_number(opts["num_cpus"], "task_options.num_cpus", 0, kMaxCpusPerTask, &spec.num_cpus)) return *err;
+    }
+    if (opts.contains("num_gpus")) {
+      if (auto err = read_int(opts["num_gpus"], "task_options.num_gpus", 0, kMaxGpusPerTask, &spec.num_gpus)) return *err;
+    }
+    if (opts.contains("memory")) {
+      if (auto err = read_int(opts["memory"], "task_options.memory", 0, int64_t{1} << 50, &spec.memory_bytes)) return *err;
+    }
+  }
+  if (body.contains("runtime_env") && !body["runtime_env"].is_null()) {
+    if (auto err = parse_runtime_env(body["runtime_env"], &spec.runtime_env)) return *err;
+  }
+  if (body.contains("job_name") && !body["job_name"].is_null()) {
+    if (auto err = read_string(body["job_name"], "job_name", kMaxNameBytes, &spec.name)) return *err;
+  }
+  if (body.contains("labels") && !body["labels"].is_null()) {
+    if (auto err = read_string_map(body["labels"], "labels", kMaxLabels, &spec.labels)) return *err;
+  }
+  if (body.contains("max_retries")) {
+    int64_t n = 0;
+    if (auto err = read_int(body["max_retries"], "max_retries", 0, kMaxRetries, &n)) return *err;
+    spec.max_retries = static_cast<int>(n);
+  }
+  if (body.contains("timeout") && !body["timeout"].is_null()) {
+    double t = 0;
+    if (auto err = read_number(body["timeout"], "timeout", 0.001, kMaxTimeoutSeconds, &t)) return *err;
+    spec.timeout_s = t;
+  }
+  if (body.contains("placement") && !body["placement"].is_null()) {
+    if (auto err = read_string(body["placement"], "placement", 16, &spec.placement)) return *err;
+    if (spec.placement != "pack" && spec.placement != "spread") {
+      return field_error("placement", "must be \"pack\" or \"spread\", got \"" + spec.placement + "\"");
+    }
+  }
+  if (body.contains("submission_id") && !body["submission_id"].is_null()) {
+    if (auto err = read_string(body["submission_id"], "submission_id", 128, &spec.submission_id)) return *err;
+  }
+  return spec;
+}
+
+json to_json(const JobSpec& spec) {
+  json j;
+  j["entrypoint"] = spec.entrypoint;
+  j["num_workers"] = spec.num_workers;
+  j["task_options"] = {{"num_cpus", spec.num_cpus}, {"num_gpus", spec.num_gpus},
+                       {"memory", spec.memory_bytes}};
+  j["runtime_env"] = json::object();
+  if (!spec.runtime_env.env_vars.empty()) j["runtime_env"]["env_vars"] = spec.runtime_env.env_vars;
+  j["job_name"] = spec.name;
+  j["labels"] = spec.labels;
+  j["max_retries"] = spec.max_retries;
+  j["timeout"] = spec.timeout_s ? json(*spec.timeout_s) : json(nullptr);
+  j["placement"] = spec.placement;
+  if (!spec.submission_id.empty()) j["submission_id"] = spec.submission_id;
+  return j;
+}
+
+}  // namespace ag::api

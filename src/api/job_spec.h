@@ -1,0 +1,57 @@
+// JobSpec: what a user asks for when submitting a job, parsed and validated from the
+// JSON body of POST /api/jobs. Every limit a request is held to lives here.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "common/resources.h"
+#include "common/result.h"
+
+namespace ag::api {
+
+// Limits on a job spec; requests over them are refused with a 400 that names the limit.
+inline constexpr int kMaxNumWorkers = 4096;
+inline constexpr double kMaxCpusPerTask = 1024;
+inline constexpr int64_t kMaxGpusPerTask = 64;
+inline constexpr int kMaxRetries = 100;
+inline constexpr size_t kMaxEntrypointBytes = 64 * 1024;
+inline constexpr size_t kMaxNameBytes = 256;
+inline constexpr size_t kMaxLabels = 64;
+inline constexpr size_t kMaxEnvVars = 256;
+inline constexpr double kMaxTimeoutSeconds = 90.0 * 24 * 3600;
+
+struct RuntimeEnv {
+  std::map<std::string, std::string> env_vars;
+};
+
+struct JobSpec {
+  std::string entrypoint;
+  int num_workers = 1;
+  double num_cpus = 1;         // per task
+  int64_t num_gpus = 0;        // per task
+  int64_t memory_bytes = 0;    // per task; 0 = no memory requirement
+  RuntimeEnv runtime_env;
+  std::string name;
+  std::map<std::string, std::string> labels;
+  int max_retries = 0;
+  std::optional<double> timeout_s;
+  std::string placement = "pack";  // "pack" or "spread"
+  std::string submission_id;       // client-chosen idempotency key, optional
+
+  Resources per_task() const;
+};
+
+// Parses and validates a job spec from JSON. Errors (kInvalidArgument) name the field
+// and what is accepted: unknown fields, wrong types, out-of-range numbers, a missing
+// entrypoint.
+Result<JobSpec> parse_job_spec(const nlohmann::json& body);
+
+// The spec as JSON, in the same shape parse_job_spec reads.
+nlohmann::json to_json(const JobSpec& spec);
+
+}  // namespace ag::api

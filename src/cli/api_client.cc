@@ -1,0 +1,53 @@
+#include "cli/api_client.h"
+
+#include <iostream>
+
+#include "net/http_client.h"
+
+namespace ag::cli {
+namespace {
+
+Error from_response(const Connection& conn, const net::HttpResponse& res) {
+  auto body = nlohmann::json::parse(res.body, nullptr, false);
+  std::string message = body.is_object() && body.contains("error") ? body["error"].get<std::string>() : res.body;
+  ErrorCode code = ErrorCode::kInternal;
+  if (res.status == 401) {
+    code = ErrorCode::kUnauthenticated;
+    message = "the head at " + conn.endpoint.to_string() + " refused the request (HTTP 401): " + message +
+              ". Pass the cluster token with --token or AG_TOKEN.";
+  } else if (res.status == 404) {
+    code = ErrorCode::kNotFound;
+  } else if (res.status == 400) {
+    code = ErrorCode::kInvalidArgument;
+  } else if (res.status == 409) {
+    code = ErrorCode::kConflict;
+  }
+  return {code, message};
+}
+
+}  // namespace
+
+Result<net::HttpResponse> call_raw(const Connection& conn, const std::string& method, const std::string& target,
+                                   int timeout_ms) {
+  auto res = net::http_call(conn.endpoint, method, target, "", conn.token, timeout_ms);
+  if (!res.ok()) return res.error();
+  if (res->status / 100 != 2) return from_response(conn, res.value());
+  return res;
+}
+
+Result<nlohmann::json> call_json(const Connection& conn, const std::string& method, const std::string& target,
+                                 const std::string& body, int timeout_ms) {
+  auto res = net::http_call(conn.endpoint, method, target, body, conn.token, timeout_ms);
+  if (!res.ok()) return res.error();
+  if (res->status / 100 != 2) return from_response(conn, res.value());
+  auto json = nlohmann::json::parse(res->body, nullptr, false);
+  if (json.is_discarded()) return internal_error("the head answered with something that is not JSON");
+  return json;
+}
+
+int fail(const Error& error) {
+  std::cerr << "error: " << error.message << "\n";
+  return 1;
+}
+
+}  // namespace ag::cli

@@ -1,0 +1,23 @@
+// Calls to the head's REST API from the CLI, with errors turned into messages.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli/session.h"
+#include "common/result.h"
+#include "net/http_types.h"
+
+namespace ag::cli {
+
+// One call; a non-2xx answer becomes an Error carrying the head's message.
+Result<nlohmann::json> call_json(const Connection& conn, const std::string& method, const std::string& target,
+                                 const std::string& body = "", int timeout_ms = 30000);
+// Same, for endpoints answering with raw bytes (logs); returns the whole response.
+Result<net::HttpResponse> call_raw(const Connection& conn, const std::string& method, const std::string& target,
+                                   int timeout_ms = 30000);
+
+// Prints "error: <message>" and returns 1.
+int fail(const Error& error);
+
+}  // namespace ag::cli

@@ -1,0 +1,65 @@
+// The `ag` subcommands. Each returns the process exit code: 0 success, 1 the
+// operation failed (job FAILED, head unreachable, ...), 2 bad usage.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/session.h"
+
+namespace ag::cli {
+
+struct StartHeadOptions {
+  std::string node_ip = "127.0.0.1";
+  int port = 6379;
+  int dashboard_port = 8265;
+  std::string data_dir;
+  double node_timeout_s = 10;
+  double kill_grace_s = 10;
+  bool block = false;
+  bool verbose = false;
+};
+int start_head(const StartHeadOptions& options);
+
+struct StartWorkerOptions {
+  std::string head_node;
+  std::string token;
+  std::string node_ip = "127.0.0.1";
+  std::optional<double> num_cpus;
+  std::optional<int> num_gpus;
+  std::optional<double> memory_gb;
+  std::string data_dir;
+  double kill_grace_s = 10;
+  bool block = false;
+  bool verbose = false;
+};
+int start_worker(const StartWorkerOptions& options);
+
+int stop_daemons(double timeout_s);
+
+struct SubmitOptions {
+  int num_workers = 1;
+  std::optional<double> num_cpus;
+  std::optional<int> num_gpus;
+  std::optional<double> memory_gb;
+  std::string placement = "pack";
+  std::vector<std::string> env;  // K=V
+  std::string name;
+  int max_retries = 0;
+  std::optional<double> timeout_s;
+  bool no_wait = false;
+  std::vector<std::string> command;
+};
+int submit(const ConnectionOptions& conn, const SubmitOptions& options);
+
+int cluster_status(const ConnectionOptions& conn);
+int job_status(const ConnectionOptions& conn, const std::string& job_id, bool verbose);
+int list_nodes(const ConnectionOptions& conn);
+int list_jobs(const ConnectionOptions& conn, const std::string& state);
+int logs(const ConnectionOptions& conn, const std::string& job_id, int task_index,
+         std::optional<int> attempt, bool follow);
+int head_logs();
+int stop_job(const ConnectionOptions& conn, const std::string& job_id);
+
+}  // namespace ag::cli

@@ -1,0 +1,256 @@
+// ag start-head, ag start-worker, ag stop: starting daemons in the background (or in
+// the foreground with --block) and stopping the ones this machine started.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "cli/commands.h"
+#include "common/logging.h"
+#include "head/head_daemon.h"
+#include "net/auth.h"
+#include "worker/worker_daemon.h"
+
+namespace ag::cli {
+namespace {
+
+// Runs `body` as a background daemon. The daemon reports readiness with one line on a
+// pipe ("OK <text>" or "ERR <message>"); the parent waits for it so that the command
+// returns only once the daemon is serving, or says why it is not.
+struct Launch {
+  bool ok = false;
+  int pid = 0;
+  std::string text;
+};
+
+template <typename Body>
+Launch daemonize(const std::string& log_path, double wait_s, Body body) {
+  int fds[2];
+  if (::pipe(fds) != 0) return {false, 0, "cannot create a pipe"};
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) return {false, 0, "cannot fork"};
+  if (pid == 0) {
+    ::close(fds[0]);
+    ::setsid();
+    int devnull = ::open("/dev/null", O_RDWR);
+    int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0640);
+    ::dup2(devnull, 0);
+    ::dup2(log >= 0 ? log : devnull, 1);
+    ::dup2(log >= 0 ? log : devnull, 2);
+    int report_fd = fds[1];
+    auto report = [report_fd](bool ok, const std::string& text) {
+      std::string line = (ok ? "OK " : "ERR ") + text + "\n";
+      ssize_t ignored = ::write(report_fd, line.data(), line.size());
+      (void)ignored;
+      ::close(report_fd);
+    };
+    ::_exit(body(report));
+  }
+  ::close(fds[1]);
+  std::string line;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
+  char c;
+  // Poll the pipe with a deadline: a worker that cannot reach the head keeps retrying
+  // and may never write.
+  ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
+  while (std::chrono::steady_clock::now() < deadline) {
+    ssize_t n = ::read(fds[0], &c, 1);
+    if (n == 1) {
+      if (c == '\n') break;
+      line.push_back(c);
+    } else if (n == 0) {
+      break;
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  ::close(fds[0]);
+  if (line.rfind("OK ", 0) == 0) return {true, pid, line.substr(3)};
+  if (line.rfind("ERR ", 0) == 0) return {false, pid, line.substr(4)};
+  return {false, pid, ""};
+}
+
+bool process_alive(int pid) { return ::kill(pid, 0) == 0; }
+
+// True when `pid` is still an AetherGrid daemon (and not a reused pid).
+bool is_our_daemon(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline");
+  std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return cmdline.find("start-head") != std::string::npos || cmdline.find("start-worker") != std::string::npos;
+}
+
+std::string absolute(const std::string& path) {
+  return std::filesystem::absolute(path).lexically_normal().string();
+}
+
+}  // namespace
+
+int start_head(const StartHeadOptions& options) {
+  head::HeadConfig config;
+  config.node_ip = options.node_ip;
+  config.port = options.port;
+  config.dashboard_port = options.dashboard_port;
+  config.data_dir = absolute(options.data_dir.empty() ? session_dir() + "/head" : options.data_dir);
+  config.node_timeout_ms = static_cast<int64_t>(options.node_timeout_s * 1000);
+  config.kill_grace_ms = static_cast<int64_t>(options.kill_grace_s * 1000);
+  config.verbose = options.verbose;
+  std::filesystem::create_directories(config.data_dir);
+  std::string address = options.node_ip + ":" + std::to_string(options.port);
+  std::string dashboard = "http://" + options.node_ip + ":" + std::to_string(options.dashboard_port);
+
+  auto announce = [&](const std::string& token, int pid) {
+    write_session({address, dashboard, config.data_dir, config.data_dir + "/token"});
+    std::cout << "AetherGrid head started at " << address << " (pid " << pid << ")\n"
+              << "  Dashboard and REST API: " << dashboard << "\n"
+              << "  Data dir: " << config.data_dir << "  (log: " << config.data_dir << "/head.log)\n\n"
+              << "To add a worker on another machine, run there:\n"
+              << "  ag start-worker --head-node " << address << " --token " << token << "\n\n"
+              << "Open TCP ports " << options.port << " (workers, CLI, SDK) and " << options.dashboard_port
+              << " (dashboard) on this machine to the workers and users.\n"
+              << "Stop the daemons started here with `ag stop`.\n";
+  };
+
+  if (options.block) {
+    init_logging("", options.verbose);
+    return head::run_head(config, [&](const Status& status, const std::string& token) {
+      if (!status) {
+        std::cerr << "error: " << status.error().message << "\n";
+        return;
+      }
+      record_daemon("head", ::getpid());
+      announce(token, ::getpid());
+      std::cout.flush();
+    });
+  }
+  Launch launch = daemonize(config.data_dir + "/head.log", 30, [&](auto report) {
+    init_logging("", options.verbose);  // stderr is the log file now
+    return head::run_head(config, [&](const Status& status, const std::string& token) {
+      report(status.ok(), status.ok() ? token : status.error().message);
+    });
+  });
+  if (!launch.ok) {
+    std::cerr << "error: the head did not start: "
+              << (launch.text.empty() ? "no answer within 30 s; see " + config.data_dir + "/head.log" : launch.text)
+              << "\n";
+    if (launch.pid > 0 && process_alive(launch.pid)) ::kill(launch.pid, SIGTERM);
+    return 1;
+  }
+  record_daemon("head", launch.pid);
+  announce(launch.text, launch.pid);
+  return 0;
+}
+
+int start_worker(const StartWorkerOptions& options) {
+  worker::WorkerConfig config;
+  config.head_address = options.head_node;
+  config.node_ip = options.node_ip;
+  config.num_cpus = options.num_cpus;
+  config.num_gpus = options.num_gpus;
+  if (options.memory_gb) config.memory_bytes = static_cast<int64_t>(*options.memory_gb * (1ll << 30));
+  config.stop_grace_ms = static_cast<int64_t>(options.kill_grace_s * 1000);
+  config.verbose = options.verbose;
+  config.data_dir = absolute(options.data_dir.empty() ? session_dir() + "/worker-" + options.node_ip : options.data_dir);
+  if (auto ep = net::parse_endpoint(options.head_node, 6379); !ep.ok()) {
+    std::cerr << "error: --head-node: " << ep.error().message << "\n";
+    return 2;
+  }
+  config.token = options.token;
+  if (config.token.empty()) {
+    if (const char* env = std::getenv("AG_TOKEN"); env && *env) config.token = env;
+  }
+  if (config.token.empty()) {
+    // A head started on this machine shares its token through the session.
+    if (auto session = read_session(); session && !session->token_file.empty()) {
+      if (auto token = net::read_token_file(session->token_file); token.ok()) config.token = token.value();
+    }
+  }
+  if (config.token.empty()) {
+    std::cerr << "error: no cluster token: pass --token TOKEN (printed by `ag start-head`) or set AG_TOKEN\n";
+    return 2;
+  }
+  std::filesystem::create_directories(config.data_dir);
+  std::string name = "worker-" + options.node_ip;
+
+  if (options.block) {
+    init_logging("", options.verbose);
+    record_daemon(name, ::getpid());
+    return worker::run_worker(config, [&](const Status& status, const std::string& summary) {
+      if (status) std::cout << "AetherGrid worker joined the cluster at " << options.head_node << ": " << summary << "\n";
+      else std::cerr << "warning: " << status.error().message << "\n";
+      std::cout.flush();
+    });
+  }
+  std::string log_path = config.data_dir + "/worker.log";
+  Launch launch = daemonize(log_path, 10, [&](auto report) {
+    init_logging("", options.verbose);
+    return worker::run_worker(config, [&](const Status& status, const std::string& summary) {
+      report(status.ok(), status.ok() ? summary : status.error().message);
+    });
+  });
+  if (launch.ok) {
+    record_daemon(name, launch.pid);
+    std::cout << "AetherGrid worker started (pid " << launch.pid << "), joined the cluster at " << options.head_node
+              << ": " << launch.text << "\n  Log: " << log_path << "\n";
+    return 0;
+  }
+  // Give the daemon a moment to exit if the error was final (wrong token).
+  for (int i = 0; i < 50 && launch.pid > 0 && process_alive(launch.pid); ++i) {
+    int status;
+    if (::waitpid(launch.pid, &status, WNOHANG) == launch.pid) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (launch.pid > 0 && process_alive(launch.pid)) {
+    record_daemon(name, launch.pid);
+    std::cerr << "warning: " << (launch.text.empty() ? "the worker has not registered yet" : launch.text) << "\n"
+              << "The worker (pid " << launch.pid << ") keeps retrying with backoff; its log: " << log_path
+              << "\nStop it with `ag stop`.\n";
+    return 0;
+  }
+  std::cerr << "error: the worker did not start: " << (launch.text.empty() ? "see " + log_path : launch.text) << "\n";
+  return 1;
+}
+
+int stop_daemons(double timeout_s) {
+  auto daemons = recorded_daemons();
+  // Workers first, so that they can report their tasks' ends to a head still running.
+  std::stable_partition(daemons.begin(), daemons.end(), [](const DaemonRecord& d) { return d.name != "head"; });
+  int stopped = 0;
+  for (int phase = 0; phase < 2; ++phase) {
+    std::vector<DaemonRecord> group;
+    for (const auto& d : daemons) {
+      if ((d.name == "head") == (phase == 1)) group.push_back(d);
+    }
+    for (const auto& d : group) {
+      if (process_alive(d.pid) && is_our_daemon(d.pid)) ::kill(d.pid, SIGTERM);
+    }
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    for (const auto& d : group) {
+      while (process_alive(d.pid) && std::chrono::steady_clock::now() < deadline) {
+        int status;
+        ::waitpid(d.pid, &status, WNOHANG);  // reaps it when it is our child (--block tests)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      if (process_alive(d.pid) && is_our_daemon(d.pid)) {
+        std::cerr << "warning: " << d.name << " (pid " << d.pid << ") did not stop within " << timeout_s
+                  << " s; killing it\n";
+        ::kill(d.pid, SIGKILL);
+      }
+      std::filesystem::remove(d.pid_file);
+      std::cout << "stopped " << d.name << " (pid " << d.pid << ")\n";
+      ++stopped;
+    }
+  }
+  if (stopped == 0) std::cout << "no AetherGrid daemons were started from this machine (session " << session_dir() << ")\n";
+  return 0;
+}
+
+}  // namespace ag::cli

@@ -1,0 +1,326 @@
+// ag submit, status, list-nodes, list-jobs, logs, stop-job: the commands that talk to
+// a running head over its REST API.
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+#include <iostream>
+
+#include "cli/api_client.h"
+#include "cli/commands.h"
+#include "cli/table.h"
+#include "net/http_types.h"
+
+namespace ag::cli {
+namespace {
+
+using nlohmann::json;
+
+bool json_output(const ConnectionOptions& conn) { return conn.output == "json"; }
+
+// Quotes an argument for /bin/sh when it needs it.
+std::string shell_quote(const std::string& arg) {
+  if (!arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") == std::string::npos) {
+    return arg;
+  }
+  std::string out = "'";
+  for (char c : arg) {
+    if (c == '\'') out += "'\\''";
+    else out.push_back(c);
+  }
+  return out + "'";
+}
+
+std::string header_value(const net::HttpResponse& res, const std::string& name) {
+  for (const auto& [k, v] : res.headers) {
+    if (k == name) return v;
+  }
+  return "";
+}
+
+std::string str(const json& j, const char* key) {
+  if (!j.contains(key) || j[key].is_null()) return "-";
+  if (j[key].is_string()) return j[key].get<std::string>().empty() ? "-" : j[key].get<std::string>();
+  return j[key].dump();
+}
+
+std::string cpus_text(double cpus) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, cpus == std::floor(cpus) ? "%.0f" : "%.2f", cpus);
+  return buf;
+}
+
+// Streams one task's log from `offset` until it is complete. Returns false when the
+// head could not be reached.
+bool stream_log(const Connection& conn, const std::string& job_id, int task_index, std::optional<int> attempt,
+                bool follow, std::ostream& out) {
+  int64_t offset = 0;
+  for (;;) {
+    std::string target = "/api/jobs/" + job_id + "/logs?task_index=" + std::to_string(task_index) +
+                         "&offset=" + std::to_string(offset) + (follow ? "&wait_ms=25000" : "");
+    if (attempt) target += "&attempt=" + std::to_string(*attempt);
+    auto res = call_raw(conn, "GET", target, 40000);
+    if (!res.ok()) {
+      fail(res.error());
+      return false;
+    }
+    out << res->body;
+    out.flush();
+    std::string next = header_value(res.value(), "X-AG-Next-Offset");
+    offset = next.empty() ? offset + static_cast<int64_t>(res->body.size()) : std::stoll(next);
+    bool complete = header_value(res.value(), "X-AG-Log-Complete") == "1";
+    if (!follow && res->body.empty()) return true;
+    if (complete) return true;
+  }
+}
+
+}  // namespace
+
+int submit(const ConnectionOptions& options, const SubmitOptions& submit) {
+  auto conn = resolve_connection(options);
+  if (!conn.ok()) return fail(conn.error());
+  if (submit.command.empty()) {
+    std::cerr << "error: no command given: put the command after --, e.g. ag submit --num-workers 2 -- python train.py\n";
+    return 2;
+  }
+  std::string entrypoint;
+  if (submit.command.size() == 1) {
+    entrypoint = submit.command[0];  // one argument is taken as a shell command line
+  } else {
+    for (const auto& arg : submit.command) entrypoint += (entrypoint.empty() ? "" : " ") + shell_quote(arg);
+  }
+  json spec = {{"entrypoint", entrypoint}, {"num_workers", submit.num_workers}, {"placement", submit.placement},
+               {"max_retries", submit.max_retries}};
+  json task_options = json::object();
+  if (submit.num_cpus) task_options["num_cpus"] = *submit.num_cpus;
+  if (submit.num_gpus) task_options["num_gpus"] = *submit.num_gpus;
+  if (submit.memory_gb) task_options["memory"] = static_cast<int64_t>(*submit.memory_gb * (1ll << 30));
+  spec["task_options"] = task_options;
+  if (!submit.name.empty()) spec["job_name"] = submit.name;
+  if (submit.timeout_s) spec["timeout"] = *submit.timeout_s;
+  json env_vars = json::object();
+  for (const auto& kv : submit.env) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      std::cerr << "error: --env takes NAME=VALUE, got '" << kv << "'\n";
+      return 2;
+    }
+    env_vars[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  if (!env_vars.empty()) spec["runtime_env"] = {{"env_vars", env_vars}};
+
+  auto created = call_json(conn.value(), "POST", "/api/jobs", spec.dump());
+  if (!created.ok()) return fail(created.error());
+  std::string job_id = created.value()["job_id"].get<std::string>();
+  if (json_output(options) && submit.no_wait) {
+    std::cout << created.value().dump() << "\n";
+    return 0;
+  }
+  std::cerr << "Job " << job_id << " submitted (" << submit.num_workers << " task(s)).\n";
+  if (submit.no_wait) {
+    std::cout << job_id << "\n";
+    return 0;
+  }
+  std::cerr << "Streaming task 0's log; Ctrl-C stops watching (the job keeps running; stop it with `ag stop-job "
+            << job_id << "`).\n";
+  // Follow task 0 of every attempt until the job ends.
+  json job;
+  int streamed = -1;  // the last attempt whose task-0 log was printed
+  for (int attempt = 0;;) {
+    auto waited = call_json(conn.value(), "GET", "/api/jobs/" + job_id + "/wait?timeout_ms=25000&attempts_at_least=" +
+                                                     std::to_string(attempt + 1), "", 40000);
+    if (!waited.ok()) return fail(waited.error());
+    job = waited.value();
+    bool terminal = job["state"] == "SUCCEEDED" || job["state"] == "FAILED" || job["state"] == "STOPPED";
+    int attempts = job["num_attempts"].get<int>();
+    if (attempts <= attempt) {
+      if (terminal) break;  // stopped before it was ever placed
+      continue;             // still pending
+    }
+    if (streamed < attempt) {
+      if (!stream_log(conn.value(), job_id, 0, attempt, true, std::cout)) return 1;
+      streamed = attempt;
+    }
+    // This attempt's log is complete: either the job ended or a retry follows.
+    auto after = call_json(conn.value(), "GET", "/api/jobs/" + job_id + "/wait?timeout_ms=25000&attempts_at_least=" +
+                                                    std::to_string(attempt + 2), "", 40000);
+    if (!after.ok()) return fail(after.error());
+    job = after.value();
+    terminal = job["state"] == "SUCCEEDED" || job["state"] == "FAILED" || job["state"] == "STOPPED";
+    if (job["num_attempts"].get<int>() > attempt + 1) {
+      std::cerr << "Attempt " << attempt << " failed; following attempt " << attempt + 1 << ".\n";
+      ++attempt;
+      continue;
+    }
+    if (terminal) break;
+  }
+  std::string state = job["state"].get<std::string>();
+  if (json_output(options)) {
+    std::cout << job.dump() << "\n";
+  } else {
+    std::cerr << "Job " << job_id << " " << state;
+    if (!job["message"].get<std::string>().empty()) std::cerr << ": " << job["message"].get<std::string>();
+    std::cerr << "\n";
+  }
+  return state == "SUCCEEDED" ? 0 : 1;
+}
+
+int cluster_status(const ConnectionOptions& options) {
+  auto conn = resolve_connection(options);
+  if (!conn.ok()) return fail(conn.error());
+  auto summary = call_json(conn.value(), "GET", "/api/cluster");
+  if (!summary.ok()) return fail(summary.error());
+  const json& s = summary.value();
+  if (json_output(options)) {
+    std::cout << s.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "Head: " << conn->endpoint.to_string() << "\n"
+            << "Nodes: " << s["nodes_alive"] << " alive of " << s["nodes_total"] << "\n"
+            << "CPUs: " << cpus_text(s["allocated"]["num_cpus"].get<double>()) << " / "
+            << cpus_text(s["resources"]["num_cpus"].get<double>()) << " allocated\n"
+            << "GPUs: " << s["allocated"]["num_gpus"] << " / " << s["resources"]["num_gpus"] << " allocated\n"
+            << "Memory: " << (s["allocated"]["memory_bytes"].get<int64_t>() >> 30) << " / "
+            << (s["resources"]["memory_bytes"].get<int64_t>() >> 30) << " GiB allocated\n"
+            << "Jobs:";
+  for (const char* st : {"PENDING", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED"}) {
+    std::cout << " " << st << " " << s["jobs"][st];
+  }
+  std::cout << "\n";
+  return 0;
+}
+
+int job_status(const ConnectionOptions& options, const std::string& job_id, bool verbose) {
+  auto conn = resolve_connection(options);
+  if (!conn.ok()) return fail(conn.error());
+  auto job = call_json(conn.value(), "GET", "/api/jobs/" + net::url_encode(job_id));
+  if (!job.ok()) return fail(job.error());
+  json events;
+  if (verbose) {
+    auto ev = call_json(conn.value(), "GET", "/api/jobs/" + net::url_encode(job_id) + "/events");
+    if (!ev.ok()) return fail(ev.error());
+    events = ev.value()["events"];
+  }
+  const json& j = job.value();
+  if (json_output(options)) {
+    json out = j;
+    if (verbose) out["events"] = events;
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "Job " << j["job_id"].get<std::string>() << (j["name"].get<std::string>().empty() ? "" : " (" + j["name"].get<std::string>() + ")")
+            << ": " << j["state"].get<std::string>() << "\n";
+  if (!j["message"].get<std::string>().empty()) std::cout << "  " << j["message"].get<std::string>() << "\n";
+  std::cout << "  Entrypoint: " << j["entrypoint"].get<std::string>() << "\n"
+            << "  Tasks: " << j["num_workers"] << " x {" << cpus_text(j["num_cpus"].get<double>()) << " CPU, "
+            << j["num_gpus"] << " GPU}\n"
+            << "  Submitted: " << format_time_ms(j["submitted_ms"].get<int64_t>())
+            << "  Started: " << format_time_ms(j["started_ms"].get<int64_t>())
+            << "  Finished: " << format_time_ms(j["finished_ms"].get<int64_t>()) << "\n";
+  for (const auto& a : j["attempts"]) {
+    std::cout << "  Attempt " << a["attempt"] << " (master " << a["master_addr"].get<std::string>() << ":"
+              << a["master_port"] << ")"
+              << (a["failure_reason"].get<std::string>().empty() ? "" : ": " + a["failure_reason"].get<std::string>())
+              << "\n";
+    Table table({"    TASK", "STATE", "NODE", "ADDRESS", "GPUS", "PID", "EXIT", "REASON"});
+    for (const auto& t : a["tasks"]) {
+      std::string gpus;
+      for (const auto& g : t["gpu_ids"]) gpus += (gpus.empty() ? "" : ",") + g.dump();
+      std::string exit = !t["signal"].is_null() ? "signal " + t["signal"].dump() : str(t, "exit_code");
+      table.add({"    " + t["task_index"].dump(), t["state"].get<std::string>(), t["node_id"].get<std::string>(),
+                 t["node_address"].get<std::string>(), gpus.empty() ? "-" : gpus, t["pid"].dump(), exit, str(t, "reason")});
+    }
+    table.print(std::cout);
+  }
+  if (verbose) {
+    std::cout << "  Events:\n";
+    for (const auto& e : events) {
+      std::cout << "    " << format_time_ms(e["time_ms"].get<int64_t>()) << "  " << e["message"].get<std::string>() << "\n";
+    }
+  }
+  return 0;
+}
+
+int list_nodes(const ConnectionOptions& options) {
+  auto conn = resolve_connection(options);
+  if (!conn.ok()) return fail(conn.error());
+  auto nodes = call_json(conn.value(), "GET", "/api/nodes");
+  if (!nodes.ok()) return fail(nodes.error());
+  if (json_output(options)) {
+    std::cout << nodes.value().dump(2) << "\n";
+    return 0;
+  }
+  Table table({"NODE", "STATE", "ADDRESS", "HOSTNAME", "CPUS", "GPUS", "MEMORY"});
+  for (const auto& n : nodes.value()["nodes"]) {
+    const json& r = n["resources"];
+    const json& a = n["allocated"];
+    table.add({n["node_id"].get<std::string>(), n["state"].get<std::string>(), n["address"].get<std::string>(),
+               n["hostname"].get<std::string>(),
+               cpus_text(a["num_cpus"].get<double>()) + "/" + cpus_text(r["num_cpus"].get<double>()),
+               a["num_gpus"].dump() + "/" + r["num_gpus"].dump(),
+               std::to_string(a["memory_bytes"].get<int64_t>() >> 30) + "/" + std::to_string(r["memory_bytes"].get<int64_t>() >> 30) + " GiB"});
+  }
+  table.print(std::cout);
+  return 0;
+}
+
+int list_jobs(const ConnectionOptions& options, const std::string& state) {
+  auto conn = resolve_connection(options);
+  if (!conn.ok()) return fail(conn.error());
+  std::string target = "/api/jobs";
+  if (!state.empty()) target += "?state=" + net::url_encode(state);
+  auto jobs = call_json(conn.value(), "GET", target);
+  if (!jobs.ok()) return fail(jobs.error());
+  if (json_output(options)) {
+    std::cout << jobs.value().dump(2) << "\n";
+    return 0;
+  }
+  Table table({"JOB", "NAME", "STATE", "TASKS", "SUBMITTED", "DURATION", "ENTRYPOINT"});
+  for (const auto& j : jobs.value()["jobs"]) {
+    int64_t started = j["started_ms"].get<int64_t>(), finished = j["finished_ms"].get<int64_t>();
+    std::string entry = j["entrypoint"].get<std::string>();
+    if (entry.size() > 48) entry = entry.substr(0, 45) + "...";
+    table.add({j["job_id"].get<std::string>(), str(j, "name"), j["state"].get<std::string>(), j["num_workers"].dump(),
+               format_time_ms(j["submitted_ms"].get<int64_t>()),
+               started && finished ? format_duration_ms(finished - started) : "-", entry});
+  }
+  table.print(std::cout);
+  return 0;
+}
+
+int logs(const ConnectionOptions& options, const std::string& job_id, int task_index, std::optional<int> attempt,
+         bool follow) {
+  auto conn = resolve_connection(options);
+  if (!conn.ok()) return fail(conn.error());
+  return stream_log(conn.value(), net::url_encode(job_id), task_index, attempt, follow, std::cout) ? 0 : 1;
+}
+
+int head_logs() {
+  auto session = read_session();
+  if (!session) {
+    std::cerr << "error: no head was started from this machine (session " << session_dir() << ")\n";
+    return 1;
+  }
+  std::ifstream in(session->data_dir + "/head.log");
+  if (!in) {
+    std::cerr << "error: cannot read " << session->data_dir << "/head.log\n";
+    return 1;
+  }
+  std::cout << in.rdbuf();
+  return 0;
+}
+
+int stop_job(const ConnectionOptions& options, const std::string& job_id) {
+  auto conn = resolve_connection(options);
+  if (!conn.ok()) return fail(conn.error());
+  auto res = call_json(conn.value(), "POST", "/api/jobs/" + net::url_encode(job_id) + "/stop");
+  if (!res.ok()) return fail(res.error());
+  if (json_output(options)) {
+    std::cout << res.value().dump() << "\n";
+  } else {
+    std::cout << "Stop requested for job " << job_id << " (now " << res.value()["state"].get<std::string>() << ")\n";
+  }
+  return 0;
+}
+
+}  // namespace ag::cli

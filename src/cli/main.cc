@@ -1,0 +1,125 @@
+// `ag`: the one AetherGrid executable. Parses the command line and dispatches to the
+// subcommands in commands.h. Global options (--address, --token, --output) are
+// accepted before or after the subcommand.
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  using namespace ag::cli;
+  // A closed pipe (ag logs | head) must end the command quietly, not kill it mid-write
+  // of a socket; socket writes report EPIPE as an error instead.
+  ::signal(SIGPIPE, SIG_IGN);
+
+  CLI::App app{"AetherGrid: run distributed AI jobs on your machines.\n"
+               "Start a cluster with `ag start-head` and `ag start-worker`, then `ag submit -- COMMAND`."};
+  app.name("ag");
+  app.require_subcommand(1);
+  app.fallthrough();
+  ConnectionOptions conn;
+  app.add_option("--address", conn.address, "Head address HOST:PORT (default: AG_ADDRESS, then this machine's session)");
+  app.add_option("--token", conn.token, "Cluster token (default: AG_TOKEN, then this machine's session)");
+  app.add_option("--output,-o", conn.output, "Output format")->check(CLI::IsMember({"table", "json"}));
+
+  StartHeadOptions head;
+  auto* start_head_cmd = app.add_subcommand("start-head", "Start the head daemon");
+  start_head_cmd->add_option("--node-ip-address", head.node_ip, "IP address to bind and advertise")->capture_default_str();
+  start_head_cmd->add_option("--port", head.port, "Cluster/API port")->capture_default_str()->check(CLI::Range(1, 65535));
+  start_head_cmd->add_option("--dashboard-port", head.dashboard_port, "Dashboard port")->capture_default_str()->check(CLI::Range(1, 65535));
+  start_head_cmd->add_option("--data-dir", head.data_dir, "Where the head keeps its database, logs and token");
+  start_head_cmd->add_option("--node-timeout", head.node_timeout_s, "Seconds without heartbeat before a node is dead")->capture_default_str()->check(CLI::Range(0.2, 3600.0));
+  start_head_cmd->add_option("--kill-grace", head.kill_grace_s, "Seconds between SIGTERM and SIGKILL when stopping tasks")->capture_default_str()->check(CLI::Range(0.0, 3600.0));
+  start_head_cmd->add_flag("--block", head.block, "Stay in the foreground");
+  start_head_cmd->add_flag("--verbose", head.verbose, "Debug logging");
+
+  StartWorkerOptions worker;
+  auto* start_worker_cmd = app.add_subcommand("start-worker", "Start a worker daemon that joins a head");
+  start_worker_cmd->add_option("--head-node", worker.head_node, "Head address HOST:PORT")->required();
+  start_worker_cmd->add_option("--node-ip-address", worker.node_ip, "This node's IP address (tasks' MASTER_ADDR)")->capture_default_str();
+  start_worker_cmd->add_option("--num-cpus", worker.num_cpus, "CPUs to offer (default: detected)")->check(CLI::Range(0.0, 100000.0));
+  start_worker_cmd->add_option("--num-gpus", worker.num_gpus, "GPUs to offer (default: detected with NVML)")->check(CLI::Range(0, 1024));
+  start_worker_cmd->add_option("--memory", worker.memory_gb, "Memory to offer, GiB (default: detected)")->check(CLI::Range(0.0, 1e6));
+  start_worker_cmd->add_option("--data-dir", worker.data_dir, "Where the worker keeps task dirs and logs");
+  start_worker_cmd->add_option("--kill-grace", worker.kill_grace_s, "Seconds between SIGTERM and SIGKILL at shutdown")->capture_default_str();
+  start_worker_cmd->add_flag("--block", worker.block, "Stay in the foreground");
+  start_worker_cmd->add_flag("--verbose", worker.verbose, "Debug logging");
+  worker.token.clear();
+  start_worker_cmd->callback([&] { if (worker.token.empty()) worker.token = conn.token; });
+
+  double stop_timeout = 30;
+  auto* stop_cmd = app.add_subcommand("stop", "Stop the daemons started from this machine");
+  stop_cmd->add_option("--timeout", stop_timeout, "Seconds to wait for each daemon before SIGKILL")->capture_default_str();
+
+  std::string status_job;
+  bool status_verbose = false;
+  auto* status_cmd = app.add_subcommand("status", "Cluster summary, or one job's state with JOB_ID");
+  status_cmd->add_option("job_id", status_job, "Job id");
+  status_cmd->add_flag("-v,--verbose", status_verbose, "Add the job's event log");
+
+  app.add_subcommand("list-nodes", "List the cluster's nodes");
+  std::string list_state;
+  auto* list_jobs_cmd = app.add_subcommand("list-jobs", "List jobs, newest first");
+  list_jobs_cmd->add_option("--state", list_state, "Only jobs in this state");
+
+  std::string logs_job;
+  int logs_task = 0;
+  std::optional<int> logs_attempt;
+  bool logs_follow = false, logs_head = false;
+  auto* logs_cmd = app.add_subcommand("logs", "Print a task's output (or the head's log with --head)");
+  logs_cmd->add_option("job_id", logs_job, "Job id");
+  logs_cmd->add_option("--task-index", logs_task, "Task index")->capture_default_str()->check(CLI::NonNegativeNumber);
+  logs_cmd->add_option("--attempt", logs_attempt, "Attempt (default: the latest)")->check(CLI::NonNegativeNumber);
+  logs_cmd->add_flag("-f,--follow", logs_follow, "Keep printing new output until the task ends");
+  logs_cmd->add_flag("--head", logs_head, "Print the head daemon's own log");
+
+  SubmitOptions submit_opts;
+  auto* submit_cmd = app.add_subcommand("submit", "Submit a job: ag submit [options] -- COMMAND...");
+  submit_cmd->add_option("--num-workers,-n", submit_opts.num_workers, "Tasks in the gang")->capture_default_str()->check(CLI::Range(1, 4096));
+  submit_cmd->add_option("--num-cpus", submit_opts.num_cpus, "CPUs per task (default 1)")->check(CLI::Range(0.0, 1024.0));
+  submit_cmd->add_option("--num-gpus", submit_opts.num_gpus, "GPUs per task (default 0)")->check(CLI::Range(0, 64));
+  submit_cmd->add_option("--memory", submit_opts.memory_gb, "Memory per task, GiB")->check(CLI::Range(0.0, 1e6));
+  submit_cmd->add_option("--placement", submit_opts.placement, "pack (fewest nodes) or spread")->capture_default_str()->check(CLI::IsMember({"pack", "spread"}));
+  submit_cmd->add_option("--env", submit_opts.env, "Environment variable NAME=VALUE (repeatable)");
+  submit_cmd->add_option("--name", submit_opts.name, "Job name");
+  submit_cmd->add_option("--max-retries", submit_opts.max_retries, "Whole-gang retries after a failure")->capture_default_str()->check(CLI::Range(0, 100));
+  submit_cmd->add_option("--timeout", submit_opts.timeout_s, "Seconds the job may run before it is stopped and FAILED")->check(CLI::PositiveNumber);
+  submit_cmd->add_flag("--no-wait", submit_opts.no_wait, "Print the job id and return at once");
+  submit_cmd->add_option("command", submit_opts.command, "The command each task runs (after --)");
+
+  std::string stop_job_id;
+  auto* stop_job_cmd = app.add_subcommand("stop-job", "Stop a job: every process of every task");
+  stop_job_cmd->add_option("job_id", stop_job_id, "Job id")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+
+  if (worker.token.empty()) worker.token = conn.token;
+  if (*start_head_cmd) return start_head(head);
+  if (*start_worker_cmd) return start_worker(worker);
+  if (*stop_cmd) return stop_daemons(stop_timeout);
+  if (*status_cmd) return status_job.empty() ? cluster_status(conn) : job_status(conn, status_job, status_verbose);
+  if (app.got_subcommand("list-nodes")) return list_nodes(conn);
+  if (*list_jobs_cmd) return list_jobs(conn, list_state);
+  if (*logs_cmd) {
+    if (logs_head) return head_logs();
+    if (logs_job.empty()) {
+      std::cerr << "error: give a job id (ag logs JOB_ID) or --head\n";
+      return 2;
+    }
+    return logs(conn, logs_job, logs_task, logs_attempt, logs_follow);
+  }
+  if (*submit_cmd) return submit(conn, submit_opts);
+  if (*stop_job_cmd) return stop_job(conn, stop_job_id);
+  return 2;
+}

@@ -1,0 +1,93 @@
+#include "cli/session.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "net/auth.h"
+
+namespace ag::cli {
+
+std::string session_dir() {
+  if (const char* dir = std::getenv("AG_SESSION_DIR"); dir && *dir) return dir;
+  return "/tmp/aethergrid-" + std::to_string(::getuid());
+}
+
+Status write_session(const SessionInfo& info) {
+  std::filesystem::create_directories(session_dir());
+  nlohmann::json j = {{"address", info.address}, {"dashboard", info.dashboard},
+                      {"data_dir", info.data_dir}, {"token_file", info.token_file}};
+  std::string path = session_dir() + "/session.json";
+  std::ofstream out(path + ".tmp");
+  out << j.dump(2) << "\n";
+  out.close();
+  if (!out) return internal_error("cannot write " + path);
+  std::filesystem::rename(path + ".tmp", path);
+  return {};
+}
+
+std::optional<SessionInfo> read_session() {
+  std::ifstream in(session_dir() + "/session.json");
+  if (!in) return std::nullopt;
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  if (!j.is_object()) return std::nullopt;
+  SessionInfo info;
+  info.address = j.value("address", "");
+  info.dashboard = j.value("dashboard", "");
+  info.data_dir = j.value("data_dir", "");
+  info.token_file = j.value("token_file", "");
+  return info;
+}
+
+Status record_daemon(const std::string& name, int pid) {
+  std::string dir = session_dir() + "/daemons";
+  std::filesystem::create_directories(dir);
+  std::ofstream out(dir + "/" + name + ".pid");
+  out << pid << "\n";
+  if (!out) return internal_error("cannot write " + dir + "/" + name + ".pid");
+  return {};
+}
+
+std::vector<DaemonRecord> recorded_daemons() {
+  std::vector<DaemonRecord> out;
+  std::string dir = session_dir() + "/daemons";
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (entry.path().extension() != ".pid") continue;
+    std::ifstream in(entry.path());
+    int pid = 0;
+    if (!(in >> pid) || pid <= 0) continue;
+    out.push_back({entry.path().stem().string(), pid, entry.path().string()});
+  }
+  return out;
+}
+
+Result<Connection> resolve_connection(const ConnectionOptions& options) {
+  std::string address = options.address;
+  if (address.empty()) {
+    if (const char* env = std::getenv("AG_ADDRESS"); env && *env) address = env;
+  }
+  auto session = read_session();
+  if (address.empty() && session) address = session->address;
+  if (address.empty()) {
+    return invalid_argument("no cluster found: start one with `ag start-head`, or pass --address HOST:PORT (or set AG_ADDRESS)");
+  }
+  auto endpoint = net::parse_endpoint(address, 6379);
+  if (!endpoint.ok()) return endpoint.error();
+  Connection conn{endpoint.value(), options.token};
+  if (conn.token.empty()) {
+    if (const char* env = std::getenv("AG_TOKEN"); env && *env) conn.token = env;
+  }
+  if (conn.token.empty() && session && !session->token_file.empty()) {
+    auto token = net::read_token_file(session->token_file);
+    if (token.ok()) conn.token = token.value();
+  }
+  return conn;
+}
+
+}  // namespace ag::cli

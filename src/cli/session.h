@@ -1,0 +1,56 @@
+// The local session: what `ag start-head` and `ag start-worker` leave on this machine
+// so that later commands of the same user find the cluster without flags.
+//
+//   $AG_SESSION_DIR (default /tmp/aethergrid-<uid>)/
+//     session.json        head address, dashboard URL, data dir, token file
+//     daemons/<name>.pid  one per daemon started here, read by `ag stop`
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "net/http_client.h"
+
+namespace ag::cli {
+
+std::string session_dir();
+
+struct SessionInfo {
+  std::string address;     // HOST:PORT of the head
+  std::string dashboard;   // http://HOST:PORT
+  std::string data_dir;    // head data dir
+  std::string token_file;
+};
+
+Status write_session(const SessionInfo& info);
+std::optional<SessionInfo> read_session();
+
+// Records a daemon started from this machine; `ag stop` reads them back.
+Status record_daemon(const std::string& name, int pid);
+struct DaemonRecord {
+  std::string name;
+  int pid = 0;
+  std::string pid_file;
+};
+std::vector<DaemonRecord> recorded_daemons();
+
+// Options every command that talks to the head accepts.
+struct ConnectionOptions {
+  std::string address;  // --address, else AG_ADDRESS, else the session's head
+  std::string token;    // --token, else AG_TOKEN, else the session's token file
+  std::string output = "table";  // --output table|json
+};
+
+struct Connection {
+  net::Endpoint endpoint;
+  std::string token;
+};
+
+// Resolves where the head is and which token to use. Errors: kInvalidArgument when
+// no address is known ("no cluster found: start one with `ag start-head` or pass
+// --address"), or the address is malformed.
+Result<Connection> resolve_connection(const ConnectionOptions& options);
+
+}  // namespace ag::cli

@@ -1,0 +1,25 @@
+// Plain-text tables for human output: columns padded to their widest cell.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace ag::cli {
+
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header) : rows_{std::move(header)} {}
+  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  void print(std::ostream& out) const;
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// "2026-11-29 17:50:01" in local time, or "-" for 0.
+std::string format_time_ms(int64_t ms);
+// "1.2s", "3m04s", "-" when unknown.
+std::string format_duration_ms(int64_t ms);
+
+}  // namespace ag::cli

@@ -1,0 +1,64 @@
+#include <openssl/rand.h>
+
+#include <chrono>
+#include <cstdio>
+#include <stdexcept>
+
+#include "common/clock.h"
+#include "common/ids.h"
+#include "common/result.h"
+
+namespace ag {
+
+int http_status_for(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kInvalidArgument: return 400;
+    case ErrorCode::kUnauthenticated: return 401;
+    case ErrorCode::kNotFound: return 404;
+    case ErrorCode::kConflict: return 409;
+    case ErrorCode::kTooLarge: return 413;
+    case ErrorCode::kUnavailable: return 503;
+    case ErrorCode::kResourceExhausted: return 507;
+    case ErrorCode::kInternal: return 500;
+  }
+  return 500;
+}
+
+int64_t SystemClock::now_ms() const {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+int64_t SystemClock::steady_ms() const {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+std::string random_hex(int n_bytes) {
+  std::string bytes(static_cast<size_t>(n_bytes), '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(bytes.data()), n_bytes) != 1) {
+    throw std::runtime_error("the OS random number generator failed");
+  }
+  static const char* kDigits = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(kDigits[c >> 4]);
+    out.push_back(kDigits[c & 15]);
+  }
+  return out;
+}
+
+std::string new_job_id() { return "job_" + random_hex(6); }
+std::string new_node_id() { return "node_" + random_hex(6); }
+
+bool looks_like_job_id(const std::string& id) {
+  if (id.size() != 16 || id.rfind("job_", 0) != 0) return false;
+  for (size_t i = 4; i < id.size(); ++i) {
+    char c = id[i];
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+}  // namespace ag

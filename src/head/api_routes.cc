@@ -1,0 +1,286 @@
+#include "head/api_routes.h"
+
+#include <boost/asio/steady_timer.hpp>
+#include <nlohmann/json.hpp>
+
+#include "api/job_spec.h"
+#include "head/job_codec.h"
+#include "net/auth.h"
+
+namespace ag::head {
+namespace {
+
+using nlohmann::json;
+using net::HttpResponse;
+
+constexpr int64_t kMaxLogChunk = 4 << 20;
+constexpr int64_t kMaxWaitMs = 60000;
+
+HttpResponse json_response(int status, const json& body) {
+  return {status, "application/json", body.dump(-1, ' ', false, json::error_handler_t::replace)};
+}
+
+HttpResponse error_response(int status, const std::string& message) {
+  return json_response(status, {{"error", message}});
+}
+
+HttpResponse error_response(const Error& error) {
+  return error_response(http_status_for(error.code), error.message);
+}
+
+// Reads an optional integer query parameter; returns false with a 400 on bad input.
+bool query_int(const net::HttpRequest& req, const std::string& name, int64_t min, int64_t max,
+               int64_t* out, net::Respond& respond) {
+  auto it = req.query.find(name);
+  if (it == req.query.end()) return true;
+  try {
+    size_t used = 0;
+    long long v = std::stoll(it->second, &used);
+    if (used != it->second.size() || v < min || v > max) throw std::out_of_range("range");
+    *out = v;
+    return true;
+  } catch (const std::exception&) {
+    respond(error_response(400, "query parameter '" + name + "' must be a whole number between " +
+                                    std::to_string(min) + " and " + std::to_string(max) +
+                                    ", got '" + it->second + "'"));
+    return false;
+  }
+}
+
+json node_json(const Node& node, const Resources& allocated) {
+  return {{"node_id", node.node_id},
+          {"address", node.address},
+          {"hostname", node.hostname},
+          {"state", to_string(node.state)},
+          {"resources", {{"num_cpus", node.total.cpu_millis / 1000.0},
+                         {"memory_bytes", node.total.memory_bytes},
+                         {"num_gpus", node.total.gpus},
+                         {"gpu_ids", node.gpu_ids}}},
+          {"allocated", {{"num_cpus", allocated.cpu_millis / 1000.0},
+                         {"memory_bytes", allocated.memory_bytes},
+                         {"num_gpus", allocated.gpus}}},
+          {"registered_ms", node.registered_ms}};
+}
+
+// What live tasks hold on each node.
+std::map<std::string, Resources> allocations(const JobManager& jobs) {
+  std::map<std::string, Resources> out;
+  for (const Job* job : jobs.list()) {
+    if (job->state != JobState::kRunning) continue;
+    const AttemptRecord* attempt = job->current_attempt();
+    if (!attempt) continue;
+    for (const auto& task : attempt->tasks) {
+      if (!task.terminal()) out[task.node_id] += job->spec.per_task();
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void ApiRoutes::handle(net::HttpRequest req, net::Respond respond) {
+  const std::string& path = req.path;
+  if (path == "/api/healthz") return respond(json_response(200, {{"status", "ok"}}));
+  if (!net::has_valid_token(req, deps_.token)) {
+    return respond(error_response(
+        401, req.header("authorization").empty()
+                 ? "missing cluster token: send 'Authorization: Bearer <token>' (the token is in the head's data dir, file 'token')"
+                 : "wrong cluster token"));
+  }
+  if (path == "/" || path == "/index.html") {
+    return respond({200, "text/plain; charset=utf-8",
+                    "AetherGrid head. The REST API is under /api (try /api/nodes and /api/jobs).\n"});
+  }
+  if (path == "/api/nodes" || path == "/api/cluster") {
+    if (req.method != "GET") return respond(error_response(405, "use GET for " + path));
+    auto alloc = allocations(deps_.jobs);
+    json nodes = json::array();
+    Resources total, used;
+    int alive = 0;
+    for (const auto& [id, node] : deps_.nodes.nodes()) {
+      nodes.push_back(node_json(node, alloc[id]));
+      if (node.state == NodeState::kAlive) {
+        ++alive;
+        total += node.total;
+        used += alloc[id];
+      }
+    }
+    if (path == "/api/nodes") return respond(json_response(200, {{"nodes", nodes}}));
+    json by_state = json::object();
+    for (auto s : {JobState::kPending, JobState::kRunning, JobState::kSucceeded, JobState::kFailed, JobState::kStopped}) {
+      by_state[to_string(s)] = 0;
+    }
+    for (const auto& [s, n] : deps_.jobs.count_by_state()) by_state[to_string(s)] = n;
+    return respond(json_response(
+        200, {{"nodes_alive", alive},
+              {"nodes_total", deps_.nodes.nodes().size()},
+              {"resources", {{"num_cpus", total.cpu_millis / 1000.0}, {"memory_bytes", total.memory_bytes}, {"num_gpus", total.gpus}}},
+              {"allocated", {{"num_cpus", used.cpu_millis / 1000.0}, {"memory_bytes", used.memory_bytes}, {"num_gpus", used.gpus}}},
+              {"jobs", by_state}}));
+  }
+  if (path == "/api/jobs") {
+    if (req.method == "GET") {
+      int64_t limit = 1000;
+      if (!query_int(req, "limit", 1, 100000, &limit, respond)) return;
+      std::optional<JobState> state;
+      if (auto it = req.query.find("state"); it != req.query.end() && !it->second.empty()) {
+        std::string upper = it->second;
+        for (auto& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        state = parse_job_state(upper);
+        if (!state) return respond(error_response(400, "unknown state '" + it->second + "'; use PENDING, RUNNING, SUCCEEDED, FAILED or STOPPED"));
+      }
+      json jobs = json::array();
+      for (const Job* job : deps_.jobs.list()) {
+        if (state && job->state != *state) continue;
+        if (static_cast<int64_t>(jobs.size()) >= limit) break;
+        jobs.push_back(job_summary_json(*job));
+      }
+      return respond(json_response(200, {{"jobs", jobs}}));
+    }
+    if (req.method != "POST") return respond(error_response(405, "use GET or POST for /api/jobs"));
+    json body = json::parse(req.body, nullptr, false);
+    if (body.is_discarded()) {
+      return respond(error_response(400, "request body is not valid JSON; send a job spec object such as {\"entrypoint\": \"python train.py\", \"num_workers\": 2}"));
+    }
+    auto spec = api::parse_job_spec(body);
+    if (!spec.ok()) return respond(error_response(spec.error()));
+    deps_.jobs.submit(std::move(spec.value()), [respond](Result<std::string> id) {
+      if (!id.ok()) return respond(error_response(id.error()));
+      respond(json_response(201, {{"job_id", id.value()}}));
+    });
+    return;
+  }
+  static const std::string kJobsPrefix = "/api/jobs/";
+  if (path.rfind(kJobsPrefix, 0) == 0) {
+    std::string rest = path.substr(kJobsPrefix.size());
+    size_t slash = rest.find('/');
+    std::string id = rest.substr(0, slash);
+    std::string action = slash == std::string::npos ? "" : rest.substr(slash + 1);
+    return handle_job(req, id, action, std::move(respond));
+  }
+  respond(error_response(404, "no route for " + req.method + " " + path));
+}
+
+void ApiRoutes::handle_job(const net::HttpRequest& req, const std::string& job_id,
+                           const std::string& action, net::Respond respond) {
+  const Job* job = deps_.jobs.find(job_id);
+  if (!job) return respond(error_response(404, "no job with id '" + job_id + "'; list jobs with `ag list-jobs`"));
+  if (action.empty()) {
+    if (req.method != "GET") return respond(error_response(405, "use GET for /api/jobs/{id}"));
+    return respond(json_response(200, job_to_json(*job)));
+  }
+  if (action == "events") {
+    json events = json::array();
+    for (const auto& e : deps_.jobs.events(job_id)) events.push_back(event_to_json(e));
+    return respond(json_response(200, {{"job_id", job_id}, {"events", events}}));
+  }
+  if (action == "stop") {
+    if (req.method != "POST") return respond(error_response(405, "use POST to stop a job"));
+    Status s = deps_.jobs.stop(job_id);
+    if (!s) return respond(error_response(s.error()));
+    return respond(json_response(200, {{"job_id", job_id}, {"state", to_string(deps_.jobs.find(job_id)->state)}}));
+  }
+  if (action == "logs") return handle_logs(req, job_id, std::move(respond));
+  if (action == "wait") return handle_wait(req, job_id, std::move(respond));
+  respond(error_response(404, "no route for " + req.method + " " + req.path));
+}
+
+void ApiRoutes::handle_logs(const net::HttpRequest& req, const std::string& job_id, net::Respond respond) {
+  const Job* job = deps_.jobs.find(job_id);
+  int64_t task_index = 0, offset = 0, max_bytes = kMaxLogChunk, wait_ms = 0;
+  int64_t attempt = job->attempts.empty() ? 0 : job->attempts.back().number;
+  if (!query_int(req, "task_index", 0, job->spec.num_workers - 1, &task_index, respond) ||
+      !query_int(req, "attempt", 0, std::max<int64_t>(0, static_cast<int64_t>(job->attempts.size()) - 1), &attempt, respond) ||
+      !query_int(req, "offset", 0, INT64_MAX, &offset, respond) ||
+      !query_int(req, "max_bytes", 1, kMaxLogChunk, &max_bytes, respond) ||
+      !query_int(req, "wait_ms", 0, kMaxWaitMs, &wait_ms, respond)) {
+    return;
+  }
+  LogKey key{job_id, static_cast<int>(attempt), static_cast<int>(task_index)};
+  auto waiters = std::make_shared<std::pair<uint64_t, uint64_t>>(0, 0);
+  auto timer = std::make_shared<boost::asio::steady_timer>(deps_.io);
+  auto done = std::make_shared<bool>(false);
+  auto answer = [this, key, offset, max_bytes, respond, timer, done, job_id, waiters]() {
+    if (*done) return;
+    *done = true;
+    timer->cancel();
+    deps_.logs.cancel_wait(waiters->first);
+    deps_.jobs.cancel_watch(waiters->second);
+    auto data = deps_.logs.read(key, offset, max_bytes);
+    if (!data.ok()) return respond(error_response(data.error()));
+    int64_t next = offset + static_cast<int64_t>(data->size());
+    // The log is complete once its task has ended and every byte has been read.
+    const Job* j = deps_.jobs.find(job_id);
+    bool task_over = true;
+    if (j && key.attempt < static_cast<int>(j->attempts.size())) {
+      const auto& tasks = j->attempts[key.attempt].tasks;
+      task_over = key.task_index >= static_cast<int>(tasks.size()) || tasks[key.task_index].terminal() || j->terminal();
+    } else if (j && !j->terminal()) {
+      task_over = false;  // not placed yet
+    }
+    bool complete = task_over && next >= deps_.logs.size(key);
+    HttpResponse res{200, "text/plain; charset=utf-8", std::move(data.value())};
+    res.headers.emplace_back("X-AG-Next-Offset", std::to_string(next));
+    res.headers.emplace_back("X-AG-Attempt", std::to_string(key.attempt));
+    res.headers.emplace_back("X-AG-Log-Complete", complete ? "1" : "0");
+    respond(std::move(res));
+  };
+  bool job_done = job->terminal() || (static_cast<size_t>(key.attempt) < job->attempts.size() &&
+                                      job->attempts[key.attempt].finished());
+  if (wait_ms == 0 || deps_.logs.size(key) > offset || job_done) return answer();
+  // Long poll: answer when bytes arrive, the job ends, or wait_ms passes.
+  waiters->first = deps_.logs.wait(key, offset, answer);
+  if (*done) return;
+  waiters->second = deps_.jobs.watch(job_id, answer);
+  if (*done) return;
+  timer->expires_after(std::chrono::milliseconds(wait_ms));
+  timer->async_wait([answer](const boost::system::error_code& ec) {
+    if (!ec) answer();
+  });
+}
+
+void ApiRoutes::handle_wait(const net::HttpRequest& req, const std::string& job_id, net::Respond respond) {
+  int64_t timeout_ms = 30000, attempts_at_least = INT64_MAX;
+  if (!query_int(req, "timeout_ms", 0, kMaxWaitMs, &timeout_ms, respond) ||
+      !query_int(req, "attempts_at_least", 0, INT64_MAX, &attempts_at_least, respond)) {
+    return;
+  }
+  struct WaitState {
+    boost::asio::steady_timer timer;
+    uint64_t watch_id = 0;
+    bool done = false;
+    std::function<void()> check;
+    explicit WaitState(boost::asio::io_context& io) : timer(io) {}
+  };
+  // The timer's handler owns the state; the callbacks only refer to it, so nothing
+  // keeps a finished wait alive and a callback never destroys itself while it runs.
+  auto state = std::make_shared<WaitState>(deps_.io);
+  std::weak_ptr<WaitState> weak = state;
+  auto finish = [this, job_id, respond, weak]() {
+    auto s = weak.lock();
+    if (!s || s->done) return;
+    s->done = true;
+    s->timer.cancel();
+    deps_.jobs.cancel_watch(s->watch_id);
+    respond(json_response(200, job_to_json(*deps_.jobs.find(job_id))));
+  };
+  // Answers once the job is finished or has the asked number of attempts; otherwise
+  // waits for the job's next change and looks again.
+  state->check = [this, job_id, attempts_at_least, weak, finish]() {
+    auto s = weak.lock();
+    if (!s || s->done) return;
+    const Job* job = deps_.jobs.find(job_id);
+    if (job->terminal() || static_cast<int64_t>(job->attempts.size()) >= attempts_at_least) return finish();
+    s->watch_id = deps_.jobs.watch(job_id, [weak]() {
+      if (auto again = weak.lock()) again->check();
+    });
+  };
+  state->check();
+  if (state->done) return;
+  state->timer.expires_after(std::chrono::milliseconds(timeout_ms));
+  state->timer.async_wait([state, finish](const boost::system::error_code& ec) {
+    if (!ec) finish();
+  });
+}
+
+}  // namespace ag::head

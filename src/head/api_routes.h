@@ -1,0 +1,49 @@
+// ApiRoutes: the REST API, answering on both head ports.
+//
+//   GET  /api/healthz                      (no token)
+//   GET  /api/cluster                      summary: nodes, capacity, jobs by state
+//   GET  /api/nodes
+//   GET  /api/jobs[?state=S&limit=N]       newest first
+//   POST /api/jobs                         submit (JSON job spec)
+//   GET  /api/jobs/{id}                    record with attempts and tasks
+//   GET  /api/jobs/{id}/events
+//   GET  /api/jobs/{id}/logs?task_index=N[&attempt=A&offset=O&max_bytes=B&wait_ms=W]
+//   GET  /api/jobs/{id}/wait?timeout_ms=T  returns when the job is finished (long poll)
+//   POST /api/jobs/{id}/stop
+//
+// Every route but the health check needs the cluster token. Io thread only.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <string>
+
+#include "head/job_manager.h"
+#include "head/log_store.h"
+#include "head/node_registry.h"
+#include "net/http_types.h"
+
+namespace ag::head {
+
+class ApiRoutes {
+ public:
+  struct Deps {
+    boost::asio::io_context& io;
+    JobManager& jobs;
+    NodeRegistry& nodes;
+    LogStore& logs;
+    const std::string& token;
+  };
+  explicit ApiRoutes(Deps deps) : deps_(deps) {}
+
+  void handle(net::HttpRequest request, net::Respond respond);
+
+ private:
+  void handle_job(const net::HttpRequest& request, const std::string& job_id,
+                  const std::string& action, net::Respond respond);
+  void handle_logs(const net::HttpRequest& request, const std::string& job_id, net::Respond respond);
+  void handle_wait(const net::HttpRequest& request, const std::string& job_id, net::Respond respond);
+
+  Deps deps_;
+};
+
+}  // namespace ag::head

@@ -1,0 +1,91 @@
+#include "head/head_daemon.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <filesystem>
+
+#include "common/clock.h"
+#include "head/api_routes.h"
+#include "head/job_manager.h"
+#include "head/log_store.h"
+#include "head/node_registry.h"
+#include "head/store/sqlite_store.h"
+#include "head/worker_gateway.h"
+#include "net/auth.h"
+#include "net/http_server.h"
+
+namespace ag::head {
+
+int run_head(const HeadConfig& config, const std::function<void(const Status&, const std::string&)>& on_ready) {
+  std::error_code fs_error;
+  std::filesystem::create_directories(config.data_dir, fs_error);
+  if (fs_error) {
+    on_ready(internal_error("cannot create data dir " + config.data_dir + ": " + fs_error.message()), "");
+    return 1;
+  }
+  auto token = net::load_or_create_token(config.data_dir);
+  if (!token.ok()) {
+    on_ready(token.error(), "");
+    return 1;
+  }
+  auto store = store::SqliteStore::open(config.data_dir + "/head.db");
+  if (!store.ok()) {
+    on_ready(store.error(), "");
+    return 1;
+  }
+
+  boost::asio::io_context io(1);
+  SystemClock clock;
+  NodeRegistry nodes;
+  LogStore logs(config.data_dir + "/logs");
+  JobManagerConfig jm_config;
+  jm_config.kill_grace_ms = config.kill_grace_ms;
+  JobManager jobs({io, *store.value(), nodes, logs, clock}, jm_config);
+  if (Status s = jobs.recover(); !s) {
+    on_ready(s, "");
+    return 1;
+  }
+  WorkerGateway gateway({io, nodes, jobs, logs, clock, token.value()},
+                        WorkerGatewayConfig{config.node_timeout_ms});
+  ApiRoutes routes({io, jobs, nodes, logs, token.value()});
+
+  net::ServerHandlers handlers;
+  handlers.on_request = [&routes](net::HttpRequest req, net::Respond respond) {
+    routes.handle(std::move(req), std::move(respond));
+  };
+  handlers.check_upgrade = [&gateway](const net::HttpRequest& req) { return gateway.check_upgrade(req); };
+  handlers.on_websocket = [&gateway](std::shared_ptr<net::WsConnection> ch, const net::HttpRequest&) {
+    gateway.on_connection(std::move(ch));
+  };
+  net::HttpServer api_server(io, handlers, config.max_body_bytes);
+  net::HttpServer dashboard_server(io, handlers, config.max_body_bytes);
+  if (Status s = api_server.listen(config.node_ip, static_cast<uint16_t>(config.port)); !s) {
+    on_ready(s, "");
+    return 1;
+  }
+  if (Status s = dashboard_server.listen(config.node_ip, static_cast<uint16_t>(config.dashboard_port)); !s) {
+    on_ready(s, "");
+    return 1;
+  }
+  gateway.start();
+
+  boost::asio::signal_set signals(io, SIGTERM, SIGINT);
+  signals.async_wait([&](const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    spdlog::info("received signal {}: shutting down", sig);
+    api_server.stop();
+    dashboard_server.stop();
+    io.stop();
+  });
+  spdlog::info("head listening on {}:{} (API) and {}:{} (dashboard), data dir {}", config.node_ip,
+               config.port, config.node_ip, config.dashboard_port, config.data_dir);
+  on_ready({}, token.value());
+  io.run();
+  store.value()->flush();
+  spdlog::info("head stopped");
+  return 0;
+}
+
+}  // namespace ag::head

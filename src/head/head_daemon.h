@@ -1,0 +1,29 @@
+// The head daemon's composition root: builds the store, registries, job manager,
+// gateway and routes, wires them together and runs the io loop until SIGTERM/SIGINT.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "common/result.h"
+
+namespace ag::head {
+
+struct HeadConfig {
+  std::string node_ip = "127.0.0.1";
+  int port = 6379;
+  int dashboard_port = 8265;
+  std::string data_dir;
+  int64_t node_timeout_ms = 10000;
+  int64_t kill_grace_ms = 10000;
+  size_t max_body_bytes = 8 << 20;
+  bool verbose = false;
+};
+
+// Runs the head until it is told to stop. `on_ready` is called exactly once: with ok
+// and the cluster token once both ports accept connections, or with the error that
+// kept it from starting (port busy, data dir unusable). Returns the exit code.
+int run_head(const HeadConfig& config, const std::function<void(const Status&, const std::string& token)>& on_ready);
+
+}  // namespace ag::head

@@ -1,0 +1,87 @@
+// The head's record of a job: its spec, state, attempts and their tasks. Plain data;
+// the job state machine (job_state_machine.h) is the only code that changes it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/job_spec.h"
+
+namespace ag::head {
+
+enum class JobState { kPending, kRunning, kSucceeded, kFailed, kStopped };
+enum class TaskState { kStarting, kRunning, kSucceeded, kFailed, kStopped };
+
+const char* to_string(JobState state);
+const char* to_string(TaskState state);
+std::optional<JobState> parse_job_state(const std::string& text);
+std::optional<TaskState> parse_task_state(const std::string& text);
+
+struct TaskRecord {
+  int index = 0;
+  std::string node_id;
+  std::string node_address;
+  std::vector<int> gpu_ids;
+  TaskState state = TaskState::kStarting;
+  int64_t pid = 0;
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::string reason;  // why it failed or was stopped, for users
+  int64_t started_ms = 0;
+  int64_t finished_ms = 0;
+
+  bool terminal() const {
+    return state == TaskState::kSucceeded || state == TaskState::kFailed ||
+           state == TaskState::kStopped;
+  }
+};
+
+struct AttemptRecord {
+  int number = 0;
+  std::string master_addr;
+  int master_port = 0;
+  std::vector<TaskRecord> tasks;
+  int64_t started_ms = 0;
+  int64_t finished_ms = 0;
+  // Set when the attempt is being torn down (a task failed, or a stop/timeout); no
+  // task of it may succeed the job any more.
+  bool ending = false;
+  std::string failure_reason;
+
+  bool all_terminal() const;
+  bool finished() const { return finished_ms != 0; }
+};
+
+struct Job {
+  std::string id;
+  api::JobSpec spec;
+  JobState state = JobState::kPending;
+  // FAILED/STOPPED: why. PENDING: the scheduler's latest reason it is waiting.
+  std::string message;
+  std::vector<AttemptRecord> attempts;
+  int64_t submitted_ms = 0;
+  int64_t started_ms = 0;
+  int64_t finished_ms = 0;
+  bool stop_requested = false;
+  bool timed_out = false;
+  uint64_t queue_seq = 0;  // FIFO order among pending jobs; assigned at submit
+
+  bool terminal() const {
+    return state == JobState::kSucceeded || state == JobState::kFailed ||
+           state == JobState::kStopped;
+  }
+  AttemptRecord* current_attempt() { return attempts.empty() ? nullptr : &attempts.back(); }
+  const AttemptRecord* current_attempt() const {
+    return attempts.empty() ? nullptr : &attempts.back();
+  }
+};
+
+// A user-readable line in a job's event log ("attempt 0 placed on ...").
+struct JobEvent {
+  int64_t time_ms = 0;
+  std::string message;
+};
+
+}  // namespace ag::head

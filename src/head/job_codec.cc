@@ -1,0 +1,124 @@
+#include "head/job_codec.h"
+
+#include <nlohmann/json.hpp>
+
+namespace ag::head {
+namespace {
+using nlohmann::json;
+
+json optional_int(const std::optional<int>& v) { return v ? json(*v) : json(nullptr); }
+
+json task_to_json(const TaskRecord& t) {
+  return {{"task_index", t.index},     {"node_id", t.node_id},
+          {"node_address", t.node_address}, {"gpu_ids", t.gpu_ids},
+          {"state", to_string(t.state)}, {"pid", t.pid},
+          {"exit_code", optional_int(t.exit_code)}, {"signal", optional_int(t.signal)},
+          {"reason", t.reason},       {"started_ms", t.started_ms},
+          {"finished_ms", t.finished_ms}};
+}
+
+TaskRecord task_from_json(const json& j) {
+  TaskRecord t;
+  t.index = j.at("task_index").get<int>();
+  t.node_id = j.at("node_id").get<std::string>();
+  t.node_address = j.at("node_address").get<std::string>();
+  t.gpu_ids = j.at("gpu_ids").get<std::vector<int>>();
+  t.state = parse_task_state(j.at("state").get<std::string>()).value_or(TaskState::kFailed);
+  t.pid = j.at("pid").get<int64_t>();
+  if (!j.at("exit_code").is_null()) t.exit_code = j.at("exit_code").get<int>();
+  if (!j.at("signal").is_null()) t.signal = j.at("signal").get<int>();
+  t.reason = j.at("reason").get<std::string>();
+  t.started_ms = j.at("started_ms").get<int64_t>();
+  t.finished_ms = j.at("finished_ms").get<int64_t>();
+  return t;
+}
+
+json attempt_to_json(const AttemptRecord& a) {
+  json tasks = json::array();
+  for (const auto& t : a.tasks) tasks.push_back(task_to_json(t));
+  return {{"attempt", a.number},         {"master_addr", a.master_addr},
+          {"master_port", a.master_port}, {"started_ms", a.started_ms},
+          {"finished_ms", a.finished_ms}, {"ending", a.ending},
+          {"failure_reason", a.failure_reason}, {"tasks", tasks}};
+}
+
+AttemptRecord attempt_from_json(const json& j) {
+  AttemptRecord a;
+  a.number = j.at("attempt").get<int>();
+  a.master_addr = j.at("master_addr").get<std::string>();
+  a.master_port = j.at("master_port").get<int>();
+  a.started_ms = j.at("started_ms").get<int64_t>();
+  a.finished_ms = j.at("finished_ms").get<int64_t>();
+  a.ending = j.at("ending").get<bool>();
+  a.failure_reason = j.at("failure_reason").get<std::string>();
+  for (const auto& t : j.at("tasks")) a.tasks.push_back(task_from_json(t));
+  return a;
+}
+
+}  // namespace
+
+json job_summary_json(const Job& job) {
+  json j;
+  j["job_id"] = job.id;
+  j["name"] = job.spec.name;
+  j["state"] = to_string(job.state);
+  j["message"] = job.message;
+  j["entrypoint"] = job.spec.entrypoint;
+  j["num_workers"] = job.spec.num_workers;
+  j["num_gpus"] = job.spec.num_gpus;
+  j["num_cpus"] = job.spec.num_cpus;
+  j["attempts"] = job.attempts.size();
+  j["submitted_ms"] = job.submitted_ms;
+  j["started_ms"] = job.started_ms;
+  j["finished_ms"] = job.finished_ms;
+  return j;
+}
+
+json job_to_json(const Job& job) {
+  json j = job_summary_json(job);
+  j["spec"] = api::to_json(job.spec);
+  j["stop_requested"] = job.stop_requested;
+  j["timed_out"] = job.timed_out;
+  j["queue_seq"] = job.queue_seq;
+  json attempts = json::array();
+  for (const auto& a : job.attempts) attempts.push_back(attempt_to_json(a));
+  j["attempts"] = attempts;
+  j["num_attempts"] = job.attempts.size();
+  return j;
+}
+
+Result<Job> job_from_json(const json& j) {
+  try {
+    Job job;
+    job.id = j.at("job_id").get<std::string>();
+    auto spec = api::parse_job_spec(j.at("spec"));
+    if (!spec.ok()) return internal_error("stored job " + job.id + " has a bad spec: " + spec.error().message);
+    job.spec = std::move(spec.value());
+    job.state = parse_job_state(j.at("state").get<std::string>()).value_or(JobState::kFailed);
+    job.message = j.at("message").get<std::string>();
+    job.submitted_ms = j.at("submitted_ms").get<int64_t>();
+    job.started_ms = j.at("started_ms").get<int64_t>();
+    job.finished_ms = j.at("finished_ms").get<int64_t>();
+    job.stop_requested = j.at("stop_requested").get<bool>();
+    job.timed_out = j.at("timed_out").get<bool>();
+    job.queue_seq = j.at("queue_seq").get<uint64_t>();
+    for (const auto& a : j.at("attempts")) job.attempts.push_back(attempt_from_json(a));
+    return job;
+  } catch (const json::exception& e) {
+    return internal_error(std::string("stored job record is malformed: ") + e.what());
+  }
+}
+
+json event_to_json(const JobEvent& event) {
+  return {{"time_ms", event.time_ms}, {"message", event.message}};
+}
+
+Result<JobEvent> event_from_json(const json& j) {
+  try {
+    return JobEvent{j.at("time_ms").get<int64_t>(), j.at("message").get<std::string>()};
+  } catch (const json::exception& e) {
+    return internal_error(std::string("stored event is malformed: ") + e.what());
+  }
+}
+
+}  // namespace ag::head

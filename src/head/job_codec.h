@@ -1,0 +1,22 @@
+// Job records as JSON: the stored form (jobs table) and the REST API's form are the
+// same document, so that what `GET /api/jobs/{id}` shows is what survives a restart.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "common/result.h"
+#include "head/job.h"
+
+namespace ag::head {
+
+nlohmann::json job_to_json(const Job& job);
+// Errors: kInternal when a stored document is not a job record.
+Result<Job> job_from_json(const nlohmann::json& doc);
+
+nlohmann::json event_to_json(const JobEvent& event);
+Result<JobEvent> event_from_json(const nlohmann::json& doc);
+
+// Short form for job lists: no attempts, only the counts users scan for.
+nlohmann::json job_summary_json(const Job& job);
+
+}  // namespace ag::head

@@ -1,0 +1,125 @@
+// JobManager: the head's effectful shell around the pure core. It owns the job table,
+// the pending queue and master-port allocation; it feeds events to the job state
+// machine, runs the scheduler over the node registry, and carries out the effects:
+// persisting records through the store, sending launch/kill messages to workers, and
+// waking long-poll waiters.
+//
+//   submit --> store (durable) --> ack + queue --> schedule() --> on_placed --> launch
+//   worker: task_started / task_exited / node lost --> state machine --> effects
+//
+// Scheduling is pushed, never polled: any event that frees capacity or queues a job
+// posts one scheduling pass to the io thread. All methods run on the io thread.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "head/job.h"
+#include "head/job_state_machine.h"
+#include "head/log_store.h"
+#include "head/node_registry.h"
+#include "head/store/kv_store.h"
+
+namespace ag::head {
+
+struct JobManagerConfig {
+  int master_port_first = 29500;  // master ports are handed out from this range,
+  int master_port_last = 31499;   // never to two live attempts at once
+  int64_t kill_grace_ms = 10000;  // SIGTERM -> SIGKILL grace for stopped tasks
+};
+
+// What a worker reports about a task at registration.
+struct ReportedTask {
+  std::string job_id;
+  int attempt = 0;
+  int task_index = 0;
+  int64_t pid = 0;
+};
+
+class JobManager {
+ public:
+  struct Deps {
+    boost::asio::io_context& io;
+    store::KvStore& store;
+    NodeRegistry& nodes;
+    LogStore& logs;
+    const Clock& clock;
+  };
+  JobManager(Deps deps, JobManagerConfig config);
+  ~JobManager();
+
+  // Loads every job and event from the store (at start). Running jobs wait for their
+  // workers to reconnect; nodes that never do are declared lost by the registry's
+  // expiry. Errors: kInternal when the store cannot be read.
+  Status recover();
+
+  // Accepts a job: persists it, then calls `done` with its id (or the store's error,
+  // e.g. kResourceExhausted on a full disk; nothing is kept then). A spec whose
+  // submission_id was seen before returns the earlier job's id.
+  void submit(api::JobSpec spec, std::function<void(Result<std::string>)> done);
+
+  const Job* find(const std::string& job_id) const;
+  // Newest first.
+  std::vector<const Job*> list() const;
+  const std::vector<JobEvent>& events(const std::string& job_id) const;
+
+  // Errors: kNotFound, kConflict when the job already finished.
+  Status stop(const std::string& job_id);
+
+  // Calls `changed` once, at the job's next change of state, attempt or task (at once
+  // when the job is finished or unknown). Returns an id for cancel_watch.
+  uint64_t watch(const std::string& job_id, std::function<void()> changed);
+  void cancel_watch(uint64_t id);
+
+  // Worker channel events.
+  void on_node_registered(const std::string& node_id, const std::vector<ReportedTask>& running);
+  void on_task_started(const std::string& job_id, int attempt, int task_index, int64_t pid);
+  void on_task_exited(const std::string& job_id, int attempt, int task_index, const TaskExit& exit);
+  void on_node_dead(const std::string& node_id);
+
+  // Counts by state, for the cluster summary.
+  std::map<JobState, int> count_by_state() const;
+
+ private:
+  void request_schedule();
+  void run_schedule();
+  void apply(Job& job, Effects fx);
+  void persist(const Job& job, const std::vector<JobEvent>& new_events);
+  void add_event(Job& job, const std::string& message, std::vector<JobEvent>& out);
+  void send_launch(const Job& job, const TaskRef& ref);
+  void send_kill(const Job& job, const TaskRef& ref);
+  int allocate_master_port();
+  void release_master_port(int port);
+  void arm_timeout(Job& job);
+  void notify_waiters(const std::string& job_id);
+
+  Deps deps_;
+  JobManagerConfig config_;
+  std::map<std::string, Job> jobs_;
+  std::map<std::string, std::vector<JobEvent>> events_;
+  std::map<uint64_t, std::string> pending_;  // queue_seq -> job id, FIFO
+  std::set<std::string> active_;             // jobs with a live attempt
+  std::map<std::string, std::string> submission_ids_;
+  std::set<int> ports_in_use_;
+  int next_port_;
+  uint64_t next_seq_ = 1;
+  bool schedule_posted_ = false;
+  std::map<std::string, std::unique_ptr<boost::asio::steady_timer>> timeouts_;
+  struct Waiter {
+    std::string job_id;
+    std::function<void()> ready;
+  };
+  std::map<uint64_t, Waiter> waiters_;
+  uint64_t next_waiter_ = 1;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace ag::head

@@ -1,0 +1,308 @@
+#include "head/job_state_machine.h"
+
+#include <csignal>
+#include <cstring>
+#include <sstream>
+
+namespace ag::head {
+namespace {
+
+std::string task_label(const TaskRecord& task) {
+  return "task " + std::to_string(task.index) + " on " + task.node_id + " (" + task.node_address +
+         ")";
+}
+
+std::string format_seconds(double s) {
+  std::ostringstream out;
+  out << s << "s";
+  return out.str();
+}
+
+// Kills every live task of the attempt except `except_index`.
+void kill_live_tasks(AttemptRecord& attempt, int except_index, Effects& fx) {
+  for (auto& task : attempt.tasks) {
+    if (task.index == except_index || task.terminal()) continue;
+    fx.kill.push_back({attempt.number, task.index, task.node_id});
+  }
+}
+
+// Called whenever a task of the current attempt became terminal: once all are, the
+// attempt is over and the job either succeeds, is retried, stops or fails.
+void maybe_finish_attempt(Job& job, int64_t now_ms, Effects& fx) {
+  AttemptRecord& attempt = *job.current_attempt();
+  if (!attempt.all_terminal() || attempt.finished()) return;
+  attempt.finished_ms = now_ms;
+  bool all_succeeded = true;
+  for (const auto& task : attempt.tasks) {
+    if (task.state != TaskState::kSucceeded) all_succeeded = false;
+  }
+  fx.changed = true;
+  if (all_succeeded && !attempt.ending) {
+    job.state = JobState::kSucceeded;
+    job.finished_ms = now_ms;
+    job.message.clear();
+    fx.finished = true;
+    fx.events.push_back("attempt " + std::to_string(attempt.number) +
+                        ": all tasks succeeded; job SUCCEEDED");
+    return;
+  }
+  if (job.timed_out) {
+    job.state = JobState::kFailed;
+    job.finished_ms = now_ms;
+    job.message = attempt.failure_reason;
+    fx.finished = true;
+    fx.events.push_back("all tasks stopped; job FAILED: " + job.message);
+    return;
+  }
+  if (job.stop_requested) {
+    job.state = JobState::kStopped;
+    job.finished_ms = now_ms;
+    job.message = "stopped by user";
+    fx.finished = true;
+    fx.events.push_back("all tasks stopped; job STOPPED");
+    return;
+  }
+  int attempts_allowed = job.spec.max_retries + 1;
+  if (static_cast<int>(job.attempts.size()) < attempts_allowed) {
+    job.state = JobState::kPending;
+    job.message = "retrying after: " + attempt.failure_reason;
+    fx.requeue = true;
+    fx.events.push_back("attempt " + std::to_string(attempt.number) + " failed (" +
+                        attempt.failure_reason + "); all its tasks are dead; retrying as attempt " +
+                        std::to_string(attempt.number + 1) + " of " +
+                        std::to_string(attempts_allowed));
+    return;
+  }
+  job.state = JobState::kFailed;
+  job.finished_ms = now_ms;
+  job.message = attempt.failure_reason;
+  if (job.spec.max_retries > 0) {
+    job.message += " (after " + std::to_string(job.attempts.size()) + " attempts)";
+  }
+  fx.finished = true;
+  fx.events.push_back("job FAILED: " + job.message);
+}
+
+// Marks `task` failed for `reason` and tears the rest of the gang down.
+void fail_task(Job& job, AttemptRecord& attempt, TaskRecord& task, const std::string& reason,
+               int64_t now_ms, Effects& fx) {
+  task.state = TaskState::kFailed;
+  task.reason = reason;
+  task.finished_ms = now_ms;
+  fx.events.push_back(task_label(task) + " " + reason);
+  if (!attempt.ending) {
+    attempt.ending = true;
+    attempt.failure_reason = "task " + std::to_string(task.index) + " " + reason;
+    kill_live_tasks(attempt, task.index, fx);
+    if (!fx.kill.empty()) {
+      fx.events.push_back("stopping the other " + std::to_string(fx.kill.size()) +
+                          " task(s) of attempt " + std::to_string(attempt.number));
+    }
+  }
+  maybe_finish_attempt(job, now_ms, fx);
+}
+
+// The attempt a worker message refers to, or null when it is stale (an older attempt,
+// or the job has no attempt).
+AttemptRecord* live_attempt(Job& job, int attempt) {
+  AttemptRecord* current = job.current_attempt();
+  if (!current || current->number != attempt || current->finished()) return nullptr;
+  return current;
+}
+
+Effects stop_with(Job& job, int64_t now_ms, const std::string& reason, const std::string& event) {
+  Effects fx;
+  if (job.terminal()) return fx;
+  fx.changed = true;
+  fx.events.push_back(event);
+  AttemptRecord* attempt = job.current_attempt();
+  if (job.state == JobState::kPending || !attempt || attempt->finished()) {
+    job.state = job.timed_out ? JobState::kFailed : JobState::kStopped;
+    job.finished_ms = now_ms;
+    job.message = reason;
+    fx.finished = true;
+    return fx;
+  }
+  if (!attempt->ending) {
+    attempt->ending = true;
+    attempt->failure_reason = reason;
+  }
+  kill_live_tasks(*attempt, -1, fx);
+  maybe_finish_attempt(job, now_ms, fx);
+  return fx;
+}
+
+}  // namespace
+
+bool AttemptRecord::all_terminal() const {
+  for (const auto& task : tasks) {
+    if (!task.terminal()) return false;
+  }
+  return true;
+}
+
+std::string describe_exit(const TaskExit& exit) {
+  if (!exit.start_error.empty()) return "could not start: " + exit.start_error;
+  if (exit.signal) {
+    const char* name = sigabbrev_np(*exit.signal);
+    return "was killed by signal " + std::to_string(*exit.signal) +
+           (name ? " (SIG" + std::string(name) + ")" : "");
+  }
+  int code = exit.exit_code.value_or(-1);
+  std::string text = "exited with code " + std::to_string(code);
+  if (code == 127) text += " (command not found)";
+  if (code == 126) text += " (command not executable)";
+  return text;
+}
+
+Effects on_placed(Job& job, const std::vector<PlacedTask>& tasks, int master_port,
+                  int64_t now_ms) {
+  Effects fx;
+  fx.changed = true;
+  AttemptRecord attempt;
+  attempt.number = static_cast<int>(job.attempts.size());
+  attempt.master_port = master_port;
+  attempt.master_addr = tasks.empty() ? "" : tasks[0].node_address;
+  attempt.started_ms = now_ms;
+  std::string where;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    TaskRecord task;
+    task.index = static_cast<int>(i);
+    task.node_id = tasks[i].node_id;
+    task.node_address = tasks[i].node_address;
+    task.gpu_ids = tasks[i].gpu_ids;
+    fx.launch.push_back({attempt.number, task.index, task.node_id});
+    if (i < 8) where += (i ? ", " : "") + task_label(task);
+    attempt.tasks.push_back(std::move(task));
+  }
+  if (tasks.size() > 8) where += ", ...";
+  job.attempts.push_back(std::move(attempt));
+  job.state = JobState::kRunning;
+  job.message.clear();
+  if (job.started_ms == 0) job.started_ms = now_ms;
+  fx.events.push_back("attempt " + std::to_string(job.attempts.back().number) + " placed: " +
+                      where + "; master " + job.attempts.back().master_addr + ":" +
+                      std::to_string(master_port));
+  return fx;
+}
+
+Effects on_task_started(Job& job, int attempt_number, int task_index, int64_t pid,
+                        int64_t now_ms) {
+  Effects fx;
+  AttemptRecord* attempt = live_attempt(job, attempt_number);
+  if (!attempt || task_index < 0 || task_index >= static_cast<int>(attempt->tasks.size())) {
+    return fx;
+  }
+  TaskRecord& task = attempt->tasks[task_index];
+  if (task.state != TaskState::kStarting) return fx;
+  task.state = TaskState::kRunning;
+  task.pid = pid;
+  task.started_ms = now_ms;
+  fx.changed = true;
+  // A task that starts after its attempt began tearing down must not live on.
+  if (attempt->ending) fx.kill.push_back({attempt->number, task.index, task.node_id});
+  return fx;
+}
+
+Effects on_task_exited(Job& job, int attempt_number, int task_index, const TaskExit& exit,
+                       int64_t now_ms) {
+  Effects fx;
+  AttemptRecord* attempt = live_attempt(job, attempt_number);
+  if (!attempt || task_index < 0 || task_index >= static_cast<int>(attempt->tasks.size())) {
+    return fx;
+  }
+  TaskRecord& task = attempt->tasks[task_index];
+  if (task.terminal()) return fx;
+  fx.changed = true;
+  task.exit_code = exit.exit_code;
+  task.signal = exit.signal;
+  bool success = exit.start_error.empty() && !exit.signal && exit.exit_code == 0;
+  if (attempt->ending) {
+    task.state = success ? TaskState::kSucceeded : TaskState::kStopped;
+    task.reason = success ? "" : describe_exit(exit);
+    task.finished_ms = now_ms;
+    maybe_finish_attempt(job, now_ms, fx);
+    return fx;
+  }
+  if (success) {
+    task.state = TaskState::kSucceeded;
+    task.finished_ms = now_ms;
+    maybe_finish_attempt(job, now_ms, fx);
+    return fx;
+  }
+  fail_task(job, *attempt, task, describe_exit(exit), now_ms, fx);
+  return fx;
+}
+
+Effects on_node_lost(Job& job, const std::string& node_id, const std::string& node_label,
+                     int64_t now_ms) {
+  Effects fx;
+  AttemptRecord* attempt = job.current_attempt();
+  if (job.terminal() || !attempt || attempt->finished()) return fx;
+  for (auto& task : attempt->tasks) {
+    if (task.node_id != node_id || task.terminal()) continue;
+    if (attempt->ending) {
+      task.state = TaskState::kStopped;
+      task.reason = "node " + node_label + " lost";
+      task.finished_ms = now_ms;
+      fx.changed = true;
+      continue;
+    }
+    fail_task(job, *attempt, task, "lost: node " + node_label + " stopped responding", now_ms, fx);
+  }
+  if (fx.changed) maybe_finish_attempt(job, now_ms, fx);
+  return fx;
+}
+
+Effects on_stop_requested(Job& job, int64_t now_ms) {
+  if (job.terminal()) return {};
+  job.stop_requested = true;
+  return stop_with(job, now_ms, "stopped by user", "stop requested by user");
+}
+
+Effects on_timed_out(Job& job, int64_t now_ms) {
+  if (job.terminal()) return {};
+  job.timed_out = true;
+  std::string reason = "timed out after " + format_seconds(job.spec.timeout_s.value_or(0));
+  return stop_with(job, now_ms, reason, reason + "; stopping all tasks");
+}
+
+const char* to_string(JobState state) {
+  switch (state) {
+    case JobState::kPending: return "PENDING";
+    case JobState::kRunning: return "RUNNING";
+    case JobState::kSucceeded: return "SUCCEEDED";
+    case JobState::kFailed: return "FAILED";
+    case JobState::kStopped: return "STOPPED";
+  }
+  return "UNKNOWN";
+}
+
+const char* to_string(TaskState state) {
+  switch (state) {
+    case TaskState::kStarting: return "STARTING";
+    case TaskState::kRunning: return "RUNNING";
+    case TaskState::kSucceeded: return "SUCCEEDED";
+    case TaskState::kFailed: return "FAILED";
+    case TaskState::kStopped: return "STOPPED";
+  }
+  return "UNKNOWN";
+}
+
+std::optional<JobState> parse_job_state(const std::string& text) {
+  for (auto s : {JobState::kPending, JobState::kRunning, JobState::kSucceeded, JobState::kFailed,
+                 JobState::kStopped}) {
+    if (text == to_string(s)) return s;
+  }
+  return std::nullopt;
+}
+
+std::optional<TaskState> parse_task_state(const std::string& text) {
+  for (auto s : {TaskState::kStarting, TaskState::kRunning, TaskState::kSucceeded,
+                 TaskState::kFailed, TaskState::kStopped}) {
+    if (text == to_string(s)) return s;
+  }
+  return std::nullopt;
+}
+
+}  // namespace ag::head

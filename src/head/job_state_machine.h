@@ -1,0 +1,73 @@
+// The job state machine: PENDING -> RUNNING -> SUCCEEDED | FAILED | STOPPED.
+//
+// Pure functions over a Job: each takes an event (placed, task started, task exited,
+// node lost, stop, timeout) and the time as data, changes the job, and returns the
+// effects the head must carry out (launch or kill tasks, append events, requeue).
+// No I/O, no clock, no locks; the head's io thread is the only caller in the product.
+//
+// A gang fails as a whole: when one task of an attempt fails, every other live task is
+// killed; once all are confirmed dead the job is retried with a new attempt while
+// retries are left, else it FAILS with the first failure's reason.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "head/job.h"
+
+namespace ag::head {
+
+struct TaskRef {
+  int attempt = 0;
+  int task_index = 0;
+  std::string node_id;
+};
+
+struct Effects {
+  std::vector<std::string> events;  // to append to the job's event log, in order
+  std::vector<TaskRef> launch;      // tasks to start on their nodes
+  std::vector<TaskRef> kill;        // tasks to stop (SIGTERM, grace, SIGKILL)
+  bool requeue = false;             // the job is PENDING again and needs a new attempt
+  bool finished = false;            // the job reached a terminal state
+  bool changed = false;             // the job record changed and must be persisted
+};
+
+// Where one task of a new attempt goes.
+struct PlacedTask {
+  std::string node_id;
+  std::string node_address;
+  std::vector<int> gpu_ids;
+};
+
+// A PENDING job was placed: starts a new attempt whose tasks are all launched.
+Effects on_placed(Job& job, const std::vector<PlacedTask>& tasks, int master_port, int64_t now_ms);
+
+// A worker started task `task_index` of `attempt` as process `pid`.
+Effects on_task_started(Job& job, int attempt, int task_index, int64_t pid, int64_t now_ms);
+
+// A task's process ended (exit code or signal), or it could not start at all
+// (`start_error` set, e.g. "working directory could not be created").
+struct TaskExit {
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::string start_error;
+};
+Effects on_task_exited(Job& job, int attempt, int task_index, const TaskExit& exit, int64_t now_ms);
+
+// The node stopped heart-beating; its tasks of the current attempt count as failed.
+Effects on_node_lost(Job& job, const std::string& node_id, const std::string& node_label,
+                     int64_t now_ms);
+
+// The user asked to stop the job. A PENDING job stops at once; a running one once all
+// its tasks are confirmed dead. Returns no effects for a job already finished.
+Effects on_stop_requested(Job& job, int64_t now_ms);
+
+// The job's timeout passed: stopped like on_stop_requested, but ends FAILED with
+// "timed out after ...".
+Effects on_timed_out(Job& job, int64_t now_ms);
+
+// Describes how a task ended, e.g. "exited with code 127 (command not found)".
+std::string describe_exit(const TaskExit& exit);
+
+}  // namespace ag::head

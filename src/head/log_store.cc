@@ -1,0 +1,125 @@
+#include "head/log_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+namespace ag::head {
+
+LogStore::LogStore(std::string root_dir) : root_(std::move(root_dir)) {
+  std::filesystem::create_directories(root_);
+}
+
+LogStore::~LogStore() {
+  for (auto& [_, log] : logs_) {
+    if (log.fd >= 0) ::close(log.fd);
+  }
+}
+
+std::string LogStore::path_for(const LogKey& key) const {
+  return root_ + "/" + key.job_id + "/" + std::to_string(key.attempt) + "." +
+         std::to_string(key.task_index) + ".log";
+}
+
+LogStore::OpenLog& LogStore::open(const LogKey& key) {
+  auto [it, inserted] = logs_.try_emplace(key);
+  OpenLog& log = it->second;
+  if (inserted) {
+    struct stat st{};
+    if (::stat(path_for(key).c_str(), &st) == 0) log.size = st.st_size;
+  }
+  return log;
+}
+
+Status LogStore::append(const LogKey& key, int64_t offset, std::string_view data) {
+  OpenLog& log = open(key);
+  if (offset + static_cast<int64_t>(data.size()) <= log.size) return {};  // already have it
+  if (offset > log.size) {
+    return internal_error("log of " + key.job_id + " task " + std::to_string(key.task_index) +
+                          " has a gap: have " + std::to_string(log.size) + " bytes, got offset " +
+                          std::to_string(offset));
+  }
+  data.remove_prefix(static_cast<size_t>(log.size - offset));
+  if (log.fd < 0) {
+    std::filesystem::create_directories(root_ + "/" + key.job_id);
+    log.fd = ::open(path_for(key).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+    if (log.fd < 0) return internal_error("cannot open log file " + path_for(key) + ": " + std::strerror(errno));
+  }
+  size_t written = 0;
+  while (written < data.size()) {
+    ssize_t n = ::write(log.fd, data.data() + written, data.size() - written);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ErrorCode code = errno == ENOSPC ? ErrorCode::kResourceExhausted : ErrorCode::kInternal;
+      return Error{code, "cannot write log file " + path_for(key) + ": " + std::strerror(errno)};
+    }
+    written += static_cast<size_t>(n);
+  }
+  log.size += static_cast<int64_t>(data.size());
+  bytes_ingested_ += static_cast<int64_t>(data.size());
+  wake(key);
+  return {};
+}
+
+void LogStore::close(const LogKey& key) {
+  OpenLog& log = open(key);
+  log.closed = true;
+  if (log.fd >= 0) {
+    ::fsync(log.fd);
+    ::close(log.fd);
+    log.fd = -1;
+  }
+  wake(key);
+}
+
+int64_t LogStore::size(const LogKey& key) { return open(key).size; }
+
+bool LogStore::closed(const LogKey& key) const {
+  auto it = logs_.find(key);
+  return it != logs_.end() && it->second.closed;
+}
+
+Result<std::string> LogStore::read(const LogKey& key, int64_t offset, int64_t max_bytes) {
+  int64_t end = size(key);
+  if (offset >= end) return std::string();
+  int64_t n = std::min(max_bytes, end - offset);
+  int fd = ::open(path_for(key).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return internal_error("cannot read log file " + path_for(key) + ": " + std::strerror(errno));
+  std::string out(static_cast<size_t>(n), '\0');
+  ssize_t got = ::pread(fd, out.data(), out.size(), offset);
+  ::close(fd);
+  if (got < 0) return internal_error("cannot read log file " + path_for(key) + ": " + std::strerror(errno));
+  out.resize(static_cast<size_t>(got));
+  return out;
+}
+
+uint64_t LogStore::wait(const LogKey& key, int64_t offset, std::function<void()> ready) {
+  if (size(key) > offset || closed(key)) {
+    ready();
+    return 0;
+  }
+  uint64_t id = next_waiter_++;
+  waiters_[id] = Waiter{key, offset, std::move(ready)};
+  return id;
+}
+
+void LogStore::cancel_wait(uint64_t id) { waiters_.erase(id); }
+
+void LogStore::wake(const LogKey& key) {
+  std::vector<std::function<void()>> ready;
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    if (it->second.key == key) {
+      ready.push_back(std::move(it->second.ready));
+      it = waiters_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto& fn : ready) fn();
+}
+
+}  // namespace ag::head

@@ -1,0 +1,73 @@
+// LogStore: every byte each task wrote, one file per (job, attempt, task) under
+// <data_dir>/logs/<job_id>/, readable by offset while the job runs and after, and a
+// list of readers waiting for bytes past an offset (long polls) that are woken the
+// moment bytes arrive or the log is closed. Io thread only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/result.h"
+
+namespace ag::head {
+
+struct LogKey {
+  std::string job_id;
+  int attempt = 0;
+  int task_index = 0;
+  auto operator<=>(const LogKey&) const = default;
+};
+
+class LogStore {
+ public:
+  explicit LogStore(std::string root_dir);
+  ~LogStore();
+
+  // Appends bytes at `offset`. Bytes before the current end (a resend) are skipped.
+  // Errors: kResourceExhausted / kInternal when the file cannot be written.
+  Status append(const LogKey& key, int64_t offset, std::string_view data);
+
+  // Marks the log complete (the task ended) and wakes its waiters.
+  void close(const LogKey& key);
+
+  int64_t size(const LogKey& key);
+  bool closed(const LogKey& key) const;
+
+  // Up to `max_bytes` from `offset`. Errors: kInternal when the file cannot be read.
+  Result<std::string> read(const LogKey& key, int64_t offset, int64_t max_bytes);
+
+  // Calls `ready` once the log has bytes past `offset` or is closed (immediately when
+  // it already does). Returns an id usable with cancel_wait.
+  uint64_t wait(const LogKey& key, int64_t offset, std::function<void()> ready);
+  void cancel_wait(uint64_t id);
+
+  // Bytes ingested since start (for metrics and benchmarks).
+  int64_t bytes_ingested() const { return bytes_ingested_; }
+
+ private:
+  struct OpenLog {
+    int fd = -1;
+    int64_t size = 0;
+    bool closed = false;
+  };
+  struct Waiter {
+    LogKey key;
+    int64_t offset;
+    std::function<void()> ready;
+  };
+  std::string path_for(const LogKey& key) const;
+  OpenLog& open(const LogKey& key);
+  void wake(const LogKey& key);
+
+  std::string root_;
+  std::map<LogKey, OpenLog> logs_;
+  std::map<uint64_t, Waiter> waiters_;
+  uint64_t next_waiter_ = 1;
+  int64_t bytes_ingested_ = 0;
+};
+
+}  // namespace ag::head

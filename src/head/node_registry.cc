@@ -1,0 +1,65 @@
+#include "head/node_registry.h"
+
+namespace ag::head {
+
+const char* to_string(NodeState state) {
+  switch (state) {
+    case NodeState::kAlive: return "ALIVE";
+    case NodeState::kDisconnected: return "DISCONNECTED";
+    case NodeState::kDead: return "DEAD";
+  }
+  return "UNKNOWN";
+}
+
+Node& NodeRegistry::upsert(Node node) {
+  auto it = nodes_.find(node.node_id);
+  if (it != nodes_.end() && it->second.channel && it->second.channel != node.channel) {
+    // The same worker reconnected before its old channel was noticed as closed.
+    it->second.channel->close();
+  }
+  std::string id = node.node_id;
+  nodes_[id] = std::move(node);
+  return nodes_[id];
+}
+
+Node* NodeRegistry::find(const std::string& node_id) {
+  auto it = nodes_.find(node_id);
+  return it == nodes_.end() ? nullptr : &it->second;
+}
+
+bool NodeRegistry::send(const std::string& node_id, const std::string& text) {
+  Node* node = find(node_id);
+  if (!node || !node->channel) return false;
+  node->channel->send(text, /*binary=*/false);
+  return true;
+}
+
+bool NodeRegistry::send_binary(const std::string& node_id, const std::string& data) {
+  Node* node = find(node_id);
+  if (!node || !node->channel) return false;
+  node->channel->send(data, /*binary=*/true);
+  return true;
+}
+
+void NodeRegistry::disconnected(const std::string& node_id, const net::WsConnection* channel) {
+  Node* node = find(node_id);
+  if (!node || node->channel.get() != channel) return;
+  node->channel.reset();
+  if (node->state == NodeState::kAlive) node->state = NodeState::kDisconnected;
+}
+
+std::vector<std::string> NodeRegistry::expire(int64_t steady_now_ms, int64_t timeout_ms) {
+  std::vector<std::string> dead;
+  for (auto& [id, node] : nodes_) {
+    if (node.state == NodeState::kDead) continue;
+    if (steady_now_ms - node.last_heartbeat_steady_ms > timeout_ms) {
+      node.state = NodeState::kDead;
+      if (node.channel) node.channel->close();
+      node.channel.reset();
+      dead.push_back(id);
+    }
+  }
+  return dead;
+}
+
+}  // namespace ag::head

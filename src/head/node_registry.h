@@ -1,0 +1,59 @@
+// NodeRegistry: the workers the head knows, their resources and liveness, and the
+// channel to each. Nodes are kept in memory; a restarted head learns them again as
+// workers reconnect.
+//
+// States: ALIVE (connected, heart-beating) -> DISCONNECTED (channel closed; its tasks
+// may still run and the worker may come back) -> DEAD (no heartbeat for the node
+// timeout). A DEAD node that registers again becomes ALIVE. Io thread only.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/resources.h"
+#include "net/ws_connection.h"
+
+namespace ag::head {
+
+enum class NodeState { kAlive, kDisconnected, kDead };
+const char* to_string(NodeState state);
+
+struct Node {
+  std::string node_id;
+  std::string address;   // the worker's --node-ip-address
+  std::string hostname;
+  Resources total;
+  std::vector<int> gpu_ids;  // all GPU indices of the node
+  NodeState state = NodeState::kAlive;
+  int64_t registered_ms = 0;
+  int64_t last_heartbeat_steady_ms = 0;
+  std::shared_ptr<net::WsConnection> channel;  // null unless ALIVE
+
+  // "node_ab12 (127.0.0.2)"
+  std::string label() const { return node_id + " (" + address + ")"; }
+};
+
+class NodeRegistry {
+ public:
+  // Adds or refreshes a node from its registration; returns it.
+  Node& upsert(Node node);
+  Node* find(const std::string& node_id);
+  const std::map<std::string, Node>& nodes() const { return nodes_; }
+
+  // Sends a control message to a node; returns false when it has no open channel.
+  bool send(const std::string& node_id, const std::string& text);
+  bool send_binary(const std::string& node_id, const std::string& data);
+
+  // Marks the node's channel closed (keeps the node; it may come back).
+  void disconnected(const std::string& node_id, const net::WsConnection* channel);
+
+  // Nodes whose last heartbeat is older than `timeout_ms`, newly marked DEAD.
+  std::vector<std::string> expire(int64_t steady_now_ms, int64_t timeout_ms);
+
+ private:
+  std::map<std::string, Node> nodes_;
+};
+
+}  // namespace ag::head

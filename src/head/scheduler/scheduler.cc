@@ -1,0 +1,471 @@
+// The gang scheduler. See scheduler.h for the contract and README.md for the flow.
+//
+// One pass walks the queue once, oldest job first, against a working copy of the
+// cluster. Each node in that copy carries three views of its resources:
+//
+//   unreserved_free  free now, minus what this pass has already placed on it
+//   free             unreserved_free, minus what blocked jobs have reserved on it
+//                    (clamped at zero); this is all a job may be placed on
+//   reserved         the sum of reservations; total - reserved is the capacity
+//                    later blocked jobs may still reserve
+//
+// Keeping `unreserved_free` apart from `free` is what lets a pending reason say
+// whether a job waits for running tasks to finish or waits behind a reservation.
+#include "head/scheduler/scheduler.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ag::sched {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Working state
+
+struct WorkingNode {
+  const NodeView* view = nullptr;
+  Resources capacity;             // the node's total, never below what it reports free
+  Resources unreserved_free;      // free now minus this pass's placements
+  Resources free;                 // unreserved_free minus reservations, clamped at zero
+  Resources reserved;             // what blocked jobs of this pass reserved here
+  std::vector<int> free_gpu_ids;  // ascending and without duplicates
+  int first_reserver = -1;        // queue index of the first job that reserved here
+};
+
+// How many tasks of one job a node takes, in the order the policy chose the nodes.
+struct Assignment {
+  size_t node = 0;  // index into the working nodes, which are sorted by node_id
+  int64_t tasks = 0;
+};
+
+// A node the policy may choose. `slots` bounds how many tasks it may take; `preference`
+// ranks nodes that are otherwise alike. For a placement both are the free slots now.
+// For a reservation `slots` counts unreserved capacity and `preference` the fractional
+// slots free now (6 of 8 GPUs free is 0.75), so that a reservation lands where the
+// blocked job can start soonest even when no node has a whole task free yet.
+struct Candidate {
+  size_t node = 0;
+  int64_t slots = 0;
+  double preference = 0;
+};
+
+Resources clamp_at_zero(Resources r) {
+  r.cpu_millis = std::max<int64_t>(r.cpu_millis, 0);
+  r.memory_bytes = std::max<int64_t>(r.memory_bytes, 0);
+  r.gpus = std::max<int64_t>(r.gpus, 0);
+  return r;
+}
+
+Resources times(const Resources& r, int64_t count) {
+  return {r.cpu_millis * count, r.memory_bytes * count, r.gpus * count};
+}
+
+bool demands_nothing(const Resources& need) {
+  return need.cpu_millis == 0 && need.memory_bytes == 0 && need.gpus == 0;
+}
+
+// How many tasks needing `need` fit into `avail`: the minimum over the dimensions the
+// task asks for. A task that asks for nothing fits without limit, so the caller passes
+// the count to report then (the job's num_tasks is enough to place the whole gang).
+int64_t slots_in(const Resources& avail, const Resources& need, int64_t when_no_demand) {
+  if (demands_nothing(need)) return when_no_demand;
+  int64_t slots = INT64_MAX;
+  const auto bound = [&slots](int64_t have, int64_t want) {
+    if (want > 0) slots = std::min(slots, std::max<int64_t>(have, 0) / want);
+  };
+  bound(avail.cpu_millis, need.cpu_millis);
+  bound(avail.memory_bytes, need.memory_bytes);
+  bound(avail.gpus, need.gpus);
+  return slots;
+}
+
+// Like slots_in, but without rounding down: how far a node is from holding tasks.
+double fractional_slots_in(const Resources& avail, const Resources& need, int64_t when_no_demand) {
+  if (demands_nothing(need)) return static_cast<double>(when_no_demand);
+  double slots = static_cast<double>(when_no_demand);
+  const auto bound = [&slots](int64_t have, int64_t want) {
+    if (want > 0) slots = std::min(slots, static_cast<double>(std::max<int64_t>(have, 0)) / want);
+  };
+  bound(avail.cpu_millis, need.cpu_millis);
+  bound(avail.memory_bytes, need.memory_bytes);
+  bound(avail.gpus, need.gpus);
+  return slots;
+}
+
+std::vector<WorkingNode> make_working_nodes(const std::vector<NodeView>& nodes) {
+  std::vector<WorkingNode> working;
+  for (const NodeView& view : nodes) {
+    if (!view.schedulable) continue;
+    WorkingNode node;
+    node.view = &view;
+    node.free_gpu_ids = view.free_gpu_ids;
+    std::sort(node.free_gpu_ids.begin(), node.free_gpu_ids.end());
+    node.free_gpu_ids.erase(std::unique(node.free_gpu_ids.begin(), node.free_gpu_ids.end()),
+                            node.free_gpu_ids.end());
+    // A GPU counts as free only when the node also names its index; otherwise we could
+    // promise a task a device we cannot hand out.
+    Resources free = clamp_at_zero(view.free);
+    free.gpus = std::min<int64_t>(free.gpus, static_cast<int64_t>(node.free_gpu_ids.size()));
+    node.unreserved_free = free;
+    node.free = free;
+    const Resources total = clamp_at_zero(view.total);
+    node.capacity = {std::max(total.cpu_millis, free.cpu_millis),
+                     std::max(total.memory_bytes, free.memory_bytes),
+                     std::max(total.gpus, free.gpus)};
+    working.push_back(std::move(node));
+  }
+  // Sorting once by node_id makes every later tie-break "lowest index first", and makes
+  // the plan independent of the order in which the head listed its nodes.
+  std::sort(working.begin(), working.end(), [](const WorkingNode& a, const WorkingNode& b) {
+    return a.view->node_id < b.view->node_id;
+  });
+  return working;
+}
+
+// ---------------------------------------------------------------------------
+// Policies
+
+// Pack: the fewest nodes. A single node that holds the whole gang wins; among those the
+// highest preference (capped at the gang size, since extra room does not help this
+// job), then the best fit (fewest spare slots) so big holes stay open for big jobs.
+// Otherwise taking nodes by most slots first is optimal for the node count.
+std::vector<Assignment> choose_pack(std::vector<Candidate> candidates, int64_t num_tasks) {
+  const Candidate* best = nullptr;
+  for (const Candidate& c : candidates) {
+    if (c.slots < num_tasks) continue;
+    if (best == nullptr) {
+      best = &c;
+      continue;
+    }
+    const double pref_c = std::min(c.preference, static_cast<double>(num_tasks));
+    const double pref_best = std::min(best->preference, static_cast<double>(num_tasks));
+    if (pref_c != pref_best ? pref_c > pref_best : c.slots < best->slots) best = &c;
+  }
+  if (best != nullptr) return {{best->node, num_tasks}};
+
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.slots != b.slots) return a.slots > b.slots;
+    if (a.preference != b.preference) return a.preference > b.preference;
+    return a.node < b.node;
+  });
+  std::vector<Assignment> chosen;
+  int64_t remaining = num_tasks;
+  for (const Candidate& c : candidates) {
+    if (remaining == 0) break;
+    const int64_t take = std::min(c.slots, remaining);
+    chosen.push_back({c.node, take});
+    remaining -= take;
+  }
+  return chosen;
+}
+
+// Spread: as many distinct nodes as possible. One task per node per round, nodes with
+// the most room first. Each round drops the nodes that are full, so the work is
+// proportional to the tasks placed plus the candidates, not their product.
+std::vector<Assignment> choose_spread(std::vector<Candidate> candidates, int64_t num_tasks) {
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.preference != b.preference) return a.preference > b.preference;
+    if (a.slots != b.slots) return a.slots > b.slots;
+    return a.node < b.node;
+  });
+  std::vector<int64_t> counts(candidates.size(), 0);
+  std::vector<size_t> active(candidates.size());
+  for (size_t i = 0; i < active.size(); ++i) active[i] = i;
+  int64_t remaining = num_tasks;
+  while (remaining > 0 && !active.empty()) {
+    std::vector<size_t> still_active;
+    for (size_t i : active) {
+      if (remaining == 0) break;
+      ++counts[i];
+      --remaining;
+      if (counts[i] < candidates[i].slots) still_active.push_back(i);
+    }
+    active = std::move(still_active);
+  }
+  std::vector<Assignment> chosen;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (counts[i] > 0) chosen.push_back({candidates[i].node, counts[i]});
+  }
+  return chosen;
+}
+
+// Runs the job's policy over nodes with at least one slot. The caller has checked that
+// the slots add up to the gang, so the result always holds num_tasks tasks.
+std::vector<Assignment> choose_nodes(std::vector<Candidate> candidates, const PendingJob& job) {
+  std::erase_if(candidates, [](const Candidate& c) { return c.slots <= 0; });
+  return job.policy == PlacementPolicy::kSpread
+             ? choose_spread(std::move(candidates), job.num_tasks)
+             : choose_pack(std::move(candidates), job.num_tasks);
+}
+
+// Sums slots, stopping once the gang is covered so that huge per-node counts (a task
+// asking for one byte) cannot overflow.
+template <typename SlotsOf>
+int64_t sum_slots_up_to(const std::vector<WorkingNode>& nodes, int64_t limit, SlotsOf slots_of) {
+  int64_t sum = 0;
+  for (const WorkingNode& node : nodes) {
+    sum += std::min(slots_of(node), limit);
+    if (sum >= limit) return limit;
+  }
+  return sum;
+}
+
+// ---------------------------------------------------------------------------
+// Committing a placement or a reservation
+
+JobPlacement commit_placement(std::vector<WorkingNode>& nodes, const PendingJob& job,
+                              std::vector<Assignment> chosen) {
+  // Task 0 goes on the node with the most tasks of the gang (rank 0 is usually the
+  // coordinator, so it should sit with most of its peers); a stable sort keeps the
+  // policy's order between nodes holding as many tasks.
+  std::stable_sort(chosen.begin(), chosen.end(),
+                   [](const Assignment& a, const Assignment& b) { return a.tasks > b.tasks; });
+  JobPlacement placement;
+  placement.job_id = job.job_id;
+  placement.tasks.reserve(static_cast<size_t>(job.num_tasks));
+  const auto gpus_per_task = static_cast<size_t>(job.per_task.gpus);
+  for (const Assignment& a : chosen) {
+    WorkingNode& node = nodes[a.node];
+    // Handing out the lowest indices first, in task order, gives each task an ascending
+    // run of ids and keeps the assignment reproducible.
+    size_t next_gpu = 0;
+    for (int64_t t = 0; t < a.tasks; ++t) {
+      TaskPlacement task;
+      task.node_id = node.view->node_id;
+      task.gpu_ids.assign(
+          node.free_gpu_ids.begin() + static_cast<std::ptrdiff_t>(next_gpu),
+          node.free_gpu_ids.begin() + static_cast<std::ptrdiff_t>(next_gpu + gpus_per_task));
+      next_gpu += gpus_per_task;
+      placement.tasks.push_back(std::move(task));
+    }
+    node.free_gpu_ids.erase(node.free_gpu_ids.begin(),
+                            node.free_gpu_ids.begin() + static_cast<std::ptrdiff_t>(next_gpu));
+    const Resources used = times(job.per_task, a.tasks);
+    node.free -= used;
+    node.unreserved_free -= used;
+  }
+  return placement;
+}
+
+// Reserves what a blocked job will need on the nodes it should eventually run on, so
+// that backfilled jobs cannot take it. Reservations are counted against total capacity
+// (running tasks end, so capacity is what the job will eventually get), and the same
+// amount comes off the node's free resources now, clamped at zero: the part not free
+// yet is held by running tasks and needs no protection. GPUs are reserved as a count;
+// the ids a task will get are chosen when it is placed. Returns false when earlier
+// reservations leave no room, in which case the job reserves nothing.
+bool reserve(std::vector<WorkingNode>& nodes, const PendingJob& job, int queue_index) {
+  const int64_t n = job.num_tasks;
+  std::vector<Candidate> candidates;
+  candidates.reserve(nodes.size());
+  int64_t capacity_slots = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const WorkingNode& node = nodes[i];
+    const int64_t slots = slots_in(node.capacity - node.reserved, job.per_task, n);
+    // Capped at n (inside fractional_slots_in) because room beyond the gang does not
+    // help it start sooner.
+    const double free_now = fractional_slots_in(node.free, job.per_task, n);
+    candidates.push_back({i, slots, std::min(free_now, static_cast<double>(slots))});
+    capacity_slots += std::min(slots, n);
+    if (capacity_slots >= n) capacity_slots = n;
+  }
+  if (capacity_slots < n) return false;
+  for (const Assignment& a : choose_nodes(std::move(candidates), job)) {
+    WorkingNode& node = nodes[a.node];
+    const Resources held = times(job.per_task, a.tasks);
+    node.reserved += held;
+    node.free = clamp_at_zero(node.free - held);
+    if (node.first_reserver < 0) node.first_reserver = queue_index;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------
+// Reasons
+
+std::string format_number(const char* fmt, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), fmt, value);
+  std::string s = buf;
+  // Trim "2.50" to "2.5" and "2.00" to "2" so amounts read the way users wrote them.
+  if (s.find('.') != std::string::npos) {
+    while (s.back() == '0') s.pop_back();
+    if (s.back() == '.') s.pop_back();
+  }
+  return s;
+}
+
+std::string format_cpus(int64_t cpu_millis) {
+  return format_number("%.3f", static_cast<double>(cpu_millis) / 1000.0);
+}
+
+std::string format_memory(int64_t bytes) {
+  constexpr int64_t kKiB = 1024, kMiB = kKiB * 1024, kGiB = kMiB * 1024;
+  if (bytes >= kGiB) return format_number("%.2f", static_cast<double>(bytes) / kGiB) + " GiB";
+  if (bytes >= kMiB) return format_number("%.2f", static_cast<double>(bytes) / kMiB) + " MiB";
+  if (bytes >= kKiB) return format_number("%.2f", static_cast<double>(bytes) / kKiB) + " KiB";
+  return std::to_string(bytes) + " B";
+}
+
+std::string plural(int64_t count, const char* noun) {
+  return std::string(noun) + (count == 1 ? "" : "s");
+}
+
+// "{2 CPUs, 4 GiB, 1 GPU}": only the dimensions a task asks for.
+std::string format_resources(const Resources& r) {
+  std::vector<std::string> parts;
+  if (r.cpu_millis > 0) {
+    parts.push_back(format_cpus(r.cpu_millis) + " " + (r.cpu_millis == 1000 ? "CPU" : "CPUs"));
+  }
+  if (r.memory_bytes > 0) parts.push_back(format_memory(r.memory_bytes));
+  if (r.gpus > 0) parts.push_back(std::to_string(r.gpus) + " " + plural(r.gpus, "GPU"));
+  if (parts.empty()) return "{no resources}";
+  std::string out = "{";
+  for (size_t i = 0; i < parts.size(); ++i) out += (i ? ", " : "") + parts[i];
+  return out + "}";
+}
+
+std::string tasks_of(const PendingJob& job) {
+  return std::to_string(job.num_tasks) + " " + plural(job.num_tasks, "task") + " of " +
+         format_resources(job.per_task);
+}
+
+// The largest total each dimension has on any one schedulable node. Computed once per
+// pass because infeasibility is judged against the cluster as it is, not as this pass
+// has filled it.
+Resources largest_node(const std::vector<WorkingNode>& nodes) {
+  Resources largest;
+  for (const WorkingNode& node : nodes) {
+    largest.cpu_millis = std::max(largest.cpu_millis, node.capacity.cpu_millis);
+    largest.memory_bytes = std::max(largest.memory_bytes, node.capacity.memory_bytes);
+    largest.gpus = std::max(largest.gpus, node.capacity.gpus);
+  }
+  return largest;
+}
+
+// Says why no amount of waiting would place the job, or nothing when the cluster as it
+// is could hold it once running tasks end.
+std::optional<std::string> infeasible_reason(const std::vector<WorkingNode>& nodes,
+                                             const Resources& largest, const PendingJob& job) {
+  const Resources& need = job.per_task;
+  if (job.num_tasks <= 0) {
+    return "needs at least 1 task; got num_tasks=" + std::to_string(job.num_tasks);
+  }
+  if (need.cpu_millis < 0 || need.memory_bytes < 0 || need.gpus < 0) {
+    return std::string("asks for a negative amount of a resource");
+  }
+  // One message per dimension that no node can ever satisfy, so the user sees every
+  // request they must lower at once.
+  std::vector<std::string> too_big;
+  if (need.cpu_millis > largest.cpu_millis) {
+    too_big.push_back("needs " + format_cpus(need.cpu_millis) + " " +
+                      (need.cpu_millis == 1000 ? "CPU" : "CPUs") + " per task; largest node has " +
+                      format_cpus(largest.cpu_millis));
+  }
+  if (need.memory_bytes > largest.memory_bytes) {
+    too_big.push_back("needs " + format_memory(need.memory_bytes) +
+                      " memory per task; largest node has " + format_memory(largest.memory_bytes));
+  }
+  if (need.gpus > largest.gpus) {
+    too_big.push_back("needs " + std::to_string(need.gpus) + " " + plural(need.gpus, "GPU") +
+                      " per task; largest node has " + std::to_string(largest.gpus));
+  }
+  if (!too_big.empty()) {
+    std::string out = too_big[0];
+    for (size_t i = 1; i < too_big.size(); ++i) out += "; " + too_big[i];
+    return out;
+  }
+  // Every dimension fits somewhere, yet maybe not all on the same node (the CPU-rich
+  // node has no GPUs); the whole-cluster count below then reports zero.
+  const int64_t cluster_slots = sum_slots_up_to(nodes, job.num_tasks, [&](const WorkingNode& n) {
+    return slots_in(n.capacity, need, job.num_tasks);
+  });
+  if (cluster_slots == 0) {
+    return "needs " + format_resources(need) + " per task; no single node has that much in total";
+  }
+  if (cluster_slots < job.num_tasks) {
+    return "needs " + tasks_of(job) + "; the cluster can hold at most " +
+           std::to_string(cluster_slots) + " such " + plural(cluster_slots, "task");
+  }
+  return std::nullopt;
+}
+
+// Why a feasible job did not fit now. If it would fit were it not for reservations,
+// name the earliest blocked job holding resources on a node it could otherwise use.
+std::string waiting_reason(const std::vector<WorkingNode>& nodes,
+                           const std::vector<PendingJob>& queue, const PendingJob& job,
+                           int64_t unreserved_slots) {
+  if (unreserved_slots >= job.num_tasks) {
+    int blocker = -1;
+    for (const WorkingNode& node : nodes) {
+      if (node.first_reserver < 0) continue;
+      const int64_t without = slots_in(node.unreserved_free, job.per_task, job.num_tasks);
+      const int64_t with = slots_in(node.free, job.per_task, job.num_tasks);
+      if (without > with && (blocker < 0 || node.first_reserver < blocker)) {
+        blocker = node.first_reserver;
+      }
+    }
+    if (blocker >= 0) {
+      return "waiting behind job " + queue[static_cast<size_t>(blocker)].job_id +
+             " (resources reserved for it)";
+    }
+  }
+  return "waiting for resources: needs " + tasks_of(job) + "; " + std::to_string(unreserved_slots) +
+         " fit on free capacity now";
+}
+
+}  // namespace
+
+Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>& queue) {
+  Plan plan;
+  std::vector<WorkingNode> working = make_working_nodes(nodes);
+  const Resources largest = largest_node(working);
+
+  for (size_t q = 0; q < queue.size(); ++q) {
+    const PendingJob& job = queue[q];
+    // Waiting helps here: a worker may join at any moment.
+    if (working.empty()) {
+      plan.pending.push_back(
+          {job.job_id, "no alive nodes in the cluster; start a worker with `ag start-worker`",
+           false});
+      continue;
+    }
+    // Infeasible jobs reserve nothing, so they never hold up the jobs behind them.
+    if (auto reason = infeasible_reason(working, largest, job)) {
+      plan.pending.push_back({job.job_id, std::move(*reason), true});
+      continue;
+    }
+
+    const int64_t n = job.num_tasks;
+    std::vector<Candidate> candidates;
+    candidates.reserve(working.size());
+    int64_t free_slots = 0;
+    for (size_t i = 0; i < working.size(); ++i) {
+      const int64_t slots = slots_in(working[i].free, job.per_task, n);
+      candidates.push_back({i, slots, static_cast<double>(slots)});
+      free_slots = std::min(free_slots + std::min(slots, n), n);
+    }
+    if (free_slots >= n) {
+      plan.placements.push_back(
+          commit_placement(working, job, choose_nodes(std::move(candidates), job)));
+      continue;
+    }
+
+    // Blocked: explain before reserving, so the reason reflects the jobs ahead of this
+    // one and not this job's own reservation.
+    const int64_t unreserved_slots = sum_slots_up_to(working, n, [&](const WorkingNode& node) {
+      return slots_in(node.unreserved_free, job.per_task, n);
+    });
+    plan.pending.push_back(
+        {job.job_id, waiting_reason(working, queue, job, unreserved_slots), false});
+    reserve(working, job, static_cast<int>(q));
+  }
+  return plan;
+}
+
+}  // namespace ag::sched

@@ -1,0 +1,77 @@
+// The gang scheduler: a pure function from a cluster snapshot and a FIFO queue of
+// pending jobs to a plan of placements and reasons.
+//
+//   NodeView[] + PendingJob[] (FIFO) --schedule()--> Plan{placements, pending reasons}
+//
+// It reads no clock, opens no socket and holds no lock; the head builds the inputs
+// from its node registry and job table, applies the plan and persists it. Any thread
+// may call it; it keeps no state between calls.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/resources.h"
+
+namespace ag::sched {
+
+enum class PlacementPolicy {
+  kPack,    // fewest nodes: collective traffic stays local
+  kSpread,  // as many distinct nodes as possible
+};
+
+// One node as the scheduler sees it.
+struct NodeView {
+  std::string node_id;
+  Resources total;                 // what the node offers in all
+  Resources free;                  // total minus what running tasks hold
+  std::vector<int> free_gpu_ids;   // concrete free GPU indices; size() == free.gpus
+  bool schedulable = true;         // false for dead or draining nodes
+};
+
+// One job waiting in the queue: a gang of `num_tasks` identical tasks.
+struct PendingJob {
+  std::string job_id;
+  int num_tasks = 1;
+  Resources per_task;
+  PlacementPolicy policy = PlacementPolicy::kPack;
+};
+
+struct TaskPlacement {
+  std::string node_id;
+  std::vector<int> gpu_ids;  // exactly per_task.gpus indices, ascending
+};
+
+// Where each task of a placed job goes; tasks[i] is task index i. Tasks placed on
+// the same node have consecutive indices, and task 0 sits on the node that holds
+// the most tasks of the gang.
+struct JobPlacement {
+  std::string job_id;
+  std::vector<TaskPlacement> tasks;
+};
+
+// Why a job was not placed in this pass. `infeasible` is true when no amount of
+// waiting helps (the cluster as it is could never hold the gang).
+struct PendingReason {
+  std::string job_id;
+  std::string reason;
+  bool infeasible = false;
+};
+
+struct Plan {
+  std::vector<JobPlacement> placements;  // in queue order
+  std::vector<PendingReason> pending;    // one per job of the queue not placed
+};
+
+// Places as many jobs of `queue` (oldest first) as fit on `nodes`, all-or-nothing per
+// gang. A job that fits now but sits behind a blocked job is placed only when it
+// cannot delay that job: resources a blocked job will need are reserved for it, and
+// later jobs may only use what remains. Infeasible jobs reserve nothing.
+//
+// Never fails: every job of `queue` ends up in exactly one of plan.placements or
+// plan.pending, and a pending reason says in plain words what the job waits for.
+// Nodes with schedulable == false are ignored. The result is deterministic and does
+// not depend on the order of `nodes` (ties are broken by node_id).
+Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>& queue);
+
+}  // namespace ag::sched

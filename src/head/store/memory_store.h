@@ -1,0 +1,28 @@
+// MemoryStore: an in-memory KvStore for unit tests, applied synchronously (done runs
+// inside write()). fail_next_writes(n) makes the next n batches fail with
+// kResourceExhausted, as a full disk would.
+#pragma once
+
+#include <map>
+#include <mutex>
+
+#include "head/store/kv_store.h"
+
+namespace ag::store {
+
+class MemoryStore final : public KvStore {
+ public:
+  void write(std::vector<Mutation> batch, std::function<void(Status)> done) override;
+  Result<std::vector<Record>> scan(const std::string& table) override;
+  Result<std::optional<std::string>> get(const std::string& table, const std::string& key) override;
+  void flush() override {}
+
+  void fail_next_writes(int count);
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::map<std::string, std::string>> tables_;
+  int failures_left_ = 0;
+};
+
+}  // namespace ag::store

@@ -1,0 +1,222 @@
+#include "head/store/sqlite_store.h"
+
+#include <sqlite3.h>
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+namespace ag::store {
+namespace {
+
+Error sqlite_error(sqlite3* db, int rc, const std::string& what) {
+  std::string msg = what + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+  int primary = rc & 0xff;
+  if (primary == SQLITE_FULL || primary == SQLITE_IOERR) {
+    return {ErrorCode::kResourceExhausted, msg + " (is the head's disk full?)"};
+  }
+  return {ErrorCode::kInternal, msg};
+}
+
+// A prepared statement that finalizes itself.
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr); }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+  sqlite3_stmt* get() const { return stmt_; }
+  int prepare_rc() const { return rc_; }
+
+ private:
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_ = SQLITE_OK;
+};
+
+void bind_text(sqlite3_stmt* stmt, int index, const std::string& text) {
+  sqlite3_bind_text(stmt, index, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
+}
+
+std::string column_text(sqlite3_stmt* stmt, int index) {
+  const void* data = sqlite3_column_blob(stmt, index);
+  int size = sqlite3_column_bytes(stmt, index);
+  return data ? std::string(static_cast<const char*>(data), static_cast<size_t>(size)) : std::string();
+}
+
+}  // namespace
+
+struct SqliteStore::Impl {
+  struct Pending {
+    std::vector<Mutation> batch;
+    std::function<void(Status)> done;
+  };
+
+  sqlite3* writer_db = nullptr;  // used by the writer thread only
+  sqlite3* reader_db = nullptr;  // guarded by reader_mu
+  std::mutex reader_mu;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::condition_variable drained_cv;
+  std::deque<Pending> queue;
+  bool writing = false;
+  bool stopping = false;
+  uint64_t commit_count = 0;
+  std::thread writer;
+
+  ~Impl() {
+    {
+      std::lock_guard lock(mu);
+      stopping = true;
+    }
+    cv.notify_all();
+    if (writer.joinable()) writer.join();
+    sqlite3_close(reader_db);
+    sqlite3_close(writer_db);
+  }
+
+  Status exec(const char* sql) {
+    char* err = nullptr;
+    int rc = sqlite3_exec(writer_db, sql, nullptr, nullptr, &err);
+    if (rc != SQLITE_OK) {
+      Error e = sqlite_error(writer_db, rc, sql);
+      sqlite3_free(err);
+      return e;
+    }
+    return {};
+  }
+
+  Status apply(const std::vector<Mutation>& batch, sqlite3_stmt* upsert, sqlite3_stmt* remove) {
+    for (const auto& m : batch) {
+      sqlite3_stmt* stmt = m.value ? upsert : remove;
+      sqlite3_reset(stmt);
+      bind_text(stmt, 1, m.table);
+      bind_text(stmt, 2, m.key);
+      if (m.value) {
+        sqlite3_bind_blob(stmt, 3, m.value->data(), static_cast<int>(m.value->size()), SQLITE_TRANSIENT);
+      }
+      int rc = sqlite3_step(stmt);
+      if (rc != SQLITE_DONE) return sqlite_error(writer_db, rc, "writing " + m.table + "/" + m.key);
+    }
+    return {};
+  }
+
+  // Applies `group` in one transaction; returns the status for every batch.
+  Status commit_group(const std::deque<Pending>& group, sqlite3_stmt* upsert, sqlite3_stmt* remove) {
+    if (Status s = exec("BEGIN IMMEDIATE"); !s) return s;
+    for (const auto& p : group) {
+      if (Status s = apply(p.batch, upsert, remove); !s) {
+        exec("ROLLBACK");
+        return s;
+      }
+    }
+    if (Status s = exec("COMMIT"); !s) {
+      exec("ROLLBACK");
+      return s;
+    }
+    return {};
+  }
+
+  void run_writer() {
+    Statement upsert(writer_db,
+                     "INSERT INTO records(tbl, key, value) VALUES(?1, ?2, ?3) "
+                     "ON CONFLICT(tbl, key) DO UPDATE SET value = excluded.value");
+    Statement remove(writer_db, "DELETE FROM records WHERE tbl = ?1 AND key = ?2");
+    for (;;) {
+      std::deque<Pending> group;
+      {
+        std::unique_lock lock(mu);
+        cv.wait(lock, [&] { return stopping || !queue.empty(); });
+        if (queue.empty()) return;  // stopping and drained
+        group.swap(queue);
+        writing = true;
+      }
+      Status status = commit_group(group, upsert.get(), remove.get());
+      if (status) {
+        for (auto& p : group) p.done(status);
+      } else {
+        // One bad batch must not fail its neighbours: retry each on its own.
+        for (auto& p : group) {
+          std::deque<Pending> single;
+          single.push_back({p.batch, nullptr});
+          p.done(commit_group(single, upsert.get(), remove.get()));
+        }
+      }
+      {
+        std::lock_guard lock(mu);
+        ++commit_count;
+        writing = false;
+      }
+      drained_cv.notify_all();
+    }
+  }
+};
+
+SqliteStore::SqliteStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SqliteStore::~SqliteStore() = default;
+
+Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const std::string& path) {
+  auto impl = std::make_unique<Impl>();
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+  int rc = sqlite3_open_v2(path.c_str(), &impl->writer_db, flags, nullptr);
+  if (rc != SQLITE_OK) return sqlite_error(impl->writer_db, rc, "opening " + path);
+  for (const char* sql : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL",
+                          "PRAGMA busy_timeout=5000",
+                          "CREATE TABLE IF NOT EXISTS records(tbl TEXT NOT NULL, key TEXT NOT NULL, "
+                          "value BLOB NOT NULL, PRIMARY KEY(tbl, key)) WITHOUT ROWID"}) {
+    if (Status s = impl->exec(sql); !s) return Error{s.error().code, "opening " + path + ": " + s.error().message};
+  }
+  rc = sqlite3_open_v2(path.c_str(), &impl->reader_db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) return sqlite_error(impl->reader_db, rc, "opening " + path + " for reading");
+  sqlite3_busy_timeout(impl->reader_db, 5000);
+  Impl* raw = impl.get();
+  impl->writer = std::thread([raw] { raw->run_writer(); });
+  return std::unique_ptr<SqliteStore>(new SqliteStore(std::move(impl)));
+}
+
+void SqliteStore::write(std::vector<Mutation> batch, std::function<void(Status)> done) {
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->queue.push_back({std::move(batch), std::move(done)});
+  }
+  impl_->cv.notify_one();
+}
+
+Result<std::vector<Record>> SqliteStore::scan(const std::string& table) {
+  std::lock_guard lock(impl_->reader_mu);
+  Statement stmt(impl_->reader_db, "SELECT key, value FROM records WHERE tbl = ?1 ORDER BY key");
+  if (stmt.prepare_rc() != SQLITE_OK) return sqlite_error(impl_->reader_db, stmt.prepare_rc(), "scan");
+  bind_text(stmt.get(), 1, table);
+  std::vector<Record> out;
+  int rc;
+  while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
+    out.emplace_back(column_text(stmt.get(), 0), column_text(stmt.get(), 1));
+  }
+  if (rc != SQLITE_DONE) return sqlite_error(impl_->reader_db, rc, "scanning " + table);
+  return out;
+}
+
+Result<std::optional<std::string>> SqliteStore::get(const std::string& table, const std::string& key) {
+  std::lock_guard lock(impl_->reader_mu);
+  Statement stmt(impl_->reader_db, "SELECT value FROM records WHERE tbl = ?1 AND key = ?2");
+  if (stmt.prepare_rc() != SQLITE_OK) return sqlite_error(impl_->reader_db, stmt.prepare_rc(), "get");
+  bind_text(stmt.get(), 1, table);
+  bind_text(stmt.get(), 2, key);
+  int rc = sqlite3_step(stmt.get());
+  if (rc == SQLITE_ROW) return std::optional<std::string>(column_text(stmt.get(), 0));
+  if (rc == SQLITE_DONE) return std::optional<std::string>();
+  return sqlite_error(impl_->reader_db, rc, "reading " + table + "/" + key);
+}
+
+void SqliteStore::flush() {
+  std::unique_lock lock(impl_->mu);
+  impl_->drained_cv.wait(lock, [&] { return impl_->queue.empty() && !impl_->writing; });
+}
+
+uint64_t SqliteStore::commits() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->commit_count;
+}
+
+}  // namespace ag::store

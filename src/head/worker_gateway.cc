@@ -1,0 +1,156 @@
+#include "head/worker_gateway.h"
+
+#include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
+
+#include "api/protocol.h"
+#include "net/auth.h"
+
+namespace ag::head {
+namespace {
+using nlohmann::json;
+
+net::HttpResponse json_error(int status, const std::string& message) {
+  return {status, "application/json", json{{"error", message}}.dump()};
+}
+
+void send_error_and_close(const std::shared_ptr<net::WsConnection>& channel, const std::string& message) {
+  channel->send(json{{"type", "error"}, {"message", message}}.dump(), false);
+  channel->close();
+}
+}  // namespace
+
+WorkerGateway::WorkerGateway(Deps deps, WorkerGatewayConfig config)
+    : deps_(deps), config_(config), expiry_timer_(deps.io) {}
+
+void WorkerGateway::start() { schedule_expiry(); }
+
+void WorkerGateway::schedule_expiry() {
+  // Failure detection is the one place a timer belongs: silence has no event.
+  int64_t period = std::max<int64_t>(100, config_.node_timeout_ms / 4);
+  expiry_timer_.expires_after(std::chrono::milliseconds(period));
+  expiry_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    for (const auto& id : deps_.nodes.expire(deps_.clock.steady_ms(), config_.node_timeout_ms)) {
+      spdlog::warn("node {} missed heartbeats for {} ms: marked DEAD", id, config_.node_timeout_ms);
+      deps_.jobs.on_node_dead(id);
+    }
+    schedule_expiry();
+  });
+}
+
+std::optional<net::HttpResponse> WorkerGateway::check_upgrade(const net::HttpRequest& request) const {
+  if (request.path != api::kWorkerConnectPath) {
+    return json_error(404, "no WebSocket endpoint at " + request.path);
+  }
+  if (!net::has_valid_token(request, deps_.token)) {
+    spdlog::warn("refused a worker join from {}: missing or wrong cluster token", request.remote_address);
+    return json_error(401, "missing or wrong cluster token; pass the token printed by `ag start-head` with --token");
+  }
+  return std::nullopt;
+}
+
+void WorkerGateway::on_connection(std::shared_ptr<net::WsConnection> channel) {
+  auto node_id = std::make_shared<std::string>();
+  std::weak_ptr<net::WsConnection> weak = channel;
+  channel->start(
+      [this, weak, node_id](std::string data, bool binary) {
+        if (auto ch = weak.lock()) on_message(ch, node_id.get(), data, binary);
+      },
+      [this, weak, node_id](const std::string& reason) {
+        if (node_id->empty()) return;
+        spdlog::info("node {} disconnected: {}", *node_id, reason);
+        auto ch = weak.lock();
+        deps_.nodes.disconnected(*node_id, ch.get());
+      });
+}
+
+void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel, std::string* node_id,
+                               const std::string& data, bool binary) {
+  if (node_id->empty()) {
+    if (binary) return send_error_and_close(channel, "the first message must be a register message");
+    return on_register(channel, node_id, data);
+  }
+  Node* node = deps_.nodes.find(*node_id);
+  if (!node || node->channel != channel) return;  // superseded by a newer channel
+  node->last_heartbeat_steady_ms = deps_.clock.steady_ms();
+  if (binary) {
+    std::string_view payload;
+    auto header = api::decode_log_frame(data, &payload);
+    if (!header) {
+      spdlog::warn("malformed log frame from node {}", *node_id);
+      return;
+    }
+    Status s = deps_.logs.append({header->job_id, header->attempt, header->task_index}, header->offset, payload);
+    if (!s) spdlog::error("log of {} task {}: {}", header->job_id, header->task_index, s.error().message);
+    return;
+  }
+  json msg = json::parse(data, nullptr, false);
+  if (!msg.is_object() || !msg.contains("type")) {
+    spdlog::warn("malformed message from node {}", *node_id);
+    return;
+  }
+  try {
+    std::string type = msg.at("type").get<std::string>();
+    if (type == "heartbeat") return;
+    std::string job_id = msg.at("job_id").get<std::string>();
+    int attempt = msg.at("attempt").get<int>();
+    int task_index = msg.at("task_index").get<int>();
+    if (type == "task_started") {
+      deps_.jobs.on_task_started(job_id, attempt, task_index, msg.at("pid").get<int64_t>());
+    } else if (type == "task_exited") {
+      TaskExit exit;
+      if (msg.contains("exit_code") && !msg["exit_code"].is_null()) exit.exit_code = msg["exit_code"].get<int>();
+      if (msg.contains("signal") && !msg["signal"].is_null()) exit.signal = msg["signal"].get<int>();
+      if (msg.contains("start_error")) exit.start_error = msg["start_error"].get<std::string>();
+      deps_.jobs.on_task_exited(job_id, attempt, task_index, exit);
+      channel->send(json{{"type", "exit_ack"}, {"job_id", job_id}, {"attempt", attempt},
+                         {"task_index", task_index}}.dump(), false);
+    } else {
+      spdlog::warn("unknown message type '{}' from node {}", type, *node_id);
+    }
+  } catch (const json::exception& e) {
+    spdlog::warn("bad message from node {}: {}", *node_id, e.what());
+  }
+}
+
+void WorkerGateway::on_register(const std::shared_ptr<net::WsConnection>& channel, std::string* node_id,
+                                const std::string& text) {
+  json msg = json::parse(text, nullptr, false);
+  Node node;
+  std::vector<ReportedTask> running;
+  std::vector<std::pair<ReportedTask, TaskExit>> exited;
+  try {
+    if (msg.at("type").get<std::string>() != "register") throw std::runtime_error("not a register message");
+    node.node_id = msg.at("node_id").get<std::string>();
+    node.address = msg.at("address").get<std::string>();
+    node.hostname = msg.value("hostname", "");
+    const json& res = msg.at("resources");
+    node.total.cpu_millis = res.at("cpu_millis").get<int64_t>();
+    node.total.memory_bytes = res.at("memory_bytes").get<int64_t>();
+    node.gpu_ids = res.at("gpu_ids").get<std::vector<int>>();
+    node.total.gpus = static_cast<int64_t>(node.gpu_ids.size());
+    for (const auto& r : msg.value("running", json::array())) {
+      running.push_back({r.at("job_id").get<std::string>(), r.at("attempt").get<int>(),
+                         r.at("task_index").get<int>(), r.at("pid").get<int64_t>()});
+    }
+  } catch (const std::exception& e) {
+    return send_error_and_close(channel, std::string("bad register message: ") + e.what());
+  }
+  if (node.node_id.empty() || node.node_id.size() > 64) {
+    return send_error_and_close(channel, "bad register message: node_id must be 1-64 characters");
+  }
+  *node_id = node.node_id;
+  node.channel = channel;
+  node.state = NodeState::kAlive;
+  node.registered_ms = deps_.clock.now_ms();
+  node.last_heartbeat_steady_ms = deps_.clock.steady_ms();
+  const Node& added = deps_.nodes.upsert(std::move(node));
+  spdlog::info("node {} registered: {} CPUs, {} MiB memory, {} GPUs, {} running task(s)", added.label(),
+               added.total.cpu_millis / 1000.0, added.total.memory_bytes >> 20, added.total.gpus, running.size());
+  channel->send(json{{"type", "registered"}, {"node_id", added.node_id}}.dump(), false);
+  deps_.jobs.on_node_registered(added.node_id, running);
+}
+
+}  // namespace ag::head

@@ -1,0 +1,80 @@
+#include "net/beast_ws.h"
+
+namespace ag::net::detail {
+
+BeastWs::BeastWs(Stream stream, std::string remote)
+    : ws_(std::move(stream)), remote_(std::move(remote)) {
+  // Handshake timeouts are the caller's; once open, Beast's suggested settings ping
+  // idle peers so that a vanished one is noticed.
+  beast::get_lowest_layer(ws_).expires_never();
+  ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
+  ws_.read_message_max(64 * 1024 * 1024);
+}
+
+void BeastWs::start(MessageHandler on_message, CloseHandler on_close) {
+  on_message_ = std::move(on_message);
+  on_close_ = std::move(on_close);
+  do_read();
+}
+
+void BeastWs::do_read() {
+  ws_.async_read(read_buffer_, [self = shared_from_this()](beast::error_code ec, size_t) {
+    if (ec) {
+      self->fail(ec == websocket::error::closed ? "closed by peer" : ec.message());
+      return;
+    }
+    std::string data = beast::buffers_to_string(self->read_buffer_.data());
+    self->read_buffer_.consume(self->read_buffer_.size());
+    bool binary = self->ws_.got_binary();
+    if (self->on_message_) self->on_message_(std::move(data), binary);
+    if (!self->closed_) self->do_read();
+  });
+}
+
+void BeastWs::send(std::string data, bool binary) {
+  if (closed_) return;
+  queued_bytes_ += data.size();
+  outbox_.emplace_back(std::move(data), binary);
+  if (!writing_) do_write();
+}
+
+void BeastWs::do_write() {
+  if (outbox_.empty() || closed_) {
+    writing_ = false;
+    return;
+  }
+  writing_ = true;
+  ws_.binary(outbox_.front().second);
+  ws_.async_write(boost::asio::buffer(outbox_.front().first),
+                  [self = shared_from_this()](beast::error_code ec, size_t) {
+                    if (ec) {
+                      self->fail(ec.message());
+                      return;
+                    }
+                    self->queued_bytes_ -= self->outbox_.front().first.size();
+                    self->outbox_.pop_front();
+                    self->do_write();
+                  });
+}
+
+void BeastWs::close() {
+  if (closed_) return;
+  beast::error_code ec;
+  beast::get_lowest_layer(ws_).socket().shutdown(boost::asio::ip::tcp::socket::shutdown_both, ec);
+  beast::get_lowest_layer(ws_).socket().close(ec);
+  fail("closed locally");
+}
+
+void BeastWs::fail(const std::string& reason) {
+  if (closed_) return;
+  closed_ = true;
+  outbox_.clear();
+  queued_bytes_ = 0;
+  beast::error_code ec;
+  beast::get_lowest_layer(ws_).socket().close(ec);
+  auto on_close = std::move(on_close_);
+  on_message_ = nullptr;
+  if (on_close) on_close(reason);
+}
+
+}  // namespace ag::net::detail

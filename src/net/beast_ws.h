@@ -1,0 +1,43 @@
+// Internal to net/: the WsConnection implementation over a Beast websocket stream,
+// shared by the server (accepted sockets) and the client (dialled sockets).
+#pragma once
+
+#include <boost/beast/core.hpp>
+#include <boost/beast/websocket.hpp>
+#include <deque>
+
+#include "net/ws_connection.h"
+
+namespace ag::net::detail {
+
+namespace beast = boost::beast;
+namespace websocket = boost::beast::websocket;
+
+class BeastWs final : public WsConnection, public std::enable_shared_from_this<BeastWs> {
+ public:
+  using Stream = websocket::stream<beast::tcp_stream>;
+
+  BeastWs(Stream stream, std::string remote);
+  void start(MessageHandler on_message, CloseHandler on_close) override;
+  void send(std::string data, bool binary) override;
+  void close() override;
+  std::string remote_address() const override { return remote_; }
+  size_t queued_bytes() const override { return queued_bytes_; }
+
+ private:
+  void do_read();
+  void do_write();
+  void fail(const std::string& reason);
+
+  Stream ws_;
+  std::string remote_;
+  beast::flat_buffer read_buffer_;
+  std::deque<std::pair<std::string, bool>> outbox_;
+  size_t queued_bytes_ = 0;
+  bool writing_ = false;
+  bool closed_ = false;
+  MessageHandler on_message_;
+  CloseHandler on_close_;
+};
+
+}  // namespace ag::net::detail

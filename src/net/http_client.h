@@ -1,0 +1,28 @@
+// Blocking HTTP client for the CLI and tests of the daemons: one request per call,
+// bounded by a timeout.
+#pragma once
+
+#include <string>
+
+#include "common/result.h"
+#include "net/http_types.h"
+
+namespace ag::net {
+
+struct Endpoint {
+  std::string host;
+  uint16_t port = 0;
+  std::string to_string() const { return host + ":" + std::to_string(port); }
+};
+
+// Parses "HOST:PORT" or "http://HOST:PORT[/]". Errors: kInvalidArgument naming the text.
+Result<Endpoint> parse_endpoint(const std::string& text, uint16_t default_port);
+
+// Sends one request and reads the whole response. A token, when not empty, goes in
+// "Authorization: Bearer". Errors: kUnavailable "cannot reach head at HOST:PORT: ..."
+// when the connection fails or times out. HTTP error statuses are not errors here.
+Result<HttpResponse> http_call(const Endpoint& to, const std::string& method,
+                               const std::string& target, const std::string& body,
+                               const std::string& token, int timeout_ms);
+
+}  // namespace ag::net

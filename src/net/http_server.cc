@@ -1,0 +1,210 @@
+#include "net/http_server.h"
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+#include <spdlog/spdlog.h>
+
+#include "net/beast_ws.h"
+
+namespace ag::net {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+namespace websocket = boost::beast::websocket;
+using tcp = asio::ip::tcp;
+
+constexpr auto kIdleTimeout = std::chrono::seconds(120);
+
+HttpRequest to_request(const http::request<http::string_body>& req, const std::string& remote) {
+  HttpRequest out;
+  out.method = std::string(req.method_string());
+  out.target = std::string(req.target());
+  out.body = req.body();
+  out.remote_address = remote;
+  for (const auto& field : req) {
+    std::string name(field.name_string());
+    for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    out.headers[name] = std::string(field.value());
+  }
+  return out;
+}
+
+http::response<http::string_body> to_beast(const HttpResponse& res, unsigned version, bool keep_alive) {
+  http::response<http::string_body> out{static_cast<http::status>(res.status), version};
+  out.set(http::field::server, "aethergrid");
+  out.set(http::field::content_type, res.content_type);
+  out.set(http::field::cache_control, "no-store");
+  for (const auto& [k, v] : res.headers) out.set(k, v);
+  out.body() = res.body;
+  out.keep_alive(keep_alive);
+  out.prepare_payload();
+  return out;
+}
+
+}  // namespace
+
+struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
+  asio::io_context& io;
+  ServerHandlers handlers;
+  size_t max_body_bytes;
+  std::vector<std::unique_ptr<tcp::acceptor>> acceptors;
+  bool stopped = false;
+
+  Impl(asio::io_context& io_, ServerHandlers h, size_t max_body)
+      : io(io_), handlers(std::move(h)), max_body_bytes(max_body) {}
+
+  void accept(tcp::acceptor* acceptor) {
+    acceptor->async_accept([self = shared_from_this(), acceptor](beast::error_code ec, tcp::socket socket) {
+      if (self->stopped) return;
+      if (!ec) {
+        socket.set_option(tcp::no_delay(true), ec);
+        std::make_shared<Session>(self, std::move(socket))->read();
+      }
+      self->accept(acceptor);
+    });
+  }
+
+  // One HTTP connection; reads requests one after the other (keep-alive).
+  struct Session : std::enable_shared_from_this<Session> {
+    std::shared_ptr<Impl> server;
+    beast::tcp_stream stream;
+    beast::flat_buffer buffer;
+    std::optional<http::request_parser<http::string_body>> parser;
+    std::string remote;
+    bool responding = false;
+
+    Session(std::shared_ptr<Impl> s, tcp::socket socket)
+        : server(std::move(s)), stream(std::move(socket)) {
+      beast::error_code ec;
+      auto ep = stream.socket().remote_endpoint(ec);
+      if (!ec) remote = ep.address().to_string();
+    }
+
+    void read() {
+      parser.emplace();
+      parser->body_limit(server->max_body_bytes);
+      parser->header_limit(64 * 1024);
+      stream.expires_after(kIdleTimeout);
+      http::async_read(stream, buffer, *parser,
+                       [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
+    }
+
+    void on_read(beast::error_code ec) {
+      if (ec == http::error::end_of_stream || ec == beast::error::timeout) return close();
+      if (ec == http::error::body_limit) {
+        HttpResponse res{413, "application/json",
+                         R"({"error":"request body is larger than the head's limit of )" +
+                             std::to_string(server->max_body_bytes) + R"( bytes"})"};
+        return write(res, 11, false);
+      }
+      if (ec) {
+        HttpResponse res{400, "application/json", R"({"error":"malformed HTTP request: )" + ec.message() + R"("})"};
+        return write(res, 11, false);
+      }
+      auto req = parser->release();
+      HttpRequest request = to_request(req, remote);
+      if (!parse_target(request.target, &request.path, &request.query)) {
+        return write({400, "application/json", R"({"error":"malformed URL encoding in the request target"})"},
+                     req.version(), req.keep_alive());
+      }
+      if (websocket::is_upgrade(req)) return upgrade(std::move(req), request);
+      unsigned version = req.version();
+      bool keep_alive = req.keep_alive();
+      std::weak_ptr<Session> weak = weak_from_this();
+      auto responded = std::make_shared<bool>(false);
+      stream.expires_never();  // long polls may hold the request open
+      server->handlers.on_request(std::move(request), [weak, version, keep_alive, responded](HttpResponse res) {
+        if (*responded) return;
+        *responded = true;
+        if (auto self = weak.lock()) self->write(res, version, keep_alive);
+      });
+      // Keep the session alive until the handler responds.
+      pending_self = shared_from_this();
+    }
+
+    std::shared_ptr<Session> pending_self;
+
+    void upgrade(http::request<http::string_body> req, const HttpRequest& request) {
+      if (server->handlers.check_upgrade) {
+        if (auto refusal = server->handlers.check_upgrade(request)) {
+          return write(*refusal, req.version(), false);
+        }
+      }
+      stream.expires_never();
+      auto ws = std::make_shared<websocket::stream<beast::tcp_stream>>(std::move(stream));
+      ws->set_option(websocket::stream_base::decorator([](websocket::response_type& res) {
+        res.set(http::field::server, "aethergrid");
+      }));
+      auto srv = server;
+      std::string peer = remote;
+      auto req_ptr = std::make_shared<http::request<http::string_body>>(std::move(req));
+      ws->async_accept(*req_ptr, [ws, srv, peer, request, req_ptr](beast::error_code ec) {
+        if (ec) {
+          spdlog::warn("websocket handshake from {} failed: {}", peer, ec.message());
+          return;
+        }
+        auto conn = std::make_shared<detail::BeastWs>(std::move(*ws), peer);
+        srv->handlers.on_websocket(conn, request);
+      });
+    }
+
+    void write(const HttpResponse& res, unsigned version, bool keep_alive) {
+      auto msg = std::make_shared<http::response<http::string_body>>(to_beast(res, version, keep_alive));
+      stream.expires_after(kIdleTimeout);
+      http::async_write(stream, *msg, [self = shared_from_this(), msg](beast::error_code ec, size_t) {
+        self->pending_self.reset();
+        if (ec || !msg->keep_alive()) return self->close();
+        self->read();
+      });
+    }
+
+    void close() {
+      beast::error_code ec;
+      stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+      stream.socket().close(ec);
+      pending_self.reset();
+    }
+  };
+};
+
+HttpServer::HttpServer(asio::io_context& io, ServerHandlers handlers, size_t max_body_bytes)
+    : impl_(std::make_shared<Impl>(io, std::move(handlers), max_body_bytes)) {}
+
+HttpServer::~HttpServer() { stop(); }
+
+Status HttpServer::listen(const std::string& address, uint16_t port) {
+  beast::error_code ec;
+  auto ip = asio::ip::make_address(address, ec);
+  if (ec) return invalid_argument("'" + address + "' is not an IP address");
+  tcp::endpoint endpoint(ip, port);
+  auto acceptor = std::make_unique<tcp::acceptor>(impl_->io);
+  acceptor->open(endpoint.protocol(), ec);
+  if (!ec) acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor->bind(endpoint, ec);
+  if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    std::string hint = ec == asio::error::address_in_use
+                           ? " (another process is listening there; is a head already running? stop it with `ag stop` or pick another port)"
+                           : "";
+    return Error{ErrorCode::kUnavailable,
+                 "cannot listen on " + address + ":" + std::to_string(port) + ": " + ec.message() + hint};
+  }
+  impl_->accept(acceptor.get());
+  impl_->acceptors.push_back(std::move(acceptor));
+  return {};
+}
+
+void HttpServer::stop() {
+  if (!impl_ || impl_->stopped) return;
+  impl_->stopped = true;
+  for (auto& a : impl_->acceptors) {
+    beast::error_code ec;
+    a->close(ec);
+  }
+}
+
+}  // namespace ag::net

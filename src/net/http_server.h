@@ -1,0 +1,43 @@
+// HttpServer: an asynchronous HTTP/1.1 server (keep-alive) that can also upgrade a
+// request to a WebSocket. Runs on the io_context it is given; every handler is called
+// on that context's thread.
+//
+//   accept -> read request (body bounded) -> upgrade? on_websocket : on_request(respond)
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "common/result.h"
+#include "net/http_types.h"
+#include "net/ws_connection.h"
+
+namespace ag::net {
+
+struct ServerHandlers {
+  // Every plain request. The handler may respond later (long polls).
+  std::function<void(HttpRequest, Respond)> on_request;
+  // A WebSocket upgrade request: return a response to refuse it (e.g. 401), or nullopt
+  // to accept, after which on_websocket gets the open connection.
+  std::function<std::optional<HttpResponse>(const HttpRequest&)> check_upgrade;
+  std::function<void(std::shared_ptr<WsConnection>, const HttpRequest&)> on_websocket;
+};
+
+class HttpServer {
+ public:
+  HttpServer(boost::asio::io_context& io, ServerHandlers handlers, size_t max_body_bytes);
+  ~HttpServer();
+
+  // Binds and starts accepting. Errors: kUnavailable when the address is in use or
+  // cannot be bound, with the address and port in the message.
+  Status listen(const std::string& address, uint16_t port);
+  void stop();
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace ag::net

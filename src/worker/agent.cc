@@ -1,0 +1,221 @@
+#include "worker/agent.h"
+
+#include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
+
+#include "api/protocol.h"
+#include "common/env_expand.h"
+#include "net/ws_client.h"
+
+extern char** environ;
+
+namespace ag::worker {
+namespace {
+using nlohmann::json;
+
+std::map<std::string, std::string> own_environment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string entry(*e);
+    size_t eq = entry.find('=');
+    if (eq == std::string::npos) continue;
+    std::string name = entry.substr(0, eq);
+    // The daemon's own settings are not the task's business.
+    if (name == "AG_TOKEN" || name.rfind("AG_", 0) == 0) continue;
+    env[name] = entry.substr(eq + 1);
+  }
+  return env;
+}
+}  // namespace
+
+Agent::Agent(boost::asio::io_context& io, AgentConfig config, std::function<void(const Status&)> on_first_result)
+    : io_(io),
+      config_(std::move(config)),
+      on_first_result_(std::move(on_first_result)),
+      runner_(io, config_.data_dir + "/task-logs",
+              RunnerCallbacks{[this](const TaskId& id, int64_t off, std::string_view d) { on_task_output(id, off, d); },
+                              [this](const TaskId& id, const ExitStatus& e) { on_task_exit(id, e); }}),
+      retry_timer_(io),
+      heartbeat_timer_(io) {}
+
+void Agent::start() {
+  dial();
+  heartbeat();
+}
+
+void Agent::report_first(const Status& status) {
+  if (!on_first_result_) return;
+  auto fn = std::move(on_first_result_);
+  on_first_result_ = nullptr;
+  fn(status);
+}
+
+void Agent::dial() {
+  if (stopping_) return;
+  net::WsDialOptions options;
+  options.to = config_.head;
+  options.target = api::kWorkerConnectPath;
+  options.headers["Authorization"] = "Bearer " + config_.token;
+  options.bind_address = config_.node_ip;
+  net::ws_dial(io_, options, [this](Result<std::shared_ptr<net::WsConnection>> result) {
+    if (stopping_) return;
+    if (!result.ok()) {
+      spdlog::warn("{}; retrying in {} ms", result.error().message, backoff_ms_);
+      report_first(result.error());
+      if (result.error().code == ErrorCode::kUnauthenticated) {
+        spdlog::error("giving up: the cluster token is wrong");
+        stopping_ = true;
+        io_.stop();
+        return;
+      }
+      return retry_later();
+    }
+    on_connected(std::move(result.value()));
+  });
+}
+
+void Agent::retry_later() {
+  retry_timer_.expires_after(std::chrono::milliseconds(backoff_ms_));
+  backoff_ms_ = std::min(backoff_ms_ * 2, config_.max_backoff_ms);
+  retry_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) dial();
+  });
+}
+
+void Agent::on_connected(std::shared_ptr<net::WsConnection> channel) {
+  channel_ = std::move(channel);
+  std::weak_ptr<net::WsConnection> weak = channel_;
+  channel_->start([this](std::string data, bool binary) { if (!binary) on_message(data); },
+                  [this, weak](const std::string& reason) {
+                    if (weak.lock() == channel_) on_closed(reason);
+                  });
+  json running = json::array();
+  for (const auto& r : runner_.running()) {
+    running.push_back({{"job_id", r.id.job_id}, {"attempt", r.id.attempt},
+                       {"task_index", r.id.task_index}, {"pid", r.pid}});
+  }
+  json msg = {{"type", "register"},
+              {"node_id", config_.node_id},
+              {"address", config_.node_ip},
+              {"hostname", config_.hostname},
+              {"resources", {{"cpu_millis", config_.resources.cpu_millis},
+                             {"memory_bytes", config_.resources.memory_bytes},
+                             {"gpu_ids", config_.gpu_ids}}},
+              {"running", running}};
+  channel_->send(msg.dump(), false);
+}
+
+void Agent::on_closed(const std::string& reason) {
+  channel_.reset();
+  if (stopping_) return;
+  spdlog::warn("lost the channel to the head at {} ({}); reconnecting", config_.head.to_string(), reason);
+  registered_ = false;
+  backoff_ms_ = 250;
+  retry_later();
+}
+
+void Agent::send(const std::string& text) {
+  if (channel_ && registered_) channel_->send(text, false);
+}
+
+void Agent::heartbeat() {
+  heartbeat_timer_.expires_after(std::chrono::milliseconds(config_.heartbeat_ms));
+  heartbeat_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stopping_) return;
+    send(R"({"type":"heartbeat"})");
+    heartbeat();
+  });
+}
+
+void Agent::on_message(const std::string& text) {
+  json msg = json::parse(text, nullptr, false);
+  if (!msg.is_object()) return;
+  std::string type = msg.value("type", "");
+  try {
+    if (type == "registered") {
+      registered_ = true;
+      backoff_ms_ = 250;
+      spdlog::info("registered with the head at {} as {}", config_.head.to_string(), config_.node_id);
+      for (const auto& [_, report] : unacked_exits_) channel_->send(report, false);
+      report_first({});
+    } else if (type == "launch") {
+      handle_launch(text);
+    } else if (type == "kill") {
+      runner_.kill({msg.at("job_id").get<std::string>(), msg.at("attempt").get<int>(), msg.at("task_index").get<int>()},
+                   msg.at("grace_ms").get<int64_t>());
+    } else if (type == "exit_ack") {
+      unacked_exits_.erase({msg.at("job_id").get<std::string>(), msg.at("attempt").get<int>(), msg.at("task_index").get<int>()});
+    } else if (type == "error") {
+      spdlog::error("the head refused this worker: {}", msg.value("message", ""));
+    }
+  } catch (const json::exception& e) {
+    spdlog::warn("bad {} message from the head: {}", type, e.what());
+  }
+}
+
+void Agent::handle_launch(const std::string& text) {
+  json msg = json::parse(text);
+  LaunchSpec spec;
+  spec.id = {msg.at("job_id").get<std::string>(), msg.at("attempt").get<int>(), msg.at("task_index").get<int>()};
+  spec.entrypoint = msg.at("entrypoint").get<std::string>();
+  spec.env = own_environment();
+  for (auto& [k, v] : msg.at("env").items()) spec.env[k] = v.get<std::string>();
+  // Output reaches the log as it is written, not when a buffer fills; a rank whose
+  // peer died errors out instead of hanging in a collective.
+  spec.env.try_emplace("PYTHONUNBUFFERED", "1");
+  spec.env.try_emplace("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+  spec.env.try_emplace("NCCL_ASYNC_ERROR_HANDLING", "1");
+  // runtime_env.env_vars expand against the environment built so far.
+  std::map<std::string, std::string> expanded;
+  for (auto& [k, v] : msg.value("env_vars", json::object()).items()) {
+    expanded[k] = expand_env_vars(v.get<std::string>(), spec.env);
+  }
+  for (auto& [k, v] : expanded) spec.env[k] = v;
+  spec.working_dir = config_.data_dir + "/work/" + spec.id.job_id + "/" + std::to_string(spec.id.attempt) + "." +
+                     std::to_string(spec.id.task_index);
+  auto pid = runner_.launch(spec);
+  json reply = {{"job_id", spec.id.job_id}, {"attempt", spec.id.attempt}, {"task_index", spec.id.task_index}};
+  if (!pid.ok()) {
+    spdlog::warn("task {} could not start: {}", spec.id.to_string(), pid.error().message);
+    reply["type"] = "task_exited";
+    reply["start_error"] = pid.error().message;
+    unacked_exits_[spec.id] = reply.dump();
+    send(reply.dump());
+    return;
+  }
+  spdlog::info("started task {} as pid {}", spec.id.to_string(), pid.value());
+  reply["type"] = "task_started";
+  reply["pid"] = pid.value();
+  send(reply.dump());
+}
+
+void Agent::on_task_output(const TaskId& id, int64_t offset, std::string_view data) {
+  if (!channel_ || !registered_) return;
+  channel_->send(api::encode_log_frame({id.job_id, id.attempt, id.task_index, offset}, data), true);
+}
+
+void Agent::on_task_exit(const TaskId& id, const ExitStatus& exit) {
+  spdlog::info("task {} ended: {}", id.to_string(),
+               exit.signal ? "signal " + std::to_string(*exit.signal) : "exit code " + std::to_string(exit.exit_code.value_or(-1)));
+  json reply = {{"type", "task_exited"}, {"job_id", id.job_id}, {"attempt", id.attempt},
+                {"task_index", id.task_index},
+                {"exit_code", exit.exit_code ? json(*exit.exit_code) : json(nullptr)},
+                {"signal", exit.signal ? json(*exit.signal) : json(nullptr)}};
+  unacked_exits_[id] = reply.dump();
+  send(reply.dump());
+  if (stopping_ && runner_.idle()) io_.stop();
+}
+
+void Agent::shutdown(int64_t grace_ms) {
+  stopping_ = true;
+  retry_timer_.cancel();
+  heartbeat_timer_.cancel();
+  runner_.kill_all(grace_ms);
+  if (runner_.idle()) {
+    if (channel_) channel_->close();
+    io_.stop();
+  }
+}
+
+}  // namespace ag::worker

@@ -1,0 +1,100 @@
+#include "worker/worker_daemon.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "common/ids.h"
+#include "worker/agent.h"
+#include "worker/resource_detector.h"
+
+namespace ag::worker {
+namespace {
+
+// The node id survives restarts of the agent so that a restarted worker is the same node.
+Result<std::string> load_or_create_node_id(const std::string& data_dir) {
+  std::string path = data_dir + "/node_id";
+  std::ifstream in(path);
+  std::string id;
+  if (in && std::getline(in, id) && !id.empty()) return id;
+  id = new_node_id();
+  std::ofstream out(path);
+  out << id << "\n";
+  if (!out) return internal_error("cannot write " + path);
+  return id;
+}
+
+std::string hostname() {
+  char buf[256] = {0};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+}  // namespace
+
+int run_worker(const WorkerConfig& config, const std::function<void(const Status&, const std::string&)>& on_ready) {
+  auto head = net::parse_endpoint(config.head_address, 6379);
+  if (!head.ok()) {
+    on_ready(head.error(), "");
+    return 1;
+  }
+  std::error_code fs_error;
+  std::filesystem::create_directories(config.data_dir, fs_error);
+  if (fs_error) {
+    on_ready(internal_error("cannot create data dir " + config.data_dir + ": " + fs_error.message()), "");
+    return 1;
+  }
+  auto node_id = load_or_create_node_id(config.data_dir);
+  if (!node_id.ok()) {
+    on_ready(node_id.error(), "");
+    return 1;
+  }
+  // Orphaned grandchildren of tasks are re-parented to this process, so they are
+  // reaped here and stay findable for kills.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+
+  AgentConfig agent_config;
+  agent_config.head = head.value();
+  agent_config.token = config.token;
+  agent_config.node_id = node_id.value();
+  agent_config.node_ip = config.node_ip;
+  agent_config.hostname = hostname();
+  agent_config.data_dir = config.data_dir;
+  double cpus = config.num_cpus.value_or(detect_cpus());
+  agent_config.resources.cpu_millis = static_cast<int64_t>(std::llround(cpus * 1000));
+  agent_config.resources.memory_bytes = config.memory_bytes.value_or(detect_memory_bytes());
+  std::string why_no_gpus;
+  auto gpus = detect_gpus(&why_no_gpus);
+  int gpu_count = config.num_gpus.value_or(static_cast<int>(gpus.size()));
+  for (int i = 0; i < gpu_count; ++i) agent_config.gpu_ids.push_back(i);
+  agent_config.resources.gpus = gpu_count;
+  std::string summary = std::to_string(cpus) + " CPUs, " + std::to_string(agent_config.resources.memory_bytes >> 20) +
+                        " MiB memory, " + std::to_string(gpu_count) + " GPUs";
+  spdlog::info("worker {} at {}: {}{}", node_id.value(), config.node_ip, summary,
+               gpus.empty() ? " (" + why_no_gpus + ")" : "");
+
+  boost::asio::io_context io(1);
+  bool ready_reported = false;
+  Agent agent(io, agent_config, [&](const Status& status) {
+    ready_reported = true;
+    on_ready(status, "node " + node_id.value() + " (" + config.node_ip + "): " + summary);
+  });
+  boost::asio::signal_set signals(io, SIGTERM, SIGINT);
+  signals.async_wait([&](const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    spdlog::info("received signal {}: stopping all tasks, then exiting", sig);
+    agent.shutdown(config.stop_grace_ms);
+  });
+  agent.start();
+  io.run();
+  spdlog::info("worker stopped");
+  return 0;
+}
+
+}  // namespace ag::worker

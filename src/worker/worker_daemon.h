@@ -1,0 +1,31 @@
+// The worker daemon's composition root: detects resources, loads or creates the
+// node's stable id, builds the task runner and the agent, and runs the io loop until
+// SIGTERM/SIGINT (which stops every task first).
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "common/result.h"
+
+namespace ag::worker {
+
+struct WorkerConfig {
+  std::string head_address;  // HOST:PORT
+  std::string token;
+  std::string node_ip = "127.0.0.1";
+  std::optional<double> num_cpus;  // overrides detection
+  std::optional<int> num_gpus;     // overrides detection (first N indices)
+  std::optional<int64_t> memory_bytes;
+  std::string data_dir;
+  int64_t stop_grace_ms = 10000;
+  bool verbose = false;
+};
+
+// Runs the worker until it is told to stop. `on_ready` is called exactly once: ok
+// after the first registration with the head, or the first error (the worker keeps
+// retrying unreachable heads; a wrong token ends it). Returns the exit code.
+int run_worker(const WorkerConfig& config, const std::function<void(const Status&, const std::string& summary)>& on_ready);
+
+}  // namespace ag::worker

@@ -1,0 +1,460 @@
+// Tests for the gang scheduler, through schedule() only.
+#include "head/scheduler/scheduler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "scheduler/scheduler_fixtures.h"
+
+namespace ag::sched {
+namespace {
+
+using namespace ag::sched::testing;  // NOLINT: fixture builders keep tests short.
+using Nodes = std::vector<std::string>;
+
+// A plan written out in full, so two plans compare with one EXPECT_EQ.
+std::string describe(const Plan& plan) {
+  std::ostringstream out;
+  for (const auto& p : plan.placements) {
+    out << p.job_id << ":";
+    for (const auto& t : p.tasks) {
+      out << " " << t.node_id << "[";
+      for (int gpu : t.gpu_ids) out << gpu << ",";
+      out << "]";
+    }
+    out << "\n";
+  }
+  for (const auto& p : plan.pending)
+    out << p.job_id << " pending " << p.infeasible << " " << p.reason << "\n";
+  return out.str();
+}
+
+// --- Gang all-or-nothing ---------------------------------------------------------
+
+TEST(GangTest, GangLargerThanClusterPlacesNothingAndLeavesCapacityForLaterJobs) {
+  const std::vector<NodeView> nodes = {make_node("a", 16, /*gpus=*/2)};
+  const std::vector<PendingJob> queue = {make_job("big", 3, 1, /*gpus=*/1),
+                                         make_job("small", 2, 1, /*gpus=*/1)};
+
+  const Plan plan = schedule(nodes, queue);
+
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_EQ(plan.placements[0].job_id, "small");
+  EXPECT_EQ(plan.placements[0].tasks.size(), 2u);
+  ASSERT_NE(find_pending(plan, "big"), nullptr);
+}
+
+TEST(GangTest, FeasibleGangWithTooFewFreeSlotsIsNotPartiallyPlaced) {
+  const std::vector<NodeView> nodes = {with_busy_gpus(make_node("a", 16, 4), {0, 1})};
+  const std::vector<PendingJob> queue = {make_job("j", 3, 1, 1)};
+
+  const Plan plan = schedule(nodes, queue);
+
+  EXPECT_TRUE(plan.placements.empty());
+  ASSERT_EQ(plan.pending.size(), 1u);
+  EXPECT_FALSE(plan.pending[0].infeasible);
+  EXPECT_EQ(plan.pending[0].reason,
+            "waiting for resources: needs 3 tasks of {1 CPU, 1 GPU}; 2 fit on free capacity now");
+}
+
+// --- GPU index assignment --------------------------------------------------------
+
+TEST(GpuIdsTest, TasksGetDistinctAscendingIdsFromFreeListWithHoles) {
+  const std::vector<NodeView> nodes = {with_busy_gpus(make_node("a", 16, 4), {0, 2})};
+
+  const Plan plan = schedule(nodes, {make_job("j", 2, 1, 1)});
+
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_EQ(plan.placements[0].tasks[0].gpu_ids, std::vector<int>({1}));
+  EXPECT_EQ(plan.placements[0].tasks[1].gpu_ids, std::vector<int>({3}));
+}
+
+TEST(GpuIdsTest, MultiGpuTasksTakeLowestIdsInTaskOrder) {
+  const std::vector<NodeView> nodes = {with_busy_gpus(make_node("a", 16, 8), {1, 3, 4, 6})};
+
+  const Plan plan = schedule(nodes, {make_job("j", 2, 1, 2)});
+
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_EQ(plan.placements[0].tasks[0].gpu_ids, std::vector<int>({0, 2}));
+  EXPECT_EQ(plan.placements[0].tasks[1].gpu_ids, std::vector<int>({5, 7}));
+}
+
+TEST(GpuIdsTest, LaterJobsInSamePassDoNotReuseIds) {
+  const std::vector<NodeView> nodes = {make_node("a", 16, 4)};
+
+  const Plan plan = schedule(nodes, {make_job("x", 1, 1, 1), make_job("y", 1, 1, 2)});
+
+  ASSERT_EQ(plan.placements.size(), 2u);
+  EXPECT_EQ(plan.placements[0].tasks[0].gpu_ids, std::vector<int>({0}));
+  EXPECT_EQ(plan.placements[1].tasks[0].gpu_ids, std::vector<int>({1, 2}));
+}
+
+// --- Pack --------------------------------------------------------------------------
+
+TEST(PackTest, WholeGangGoesOnOneNodeWhenOneCanHoldIt) {
+  const std::vector<NodeView> nodes = {make_node("a", 64, 2), make_node("b", 64, 8),
+                                       make_node("c", 64, 4)};
+
+  const Plan plan = schedule(nodes, {make_job("j", 6, 1, 1)});
+
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_EQ(task_nodes(plan.placements[0]), Nodes(6, "b"));
+}
+
+TEST(PackTest, ChoosesBestFitAmongNodesThatHoldTheGang) {
+  const std::vector<NodeView> nodes = {make_node("a", 64, 8), make_node("b", 64, 4),
+                                       make_node("c", 64, 2)};
+
+  const Plan plan = schedule(nodes, {make_job("j", 3, 1, 1)});
+
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_EQ(task_nodes(plan.placements[0]), Nodes(3, "b"));
+}
+
+TEST(PackTest, BestFitTieGoesToLowestNodeId) {
+  const std::vector<NodeView> nodes = {make_node("b", 64, 4), make_node("a", 64, 4)};
+
+  const Plan plan = schedule(nodes, {make_job("j", 2, 1, 1)});
+
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_EQ(task_nodes(plan.placements[0]), Nodes(2, "a"));
+}
+
+TEST(PackTest, UsesFewestNodesWhenNoSingleNodeFits) {
+  const std::vector<NodeView> nodes = {make_node("a", 64, 2), make_node("b", 64, 4),
+                                       make_node("c", 64, 4), make_node("d", 64, 3)};
+
+  const Plan plan = schedule(nodes, {make_job("j", 7, 1, 1)});
+
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_EQ(task_nodes(plan.placements[0]), Nodes({"b", "b", "b", "b", "c", "c", "c"}));
+}
+
+// --- Spread ------------------------------------------------------------------------
+
+TEST(SpreadTest, UsesDistinctNodes) {
+  const std::vector<NodeView> nodes = {make_node("a", 64, 4), make_node("b", 64, 4),
+                                       make_node("c", 64, 4), make_node("d", 64, 4)};
+
+  const Plan plan = schedule(nodes, {spread(make_job("j", 4, 1, 1))});
+
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_EQ(task_nodes(plan.placements[0]), Nodes({"a", "b", "c", "d"}));
+}
+
+TEST(SpreadTest, RoundRobinsOverNodesWithMostFreeSlotsFirst) {
+  const std::vector<NodeView> nodes = {make_node("a", 64, 2), make_node("b", 64, 4),
+                                       make_node("c", 64, 4), make_node("d", 64, 1)};
+
+  const Plan plan = schedule(nodes, {spread(make_job("j", 6, 1, 1))});
+
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_EQ(task_nodes(plan.placements[0]), Nodes({"b", "b", "c", "c", "a", "d"}));
+}
+
+// --- Task order --------------------------------------------------------------------
+
+TEST(TaskOrderTest, TaskZeroOnNodeWithMostTasksAndIndicesConsecutivePerNode) {
+  const std::vector<NodeView> nodes = {make_node("a", 64, 2), make_node("b", 64, 5)};
+
+  const Plan plan = schedule(nodes, {make_job("j", 6, 1, 1)});
+
+  ASSERT_EQ(plan.placements.size(), 1u);
+  const auto& tasks = plan.placements[0].tasks;
+  EXPECT_EQ(task_nodes(plan.placements[0]), Nodes({"b", "b", "b", "b", "b", "a"}));
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(tasks[i].gpu_ids, std::vector<int>({i}));
+  EXPECT_EQ(tasks[5].gpu_ids, std::vector<int>({0}));
+}
+
+// --- Backfill ----------------------------------------------------------------------
+
+TEST(BackfillTest, SmallJobPassesBlockedHeadWhenItUsesNoReservedResources) {
+  // The head needs all 8 GPUs; 4 are busy, so it waits and reserves 8 GPUs and 8 CPUs.
+  // A CPU-only job fits in the 56 CPUs left over and may run now.
+  const std::vector<NodeView> nodes = {with_busy_gpus(make_node("a", 64, 8), {0, 1, 2, 3})};
+  const std::vector<PendingJob> queue = {make_job("head", 1, 8, 8), make_job("cpu", 1, 4)};
+
+  const Plan plan = schedule(nodes, queue);
+
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_EQ(plan.placements[0].job_id, "cpu");
+  ASSERT_NE(find_pending(plan, "head"), nullptr);
+  EXPECT_EQ(find_pending(plan, "head")->reason,
+            "waiting for resources: needs 1 task of {8 CPUs, 8 GPUs}; 0 fit on free capacity now");
+}
+
+TEST(BackfillTest, SmallJobThatWouldTakeReservedResourcesWaitsBehindHead) {
+  const std::vector<NodeView> nodes = {with_busy_gpus(make_node("a", 64, 8), {0, 1, 2, 3})};
+  const std::vector<PendingJob> queue = {make_job("head", 1, 1, 8), make_job("small", 1, 1, 2)};
+
+  const Plan plan = schedule(nodes, queue);
+
+  EXPECT_TRUE(plan.placements.empty());
+  const PendingReason* small = find_pending(plan, "small");
+  ASSERT_NE(small, nullptr);
+  EXPECT_EQ(small->reason, "waiting behind job head (resources reserved for it)");
+  EXPECT_FALSE(small->infeasible);
+}
+
+TEST(BackfillTest, SmallJobsUseOnlyNodesOutsideTheReservation) {
+  // The head's reservation lands on "a", which has more of its GPUs free already.
+  // The first small job fits on "b"; the second would need "a" and must wait.
+  const std::vector<NodeView> nodes = {with_busy_gpus(make_node("a", 64, 8), {0, 1, 2, 3}),
+                                       with_busy_gpus(make_node("b", 64, 8), {0, 1, 2, 3, 4, 5})};
+  const std::vector<PendingJob> queue = {make_job("head", 1, 1, 8), make_job("s1", 1, 1, 2),
+                                         make_job("s2", 1, 1, 2)};
+
+  const Plan plan = schedule(nodes, queue);
+
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_EQ(plan.placements[0].job_id, "s1");
+  EXPECT_EQ(plan.placements[0].tasks[0].node_id, "b");
+  EXPECT_EQ(find_pending(plan, "s2")->reason,
+            "waiting behind job head (resources reserved for it)");
+}
+
+TEST(BackfillTest, ReservationPrefersNodeWhereHeadCanStartSoonest) {
+  // "b" has more GPUs free, so the head's reservation goes there and the small job
+  // may use the free GPUs on "a".
+  const std::vector<NodeView> nodes = {with_busy_gpus(make_node("a", 64, 8), {0, 1, 2, 3, 4, 5}),
+                                       with_busy_gpus(make_node("b", 64, 8), {0, 1})};
+  const std::vector<PendingJob> queue = {make_job("head", 1, 1, 8), make_job("small", 1, 1, 2)};
+
+  const Plan plan = schedule(nodes, queue);
+
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_EQ(plan.placements[0].tasks[0].node_id, "a");
+  EXPECT_EQ(plan.placements[0].tasks[0].gpu_ids, std::vector<int>({6, 7}));
+}
+
+TEST(BackfillTest, InfeasibleJobsDoNotBlockLaterOnes) {
+  const std::vector<NodeView> nodes = {make_node("a", 16, 2)};
+  const std::vector<PendingJob> queue = {make_job("huge", 1, 1, 4), make_job("many", 8, 1, 1),
+                                         make_job("ok", 2, 1, 1)};
+
+  const Plan plan = schedule(nodes, queue);
+
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_EQ(plan.placements[0].job_id, "ok");
+  EXPECT_TRUE(find_pending(plan, "huge")->infeasible);
+  EXPECT_TRUE(find_pending(plan, "many")->infeasible);
+}
+
+// --- Reasons -----------------------------------------------------------------------
+
+TEST(ReasonTest, GpusPerTaskBeyondLargestNodeIsInfeasible) {
+  const std::vector<NodeView> nodes = {make_node("a", 16, 2), make_node("b", 16, 1)};
+
+  const Plan plan = schedule(nodes, {make_job("j", 1, 1, 4)});
+
+  ASSERT_EQ(plan.pending.size(), 1u);
+  EXPECT_TRUE(plan.pending[0].infeasible);
+  EXPECT_EQ(plan.pending[0].reason, "needs 4 GPUs per task; largest node has 2");
+}
+
+TEST(ReasonTest, MemoryPerTaskBeyondLargestNodeIsInfeasible) {
+  const std::vector<NodeView> nodes = {make_node("a", 16, 0, /*memory_gib=*/32)};
+
+  const Plan plan = schedule(nodes, {make_job("j", 1, 1, 0, 64 * kGiB)});
+
+  ASSERT_EQ(plan.pending.size(), 1u);
+  EXPECT_TRUE(plan.pending[0].infeasible);
+  EXPECT_EQ(plan.pending[0].reason, "needs 64 GiB memory per task; largest node has 32 GiB");
+}
+
+TEST(ReasonTest, GangLargerThanWholeClusterIsInfeasible) {
+  const std::vector<NodeView> nodes = {make_node("a", 16, 2), make_node("b", 16, 2)};
+
+  const Plan plan = schedule(nodes, {make_job("j", 8, 0, 2)});
+
+  ASSERT_EQ(plan.pending.size(), 1u);
+  EXPECT_TRUE(plan.pending[0].infeasible);
+  EXPECT_EQ(plan.pending[0].reason,
+            "needs 8 tasks of {2 GPUs}; the cluster can hold at most 2 such tasks");
+}
+
+TEST(ReasonTest, TaskThatFitsNoSingleNodeIsInfeasible) {
+  // Enough CPUs on "a" and enough GPUs on "b", but never both on one node.
+  const std::vector<NodeView> nodes = {make_node("a", 64, 0), make_node("b", 1, 8)};
+
+  const Plan plan = schedule(nodes, {make_job("j", 1, 4, 1)});
+
+  ASSERT_EQ(plan.pending.size(), 1u);
+  EXPECT_TRUE(plan.pending[0].infeasible);
+  EXPECT_EQ(plan.pending[0].reason,
+            "needs {4 CPUs, 1 GPU} per task; no single node has that much in total");
+}
+
+TEST(ReasonTest, NoNodesMeansWaitForAWorker) {
+  const Plan plan = schedule({}, {make_job("j", 1, 1)});
+
+  ASSERT_EQ(plan.pending.size(), 1u);
+  EXPECT_FALSE(plan.pending[0].infeasible);
+  EXPECT_EQ(plan.pending[0].reason,
+            "no alive nodes in the cluster; start a worker with `ag start-worker`");
+}
+
+TEST(ReasonTest, OnlyUnschedulableNodesCountsAsNoNodes) {
+  const Plan plan = schedule({unschedulable(make_node("a", 64, 8))}, {make_job("j", 1, 1)});
+
+  ASSERT_EQ(plan.pending.size(), 1u);
+  EXPECT_FALSE(plan.pending[0].infeasible);
+  EXPECT_EQ(plan.pending[0].reason,
+            "no alive nodes in the cluster; start a worker with `ag start-worker`");
+}
+
+// --- Node selection ------------------------------------------------------------
+
+TEST(NodeTest, UnschedulableNodesAreIgnored) {
+  const std::vector<NodeView> nodes = {unschedulable(make_node("a", 64, 8)), make_node("b", 64, 2)};
+
+  const Plan plan = schedule(nodes, {make_job("fits", 1, 1, 1), make_job("too_big", 1, 1, 4)});
+
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_EQ(plan.placements[0].tasks[0].node_id, "b");
+  EXPECT_EQ(find_pending(plan, "too_big")->reason, "needs 4 GPUs per task; largest node has 2");
+}
+
+TEST(NodeTest, FractionalCpusAddUpExactly) {
+  const std::vector<NodeView> nodes = {make_node("a", 2)};
+
+  const Plan plan = schedule(nodes, {make_job("quarters", 4, 0.25), make_job("half", 2, 0.5),
+                                     make_job("more", 1, 0.5), make_job("too_big", 1, 2.5)});
+
+  EXPECT_NE(find_placement(plan, "quarters"), nullptr);
+  EXPECT_NE(find_placement(plan, "half"), nullptr);
+  EXPECT_EQ(find_pending(plan, "more")->reason,
+            "waiting for resources: needs 1 task of {0.5 CPUs}; 0 fit on free capacity now");
+  EXPECT_EQ(find_pending(plan, "too_big")->reason, "needs 2.5 CPUs per task; largest node has 2");
+}
+
+// --- Scale and determinism -----------------------------------------------------
+
+struct Cluster {
+  std::vector<NodeView> nodes;
+  std::vector<PendingJob> queue;
+};
+
+// A busy cluster of mixed nodes (some partly used, some draining) and a queue of mixed
+// jobs, reproducible from `seed`.
+Cluster make_busy_cluster(unsigned seed, int num_nodes, int num_jobs) {
+  std::mt19937 rng(seed);
+  const auto pick = [&rng](int lo, int hi) {
+    return std::uniform_int_distribution<int>(lo, hi)(rng);
+  };
+  Cluster cluster;
+  for (int i = 0; i < num_nodes; ++i) {
+    const int gpus = std::vector<int>{0, 0, 2, 4, 8}[pick(0, 4)];
+    NodeView node = make_node("node-" + std::to_string(i), pick(4, 96), gpus, pick(16, 512));
+    std::set<int> busy;
+    for (int g = 0; g < gpus; ++g) {
+      if (pick(0, 2) == 0) busy.insert(g);
+    }
+    node = with_busy_cpus(with_busy_gpus(std::move(node), busy), pick(0, 3));
+    node.free.memory_bytes -= pick(0, 8) * kGiB;
+    if (pick(0, 19) == 0) node = unschedulable(std::move(node));
+    cluster.nodes.push_back(std::move(node));
+  }
+  for (int j = 0; j < num_jobs; ++j) {
+    PendingJob job = make_job(
+        "job-" + std::to_string(j), std::vector<int>{1, 1, 2, 4, 8, 16}[pick(0, 5)],
+        pick(1, 16) * 0.5, std::vector<int64_t>{0, 0, 1, 2, 4, 8}[pick(0, 5)], pick(0, 64) * kGiB);
+    if (pick(0, 3) == 0) job = spread(std::move(job));
+    cluster.queue.push_back(std::move(job));
+  }
+  return cluster;
+}
+
+TEST(ScaleTest, ThousandNodesAndTwoThousandJobsRespectCapacityQuickly) {
+  const Cluster cluster = make_busy_cluster(42, 1000, 2000);
+
+  const auto start = std::chrono::steady_clock::now();
+  const Plan plan = schedule(cluster.nodes, cluster.queue);
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+
+  expect_plan_respects_capacity(cluster.nodes, cluster.queue, plan);
+  EXPECT_GT(plan.placements.size(), 100u);  // the test must exercise real placements
+  EXPECT_FALSE(plan.pending.empty());       // and real contention
+  EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count(), 1000);
+}
+
+TEST(ScaleTest, BackfillScenariosRespectCapacity) {
+  for (unsigned seed = 0; seed < 20; ++seed) {
+    const Cluster cluster = make_busy_cluster(seed, 50, 200);
+    expect_plan_respects_capacity(cluster.nodes, cluster.queue,
+                                  schedule(cluster.nodes, cluster.queue));
+  }
+}
+
+// The promise of backfill: once the tasks running now (and the jobs placed ahead of it)
+// end, the first blocked job fits in what the jobs backfilled past it left over, so
+// backfilling did not delay it.
+TEST(ScaleTest, BackfillNeverDelaysTheFirstBlockedJob) {
+  for (unsigned seed = 0; seed < 20; ++seed) {
+    const Cluster cluster = make_busy_cluster(seed, 50, 200);
+    const Plan plan = schedule(cluster.nodes, cluster.queue);
+    const auto first_blocked = std::find_if(plan.pending.begin(), plan.pending.end(),
+                                            [](const PendingReason& p) { return !p.infeasible; });
+    ASSERT_NE(first_blocked, plan.pending.end()) << "seed " << seed;
+
+    std::vector<NodeView> after_running_tasks_end;
+    for (const NodeView& node : cluster.nodes) {
+      NodeView freed = node;
+      freed.free = node.total;
+      freed.free_gpu_ids.clear();
+      for (int g = 0; g < node.total.gpus; ++g) freed.free_gpu_ids.push_back(g);
+      after_running_tasks_end.push_back(std::move(freed));
+    }
+    std::vector<PendingJob> blocked_only;
+    for (const PendingJob& job : cluster.queue) {
+      if (job.job_id == first_blocked->job_id) blocked_only.push_back(job);
+    }
+    const auto blocked_at =
+        std::find_if(cluster.queue.begin(), cluster.queue.end(),
+                     [&](const PendingJob& j) { return j.job_id == first_blocked->job_id; });
+    for (const JobPlacement& placement : plan.placements) {
+      const auto job =
+          std::find_if(cluster.queue.begin(), cluster.queue.end(),
+                       [&](const PendingJob& j) { return j.job_id == placement.job_id; });
+      if (job < blocked_at) continue;  // ahead of it in the queue, not a backfill
+      for (const TaskPlacement& task : placement.tasks) {
+        for (NodeView& node : after_running_tasks_end) {
+          if (node.node_id != task.node_id) continue;
+          node.free -= job->per_task;
+          std::erase_if(node.free_gpu_ids, [&](int g) {
+            return std::find(task.gpu_ids.begin(), task.gpu_ids.end(), g) != task.gpu_ids.end();
+          });
+        }
+      }
+    }
+
+    const Plan later = schedule(after_running_tasks_end, blocked_only);
+
+    EXPECT_EQ(later.placements.size(), 1u) << "seed " << seed << ": " << first_blocked->job_id;
+  }
+}
+
+TEST(DeterminismTest, SameInputsGiveSamePlan) {
+  const Cluster cluster = make_busy_cluster(7, 200, 400);
+
+  EXPECT_EQ(describe(schedule(cluster.nodes, cluster.queue)),
+            describe(schedule(cluster.nodes, cluster.queue)));
+}
+
+TEST(DeterminismTest, NodeOrderDoesNotMatter) {
+  const Cluster cluster = make_busy_cluster(7, 200, 400);
+  std::vector<NodeView> shuffled = cluster.nodes;
+  std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(1));
+
+  EXPECT_EQ(describe(schedule(cluster.nodes, cluster.queue)),
+            describe(schedule(shuffled, cluster.queue)));
+}
+
+}  // namespace
+}  // namespace ag::sched
