@@ -1,0 +1,260 @@
+#!/usr/bin/python3
+"""AetherGrid benchmarks: start latency, throughput, DDP overhead and head memory.
+
+Starts its own local cluster (a head on 127.0.0.1, workers on 127.0.0.2 and
+127.0.0.3) in a temporary session, measures the machine's spawn floor in the same
+run, and prints a Markdown report (also written to bench/RESULTS.md with --write).
+
+    /usr/bin/python3 bench/run_bench.py [--jobs 200] [--throughput 2000] [--memory-jobs 10000] [--write]
+"""
+import argparse
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+AG = os.environ.get("AG_BIN", os.path.join(REPO, "build", "bin", "ag"))
+SPAWN_FLOOR = os.path.join(REPO, "build", "bin", "spawn_floor")
+PYTHON = "/usr/bin/python3"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def percentile(values, p):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))]
+
+
+class Cluster:
+    def __init__(self, num_cpus=2):
+        self.session = tempfile.mkdtemp(prefix="ag-bench-")
+        self.env = dict(os.environ, AG_SESSION_DIR=self.session)
+        self.port, self.dash = free_port(), free_port()
+        self.num_cpus = num_cpus
+        self.conn = None
+
+    def ag(self, *args, timeout=120):
+        return subprocess.run([AG, *args], env=self.env, capture_output=True, text=True, timeout=timeout, check=True)
+
+    def start_head(self):
+        self.ag("start-head", "--port", str(self.port), "--dashboard-port", str(self.dash))
+        with open(os.path.join(self.session, "head", "token")) as f:
+            self.token = f.read().strip()
+        self.conn = None
+
+    def start(self):
+        self.start_head()
+        for ip in ("127.0.0.2", "127.0.0.3"):
+            self.ag("start-worker", "--head-node", f"127.0.0.1:{self.port}", "--node-ip-address", ip,
+                    "--num-cpus", str(self.num_cpus))
+        return self
+
+    def head_pid(self):
+        with open(os.path.join(self.session, "daemons", "head.pid")) as f:
+            return int(f.read())
+
+    def api(self, method, path, body=None):
+        for _ in range(2):
+            if self.conn is None:
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+            try:
+                self.conn.request(method, path, body=json.dumps(body) if body is not None else None,
+                                  headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
+                res = self.conn.getresponse()
+                data = res.read()
+                if res.status >= 300:
+                    raise RuntimeError(f"{method} {path}: HTTP {res.status}: {data[:200]!r}")
+                return json.loads(data) if res.getheader("Content-Type", "").startswith("application/json") else data
+            except (http.client.HTTPException, ConnectionError):
+                self.conn = None
+        raise RuntimeError(f"{method} {path}: connection failed twice")
+
+    def wait(self, job_id, timeout=120):
+        deadline = time.time() + timeout
+        while True:
+            job = self.api("GET", f"/api/jobs/{job_id}/wait?timeout_ms=60000")
+            if job["state"] in ("SUCCEEDED", "FAILED", "STOPPED"):
+                return job
+            if time.time() > deadline:
+                raise RuntimeError(f"job {job_id} still {job['state']} after {timeout}s")
+
+    def stop(self):
+        try:
+            self.ag("stop", timeout=60)
+        finally:
+            shutil.rmtree(self.session, ignore_errors=True)
+
+
+TASK_COMMAND = "exec bash -c 'echo $EPOCHREALTIME >/dev/null'"
+
+
+def spawn_floor(n=500, command=None):
+    out = subprocess.run([SPAWN_FLOOR, str(n), *(command or [])], capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+def bench_start_latency(cluster, jobs):
+    """Submit -> every rank of a 2-task gang running its command, one job at a time."""
+    latencies = []
+    for _ in range(jobs):
+        t0 = time.time()
+        job_id = cluster.api("POST", "/api/jobs", {
+            "entrypoint": "exec bash -c 'echo $EPOCHREALTIME'", "num_workers": 2,
+            "placement": "spread", "task_options": {"num_cpus": 1}})["job_id"]
+        job = cluster.wait(job_id)
+        assert job["state"] == "SUCCEEDED", job
+        starts = [float(cluster.api("GET", f"/api/jobs/{job_id}/logs?task_index={i}").decode()) for i in range(2)]
+        latencies.append((max(starts) - t0) * 1000)
+    return {"p50_ms": statistics.median(latencies), "p99_ms": percentile(latencies, 99), "n": jobs}
+
+
+def bench_throughput(cluster, jobs):
+    """`jobs` one-task `true` jobs submitted back to back, until all SUCCEEDED."""
+    t0 = time.time()
+    ids = [cluster.api("POST", "/api/jobs", {"entrypoint": "true", "task_options": {"num_cpus": 0.5}})["job_id"]
+           for _ in range(jobs)]
+    submitted = time.time()
+    for job_id in ids:
+        job = cluster.wait(job_id, timeout=600)
+        assert job["state"] == "SUCCEEDED", job
+    total = time.time() - t0
+    return {"n": jobs, "rate_per_s": jobs / total, "submit_rate_per_s": jobs / (submitted - t0), "total_s": total}
+
+
+def bench_ddp(cluster, runs):
+    """The example DDP job through `ag submit` vs. the same two ranks launched by hand."""
+    script = os.path.join(REPO, "examples", "train.py")
+    via_ag, by_hand = [], []
+    for _ in range(runs):
+        t0 = time.time()
+        subprocess.run([AG, "submit", "-n", "2", "--placement", "spread", "--", PYTHON, script],
+                       env=cluster.env, capture_output=True, check=True, timeout=300)
+        via_ag.append(time.time() - t0)
+
+        port = free_port()
+        t0 = time.time()
+        procs = []
+        for rank, ip in enumerate(("127.0.0.3", "127.0.0.2")):
+            env = dict(os.environ, AG_TASK_INDEX=str(rank), AG_WORKER_NUM="2", AG_MASTER_ADDR="127.0.0.3",
+                       AG_MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.3",
+                       MASTER_PORT=str(port), CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1")
+            procs.append(subprocess.Popen([PYTHON, script], env=env, stdout=subprocess.DEVNULL))
+        for p in procs:
+            if p.wait(timeout=300) != 0:
+                raise RuntimeError("hand-launched rank failed")
+        by_hand.append(time.time() - t0)
+    ag_s, hand_s = statistics.median(via_ag), statistics.median(by_hand)
+    return {"runs": runs, "ag_s": ag_s, "hand_s": hand_s, "ratio": ag_s / hand_s}
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def bench_memory(cluster, jobs):
+    """Head resident memory with `jobs` finished jobs in its store, and after a restart."""
+    before = rss_kib(cluster.head_pid())
+    batch = 500
+    for start in range(0, jobs, batch):
+        ids = [cluster.api("POST", "/api/jobs", {"entrypoint": "true", "task_options": {"num_cpus": 0.5}})["job_id"]
+               for _ in range(min(batch, jobs - start))]
+        for job_id in ids:
+            cluster.wait(job_id, timeout=600)
+    loaded = rss_kib(cluster.head_pid())
+    os.kill(cluster.head_pid(), signal.SIGKILL)
+    time.sleep(0.5)
+    t0 = time.time()
+    cluster.start_head()
+    restart_s = time.time() - t0
+    restarted = rss_kib(cluster.head_pid())
+    total = len(cluster.api("GET", "/api/jobs?limit=100000")["jobs"])
+    return {"jobs_in_store": total, "empty_mib": before / 1024, "loaded_mib": loaded / 1024,
+            "restarted_mib": restarted / 1024, "restart_s": restart_s}
+
+
+def report(floor, latency, throughput, ddp, memory, command):
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Produced by `{command}` on {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores "
+        f"(a shared, noisy VM: compare ratios within one run). Cluster: head on 127.0.0.1, "
+        f"two workers on 127.0.0.2 and 127.0.0.3, all on this machine.",
+        "",
+        "| measure | result | baseline in the same run | ratio | target / goal |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    if latency:
+        lines.append(f"| submit → both ranks of a 2-task gang running (n={latency['n']}) | p50 {latency['p50_ms']:.1f} ms, "
+                     f"p99 {latency['p99_ms']:.1f} ms | spawn floor p50 {floor['p50_ms']:.2f} ms | "
+                     f"{latency['p50_ms'] / floor['p50_ms']:.1f}× | p50 ≤ 20 ms / ≤ 3× floor |")
+        task_floor = floor["task_command"]["p50_ms"]
+        lines.append(f"| the same, against spawning the task's own command line by hand | p50 {latency['p50_ms']:.1f} ms | "
+                     f"`sh -c \"exec bash -c 'echo $EPOCHREALTIME'\"` p50 {task_floor:.2f} ms | "
+                     f"{latency['p50_ms'] / task_floor:.1f}× | |")
+    if throughput:
+        lines.append(f"| throughput, {throughput['n']} one-task `true` jobs back to back | {throughput['rate_per_s']:.0f} jobs/s "
+                     f"(submits accepted at {throughput['submit_rate_per_s']:.0f}/s) | spawn floor {floor['rate_per_s']:.0f}/s | "
+                     f"{100 * throughput['rate_per_s'] / floor['rate_per_s']:.0f}% | ≥ 30% / ≥ 60% |")
+    if ddp:
+        lines.append(f"| example DDP job (2 ranks, gloo) end to end via `ag submit`, median of {ddp['runs']} | "
+                     f"{ddp['ag_s']:.2f} s | launched by hand {ddp['hand_s']:.2f} s | {ddp['ratio']:.2f}× | ≤ 1.3× / ≤ 1.1× |")
+    if memory:
+        lines.append(f"| head RSS with {memory['jobs_in_store']} finished jobs | {memory['loaded_mib']:.1f} MiB; after SIGKILL "
+                     f"+ restart {memory['restarted_mib']:.1f} MiB (restart took {memory['restart_s']:.2f} s) | "
+                     f"empty head {memory['empty_mib']:.1f} MiB | | |")
+    lines += ["", f"Spawn floor: `build/bin/spawn_floor` — posix_spawn + waitpid of /bin/true in a loop, "
+              f"n={floor['n']}: p50 {floor['p50_ms']:.2f} ms, p99 {floor['p99_ms']:.2f} ms, {floor['rate_per_s']:.0f}/s.", ""]
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=200, help="jobs for the start-latency measure")
+    parser.add_argument("--throughput", type=int, default=2000)
+    parser.add_argument("--ddp-runs", type=int, default=5)
+    parser.add_argument("--memory-jobs", type=int, default=10000)
+    parser.add_argument("--write", action="store_true", help="write bench/RESULTS.md")
+    args = parser.parse_args()
+    command = "/usr/bin/python3 bench/run_bench.py " + " ".join(sys.argv[1:])
+
+    floor = spawn_floor()
+    floor["task_command"] = spawn_floor(200, ["/bin/sh", "-c", TASK_COMMAND])
+    cluster = Cluster().start()
+    try:
+        latency = bench_start_latency(cluster, args.jobs) if args.jobs else None
+        throughput = bench_throughput(cluster, args.throughput) if args.throughput else None
+        ddp = bench_ddp(cluster, args.ddp_runs) if args.ddp_runs else None
+    finally:
+        cluster.stop()
+    memory = None
+    if args.memory_jobs:
+        cluster = Cluster(num_cpus=8).start()
+        try:
+            memory = bench_memory(cluster, args.memory_jobs)
+        finally:
+            cluster.stop()
+    text = report(floor, latency, throughput, ddp, memory, command.strip())
+    print(text)
+    if args.write:
+        with open(os.path.join(REPO, "bench", "RESULTS.md"), "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,614 @@
+// Tests for the job state machine, through its public event functions only.
+#include "head/job_state_machine.h"
+
+#include <csignal>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "head/job_fixtures.h"
+
+namespace ag::head {
+namespace {
+
+using namespace ag::head::testing;  // NOLINT: fixture builders keep tests short.
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::StartsWith;
+
+// --- Placement -------------------------------------------------------------------
+
+TEST(PlacementTest, StartsAttemptZeroAndLaunchesEveryTask) {
+  Job job = make_job(3);
+
+  const Effects fx = place(job, 1'234);
+
+  EXPECT_EQ(job.state, JobState::kRunning);
+  ASSERT_EQ(job.attempts.size(), 1u);
+  EXPECT_EQ(job.attempts[0].number, 0);
+  EXPECT_EQ(job.attempts[0].started_ms, 1'234);
+  EXPECT_EQ(job.started_ms, 1'234);
+  ASSERT_EQ(fx.launch.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(fx.launch[i].attempt, 0);
+    EXPECT_EQ(fx.launch[i].task_index, i);
+    EXPECT_EQ(fx.launch[i].node_id, node_id_for(i));
+  }
+  EXPECT_THAT(fx.kill, IsEmpty());
+  EXPECT_TRUE(fx.changed);
+  EXPECT_FALSE(fx.finished);
+  EXPECT_FALSE(fx.requeue);
+  EXPECT_TRUE(has_event_containing(fx, "attempt 0 placed"));
+}
+
+TEST(PlacementTest, MasterIsTaskZerosNodeAddressAndGivenPort) {
+  Job job = make_job(2);
+
+  place(job);
+
+  EXPECT_EQ(job.attempts[0].master_addr, "10.0.0.1");
+  EXPECT_EQ(job.attempts[0].master_port, kMasterPort);
+}
+
+TEST(PlacementTest, TasksRecordTheirNodeAndGpusAndStartAsStarting) {
+  Job job = make_job(2);
+
+  place(job);
+
+  const auto& tasks = job.attempts[0].tasks;
+  ASSERT_EQ(tasks.size(), 2u);
+  EXPECT_EQ(tasks[1].index, 1);
+  EXPECT_EQ(tasks[1].node_id, "node_1");
+  EXPECT_EQ(tasks[1].node_address, "10.0.0.2");
+  EXPECT_EQ(tasks[1].gpu_ids, std::vector<int>({1}));
+  EXPECT_EQ(tasks[0].state, TaskState::kStarting);
+  EXPECT_EQ(tasks[1].state, TaskState::kStarting);
+}
+
+TEST(TaskStartedTest, RecordsPidAndRunningStateWithoutKilling) {
+  Job job = make_job(2);
+  place(job);
+
+  const Effects fx = on_task_started(job, 0, 1, 4242, 2'000);
+
+  const TaskRecord& task = job.attempts[0].tasks[1];
+  EXPECT_EQ(task.state, TaskState::kRunning);
+  EXPECT_EQ(task.pid, 4242);
+  EXPECT_EQ(task.started_ms, 2'000);
+  EXPECT_TRUE(fx.changed);
+  EXPECT_THAT(fx.kill, IsEmpty());
+}
+
+// --- Success ---------------------------------------------------------------------
+
+TEST(SuccessTest, JobSucceedsOnlyOnceEveryTaskExitedZero) {
+  Job job = make_job(3);
+  place_and_start(job);
+
+  const Effects first = on_task_exited(job, 0, 0, exit_code(0), 5'000);
+  const Effects second = on_task_exited(job, 0, 2, exit_code(0), 5'001);
+  const Effects last = on_task_exited(job, 0, 1, exit_code(0), 5'002);
+
+  EXPECT_FALSE(first.finished);
+  EXPECT_FALSE(second.finished);
+  EXPECT_TRUE(last.finished);
+  EXPECT_EQ(job.state, JobState::kSucceeded);
+  EXPECT_EQ(job.finished_ms, 5'002);
+  EXPECT_EQ(job.message, "");
+  EXPECT_THAT(last.kill, IsEmpty());
+  EXPECT_TRUE(has_event_containing(last, "job SUCCEEDED"));
+}
+
+TEST(SuccessTest, TasksAreMarkedSucceededWithTheirExitCode) {
+  Job job = make_job(1);
+  place_and_start(job);
+
+  on_task_exited(job, 0, 0, exit_code(0), 5'000);
+
+  const TaskRecord& task = job.attempts[0].tasks[0];
+  EXPECT_EQ(task.state, TaskState::kSucceeded);
+  EXPECT_EQ(task.exit_code, 0);
+  EXPECT_EQ(task.finished_ms, 5'000);
+}
+
+// --- Gang failure ----------------------------------------------------------------
+
+TEST(GangFailureTest, OneFailedTaskKillsEveryOtherLiveTask) {
+  Job job = make_job(3);
+  place_and_start(job);
+
+  const Effects fx = on_task_exited(job, 0, 1, exit_code(1), 5'000);
+
+  EXPECT_THAT(indexes(fx.kill), ElementsAre(0, 2));
+  EXPECT_EQ(fx.kill[0].attempt, 0);
+  EXPECT_EQ(fx.kill[0].node_id, "node_0");
+  EXPECT_EQ(fx.kill[1].node_id, "node_2");
+  EXPECT_FALSE(fx.finished);
+  EXPECT_EQ(job.state, JobState::kRunning);
+  EXPECT_EQ(job.attempts[0].tasks[1].state, TaskState::kFailed);
+}
+
+TEST(GangFailureTest, AlreadyFinishedTasksAreNotKilled) {
+  Job job = make_job(3);
+  place_and_start(job);
+  on_task_exited(job, 0, 0, exit_code(0), 4'000);
+
+  const Effects fx = on_task_exited(job, 0, 1, exit_code(1), 5'000);
+
+  EXPECT_THAT(indexes(fx.kill), ElementsAre(2));
+}
+
+TEST(GangFailureTest, JobFailsOnlyAfterEveryTaskReportedItsExit) {
+  Job job = make_job(3);
+  place_and_start(job);
+  on_task_exited(job, 0, 1, exit_code(1), 5'000);
+
+  const Effects after_first_kill = on_task_exited(job, 0, 0, killed_by(SIGTERM), 5'100);
+  const Effects after_last_kill = on_task_exited(job, 0, 2, killed_by(SIGTERM), 5'200);
+
+  EXPECT_FALSE(after_first_kill.finished);
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_TRUE(after_last_kill.finished);
+  EXPECT_FALSE(after_last_kill.requeue);
+  EXPECT_EQ(job.finished_ms, 5'200);
+  EXPECT_EQ(job.message, "task 1 exited with code 1");
+}
+
+TEST(GangFailureTest, KilledTasksEndStoppedAndOnlyTheCulpritFailed) {
+  Job job = make_job(2);
+  place_and_start(job);
+  on_task_exited(job, 0, 1, exit_code(1), 5'000);
+
+  on_task_exited(job, 0, 0, killed_by(SIGTERM), 5'100);
+
+  EXPECT_EQ(job.attempts[0].tasks[0].state, TaskState::kStopped);
+  EXPECT_EQ(job.attempts[0].tasks[1].state, TaskState::kFailed);
+  EXPECT_EQ(job.attempts[0].tasks[1].reason, "exited with code 1");
+}
+
+TEST(GangFailureTest, TaskExitingZeroWhileAttemptEndsDoesNotSucceedTheJob) {
+  Job job = make_job(2);
+  place_and_start(job);
+  on_task_exited(job, 0, 1, exit_code(1), 5'000);
+
+  const Effects fx = on_task_exited(job, 0, 0, exit_code(0), 5'100);
+
+  EXPECT_TRUE(fx.finished);
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_EQ(job.message, "task 1 exited with code 1");
+}
+
+TEST(GangFailureTest, FirstFailureIsTheReasonEvenWhenOthersFailLater) {
+  Job job = make_job(2);
+  place_and_start(job);
+  on_task_exited(job, 0, 1, exit_code(3), 5'000);
+
+  on_task_exited(job, 0, 0, exit_code(7), 5'100);
+
+  EXPECT_EQ(job.message, "task 1 exited with code 3");
+}
+
+TEST(GangFailureTest, ExitCode127ReasonSaysCommandNotFound) {
+  Job job = make_job(1);
+  place_and_start(job);
+
+  const Effects fx = on_task_exited(job, 0, 0, exit_code(127), 5'000);
+
+  EXPECT_TRUE(fx.finished);
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_THAT(job.message, HasSubstr("command not found"));
+  EXPECT_EQ(job.message, "task 0 exited with code 127 (command not found)");
+}
+
+TEST(GangFailureTest, SignalExitReasonNamesTheSignal) {
+  Job job = make_job(1);
+  place_and_start(job);
+
+  on_task_exited(job, 0, 0, killed_by(SIGKILL), 5'000);
+
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_THAT(job.message, HasSubstr("SIGKILL"));
+  EXPECT_EQ(job.attempts[0].tasks[0].signal, SIGKILL);
+}
+
+TEST(GangFailureTest, StartErrorReasonSaysCouldNotStart) {
+  Job job = make_job(2);
+  place(job);
+
+  const Effects fx = on_task_exited(job, 0, 0, start_error("working directory could not be created"), 5'000);
+
+  EXPECT_THAT(indexes(fx.kill), ElementsAre(1));
+  on_task_exited(job, 0, 1, killed_by(SIGTERM), 5'100);
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_EQ(job.message, "task 0 could not start: working directory could not be created");
+}
+
+TEST(GangFailureTest, TaskThatStartsAfterTheAttemptBeganEndingIsKilled) {
+  Job job = make_job(2);
+  place(job);
+  on_task_started(job, 0, 0, 100, 1'100);
+  const Effects failure = on_task_exited(job, 0, 0, exit_code(1), 1'200);
+
+  const Effects late_start = on_task_started(job, 0, 1, 101, 1'300);
+
+  EXPECT_THAT(indexes(failure.kill), ElementsAre(1));  // still STARTING: killed by ref
+  ASSERT_EQ(late_start.kill.size(), 1u);
+  EXPECT_EQ(late_start.kill[0].attempt, 0);
+  EXPECT_EQ(late_start.kill[0].task_index, 1);
+  EXPECT_EQ(late_start.kill[0].node_id, "node_1");
+  EXPECT_EQ(job.attempts[0].tasks[1].pid, 101);
+}
+
+TEST(GangFailureTest, DuplicateExitReportIsIgnored) {
+  Job job = make_job(2);
+  place_and_start(job);
+  on_task_exited(job, 0, 0, exit_code(0), 5'000);
+
+  const Effects dup = on_task_exited(job, 0, 0, exit_code(1), 5'100);
+
+  EXPECT_FALSE(dup.changed);
+  EXPECT_THAT(dup.kill, IsEmpty());
+  EXPECT_EQ(job.attempts[0].tasks[0].state, TaskState::kSucceeded);
+  EXPECT_FALSE(job.attempts[0].ending);
+}
+
+// --- Retries ---------------------------------------------------------------------
+
+// Fails attempt `attempt` of a two-task job: task 0 exits 1, task 1 is then killed.
+Effects fail_attempt(Job& job, int attempt, int64_t now_ms) {
+  on_task_exited(job, attempt, 0, exit_code(1), now_ms);
+  return on_task_exited(job, attempt, 1, killed_by(SIGTERM), now_ms + 10);
+}
+
+TEST(RetryTest, FailureWithRetriesLeftRequeuesAsPending) {
+  Job job = make_job(2, /*max_retries=*/1);
+  place_and_start(job);
+
+  const Effects fx = fail_attempt(job, 0, 5'000);
+
+  EXPECT_TRUE(fx.requeue);
+  EXPECT_FALSE(fx.finished);
+  EXPECT_TRUE(fx.changed);
+  EXPECT_EQ(job.state, JobState::kPending);
+  EXPECT_EQ(job.finished_ms, 0);
+  EXPECT_EQ(job.message, "retrying after: task 0 exited with code 1");
+  EXPECT_TRUE(has_event_containing(fx, "retrying as attempt 1 of 2"));
+}
+
+TEST(RetryTest, SecondPlacementStartsAttemptOneAndLaunchesItsTasks) {
+  Job job = make_job(2, /*max_retries=*/1);
+  place_and_start(job);
+  fail_attempt(job, 0, 5'000);
+
+  const Effects fx = place(job, 6'000);
+
+  EXPECT_EQ(job.state, JobState::kRunning);
+  ASSERT_EQ(job.attempts.size(), 2u);
+  EXPECT_EQ(job.attempts[1].number, 1);
+  ASSERT_EQ(fx.launch.size(), 2u);
+  EXPECT_EQ(fx.launch[0].attempt, 1);
+  EXPECT_EQ(fx.launch[1].attempt, 1);
+  EXPECT_EQ(job.started_ms, kPlacedAtMs);  // the job's first start is kept
+  EXPECT_EQ(job.message, "");
+}
+
+TEST(RetryTest, FailureOfLastAttemptFailsTheJobMentioningAttempts) {
+  Job job = make_job(2, /*max_retries=*/1);
+  place_and_start(job);
+  fail_attempt(job, 0, 5'000);
+  place_and_start(job, 6'000);
+
+  const Effects fx = fail_attempt(job, 1, 7'000);
+
+  EXPECT_TRUE(fx.finished);
+  EXPECT_FALSE(fx.requeue);
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_EQ(job.message, "task 0 exited with code 1 (after 2 attempts)");
+}
+
+TEST(RetryTest, SuccessOnRetrySucceedsTheJob) {
+  Job job = make_job(2, /*max_retries=*/1);
+  place_and_start(job);
+  fail_attempt(job, 0, 5'000);
+  place_and_start(job, 6'000);
+
+  on_task_exited(job, 1, 0, exit_code(0), 7'000);
+  const Effects fx = on_task_exited(job, 1, 1, exit_code(0), 7'001);
+
+  EXPECT_TRUE(fx.finished);
+  EXPECT_EQ(job.state, JobState::kSucceeded);
+}
+
+TEST(RetryTest, StaleExitForAnOldAttemptIsIgnored) {
+  Job job = make_job(2, /*max_retries=*/1);
+  place_and_start(job);
+  fail_attempt(job, 0, 5'000);
+  place_and_start(job, 6'000);
+
+  const Effects fx = on_task_exited(job, /*attempt=*/0, 0, exit_code(1), 6'500);
+
+  EXPECT_FALSE(fx.changed);
+  EXPECT_THAT(fx.kill, IsEmpty());
+  EXPECT_THAT(fx.events, IsEmpty());
+  EXPECT_EQ(job.state, JobState::kRunning);
+  EXPECT_FALSE(job.attempts[1].ending);
+  EXPECT_EQ(job.attempts[1].tasks[0].state, TaskState::kRunning);
+}
+
+TEST(RetryTest, StaleStartForAnOldAttemptIsIgnored) {
+  Job job = make_job(2, /*max_retries=*/1);
+  place_and_start(job);
+  fail_attempt(job, 0, 5'000);
+  place(job, 6'000);
+
+  const Effects fx = on_task_started(job, /*attempt=*/0, 0, 999, 6'500);
+
+  EXPECT_FALSE(fx.changed);
+  EXPECT_THAT(fx.kill, IsEmpty());
+  EXPECT_EQ(job.attempts[1].tasks[0].state, TaskState::kStarting);
+  EXPECT_EQ(job.attempts[1].tasks[0].pid, 0);
+}
+
+TEST(RetryTest, MessagesWhilePendingForRetryAreIgnored) {
+  Job job = make_job(2, /*max_retries=*/1);
+  place_and_start(job);
+  fail_attempt(job, 0, 5'000);
+
+  const Effects fx = on_task_exited(job, 0, 0, exit_code(0), 5'500);
+
+  EXPECT_FALSE(fx.changed);
+  EXPECT_EQ(job.state, JobState::kPending);
+}
+
+TEST(StaleMessageTest, OutOfRangeTaskIndexIsIgnored) {
+  Job job = make_job(2);
+  place_and_start(job);
+
+  const Effects exited = on_task_exited(job, 0, 7, exit_code(1), 5'000);
+  const Effects started = on_task_started(job, 0, -1, 1, 5'000);
+
+  EXPECT_FALSE(exited.changed);
+  EXPECT_FALSE(started.changed);
+  EXPECT_EQ(job.state, JobState::kRunning);
+  EXPECT_FALSE(job.attempts[0].ending);
+}
+
+TEST(StaleMessageTest, MessagesForAnAttemptNeverPlacedAreIgnored) {
+  Job job = make_job(2);
+  place_and_start(job);
+
+  const Effects fx = on_task_exited(job, /*attempt=*/1, 0, exit_code(1), 5'000);
+
+  EXPECT_FALSE(fx.changed);
+  EXPECT_FALSE(job.attempts[0].ending);
+}
+
+// --- Stop ------------------------------------------------------------------------
+
+TEST(StopTest, PendingJobStopsAtOnce) {
+  Job job = make_job(2);
+
+  const Effects fx = on_stop_requested(job, 2'000);
+
+  EXPECT_TRUE(fx.finished);
+  EXPECT_TRUE(fx.changed);
+  EXPECT_THAT(fx.kill, IsEmpty());
+  EXPECT_EQ(job.state, JobState::kStopped);
+  EXPECT_EQ(job.finished_ms, 2'000);
+  EXPECT_EQ(job.message, "stopped by user");
+}
+
+TEST(StopTest, RunningJobKillsEveryTaskAndWaitsForThem) {
+  Job job = make_job(2);
+  place_and_start(job);
+
+  const Effects fx = on_stop_requested(job, 3'000);
+
+  EXPECT_THAT(indexes(fx.kill), ElementsAre(0, 1));
+  EXPECT_FALSE(fx.finished);
+  EXPECT_EQ(job.state, JobState::kRunning);
+  EXPECT_TRUE(has_event_containing(fx, "stop requested by user"));
+}
+
+TEST(StopTest, RunningJobIsStoppedOnlyAfterAllTasksExited) {
+  Job job = make_job(2);
+  place_and_start(job);
+  on_stop_requested(job, 3'000);
+
+  const Effects first = on_task_exited(job, 0, 0, killed_by(SIGTERM), 3'100);
+  const Effects last = on_task_exited(job, 0, 1, exit_code(0), 3'200);
+
+  EXPECT_FALSE(first.finished);
+  EXPECT_TRUE(last.finished);
+  EXPECT_FALSE(last.requeue);
+  EXPECT_EQ(job.state, JobState::kStopped);
+  EXPECT_EQ(job.finished_ms, 3'200);
+  EXPECT_EQ(job.message, "stopped by user");
+}
+
+TEST(StopTest, StoppedJobIsNotRetriedEvenWithRetriesLeft) {
+  Job job = make_job(1, /*max_retries=*/3);
+  place_and_start(job);
+  on_stop_requested(job, 3'000);
+
+  const Effects fx = on_task_exited(job, 0, 0, killed_by(SIGTERM), 3'100);
+
+  EXPECT_FALSE(fx.requeue);
+  EXPECT_EQ(job.state, JobState::kStopped);
+}
+
+TEST(StopTest, StopOnFinishedJobHasNoEffects) {
+  Job job = make_job(1);
+  place_and_start(job);
+  on_task_exited(job, 0, 0, exit_code(0), 3'000);
+
+  const Effects fx = on_stop_requested(job, 4'000);
+
+  EXPECT_FALSE(fx.changed);
+  EXPECT_FALSE(fx.finished);
+  EXPECT_THAT(fx.kill, IsEmpty());
+  EXPECT_THAT(fx.events, IsEmpty());
+  EXPECT_EQ(job.state, JobState::kSucceeded);
+  EXPECT_FALSE(job.stop_requested);
+}
+
+// --- Timeout ---------------------------------------------------------------------
+
+TEST(TimeoutTest, RunningJobIsKilledThenFailsWithTimedOut) {
+  Job job = make_job(2, /*max_retries=*/2, /*timeout_s=*/30);
+  place_and_start(job);
+
+  const Effects timeout = on_timed_out(job, 31'000);
+  on_task_exited(job, 0, 0, killed_by(SIGTERM), 31'100);
+  const Effects last = on_task_exited(job, 0, 1, killed_by(SIGKILL), 31'200);
+
+  EXPECT_THAT(indexes(timeout.kill), ElementsAre(0, 1));
+  EXPECT_FALSE(timeout.finished);
+  EXPECT_TRUE(last.finished);
+  EXPECT_FALSE(last.requeue);  // a timeout is not retried
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_THAT(job.message, StartsWith("timed out after"));
+  EXPECT_EQ(job.message, "timed out after 30s");
+}
+
+TEST(TimeoutTest, PendingJobFailsAtOnce) {
+  Job job = make_job(2, 0, /*timeout_s=*/1.5);
+
+  const Effects fx = on_timed_out(job, 2'000);
+
+  EXPECT_TRUE(fx.finished);
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_EQ(job.message, "timed out after 1.5s");
+}
+
+TEST(TimeoutTest, FinishedJobHasNoEffects) {
+  Job job = make_job(1, 0, 30);
+  place_and_start(job);
+  on_task_exited(job, 0, 0, exit_code(0), 3'000);
+
+  const Effects fx = on_timed_out(job, 31'000);
+
+  EXPECT_FALSE(fx.changed);
+  EXPECT_THAT(fx.events, IsEmpty());
+  EXPECT_EQ(job.state, JobState::kSucceeded);
+}
+
+// BUG (src/head/job_state_machine.cc, format_seconds): the timeout is streamed with the
+// default 6 significant digits, so a two-week timeout reads "timed out after
+// 1.2096e+06s" instead of "1209600s".
+TEST(TimeoutTest, DISABLED_LongTimeoutIsWrittenInPlainSeconds) {
+  Job job = make_job(1, 0, /*timeout_s=*/1'209'600);
+
+  on_timed_out(job, 2'000);
+
+  EXPECT_EQ(job.message, "timed out after 1209600s");
+}
+
+// --- Node lost -------------------------------------------------------------------
+
+TEST(NodeLostTest, TaskOnLostNodeFailsAndOthersAreKilled) {
+  Job job = make_job(3);
+  place_and_start(job);
+
+  const Effects fx = on_node_lost(job, "node_1", "worker-b", 5'000);
+
+  const TaskRecord& lost = job.attempts[0].tasks[1];
+  EXPECT_EQ(lost.state, TaskState::kFailed);
+  EXPECT_THAT(lost.reason, HasSubstr("worker-b"));
+  EXPECT_THAT(indexes(fx.kill), ElementsAre(0, 2));
+  EXPECT_FALSE(fx.finished);
+}
+
+TEST(NodeLostTest, JobFailsNamingTheNodeOnceTheOthersExited) {
+  Job job = make_job(3);
+  place_and_start(job);
+  on_node_lost(job, "node_1", "worker-b", 5'000);
+
+  on_task_exited(job, 0, 0, killed_by(SIGTERM), 5'100);
+  const Effects fx = on_task_exited(job, 0, 2, killed_by(SIGTERM), 5'200);
+
+  EXPECT_TRUE(fx.finished);
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_EQ(job.message, "task 1 lost: node worker-b stopped responding");
+}
+
+TEST(NodeLostTest, SingleTaskJobOnLostNodeFailsAtOnce) {
+  Job job = make_job(1);
+  place_and_start(job);
+
+  const Effects fx = on_node_lost(job, "node_0", "worker-a", 5'000);
+
+  EXPECT_TRUE(fx.finished);
+  EXPECT_TRUE(fx.changed);
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_THAT(job.message, HasSubstr("node worker-a"));
+}
+
+TEST(NodeLostTest, UnrelatedNodeChangesNothing) {
+  Job job = make_job(2);
+  place_and_start(job);
+
+  const Effects fx = on_node_lost(job, "node_9", "worker-z", 5'000);
+
+  EXPECT_FALSE(fx.changed);
+  EXPECT_THAT(fx.kill, IsEmpty());
+  EXPECT_FALSE(job.attempts[0].ending);
+}
+
+TEST(NodeLostTest, NodeLostWhileStoppingMarksItsTasksStopped) {
+  Job job = make_job(2);
+  place_and_start(job);
+  on_stop_requested(job, 3'000);
+
+  const Effects lost = on_node_lost(job, "node_0", "worker-a", 3'100);
+  const Effects last = on_task_exited(job, 0, 1, killed_by(SIGTERM), 3'200);
+
+  EXPECT_TRUE(lost.changed);
+  EXPECT_EQ(job.attempts[0].tasks[0].state, TaskState::kStopped);
+  EXPECT_TRUE(last.finished);
+  EXPECT_EQ(job.state, JobState::kStopped);
+}
+
+// BUG (src/head/job_state_machine.cc, on_node_lost): when a task on the lost node fails
+// and other tasks are still alive, fail_task() does not set Effects::changed (only
+// on_task_exited sets it before calling fail_task), so the job record change (task
+// FAILED, attempt ending) is reported as changed=false and JobManager::apply does not
+// notify watchers of the job.
+TEST(NodeLostTest, DISABLED_FailingATaskMarksTheJobChanged) {
+  Job job = make_job(3);
+  place_and_start(job);
+
+  const Effects fx = on_node_lost(job, "node_1", "worker-b", 5'000);
+
+  EXPECT_TRUE(fx.changed);
+}
+
+// --- describe_exit ---------------------------------------------------------------
+
+TEST(DescribeExitTest, ExitCodes) {
+  EXPECT_EQ(describe_exit(exit_code(0)), "exited with code 0");
+  EXPECT_EQ(describe_exit(exit_code(1)), "exited with code 1");
+  EXPECT_EQ(describe_exit(exit_code(126)), "exited with code 126 (command not executable)");
+  EXPECT_EQ(describe_exit(exit_code(127)), "exited with code 127 (command not found)");
+}
+
+TEST(DescribeExitTest, SignalsAreNamed) {
+  EXPECT_EQ(describe_exit(killed_by(SIGKILL)), "was killed by signal 9 (SIGKILL)");
+  EXPECT_EQ(describe_exit(killed_by(SIGSEGV)), "was killed by signal 11 (SIGSEGV)");
+}
+
+TEST(DescribeExitTest, StartErrorWinsOverEverythingElse) {
+  const TaskExit exit{1, SIGKILL, "no such user"};
+
+  EXPECT_EQ(describe_exit(exit), "could not start: no such user");
+}
+
+TEST(DescribeExitTest, MissingExitCodeReadsAsMinusOne) {
+  EXPECT_EQ(describe_exit(TaskExit{}), "exited with code -1");
+}
+
+}  // namespace
+}  // namespace ag::head
