@@ -14,6 +14,7 @@ namespace ag::head {
 namespace {
 
 using namespace ag::head::testing;  // NOLINT: fixture builders keep tests short.
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -545,6 +546,22 @@ TEST(NodeLostTest, SingleTaskJobOnLostNodeFailsAtOnce) {
   EXPECT_TRUE(fx.changed);
   EXPECT_EQ(job.state, JobState::kFailed);
   EXPECT_THAT(job.message, HasSubstr("node worker-a"));
+}
+
+TEST(NodeLostTest, EveryTaskOnTheLostNodeEndsAndTasksElsewhereAreKilled) {
+  Job job = make_job(3);
+  const std::vector<PlacedTask> tasks = {
+      {"node_a", "10.0.0.1", {}}, {"node_a", "10.0.0.1", {}}, {"node_b", "10.0.0.2", {}}};
+  on_placed(job, tasks, kMasterPort, kPlacedAtMs);
+  for (int i = 0; i < 3; ++i) on_task_started(job, 0, i, 100 + i, kPlacedAtMs + 1);
+
+  const Effects fx = on_node_lost(job, "node_a", "worker-a", 5'000);
+
+  EXPECT_EQ(job.attempts[0].tasks[0].state, TaskState::kFailed);
+  EXPECT_EQ(job.attempts[0].tasks[1].state, TaskState::kStopped);
+  EXPECT_EQ(job.attempts[0].tasks[1].reason, "node worker-a lost");
+  EXPECT_THAT(indexes(fx.kill), Contains(2));
+  EXPECT_FALSE(fx.finished);
 }
 
 TEST(NodeLostTest, UnrelatedNodeChangesNothing) {
