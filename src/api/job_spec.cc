@@ -29,7 +29,7 @@ std::optional<Error> check_known_keys(const json& obj, const std::string& where,
   return std::nullopt;
 }
 
-// Reads a non-negative number that may be given as a JSON number or a numeric string.
+// Reads a JSON number within [min, max]; strings, even numeric ones, are refused.
 std::optional<Error> read_number(const json& v, const std::string& field, double min, double max,
                                  double* out) {
   double d = 0;

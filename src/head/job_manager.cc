@@ -179,7 +179,8 @@ void JobManager::notify_waiters(const std::string& job_id) {
   for (auto& fn : ready) fn();
 }
 
-void JobManager::on_node_registered(const std::string& node_id, const std::vector<ReportedTask>& running) {
+void JobManager::on_node_registered(const std::string& node_id, const std::vector<ReportedTask>& running,
+                                    const std::vector<ReportedTask>& ended) {
   // Adopt what the worker still runs for live attempts; kill what the head gave up on.
   std::set<std::tuple<std::string, int, int>> reported;
   for (const auto& r : running) {
@@ -198,6 +199,26 @@ void JobManager::on_node_registered(const std::string& node_id, const std::vecto
     if (attempt->tasks[r.task_index].state == TaskState::kStarting) {
       on_task_started(r.job_id, r.attempt, r.task_index, r.pid);
     }
+  }
+  for (const auto& r : ended) reported.insert({r.job_id, r.attempt, r.task_index});
+  // Tasks the head placed here that the worker neither runs nor reported as ended
+  // (their launch was lost with an old channel, or the worker restarted) are gone.
+  const Node* node = deps_.nodes.find(node_id);
+  std::string label = node ? node->label() : node_id;
+  std::vector<std::pair<std::string, TaskRef>> lost;
+  for (const auto& id : active_) {
+    const AttemptRecord* attempt = jobs_[id].current_attempt();
+    if (!attempt) continue;
+    for (const auto& task : attempt->tasks) {
+      if (task.node_id != node_id || task.terminal()) continue;
+      if (reported.count({id, attempt->number, task.index})) continue;
+      lost.push_back({id, TaskRef{attempt->number, task.index, node_id}});
+    }
+  }
+  for (const auto& [job_id, ref] : lost) {
+    TaskExit exit;
+    exit.lost = "node " + label + " reconnected without it";
+    on_task_exited(job_id, ref.attempt, ref.task_index, exit);
   }
   request_schedule();
 }

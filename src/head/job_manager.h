@@ -80,7 +80,11 @@ class JobManager {
   void cancel_watch(uint64_t id);
 
   // Worker channel events.
-  void on_node_registered(const std::string& node_id, const std::vector<ReportedTask>& running);
+  // `running`: tasks the worker still runs (adopted, or killed when the head gave up on
+  // them). `ended`: tasks that ended while the head was away, whose exits follow.
+  // Any other task the head placed on the node is gone and fails as lost.
+  void on_node_registered(const std::string& node_id, const std::vector<ReportedTask>& running,
+                          const std::vector<ReportedTask>& ended);
   void on_task_started(const std::string& job_id, int attempt, int task_index, int64_t pid);
   void on_task_exited(const std::string& job_id, int attempt, int task_index, const TaskExit& exit);
   void on_node_dead(const std::string& node_id);

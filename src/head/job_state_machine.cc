@@ -2,6 +2,7 @@
 
 #include <csignal>
 #include <cstring>
+#include <iomanip>
 #include <sstream>
 
 namespace ag::head {
@@ -12,10 +13,16 @@ std::string task_label(const TaskRecord& task) {
          ")";
 }
 
+// "2s", "1.5s", "1209600s": plain seconds, never scientific notation.
 std::string format_seconds(double s) {
   std::ostringstream out;
-  out << s << "s";
-  return out.str();
+  out << std::fixed << std::setprecision(s == static_cast<double>(static_cast<int64_t>(s)) ? 0 : 3) << s;
+  std::string text = out.str();
+  if (text.find('.') != std::string::npos) {
+    while (text.back() == '0') text.pop_back();
+    if (text.back() == '.') text.pop_back();
+  }
+  return text + "s";
 }
 
 // Kills every live task of the attempt except `except_index`.
@@ -86,6 +93,7 @@ void maybe_finish_attempt(Job& job, int64_t now_ms, Effects& fx) {
 // Marks `task` failed for `reason` and tears the rest of the gang down.
 void fail_task(Job& job, AttemptRecord& attempt, TaskRecord& task, const std::string& reason,
                int64_t now_ms, Effects& fx) {
+  fx.changed = true;
   task.state = TaskState::kFailed;
   task.reason = reason;
   task.finished_ms = now_ms;
@@ -143,6 +151,7 @@ bool AttemptRecord::all_terminal() const {
 
 std::string describe_exit(const TaskExit& exit) {
   if (!exit.start_error.empty()) return "could not start: " + exit.start_error;
+  if (!exit.lost.empty()) return "was lost: " + exit.lost;
   if (exit.signal) {
     const char* name = sigabbrev_np(*exit.signal);
     return "was killed by signal " + std::to_string(*exit.signal) +
@@ -216,7 +225,7 @@ Effects on_task_exited(Job& job, int attempt_number, int task_index, const TaskE
   fx.changed = true;
   task.exit_code = exit.exit_code;
   task.signal = exit.signal;
-  bool success = exit.start_error.empty() && !exit.signal && exit.exit_code == 0;
+  bool success = exit.start_error.empty() && exit.lost.empty() && !exit.signal && exit.exit_code == 0;
   if (attempt->ending) {
     task.state = success ? TaskState::kSucceeded : TaskState::kStopped;
     task.reason = success ? "" : describe_exit(exit);

@@ -52,6 +52,7 @@ struct TaskExit {
   std::optional<int> exit_code;
   std::optional<int> signal;
   std::string start_error;
+  std::string lost;  // the process is gone and nobody saw how it ended: why
 };
 Effects on_task_exited(Job& job, int attempt, int task_index, const TaskExit& exit, int64_t now_ms);
 

@@ -15,6 +15,15 @@ net::HttpResponse json_error(int status, const std::string& message) {
   return {status, "application/json", json{{"error", message}}.dump()};
 }
 
+// How a task ended, from a task_exited message (or an entry of a register's "exited").
+TaskExit parse_exit(const json& m) {
+  TaskExit exit;
+  if (m.contains("exit_code") && !m["exit_code"].is_null()) exit.exit_code = m["exit_code"].get<int>();
+  if (m.contains("signal") && !m["signal"].is_null()) exit.signal = m["signal"].get<int>();
+  if (m.contains("start_error")) exit.start_error = m["start_error"].get<std::string>();
+  return exit;
+}
+
 void send_error_and_close(const std::shared_ptr<net::WsConnection>& channel, const std::string& message) {
   channel->send(json{{"type", "error"}, {"message", message}}.dump(), false);
   channel->close();
@@ -100,11 +109,7 @@ void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel
     if (type == "task_started") {
       deps_.jobs.on_task_started(job_id, attempt, task_index, msg.at("pid").get<int64_t>());
     } else if (type == "task_exited") {
-      TaskExit exit;
-      if (msg.contains("exit_code") && !msg["exit_code"].is_null()) exit.exit_code = msg["exit_code"].get<int>();
-      if (msg.contains("signal") && !msg["signal"].is_null()) exit.signal = msg["signal"].get<int>();
-      if (msg.contains("start_error")) exit.start_error = msg["start_error"].get<std::string>();
-      deps_.jobs.on_task_exited(job_id, attempt, task_index, exit);
+      deps_.jobs.on_task_exited(job_id, attempt, task_index, parse_exit(msg));
       channel->send(json{{"type", "exit_ack"}, {"job_id", job_id}, {"attempt", attempt},
                          {"task_index", task_index}}.dump(), false);
     } else {
@@ -120,7 +125,7 @@ void WorkerGateway::on_register(const std::shared_ptr<net::WsConnection>& channe
   json msg = json::parse(text, nullptr, false);
   Node node;
   std::vector<ReportedTask> running;
-  std::vector<std::pair<ReportedTask, TaskExit>> exited;
+  std::vector<std::pair<ReportedTask, TaskExit>> exited;  // the exit itself is resent later
   try {
     if (msg.at("type").get<std::string>() != "register") throw std::runtime_error("not a register message");
     node.node_id = msg.at("node_id").get<std::string>();
@@ -134,6 +139,11 @@ void WorkerGateway::on_register(const std::shared_ptr<net::WsConnection>& channe
     for (const auto& r : msg.value("running", json::array())) {
       running.push_back({r.at("job_id").get<std::string>(), r.at("attempt").get<int>(),
                          r.at("task_index").get<int>(), r.at("pid").get<int64_t>()});
+    }
+    for (const auto& e : msg.value("exited", json::array())) {
+      exited.push_back({ReportedTask{e.at("job_id").get<std::string>(), e.at("attempt").get<int>(),
+                                     e.at("task_index").get<int>(), 0},
+                        parse_exit(e)});
     }
   } catch (const std::exception& e) {
     return send_error_and_close(channel, std::string("bad register message: ") + e.what());
@@ -150,7 +160,19 @@ void WorkerGateway::on_register(const std::shared_ptr<net::WsConnection>& channe
   spdlog::info("node {} registered: {} CPUs, {} MiB memory, {} GPUs, {} running task(s)", added.label(),
                added.total.cpu_millis / 1000.0, added.total.memory_bytes >> 20, added.total.gpus, running.size());
   channel->send(json{{"type", "registered"}, {"node_id", added.node_id}}.dump(), false);
-  deps_.jobs.on_node_registered(added.node_id, running);
+  // Ask for the output the head missed while the channel was down. For tasks that
+  // ended meanwhile the worker sends the missing bytes and then the exit again, so
+  // the head records the end only once the log is whole.
+  auto resume = [&](const ReportedTask& task) {
+    int64_t have = deps_.logs.size({task.job_id, task.attempt, task.task_index});
+    channel->send(json{{"type", "log_resume"}, {"job_id", task.job_id}, {"attempt", task.attempt},
+                       {"task_index", task.task_index}, {"offset", have}}.dump(), false);
+  };
+  for (const auto& task : running) resume(task);
+  for (const auto& [task, exit] : exited) resume(task);
+  std::vector<ReportedTask> ended;
+  for (const auto& [task, _] : exited) ended.push_back(task);
+  deps_.jobs.on_node_registered(added.node_id, running, ended);
 }
 
 }  // namespace ag::head

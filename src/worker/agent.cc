@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "api/protocol.h"
@@ -95,6 +96,8 @@ void Agent::on_connected(std::shared_ptr<net::WsConnection> channel) {
     running.push_back({{"job_id", r.id.job_id}, {"attempt", r.id.attempt},
                        {"task_index", r.id.task_index}, {"pid", r.pid}});
   }
+  json exited = json::array();
+  for (const auto& [_, report] : unacked_exits_) exited.push_back(json::parse(report));
   json msg = {{"type", "register"},
               {"node_id", config_.node_id},
               {"address", config_.node_ip},
@@ -102,7 +105,8 @@ void Agent::on_connected(std::shared_ptr<net::WsConnection> channel) {
               {"resources", {{"cpu_millis", config_.resources.cpu_millis},
                              {"memory_bytes", config_.resources.memory_bytes},
                              {"gpu_ids", config_.gpu_ids}}},
-              {"running", running}};
+              {"running", running},
+              {"exited", exited}};
   channel_->send(msg.dump(), false);
 }
 
@@ -137,13 +141,15 @@ void Agent::on_message(const std::string& text) {
       registered_ = true;
       backoff_ms_ = 250;
       spdlog::info("registered with the head at {} as {}", config_.head.to_string(), config_.node_id);
-      for (const auto& [_, report] : unacked_exits_) channel_->send(report, false);
       report_first({});
     } else if (type == "launch") {
       handle_launch(text);
     } else if (type == "kill") {
       runner_.kill({msg.at("job_id").get<std::string>(), msg.at("attempt").get<int>(), msg.at("task_index").get<int>()},
                    msg.at("grace_ms").get<int64_t>());
+    } else if (type == "log_resume") {
+      resend_log({msg.at("job_id").get<std::string>(), msg.at("attempt").get<int>(), msg.at("task_index").get<int>()},
+                 msg.at("offset").get<int64_t>());
     } else if (type == "exit_ack") {
       unacked_exits_.erase({msg.at("job_id").get<std::string>(), msg.at("attempt").get<int>(), msg.at("task_index").get<int>()});
     } else if (type == "error") {
@@ -188,6 +194,30 @@ void Agent::handle_launch(const std::string& text) {
   reply["type"] = "task_started";
   reply["pid"] = pid.value();
   send(reply.dump());
+}
+
+void Agent::resend_log(const TaskId& id, int64_t from_offset) {
+  // Output written while the head was away is in the runner's own copy: send what the
+  // head lacks, then (for a task that has ended) its exit, so the head sees the whole
+  // log before the end of the task.
+  std::optional<int64_t> live_end = runner_.output_offset(id);
+  std::ifstream in(runner_.log_path(id), std::ios::binary);
+  if (in) {
+    in.seekg(from_offset);
+    std::string chunk(64 * 1024, '\0');
+    int64_t offset = from_offset;
+    while (!live_end || offset < *live_end) {
+      int64_t want = static_cast<int64_t>(chunk.size());
+      if (live_end) want = std::min(want, *live_end - offset);
+      in.read(chunk.data(), want);
+      std::streamsize got = in.gcount();
+      if (got <= 0) break;
+      channel_->send(api::encode_log_frame({id.job_id, id.attempt, id.task_index, offset},
+                                           std::string_view(chunk.data(), static_cast<size_t>(got))), true);
+      offset += got;
+    }
+  }
+  if (auto it = unacked_exits_.find(id); it != unacked_exits_.end()) channel_->send(it->second, false);
 }
 
 void Agent::on_task_output(const TaskId& id, int64_t offset, std::string_view data) {

@@ -53,6 +53,7 @@ class Agent {
   void retry_later();
   void heartbeat();
   void handle_launch(const std::string& text);
+  void resend_log(const TaskId& id, int64_t from_offset);
   void send(const std::string& text);
   void report_first(const Status& status);
 

@@ -187,11 +187,8 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   }
 
   task->pid = pid;
-  std::string log_dir = logs_dir_ + "/" + spec.id.job_id;
-  std::filesystem::create_directories(log_dir, fs_error);
-  task->log_fd = ::open((log_dir + "/" + std::to_string(spec.id.attempt) + "." +
-                         std::to_string(spec.id.task_index) + ".log").c_str(),
-                        O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+  std::filesystem::create_directories(logs_dir_ + "/" + spec.id.job_id, fs_error);
+  task->log_fd = ::open(log_path(spec.id).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
   task->output = std::make_unique<asio::posix::stream_descriptor>(io_, out_pipe[0]);
   tasks_[spec.id] = task;
   by_pid_[pid] = task;
@@ -265,6 +262,16 @@ void TaskRunner::kill_all(int64_t grace_ms) {
   std::vector<TaskId> ids;
   for (const auto& [id, _] : tasks_) ids.push_back(id);
   for (const auto& id : ids) kill(id, grace_ms);
+}
+
+std::string TaskRunner::log_path(const TaskId& id) const {
+  return logs_dir_ + "/" + id.job_id + "/" + std::to_string(id.attempt) + "." + std::to_string(id.task_index) + ".log";
+}
+
+std::optional<int64_t> TaskRunner::output_offset(const TaskId& id) const {
+  auto it = tasks_.find(id);
+  if (it == tasks_.end()) return std::nullopt;
+  return it->second->offset;
 }
 
 std::vector<TaskRunner::Running> TaskRunner::running() const {

@@ -74,6 +74,10 @@ class TaskRunner {
     int64_t pid;
   };
   std::vector<Running> running() const;
+  // Bytes of output a running task has produced so far; nullopt when not running.
+  std::optional<int64_t> output_offset(const TaskId& id) const;
+  // Where the runner keeps its own copy of a task's output.
+  std::string log_path(const TaskId& id) const;
   bool idle() const { return tasks_.empty(); }
 
  private:

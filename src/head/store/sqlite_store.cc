@@ -107,12 +107,12 @@ struct SqliteStore::Impl {
     if (Status s = exec("BEGIN IMMEDIATE"); !s) return s;
     for (const auto& p : group) {
       if (Status s = apply(p.batch, upsert, remove); !s) {
-        exec("ROLLBACK");
+        (void)exec("ROLLBACK");  // the failed write's status is the one to report
         return s;
       }
     }
     if (Status s = exec("COMMIT"); !s) {
-      exec("ROLLBACK");
+      (void)exec("ROLLBACK");
       return s;
     }
     return {};

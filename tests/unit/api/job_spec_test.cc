@@ -1,1 +1,375 @@
-// placeholder
+// Tests for parsing and validating a job spec from JSON (api::parse_job_spec) and for
+// writing it back (api::to_json).
+#include "api/job_spec.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace ag::api {
+namespace {
+
+using nlohmann::json;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+// The smallest spec the API accepts.
+json minimal_spec() { return {{"entrypoint", "python train.py"}}; }
+
+// A minimal spec with one top-level field set (or replaced).
+json spec_with(const std::string& field, json value) {
+  json body = minimal_spec();
+  body[field] = std::move(value);
+  return body;
+}
+
+json spec_with_task_option(const std::string& option, json value) {
+  return spec_with("task_options", {{option, std::move(value)}});
+}
+
+// A spec that sets every field to a non-default value.
+json full_spec() {
+  return {
+      {"entrypoint", "torchrun train.py --epochs 3"},
+      {"num_workers", 4},
+      {"task_options", {{"num_cpus", 2.5}, {"num_gpus", 2}, {"memory", 8589934592}}},
+      {"runtime_env", {{"env_vars", {{"PYTHONPATH", "/code"}, {"NCCL_DEBUG", "INFO"}}}}},
+      {"job_name", "resnet"},
+      {"labels", {{"team", "vision"}, {"priority", "high"}}},
+      {"max_retries", 3},
+      {"timeout", 3600.5},
+      {"placement", "spread"},
+      {"submission_id", "sub-42"},
+  };
+}
+
+// The error of a spec that must be refused; fails the test when it parsed.
+Error parse_error(const json& body) {
+  Result<JobSpec> result = parse_job_spec(body);
+  if (result.ok()) {
+    ADD_FAILURE() << "expected " << body.dump() << " to be refused";
+    return {};
+  }
+  return result.error();
+}
+
+void expect_invalid(const json& body, const std::string& field) {
+  const Error error = parse_error(body);
+  EXPECT_EQ(error.code, ErrorCode::kInvalidArgument) << body.dump();
+  EXPECT_THAT(error.message, HasSubstr(field)) << body.dump();
+}
+
+void expect_same_spec(const JobSpec& actual, const JobSpec& expected) {
+  EXPECT_EQ(actual.entrypoint, expected.entrypoint);
+  EXPECT_EQ(actual.num_workers, expected.num_workers);
+  EXPECT_DOUBLE_EQ(actual.num_cpus, expected.num_cpus);
+  EXPECT_EQ(actual.num_gpus, expected.num_gpus);
+  EXPECT_EQ(actual.memory_bytes, expected.memory_bytes);
+  EXPECT_EQ(actual.runtime_env.env_vars, expected.runtime_env.env_vars);
+  EXPECT_EQ(actual.name, expected.name);
+  EXPECT_EQ(actual.labels, expected.labels);
+  EXPECT_EQ(actual.max_retries, expected.max_retries);
+  EXPECT_EQ(actual.timeout_s, expected.timeout_s);
+  EXPECT_EQ(actual.placement, expected.placement);
+  EXPECT_EQ(actual.submission_id, expected.submission_id);
+}
+
+// --- Valid specs -----------------------------------------------------------------
+
+TEST(ParseJobSpecTest, MinimalSpecGetsDefaults) {
+  const Result<JobSpec> spec = parse_job_spec(minimal_spec());
+
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_EQ(spec->entrypoint, "python train.py");
+  EXPECT_EQ(spec->num_workers, 1);
+  EXPECT_DOUBLE_EQ(spec->num_cpus, 1.0);
+  EXPECT_EQ(spec->num_gpus, 0);
+  EXPECT_EQ(spec->memory_bytes, 0);
+  EXPECT_TRUE(spec->runtime_env.env_vars.empty());
+  EXPECT_EQ(spec->name, "");
+  EXPECT_TRUE(spec->labels.empty());
+  EXPECT_EQ(spec->max_retries, 0);
+  EXPECT_FALSE(spec->timeout_s.has_value());
+  EXPECT_EQ(spec->placement, "pack");
+  EXPECT_EQ(spec->submission_id, "");
+}
+
+TEST(ParseJobSpecTest, EveryFieldIsParsed) {
+  const Result<JobSpec> spec = parse_job_spec(full_spec());
+
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_EQ(spec->entrypoint, "torchrun train.py --epochs 3");
+  EXPECT_EQ(spec->num_workers, 4);
+  EXPECT_DOUBLE_EQ(spec->num_cpus, 2.5);
+  EXPECT_EQ(spec->num_gpus, 2);
+  EXPECT_EQ(spec->memory_bytes, int64_t{8} << 30);
+  EXPECT_EQ(spec->runtime_env.env_vars,
+            (std::map<std::string, std::string>{{"NCCL_DEBUG", "INFO"}, {"PYTHONPATH", "/code"}}));
+  EXPECT_EQ(spec->name, "resnet");
+  EXPECT_EQ(spec->labels, (std::map<std::string, std::string>{{"priority", "high"}, {"team", "vision"}}));
+  EXPECT_EQ(spec->max_retries, 3);
+  EXPECT_EQ(spec->timeout_s, 3600.5);
+  EXPECT_EQ(spec->placement, "spread");
+  EXPECT_EQ(spec->submission_id, "sub-42");
+}
+
+TEST(ParseJobSpecTest, PerTaskResourcesComeFromTaskOptions) {
+  const Result<JobSpec> spec = parse_job_spec(full_spec());
+
+  ASSERT_TRUE(spec.ok());
+  const Resources r = spec->per_task();
+  EXPECT_EQ(r.cpu_millis, 2500);
+  EXPECT_EQ(r.gpus, 2);
+  EXPECT_EQ(r.memory_bytes, int64_t{8} << 30);
+}
+
+TEST(ParseJobSpecTest, WholeFloatCountsAreAccepted) {
+  const Result<JobSpec> spec = parse_job_spec(spec_with("num_workers", 2.0));
+
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_EQ(spec->num_workers, 2);
+}
+
+TEST(ParseJobSpecTest, NullOptionalFieldsKeepDefaults) {
+  json body = minimal_spec();
+  body["task_options"] = nullptr;
+  body["runtime_env"] = nullptr;
+  body["timeout"] = nullptr;
+  body["placement"] = nullptr;
+
+  const Result<JobSpec> spec = parse_job_spec(body);
+
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_FALSE(spec->timeout_s.has_value());
+  EXPECT_EQ(spec->placement, "pack");
+}
+
+TEST(ParseJobSpecTest, LimitsThemselvesAreAccepted) {
+  json body = minimal_spec();
+  body["entrypoint"] = std::string(kMaxEntrypointBytes, 'x');
+  body["num_workers"] = kMaxNumWorkers;
+  body["max_retries"] = kMaxRetries;
+  body["task_options"] = {{"num_cpus", 0}, {"num_gpus", kMaxGpusPerTask}};
+
+  const Result<JobSpec> spec = parse_job_spec(body);
+
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_EQ(spec->num_workers, kMaxNumWorkers);
+  EXPECT_EQ(spec->max_retries, kMaxRetries);
+  EXPECT_EQ(spec->num_gpus, kMaxGpusPerTask);
+}
+
+// --- Shape errors ----------------------------------------------------------------
+
+TEST(ParseJobSpecErrorTest, NonObjectBodyIsRefused) {
+  for (const json& body : {json::array({1, 2}), json("python x.py"), json(3), json(nullptr)}) {
+    const Error error = parse_error(body);
+    EXPECT_EQ(error.code, ErrorCode::kInvalidArgument);
+    EXPECT_THAT(error.message, HasSubstr("must be a JSON object")) << body.dump();
+  }
+}
+
+TEST(ParseJobSpecErrorTest, UnknownTopLevelFieldIsNamedAndKnownFieldsListed) {
+  const Error error = parse_error(spec_with("num_worker", 2));
+
+  EXPECT_EQ(error.code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(error.message, AllOf(HasSubstr("unknown field 'num_worker'"), HasSubstr("known fields are"),
+                                   HasSubstr("num_workers"), HasSubstr("entrypoint"), HasSubstr("placement")));
+}
+
+TEST(ParseJobSpecErrorTest, UnknownTaskOptionIsNamedWithItsPrefix) {
+  const Error error = parse_error(spec_with_task_option("num_tpus", 1));
+
+  EXPECT_EQ(error.code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(error.message, AllOf(HasSubstr("task_options.num_tpus"), HasSubstr("num_gpus")));
+}
+
+TEST(ParseJobSpecErrorTest, UnknownRuntimeEnvFieldIsNamedWithItsPrefix) {
+  const Error error = parse_error(spec_with("runtime_env", {{"pip", json::array({"torch"})}}));
+
+  EXPECT_EQ(error.code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(error.message, AllOf(HasSubstr("runtime_env.pip"), HasSubstr("env_vars")));
+}
+
+TEST(ParseJobSpecErrorTest, NonObjectTaskOptionsAndRuntimeEnvAreRefused) {
+  expect_invalid(spec_with("task_options", json::array()), "task_options");
+  expect_invalid(spec_with("runtime_env", "FOO=1"), "runtime_env");
+}
+
+// --- entrypoint ------------------------------------------------------------------
+
+TEST(ParseJobSpecErrorTest, MissingEntrypointIsRefused) {
+  const Error error = parse_error(json::object({{"num_workers", 2}}));
+
+  EXPECT_EQ(error.code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(error.message, HasSubstr("'entrypoint' is required"));
+}
+
+TEST(ParseJobSpecErrorTest, EmptyOrBlankEntrypointIsRefused) {
+  for (const char* entrypoint : {"", "   ", "\t\n"}) {
+    const Error error = parse_error(spec_with("entrypoint", entrypoint));
+    EXPECT_EQ(error.code, ErrorCode::kInvalidArgument);
+    EXPECT_THAT(error.message, HasSubstr("'entrypoint' must not be empty"));
+  }
+}
+
+TEST(ParseJobSpecErrorTest, NonStringEntrypointIsRefused) {
+  expect_invalid(spec_with("entrypoint", json::array({"python", "x.py"})), "entrypoint");
+}
+
+TEST(ParseJobSpecErrorTest, OversizedEntrypointNamesTheLimit) {
+  const Error error = parse_error(spec_with("entrypoint", std::string(kMaxEntrypointBytes + 1, 'x')));
+
+  EXPECT_EQ(error.code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(error.message, AllOf(HasSubstr("entrypoint"), HasSubstr("65537 bytes"), HasSubstr("65536")));
+}
+
+// --- num_workers -----------------------------------------------------------------
+
+TEST(ParseJobSpecErrorTest, NumWorkersOutOfRangeIsRefused) {
+  for (const json& n : {json(0), json(-1), json(1e9), json(kMaxNumWorkers + 1)}) {
+    const Error error = parse_error(spec_with("num_workers", n));
+    EXPECT_EQ(error.code, ErrorCode::kInvalidArgument) << n.dump();
+    EXPECT_THAT(error.message, AllOf(HasSubstr("num_workers"), HasSubstr("between 1 and 4096"))) << n.dump();
+  }
+}
+
+TEST(ParseJobSpecErrorTest, NumWorkersAsStringIsRefused) {
+  const Error error = parse_error(spec_with("num_workers", "2"));
+
+  EXPECT_EQ(error.code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(error.message, AllOf(HasSubstr("num_workers"), HasSubstr("whole number"), HasSubstr("\"2\"")));
+}
+
+TEST(ParseJobSpecErrorTest, FractionalNumWorkersIsRefused) {
+  const Error error = parse_error(spec_with("num_workers", 1.5));
+
+  EXPECT_EQ(error.code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(error.message, AllOf(HasSubstr("num_workers"), HasSubstr("whole number"), HasSubstr("1.5")));
+}
+
+// --- task_options ----------------------------------------------------------------
+
+TEST(ParseJobSpecErrorTest, NegativeNumCpusIsRefused) {
+  expect_invalid(spec_with_task_option("num_cpus", -1), "task_options.num_cpus");
+}
+
+TEST(ParseJobSpecErrorTest, NonNumericNumCpusIsRefused) {
+  const Error error = parse_error(spec_with_task_option("num_cpus", "lots"));
+
+  EXPECT_EQ(error.code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(error.message,
+              AllOf(HasSubstr("task_options.num_cpus"), HasSubstr("must be a number"), HasSubstr("\"lots\"")));
+}
+
+TEST(ParseJobSpecErrorTest, TooManyCpusIsRefused) {
+  expect_invalid(spec_with_task_option("num_cpus", kMaxCpusPerTask + 1), "task_options.num_cpus");
+}
+
+TEST(ParseJobSpecErrorTest, NegativeNumGpusIsRefused) {
+  expect_invalid(spec_with_task_option("num_gpus", -1), "task_options.num_gpus");
+}
+
+TEST(ParseJobSpecErrorTest, FractionalNumGpusIsRefused) {
+  const Error error = parse_error(spec_with_task_option("num_gpus", 2.5));
+
+  EXPECT_EQ(error.code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(error.message, AllOf(HasSubstr("task_options.num_gpus"), HasSubstr("whole number")));
+}
+
+TEST(ParseJobSpecErrorTest, NegativeMemoryIsRefused) {
+  expect_invalid(spec_with_task_option("memory", -1), "task_options.memory");
+}
+
+// --- other fields ----------------------------------------------------------------
+
+TEST(ParseJobSpecErrorTest, UnknownPlacementIsRefused) {
+  const Error error = parse_error(spec_with("placement", "diagonal"));
+
+  EXPECT_EQ(error.code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(error.message, AllOf(HasSubstr("placement"), HasSubstr("\"pack\" or \"spread\""), HasSubstr("diagonal")));
+}
+
+TEST(ParseJobSpecErrorTest, MaxRetriesOutOfRangeIsRefused) {
+  for (const json& n : {json(-1), json(1000)}) {
+    const Error error = parse_error(spec_with("max_retries", n));
+    EXPECT_EQ(error.code, ErrorCode::kInvalidArgument) << n.dump();
+    EXPECT_THAT(error.message, AllOf(HasSubstr("max_retries"), HasSubstr("between 0 and 100"))) << n.dump();
+  }
+}
+
+TEST(ParseJobSpecErrorTest, NonPositiveTimeoutIsRefused) {
+  for (const json& t : {json(0), json(-5)}) {
+    const Error error = parse_error(spec_with("timeout", t));
+    EXPECT_EQ(error.code, ErrorCode::kInvalidArgument) << t.dump();
+    EXPECT_THAT(error.message, HasSubstr("'timeout'")) << t.dump();
+  }
+}
+
+TEST(ParseJobSpecErrorTest, TimeoutOverNinetyDaysIsRefused) {
+  expect_invalid(spec_with("timeout", kMaxTimeoutSeconds + 1), "timeout");
+}
+
+TEST(ParseJobSpecErrorTest, LabelWithNonStringValueNamesTheLabel) {
+  const Error error = parse_error(spec_with("labels", {{"team", "vision"}, {"priority", 1}}));
+
+  EXPECT_EQ(error.code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(error.message, AllOf(HasSubstr("labels.priority"), HasSubstr("must be a string")));
+}
+
+TEST(ParseJobSpecErrorTest, LabelsThatAreNotAnObjectAreRefused) {
+  expect_invalid(spec_with("labels", json::array({"a"})), "labels");
+}
+
+TEST(ParseJobSpecErrorTest, EnvVarNameWithEqualsSignIsRefused) {
+  const Error error = parse_error(spec_with("runtime_env", {{"env_vars", {{"A=B", "x"}}}}));
+
+  EXPECT_EQ(error.code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(error.message, AllOf(HasSubstr("runtime_env.env_vars"), HasSubstr("A=B"), HasSubstr("'='")));
+}
+
+TEST(ParseJobSpecErrorTest, EnvVarWithNonStringValueNamesTheVariable) {
+  expect_invalid(spec_with("runtime_env", {{"env_vars", {{"OMP_NUM_THREADS", 4}}}}),
+                 "runtime_env.env_vars.OMP_NUM_THREADS");
+}
+
+TEST(ParseJobSpecErrorTest, OverlongJobNameIsRefused) {
+  expect_invalid(spec_with("job_name", std::string(kMaxNameBytes + 1, 'n')), "job_name");
+}
+
+// --- Round trip ------------------------------------------------------------------
+
+TEST(JobSpecRoundTripTest, FullSpecSurvivesToJsonAndBack) {
+  const Result<JobSpec> original = parse_job_spec(full_spec());
+  ASSERT_TRUE(original.ok());
+
+  const Result<JobSpec> again = parse_job_spec(to_json(*original));
+
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  expect_same_spec(*again, *original);
+}
+
+TEST(JobSpecRoundTripTest, DefaultSpecSurvivesToJsonAndBack) {
+  const Result<JobSpec> original = parse_job_spec(minimal_spec());
+  ASSERT_TRUE(original.ok());
+
+  const Result<JobSpec> again = parse_job_spec(to_json(*original));
+
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  expect_same_spec(*again, *original);
+}
+
+TEST(JobSpecRoundTripTest, SurvivesSerialisingToTextAndBack) {
+  const Result<JobSpec> original = parse_job_spec(full_spec());
+  ASSERT_TRUE(original.ok());
+
+  const Result<JobSpec> again = parse_job_spec(json::parse(to_json(*original).dump()));
+
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  expect_same_spec(*again, *original);
+}
+
+}  // namespace
+}  // namespace ag::api

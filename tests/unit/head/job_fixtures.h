@@ -15,8 +15,7 @@ inline constexpr int kMasterPort = 29500;
 inline constexpr int64_t kPlacedAtMs = 1'000;
 
 // A PENDING job of `num_workers` tasks, as the job manager holds it after submit.
-inline Job make_job(int num_workers = 2, int max_retries = 0,
-                    std::optional<double> timeout_s = std::nullopt) {
+inline Job make_job(int num_workers = 2, int max_retries = 0, std::optional<double> timeout_s = std::nullopt) {
   Job job;
   job.id = "job_0123456789ab";
   job.spec.entrypoint = "python train.py";
@@ -49,9 +48,22 @@ inline void place_and_start(Job& job, int64_t now_ms = kPlacedAtMs) {
   for (int i = 0; i < job.spec.num_workers; ++i) on_task_started(job, attempt, i, 100 + i, now_ms + 1);
 }
 
-inline TaskExit exit_code(int code) { return {code, std::nullopt, ""}; }
-inline TaskExit killed_by(int signal) { return {std::nullopt, signal, ""}; }
-inline TaskExit start_error(std::string why) { return {std::nullopt, std::nullopt, std::move(why)}; }
+// How a task ended. Members are set by name so that new TaskExit fields default.
+inline TaskExit exit_code(int code) {
+  TaskExit exit;
+  exit.exit_code = code;
+  return exit;
+}
+inline TaskExit killed_by(int signal) {
+  TaskExit exit;
+  exit.signal = signal;
+  return exit;
+}
+inline TaskExit start_error(std::string why) {
+  TaskExit exit;
+  exit.start_error = std::move(why);
+  return exit;
+}
 
 // Task indexes of a list of task references, in order.
 inline std::vector<int> indexes(const std::vector<TaskRef>& refs) {

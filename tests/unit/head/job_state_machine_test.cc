@@ -1,12 +1,12 @@
 // Tests for the job state machine, through its public event functions only.
 #include "head/job_state_machine.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <csignal>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "head/job_fixtures.h"
 
@@ -497,10 +497,8 @@ TEST(TimeoutTest, FinishedJobHasNoEffects) {
   EXPECT_EQ(job.state, JobState::kSucceeded);
 }
 
-// BUG (src/head/job_state_machine.cc, format_seconds): the timeout is streamed with the
-// default 6 significant digits, so a two-week timeout reads "timed out after
-// 1.2096e+06s" instead of "1209600s".
-TEST(TimeoutTest, DISABLED_LongTimeoutIsWrittenInPlainSeconds) {
+// A long timeout is written in plain seconds, not scientific notation.
+TEST(TimeoutTest, LongTimeoutIsWrittenInPlainSeconds) {
   Job job = make_job(1, 0, /*timeout_s=*/1'209'600);
 
   on_timed_out(job, 2'000);
@@ -589,12 +587,9 @@ TEST(NodeLostTest, NodeLostWhileStoppingMarksItsTasksStopped) {
   EXPECT_EQ(job.state, JobState::kStopped);
 }
 
-// BUG (src/head/job_state_machine.cc, on_node_lost): when a task on the lost node fails
-// and other tasks are still alive, fail_task() does not set Effects::changed (only
-// on_task_exited sets it before calling fail_task), so the job record change (task
-// FAILED, attempt ending) is reported as changed=false and JobManager::apply does not
-// notify watchers of the job.
-TEST(NodeLostTest, DISABLED_FailingATaskMarksTheJobChanged) {
+// A node loss that fails a task while others still run changes the job, so watchers
+// of the job must be told (JobManager notifies on `changed`).
+TEST(NodeLostTest, FailingATaskMarksTheJobChanged) {
   Job job = make_job(3);
   place_and_start(job);
 
@@ -618,14 +613,14 @@ TEST(DescribeExitTest, SignalsAreNamed) {
 }
 
 TEST(DescribeExitTest, StartErrorWinsOverEverythingElse) {
-  const TaskExit exit{1, SIGKILL, "no such user"};
+  TaskExit exit = start_error("no such user");
+  exit.exit_code = 1;
+  exit.signal = SIGKILL;
 
   EXPECT_EQ(describe_exit(exit), "could not start: no such user");
 }
 
-TEST(DescribeExitTest, MissingExitCodeReadsAsMinusOne) {
-  EXPECT_EQ(describe_exit(TaskExit{}), "exited with code -1");
-}
+TEST(DescribeExitTest, MissingExitCodeReadsAsMinusOne) { EXPECT_EQ(describe_exit(TaskExit{}), "exited with code -1"); }
 
 }  // namespace
 }  // namespace ag::head

@@ -1,1 +1,320 @@
-// placeholder
+// The KvStore contract, run against every backend (SqliteStore and MemoryStore), plus
+// the behaviour only one backend has: SQLite's durability and group commit, and the
+// memory store's injected write failures.
+#include "head/store/kv_store.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "store/kv_store_fixtures.h"
+
+namespace ag::store {
+namespace {
+
+using namespace ag::store::testing;  // NOLINT: fixture helpers keep tests short.
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Pair;
+
+// --- The contract every backend keeps --------------------------------------------
+
+template <typename Backend>
+class KvStoreContractTest : public ::testing::Test {
+ protected:
+  KvStore& store() { return backend_.get(); }
+
+ private:
+  Backend backend_;
+};
+
+using Backends = ::testing::Types<SqliteBackend, MemoryBackend>;
+
+class BackendNames {
+ public:
+  template <typename T>
+  static std::string GetName(int) {
+    return std::is_same_v<T, SqliteBackend> ? "Sqlite" : "Memory";
+  }
+};
+
+TYPED_TEST_SUITE(KvStoreContractTest, Backends, BackendNames);
+
+TYPED_TEST(KvStoreContractTest, WrittenRecordCanBeReadBack) {
+  const Status status = write_and_wait(this->store(), {put(kJobsTable, "job_1", "{\"a\":1}")});
+
+  ASSERT_TRUE(status.ok()) << status.error().message;
+  EXPECT_EQ(get_value(this->store(), kJobsTable, "job_1"), "{\"a\":1}");
+}
+
+TYPED_TEST(KvStoreContractTest, MissingKeyAndEmptyTableReadAsAbsent) {
+  EXPECT_EQ(get_value(this->store(), kJobsTable, "nope"), std::nullopt);
+  EXPECT_THAT(scan_table(this->store(), kJobsTable), IsEmpty());
+}
+
+TYPED_TEST(KvStoreContractTest, ScanReturnsRecordsSortedByKey) {
+  ASSERT_TRUE(write_and_wait(this->store(), {put(kJobsTable, "job_c", "3"), put(kJobsTable, "job_a", "1"),
+                                             put(kJobsTable, "job_b", "2")})
+                  .ok());
+
+  EXPECT_THAT(scan_table(this->store(), kJobsTable),
+              ElementsAre(Pair("job_a", "1"), Pair("job_b", "2"), Pair("job_c", "3")));
+}
+
+TYPED_TEST(KvStoreContractTest, TablesAreIsolated) {
+  ASSERT_TRUE(write_and_wait(this->store(), {put(kJobsTable, "k", "job"), put(kEventsTable, "k", "event"),
+                                             put(kEventsTable, "k2", "event2")})
+                  .ok());
+
+  EXPECT_THAT(scan_table(this->store(), kJobsTable), ElementsAre(Pair("k", "job")));
+  EXPECT_THAT(scan_table(this->store(), kEventsTable), ElementsAre(Pair("k", "event"), Pair("k2", "event2")));
+  EXPECT_THAT(scan_table(this->store(), kMetaTable), IsEmpty());
+  EXPECT_EQ(get_value(this->store(), kMetaTable, "k"), std::nullopt);
+}
+
+TYPED_TEST(KvStoreContractTest, OverwriteReplacesTheValue) {
+  ASSERT_TRUE(write_and_wait(this->store(), {put(kJobsTable, "job_1", "old")}).ok());
+
+  ASSERT_TRUE(write_and_wait(this->store(), {put(kJobsTable, "job_1", "new")}).ok());
+
+  EXPECT_EQ(get_value(this->store(), kJobsTable, "job_1"), "new");
+  EXPECT_THAT(scan_table(this->store(), kJobsTable), ElementsAre(Pair("job_1", "new")));
+}
+
+TYPED_TEST(KvStoreContractTest, LaterMutationInOneBatchWins) {
+  ASSERT_TRUE(write_and_wait(this->store(), {put(kJobsTable, "k", "first"), put(kJobsTable, "k", "second")}).ok());
+
+  EXPECT_EQ(get_value(this->store(), kJobsTable, "k"), "second");
+}
+
+TYPED_TEST(KvStoreContractTest, NulloptValueDeletesTheKey) {
+  ASSERT_TRUE(write_and_wait(this->store(), {put(kJobsTable, "a", "1"), put(kJobsTable, "b", "2")}).ok());
+
+  const Status status = write_and_wait(this->store(), {erase(kJobsTable, "a")});
+
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(get_value(this->store(), kJobsTable, "a"), std::nullopt);
+  EXPECT_THAT(scan_table(this->store(), kJobsTable), ElementsAre(Pair("b", "2")));
+}
+
+TYPED_TEST(KvStoreContractTest, DeletingAnAbsentKeySucceeds) {
+  const Status status = write_and_wait(this->store(), {erase(kJobsTable, "never-written")});
+
+  EXPECT_TRUE(status.ok());
+  EXPECT_THAT(scan_table(this->store(), kJobsTable), IsEmpty());
+}
+
+TYPED_TEST(KvStoreContractTest, BinaryValuesRoundTrip) {
+  const std::string value("a\0b\xff\n", 5);
+
+  ASSERT_TRUE(write_and_wait(this->store(), {put(kEventsTable, "e", value)}).ok());
+
+  EXPECT_EQ(get_value(this->store(), kEventsTable, "e"), value);
+}
+
+TYPED_TEST(KvStoreContractTest, WholeBatchIsVisibleWhenDoneRuns) {
+  KvStore& store = this->store();
+  std::vector<Record> jobs_seen_in_done;
+  std::vector<Record> events_seen_in_done;
+  std::promise<Status> outcome;
+
+  store.write({put(kJobsTable, "job_1", "j"), put(kEventsTable, "job_1/0", "e0"), put(kEventsTable, "job_1/1", "e1")},
+              [&](Status status) {
+                jobs_seen_in_done = scan_table(store, kJobsTable);
+                events_seen_in_done = scan_table(store, kEventsTable);
+                outcome.set_value(status);
+              });
+
+  ASSERT_TRUE(outcome.get_future().get().ok());
+  EXPECT_THAT(jobs_seen_in_done, ElementsAre(Pair("job_1", "j")));
+  EXPECT_THAT(events_seen_in_done, ElementsAre(Pair("job_1/0", "e0"), Pair("job_1/1", "e1")));
+}
+
+TYPED_TEST(KvStoreContractTest, FlushWaitsForEveryQueuedWrite) {
+  constexpr int kBatches = 300;
+  std::atomic<int> done_calls{0};
+  for (int i = 0; i < kBatches; ++i) {
+    this->store().write({put(kJobsTable, "job_" + std::to_string(1000 + i), std::to_string(i))}, [&](Status status) {
+      if (status.ok()) done_calls.fetch_add(1);
+    });
+  }
+
+  this->store().flush();
+
+  EXPECT_EQ(done_calls.load(), kBatches);
+  const std::vector<Record> records = scan_table(this->store(), kJobsTable);
+  ASSERT_EQ(records.size(), static_cast<size_t>(kBatches));
+  EXPECT_EQ(records.front(), Record("job_1000", "0"));
+  EXPECT_EQ(records.back(), Record("job_1299", "299"));
+}
+
+TYPED_TEST(KvStoreContractTest, ConcurrentWritersAllLandAndEachDoneRunsOnce) {
+  constexpr int kThreads = 4;
+  constexpr int kBatchesPerThread = 500;
+  std::vector<std::atomic<int>> done_calls(kThreads * kBatchesPerThread);
+  std::atomic<int> failures{0};
+  KvStore& store = this->store();
+
+  std::vector<std::thread> writers;
+  for (int t = 0; t < kThreads; ++t) {
+    writers.emplace_back([&, t] {
+      for (int i = 0; i < kBatchesPerThread; ++i) {
+        const int n = t * kBatchesPerThread + i;
+        char key[32];
+        std::snprintf(key, sizeof key, "t%d-%04d", t, i);
+        store.write({put(kJobsTable, key, std::to_string(n))}, [&, n](Status status) {
+          if (!status.ok()) failures.fetch_add(1);
+          done_calls[n].fetch_add(1);
+        });
+      }
+    });
+  }
+  for (auto& w : writers) w.join();
+  store.flush();
+
+  EXPECT_EQ(failures.load(), 0);
+  for (size_t n = 0; n < done_calls.size(); ++n) {
+    ASSERT_EQ(done_calls[n].load(), 1) << "batch " << n;
+  }
+  const std::vector<Record> records = scan_table(store, kJobsTable);
+  ASSERT_EQ(records.size(), done_calls.size());
+  EXPECT_EQ(records.front(), Record("t0-0000", "0"));
+  EXPECT_EQ(records.back(), Record("t3-0499", "1999"));
+}
+
+// --- SQLite only -----------------------------------------------------------------
+
+TEST(SqliteStoreTest, DataSurvivesClosingAndReopeningTheFile) {
+  TempDir dir;
+  const std::string path = dir.file("head.db");
+  {
+    auto store = SqliteStore::open(path);
+    ASSERT_TRUE(store.ok()) << store.error().message;
+    ASSERT_TRUE(write_and_wait(**store, {put(kJobsTable, "job_1", "v1"), put(kJobsTable, "job_2", "v2"),
+                                         put(kMetaTable, "schema", "1")})
+                    .ok());
+    ASSERT_TRUE(write_and_wait(**store, {erase(kJobsTable, "job_2"), put(kJobsTable, "job_1", "v1b")}).ok());
+  }
+
+  auto reopened = SqliteStore::open(path);
+
+  ASSERT_TRUE(reopened.ok()) << reopened.error().message;
+  EXPECT_THAT(scan_table(**reopened, kJobsTable), ElementsAre(Pair("job_1", "v1b")));
+  EXPECT_EQ(get_value(**reopened, kMetaTable, "schema"), "1");
+}
+
+TEST(SqliteStoreTest, ClosingDrainsWritesStillQueued) {
+  TempDir dir;
+  const std::string path = dir.file("head.db");
+  std::atomic<int> done_calls{0};
+  {
+    auto store = SqliteStore::open(path);
+    ASSERT_TRUE(store.ok()) << store.error().message;
+    for (int i = 0; i < 50; ++i) {
+      (*store)->write({put(kEventsTable, "e" + std::to_string(100 + i), "x")}, [&](Status) { done_calls++; });
+    }
+  }  // no flush: the destructor must not drop them
+
+  auto reopened = SqliteStore::open(path);
+
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_EQ(done_calls.load(), 50);
+  EXPECT_EQ(scan_table(**reopened, kEventsTable).size(), 50u);
+}
+
+TEST(SqliteStoreTest, GroupCommitUsesFarFewerTransactionsThanBatches) {
+  SqliteBackend backend;
+  ASSERT_NE(backend.store, nullptr);
+  constexpr int kBatches = 2000;
+  const uint64_t commits_before = backend.store->commits();
+
+  for (int i = 0; i < kBatches; ++i) {
+    backend.store->write({put(kJobsTable, "job_" + std::to_string(10000 + i), "v")}, [](Status) {});
+  }
+  backend.store->flush();
+
+  const uint64_t commits = backend.store->commits() - commits_before;
+  ::testing::Test::RecordProperty("commits", static_cast<int>(commits));
+  EXPECT_GE(commits, 1u);
+  EXPECT_LT(commits, static_cast<uint64_t>(kBatches / 20)) << commits << " commits for " << kBatches << " batches";
+  EXPECT_EQ(scan_table(*backend.store, kJobsTable).size(), static_cast<size_t>(kBatches));
+}
+
+TEST(SqliteStoreTest, OpeningInAMissingDirectoryFails) {
+  TempDir dir;
+
+  auto store = SqliteStore::open(dir.file("no/such/dir/head.db"));
+
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.error().code, ErrorCode::kInternal);
+  EXPECT_THAT(store.error().message, HasSubstr("no/such/dir/head.db"));
+}
+
+TEST(SqliteStoreTest, OpeningAFileThatIsNotADatabaseFails) {
+  TempDir dir;
+  const std::string path = dir.file("notes.txt");
+  {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    for (int i = 0; i < 100; ++i) std::fputs("this is not an sqlite database\n", f);
+    std::fclose(f);
+  }
+
+  auto store = SqliteStore::open(path);
+
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.error().code, ErrorCode::kInternal);
+  EXPECT_THAT(store.error().message, HasSubstr(path));
+}
+
+// --- MemoryStore only ------------------------------------------------------------
+
+TEST(MemoryStoreTest, FailedWriteReportsResourceExhaustedAndAppliesNothing) {
+  MemoryStore store;
+  ASSERT_TRUE(write_and_wait(store, {put(kJobsTable, "job_1", "before")}).ok());
+  store.fail_next_writes(1);
+
+  const Status failed = write_and_wait(
+      store, {put(kJobsTable, "job_1", "after"), put(kJobsTable, "job_2", "new"), erase(kJobsTable, "job_1")});
+
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.error().code, ErrorCode::kResourceExhausted);
+  EXPECT_THAT(scan_table(store, kJobsTable), ElementsAre(Pair("job_1", "before")));
+}
+
+TEST(MemoryStoreTest, WriteAfterTheInjectedFailuresSucceeds) {
+  MemoryStore store;
+  store.fail_next_writes(1);
+  (void)write_and_wait(store, {put(kJobsTable, "a", "1")});
+
+  const Status next = write_and_wait(store, {put(kJobsTable, "b", "2")});
+
+  EXPECT_TRUE(next.ok());
+  EXPECT_THAT(scan_table(store, kJobsTable), ElementsAre(Pair("b", "2")));
+}
+
+TEST(MemoryStoreTest, FailNextWritesCountsBatches) {
+  MemoryStore store;
+  store.fail_next_writes(2);
+
+  const Status first = write_and_wait(store, {put(kJobsTable, "a", "1")});
+  const Status second = write_and_wait(store, {put(kJobsTable, "b", "2")});
+  const Status third = write_and_wait(store, {put(kJobsTable, "c", "3")});
+
+  EXPECT_FALSE(first.ok());
+  EXPECT_FALSE(second.ok());
+  EXPECT_TRUE(third.ok());
+  EXPECT_THAT(scan_table(store, kJobsTable), ElementsAre(Pair("c", "3")));
+}
+
+}  // namespace
+}  // namespace ag::store
