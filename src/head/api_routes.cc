@@ -62,20 +62,6 @@ json node_json(const Node& node, const Resources& allocated) {
           {"registered_ms", node.registered_ms}};
 }
 
-// What live tasks hold on each node.
-std::map<std::string, Resources> allocations(const JobManager& jobs) {
-  std::map<std::string, Resources> out;
-  for (const Job* job : jobs.list()) {
-    if (job->state != JobState::kRunning) continue;
-    const AttemptRecord* attempt = job->current_attempt();
-    if (!attempt) continue;
-    for (const auto& task : attempt->tasks) {
-      if (!task.terminal()) out[task.node_id] += job->spec.per_task();
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 void ApiRoutes::handle(net::HttpRequest req, net::Respond respond) {
@@ -93,7 +79,7 @@ void ApiRoutes::handle(net::HttpRequest req, net::Respond respond) {
   }
   if (path == "/api/nodes" || path == "/api/cluster") {
     if (req.method != "GET") return respond(error_response(405, "use GET for " + path));
-    auto alloc = allocations(deps_.jobs);
+    auto alloc = deps_.jobs.allocations();
     json nodes = json::array();
     Resources total, used;
     int alive = 0;

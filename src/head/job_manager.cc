@@ -136,6 +136,19 @@ const std::vector<JobEvent>& JobManager::events(const std::string& job_id) const
   return it == events_.end() ? kNoEvents : it->second;
 }
 
+std::map<std::string, Resources> JobManager::allocations() const {
+  std::map<std::string, Resources> out;
+  for (const auto& id : active_) {
+    const Job& job = jobs_.at(id);
+    const AttemptRecord* attempt = job.current_attempt();
+    if (!attempt) continue;
+    for (const auto& task : attempt->tasks) {
+      if (!task.terminal()) out[task.node_id] += job.spec.per_task();
+    }
+  }
+  return out;
+}
+
 std::map<JobState, int> JobManager::count_by_state() const {
   std::map<JobState, int> counts;
   for (const auto& [_, job] : jobs_) counts[job.state]++;

@@ -89,6 +89,9 @@ class JobManager {
   void on_task_exited(const std::string& job_id, int attempt, int task_index, const TaskExit& exit);
   void on_node_dead(const std::string& node_id);
 
+  // What live tasks hold on each node (for node listings).
+  std::map<std::string, Resources> allocations() const;
+
   // Counts by state, for the cluster summary.
   std::map<JobState, int> count_by_state() const;
 

@@ -7,6 +7,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -74,7 +75,9 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
   int gpu_count = config.num_gpus.value_or(static_cast<int>(gpus.size()));
   for (int i = 0; i < gpu_count; ++i) agent_config.gpu_ids.push_back(i);
   agent_config.resources.gpus = gpu_count;
-  std::string summary = std::to_string(cpus) + " CPUs, " + std::to_string(agent_config.resources.memory_bytes >> 20) +
+  char cpus_text[32];
+  std::snprintf(cpus_text, sizeof cpus_text, "%g", cpus);
+  std::string summary = std::string(cpus_text) + " CPUs, " + std::to_string(agent_config.resources.memory_bytes >> 20) +
                         " MiB memory, " + std::to_string(gpu_count) + " GPUs";
   spdlog::info("worker {} at {}: {}{}", node_id.value(), config.node_ip, summary,
                gpus.empty() ? " (" + why_no_gpus + ")" : "");
