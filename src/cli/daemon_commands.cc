@@ -79,7 +79,14 @@ Launch daemonize(const std::string& log_path, double wait_s, Body body) {
   return {false, pid, ""};
 }
 
-bool process_alive(int pid) { return ::kill(pid, 0) == 0; }
+// True while `pid` exists and is not a zombie waiting to be reaped.
+bool process_alive(int pid) {
+  if (::kill(pid, 0) != 0) return false;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t paren = stat.rfind(')');
+  return paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] != 'Z';
+}
 
 // True when `pid` is still an AetherGrid daemon (and not a reused pid).
 bool is_our_daemon(int pid) {

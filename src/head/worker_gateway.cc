@@ -21,6 +21,7 @@ TaskExit parse_exit(const json& m) {
   if (m.contains("exit_code") && !m["exit_code"].is_null()) exit.exit_code = m["exit_code"].get<int>();
   if (m.contains("signal") && !m["signal"].is_null()) exit.signal = m["signal"].get<int>();
   if (m.contains("start_error")) exit.start_error = m["start_error"].get<std::string>();
+  if (m.contains("lost")) exit.lost = m["lost"].get<std::string>();
   return exit;
 }
 

@@ -145,8 +145,16 @@ void Agent::on_message(const std::string& text) {
     } else if (type == "launch") {
       handle_launch(text);
     } else if (type == "kill") {
-      runner_.kill({msg.at("job_id").get<std::string>(), msg.at("attempt").get<int>(), msg.at("task_index").get<int>()},
-                   msg.at("grace_ms").get<int64_t>());
+      TaskId id{msg.at("job_id").get<std::string>(), msg.at("attempt").get<int>(), msg.at("task_index").get<int>()};
+      if (runner_.output_offset(id) || unacked_exits_.count(id)) {
+        runner_.kill(id, msg.at("grace_ms").get<int64_t>());
+      } else {
+        // Nothing runs under that id here (its launch never arrived, or it ended and the
+        // head already has the exit): say so, so that a stop never waits on it forever.
+        json reply = {{"type", "task_exited"}, {"job_id", id.job_id}, {"attempt", id.attempt},
+                      {"task_index", id.task_index}, {"lost", "the worker does not run this task"}};
+        send(reply.dump());
+      }
     } else if (type == "log_resume") {
       resend_log({msg.at("job_id").get<std::string>(), msg.at("attempt").get<int>(), msg.at("task_index").get<int>()},
                  msg.at("offset").get<int64_t>());
@@ -157,6 +165,13 @@ void Agent::on_message(const std::string& text) {
     }
   } catch (const json::exception& e) {
     spdlog::warn("bad {} message from the head: {}", type, e.what());
+    // A launch that cannot be understood must still end its task, never strand it.
+    if (type == "launch" && msg.contains("job_id") && msg.contains("attempt") && msg.contains("task_index")) {
+      json reply = {{"type", "task_exited"}, {"job_id", msg["job_id"]}, {"attempt", msg["attempt"]},
+                    {"task_index", msg["task_index"]},
+                    {"start_error", std::string("the worker could not read the launch message: ") + e.what()}};
+      send(reply.dump());
+    }
   }
 }
 
@@ -174,7 +189,8 @@ void Agent::handle_launch(const std::string& text) {
   spec.env.try_emplace("NCCL_ASYNC_ERROR_HANDLING", "1");
   // runtime_env.env_vars expand against the environment built so far.
   std::map<std::string, std::string> expanded;
-  for (auto& [k, v] : msg.value("env_vars", json::object()).items()) {
+  const json env_vars = msg.value("env_vars", json::object());
+  for (const auto& [k, v] : env_vars.items()) {
     expanded[k] = expand_env_vars(v.get<std::string>(), spec.env);
   }
   for (auto& [k, v] : expanded) spec.env[k] = v;

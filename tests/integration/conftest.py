@@ -1,0 +1,405 @@
+"""Fixtures for AetherGrid's integration tests: real daemons, real sockets, real processes.
+
+Every test gets its own session dir (AG_SESSION_DIR), its own free ports and its own data
+dirs under tmp_path, so tests are isolated from each other and from any other cluster
+running on the machine. Teardown runs `ag stop`, then SIGKILLs by pid whatever this
+cluster left behind: its daemons, and every process whose environment says it belongs to
+this cluster (a job id of this cluster in AG_JOB_ID next to AG_TASK_MARKER, or this
+session's AG_SESSION_DIR, which the workers pass on to their tasks).
+
+pytest-timeout is not installed: every subprocess call has a timeout and every wait has
+a deadline, so no test can hang.
+"""
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+AG_BIN = os.environ.get("AG_BIN", "/work/main/build/bin/ag")
+REPO = Path(__file__).resolve().parents[2]
+PYTHON = "/usr/bin/python3"  # Debian's python: the one with torch.
+
+# Seconds one CLI call may take unless a test says otherwise.
+DEFAULT_CLI_TIMEOUT_S = 60
+# Worker addresses of the standard two-worker cluster.
+WORKER_IPS = ("127.0.0.2", "127.0.0.3")
+
+_DEFAULT_TOKEN = object()
+_SUBMITTED_RE = re.compile(r"\b(job_[0-9a-zA-Z]+) submitted")
+
+
+def free_ports(count, host="127.0.0.1"):
+    """Ports nothing listens on now: bind port 0 `count` times at once, then close."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((host, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def read_environ(pid):
+    """The environment of process `pid` as a dict, or None if it cannot be read (gone,
+    a zombie, or not ours)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    env = {}
+    for item in raw.split(b"\0"):
+        if b"=" in item:
+            k, _, v = item.partition(b"=")
+            env[k.decode(errors="replace")] = v.decode(errors="replace")
+    return env
+
+
+def all_pids():
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            yield int(name)
+
+
+def processes_where(predicate):
+    """Pids (other than this process) whose environment satisfies predicate(env)."""
+    me = os.getpid()
+    found = []
+    for pid in all_pids():
+        if pid == me:
+            continue
+        env = read_environ(pid)
+        if env and predicate(env):
+            found.append(pid)
+    return found
+
+
+def job_processes(job_ids):
+    """Live task processes (and their descendants) of the given jobs."""
+    job_ids = set(job_ids)
+    return processes_where(lambda env: env.get("AG_JOB_ID") in job_ids)
+
+
+def proc_state(pid):
+    """The one-letter state of `pid` from /proc/PID/stat, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def proc_ppid(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def proc_cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def pid_alive(pid):
+    """True while `pid` exists and is not a zombie."""
+    state = proc_state(pid)
+    return state is not None and state not in ("Z", "X")
+
+
+def zombie_children(parent_pid):
+    return [p for p in all_pids() if proc_ppid(p) == parent_pid and proc_state(p) == "Z"]
+
+
+def wait_until(predicate, timeout, interval=0.1, message="condition"):
+    """Poll predicate() until it returns a truthy value; return that value. Fails the
+    test with `message` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+        time.sleep(interval)
+
+
+def submitted_job_id(proc):
+    """The job id from a (waiting) `ag submit`'s output."""
+    m = _SUBMITTED_RE.search(proc.stderr + proc.stdout)
+    assert m, f"no job id in submit output:\nstdout={proc.stdout!r}\nstderr={proc.stderr!r}"
+    return m.group(1)
+
+
+class Cluster:
+    """One test's AetherGrid session: a head on 127.0.0.1 and workers on 127.0.0.x, all
+    with their own data dirs under `root`. Owned by one test; not thread-safe."""
+
+    def __init__(self, root, node_timeout_s=None, kill_grace_s=3.0):
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.session_dir = self.root / "session"
+        self.session_dir.mkdir(exist_ok=True)
+        self.node_timeout_s = node_timeout_s
+        self.kill_grace_s = kill_grace_s
+        self.port, self.dashboard_port = free_ports(2)
+        self.env = dict(os.environ)
+        for key in ("AG_ADDRESS", "AG_TOKEN"):
+            self.env.pop(key, None)
+        self.env["AG_SESSION_DIR"] = str(self.session_dir)
+        self.job_ids = set()
+        self._known_pids = set()
+        self.head_started = False
+
+    # ---- addresses and files --------------------------------------------------------
+    @property
+    def address(self):
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def head_data_dir(self):
+        return self.session_dir / "head"
+
+    @property
+    def token(self):
+        return (self.head_data_dir / "token").read_text().strip()
+
+    def worker_data_dir(self, ip):
+        return self.root / f"worker-{ip}"
+
+    # ---- the CLI --------------------------------------------------------------------
+    def ag(self, *args, check=True, timeout=DEFAULT_CLI_TIMEOUT_S, env=None):
+        """Run `ag ARGS...` in this session; return the CompletedProcess (text)."""
+        run_env = dict(self.env)
+        if env:
+            run_env.update(env)
+        cmd = [AG_BIN, *[str(a) for a in args]]
+        try:
+            proc = subprocess.run(cmd, env=run_env, capture_output=True, text=True, timeout=timeout,
+                                  stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired as e:
+            raise AssertionError(f"`{' '.join(cmd)}` did not finish within {timeout}s; "
+                                 f"stdout={e.stdout!r} stderr={e.stderr!r}") from None
+        if check and proc.returncode != 0:
+            raise AssertionError(f"`{' '.join(cmd)}` exited {proc.returncode}\n"
+                                 f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+        self._remember_daemons()
+        return proc
+
+    def submit(self, *args, check=False, timeout=DEFAULT_CLI_TIMEOUT_S):
+        """`ag submit ARGS...`; returns (job_id, proc) and remembers the job id for
+        teardown. The id is stdout with --no-wait, else parsed from the status lines."""
+        proc = self.ag("submit", *args, check=check, timeout=timeout)
+        if "--no-wait" in args:
+            assert proc.returncode == 0, f"submit failed: {proc.stderr}"
+            job_id = proc.stdout.strip().splitlines()[-1].strip()
+        else:
+            job_id = submitted_job_id(proc)
+        self.job_ids.add(job_id)
+        return job_id, proc
+
+    def ag_json(self, *args, timeout=DEFAULT_CLI_TIMEOUT_S):
+        proc = self.ag("-o", "json", *args, timeout=timeout)
+        return json.loads(proc.stdout)
+
+    # ---- daemons --------------------------------------------------------------------
+    def head_args(self):
+        args = ["start-head", "--port", self.port, "--dashboard-port", self.dashboard_port,
+                "--node-ip-address", "127.0.0.1", "--data-dir", self.head_data_dir,
+                "--kill-grace", self.kill_grace_s]
+        if self.node_timeout_s is not None:
+            args += ["--node-timeout", self.node_timeout_s]
+        return args
+
+    def start_head(self, check=True, timeout=30):
+        proc = self.ag(*self.head_args(), check=check, timeout=timeout)
+        if proc.returncode == 0:
+            self.head_started = True
+        return proc
+
+    def start_worker(self, ip, num_cpus=2, check=True, timeout=30, head=None, token=None):
+        args = ["start-worker", "--head-node", head or self.address, "--node-ip-address", ip,
+                "--num-cpus", num_cpus, "--data-dir", self.worker_data_dir(ip),
+                "--kill-grace", self.kill_grace_s]
+        if token is not None:
+            args += ["--token", token]
+        return self.ag(*args, check=check, timeout=timeout)
+
+    def daemon_pids(self):
+        """{daemon name: pid} from $AG_SESSION_DIR/daemons/*.pid."""
+        pids = {}
+        d = self.session_dir / "daemons"
+        if d.is_dir():
+            for f in d.glob("*.pid"):
+                try:
+                    pids[f.stem] = int(f.read_text().split()[0])
+                except (ValueError, IndexError, OSError):
+                    pass
+        return pids
+
+    def head_pid(self):
+        return self.daemon_pids().get("head")
+
+    def worker_pid(self, ip):
+        return self.daemon_pids().get(f"worker-{ip}")
+
+    def _remember_daemons(self):
+        self._known_pids.update(self.daemon_pids().values())
+
+    # ---- REST -----------------------------------------------------------------------
+    def api(self, method, path, body=None, token=_DEFAULT_TOKEN, raw=None, timeout=30, port=None):
+        """One REST call. `body` is sent as JSON; `raw` (bytes/str) is sent as is.
+        Returns (status, parsed JSON or text)."""
+        status, _headers, payload = self.api_full(method, path, body=body, token=token, raw=raw,
+                                                  timeout=timeout, port=port)
+        return status, payload
+
+    def api_full(self, method, path, body=None, token=_DEFAULT_TOKEN, raw=None, timeout=30, port=None):
+        url = f"http://127.0.0.1:{port or self.port}{path}"
+        data = None
+        if raw is not None:
+            data = raw.encode() if isinstance(raw, str) else raw
+        elif body is not None:
+            data = json.dumps(body).encode()
+        req = urllib.request.Request(url, data=data, method=method)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        if token is _DEFAULT_TOKEN:
+            token = self.token
+        if token is not None:
+            req.add_header("Authorization", f"Bearer {token}")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                status, headers, text = resp.status, dict(resp.headers), resp.read().decode(errors="replace")
+        except urllib.error.HTTPError as e:
+            status, headers, text = e.code, dict(e.headers), e.read().decode(errors="replace")
+        try:
+            payload = json.loads(text)
+        except ValueError:
+            payload = text
+        return status, headers, payload
+
+    def job(self, job_id):
+        status, body = self.api("GET", f"/api/jobs/{job_id}")
+        assert status == 200, f"GET /api/jobs/{job_id} -> {status}: {body}"
+        return body
+
+    def jobs(self):
+        status, body = self.api("GET", "/api/jobs")
+        assert status == 200, f"GET /api/jobs -> {status}: {body}"
+        return body["jobs"] if isinstance(body, dict) else body
+
+    def nodes(self):
+        status, body = self.api("GET", "/api/nodes")
+        assert status == 200, f"GET /api/nodes -> {status}: {body}"
+        return body["nodes"] if isinstance(body, dict) else body
+
+    def wait_state(self, job_id, states, timeout=30):
+        """Wait until the job is in one of `states`; return its JSON."""
+        if isinstance(states, str):
+            states = (states,)
+        last = {}
+
+        def reached():
+            last["job"] = self.job(job_id)
+            return last["job"]["state"] in states
+
+        try:
+            wait_until(reached, timeout, message=f"job {job_id} to reach {states}")
+        except AssertionError as e:
+            raise AssertionError(f"{e}; last seen: {json.dumps(last.get('job'), indent=1)}") from None
+        return last["job"]
+
+    # ---- cluster-wide ---------------------------------------------------------------
+    def start(self, worker_ips=WORKER_IPS, num_cpus=2):
+        self.start_head()
+        for ip in worker_ips:
+            self.start_worker(ip, num_cpus=num_cpus)
+        wait_until(lambda: sum(n["state"] == "ALIVE" for n in self.nodes()) >= len(worker_ips), 15,
+                   message="workers to be ALIVE")
+        return self
+
+    def _belongs_to_us(self, env):
+        if env.get("AG_SESSION_DIR") == str(self.session_dir):
+            return True
+        return "AG_TASK_MARKER" in env and env.get("AG_JOB_ID") in self.job_ids
+
+    def teardown(self):
+        """`ag stop`, then SIGKILL by pid whatever of this cluster is still alive."""
+        self._remember_daemons()
+        if self.head_started:
+            try:
+                status, body = self.api("GET", "/api/jobs", timeout=5)
+                if status == 200:
+                    self.job_ids.update(j["job_id"] for j in body["jobs"])
+            except Exception:  # the head may be dead; the pids below still get cleaned
+                pass
+        try:
+            self.ag("stop", "--timeout", "5", check=False, timeout=40)
+        except AssertionError:
+            pass
+        leftovers = [p for p in self._known_pids if pid_alive(p) and AG_BIN in proc_cmdline(p)]
+        leftovers += processes_where(self._belongs_to_us)
+        for pid in set(leftovers):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+@pytest.fixture
+def cluster_factory(tmp_path):
+    """make(name, workers=WORKER_IPS, start_head=True, **Cluster kwargs) -> Cluster.
+    Everything it made is torn down after the test."""
+    made = []
+
+    def make(name="c", workers=WORKER_IPS, start_head=True, **kwargs):
+        c = Cluster(tmp_path / name, **kwargs)
+        made.append(c)
+        if start_head:
+            if workers:
+                c.start(worker_ips=workers)
+            else:
+                c.start_head()
+        return c
+
+    yield make
+    for c in reversed(made):
+        c.teardown()
+
+
+@pytest.fixture
+def cluster(cluster_factory):
+    """A head on 127.0.0.1 and two workers (127.0.0.2, 127.0.0.3) with 2 CPUs each."""
+    return cluster_factory("cluster")
+
+
+@pytest.fixture
+def head_only(cluster_factory):
+    """A head with no workers, for bad-input tests: a valid job stays PENDING."""
+    return cluster_factory("head", workers=())
+
+
+def start_head_alone(root, **kwargs):
+    """Start a head with no workers in its own session under `root`; the caller tears it
+    down with .teardown(). (The head_only fixture does this with teardown included.)"""
+    c = Cluster(root, **kwargs)
+    c.start_head()
+    return c
