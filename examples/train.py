@@ -10,6 +10,7 @@ unchanged. On GPUs the ranks talk over NCCL; on CPUs over gloo.
 """
 import argparse
 import os
+import socket
 import time
 
 import torch
@@ -26,6 +27,22 @@ def parse_args():
     return parser.parse_args()
 
 
+def wait_for_master(addr, port, timeout_s=300.0):
+    """Waits until rank 0's rendezvous store accepts connections.
+
+    The ranks start at the same moment, and torch's store client sleeps a whole second
+    after a refused connection; a rank that arrives before rank 0 listens would lose
+    that second. Polling every 10 ms costs nothing.
+    """
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        try:
+            with socket.create_connection((addr, port), timeout=1.0):
+                return
+        except OSError:
+            time.sleep(0.01)
+
+
 def main():
     args = parse_args()
     rank = int(os.environ["AG_TASK_INDEX"])
@@ -36,6 +53,8 @@ def main():
 
     print(f"[Rank {rank}] Starting training (world size {world_size}, backend {backend}, master {master})",
           flush=True)
+    if rank != 0:
+        wait_for_master(os.environ["AG_MASTER_ADDR"], int(os.environ["AG_MASTER_PORT"]))
     dist.init_process_group(backend=backend, init_method=master, rank=rank, world_size=world_size)
     device = torch.device("cuda", 0) if use_cuda else torch.device("cpu")
 

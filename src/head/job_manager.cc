@@ -23,6 +23,14 @@ std::string event_key(const std::string& job_id, size_t seq) {
 
 const std::vector<JobEvent> kNoEvents;
 
+// The kind of a pending reason: its first two words ("waiting behind", "waiting for",
+// "cannot be", "no alive").
+std::string reason_kind(const std::string& message) {
+  size_t first = message.find(' ');
+  size_t second = first == std::string::npos ? first : message.find(' ', first + 1);
+  return message.substr(0, second);
+}
+
 }  // namespace
 
 JobManager::JobManager(Deps deps, JobManagerConfig config)
@@ -340,7 +348,12 @@ void JobManager::run_schedule() {
     Job& job = jobs_[reason.job_id];
     std::string message = (reason.infeasible ? "cannot be placed: " : "") + reason.reason;
     if (job.message == message) continue;
+    // The reason is shown as it is now, but it is derived state: it is only logged (and
+    // written) when its kind changes, not each time the job ahead of it is another one.
+    // Otherwise a long queue would rewrite every pending job on every placement.
+    bool new_kind = reason_kind(job.message) != reason_kind(message);
     job.message = message;
+    if (!new_kind) continue;
     std::vector<JobEvent> added;
     add_event(job, "pending: " + message, added);
     persist(job, added);

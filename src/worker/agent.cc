@@ -194,7 +194,7 @@ void Agent::handle_launch(const std::string& text) {
     expanded[k] = expand_env_vars(v.get<std::string>(), spec.env);
   }
   for (auto& [k, v] : expanded) spec.env[k] = v;
-  spec.working_dir = config_.data_dir + "/work/" + spec.id.job_id + "/" + std::to_string(spec.id.attempt) + "." +
+  spec.working_dir = config_.data_dir + "/work/" + spec.id.job_id + "." + std::to_string(spec.id.attempt) + "." +
                      std::to_string(spec.id.task_index);
   auto pid = runner_.launch(spec);
   json reply = {{"job_id", spec.id.job_id}, {"attempt", spec.id.attempt}, {"task_index", spec.id.task_index}};

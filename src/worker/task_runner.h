@@ -87,6 +87,7 @@ class TaskRunner {
   void reap();
   void maybe_finish(const std::shared_ptr<Task>& task);
   void signal_task(Task& task, int sig);
+  bool has_adopted_orphans() const;
 
   boost::asio::io_context& io_;
   std::string logs_dir_;
