@@ -1,5 +1,7 @@
 #include "api/job_spec.h"
 
+#include "common/sha256.h"
+
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -98,8 +100,10 @@ std::optional<Error> parse_runtime_env(const json& v, RuntimeEnv* env) {
   if (!v.is_object()) {
     return field_error("runtime_env", std::string("must be an object, got ") + type_name(v));
   }
-  if (auto err = check_known_keys(v, "runtime_env.", {"env_vars"})) return err;
-  if (v.contains("env_vars")) {
+  if (auto err = check_known_keys(v, "runtime_env.", {"env_vars", "working_dir", "python", "image", "excludes"})) {
+    return err;
+  }
+  if (v.contains("env_vars") && !v["env_vars"].is_null()) {
     if (auto err = read_string_map(v["env_vars"], "runtime_env.env_vars", kMaxEnvVars, &env->env_vars)) {
       return err;
     }
@@ -109,10 +113,51 @@ std::optional<Error> parse_runtime_env(const json& v, RuntimeEnv* env) {
       }
     }
   }
+  if (v.contains("working_dir") && !v["working_dir"].is_null()) {
+    if (auto err = read_string(v["working_dir"], "runtime_env.working_dir", 80, &env->working_dir)) return err;
+    if (env->working_dir.rfind("sha256:", 0) != 0 || !is_sha256_hex(env->working_dir.substr(7))) {
+      return field_error("runtime_env.working_dir",
+                         "must name an uploaded package as \"sha256:<64 hex digits>\", got \"" + env->working_dir +
+                             "\"; the SDK and `ag submit --working-dir` pack and upload a local folder for you");
+    }
+  }
+  if (v.contains("python") && !v["python"].is_null()) {
+    const json& py = v["python"];
+    if (py.is_string()) {
+      env->python_executable = py.get<std::string>();
+    } else if (py.is_object()) {
+      if (auto err = check_known_keys(py, "runtime_env.python.", {"executable"})) return err;
+      if (py.contains("executable")) {
+        if (auto err = read_string(py["executable"], "runtime_env.python.executable", 4096, &env->python_executable)) {
+          return err;
+        }
+      }
+    } else {
+      return field_error("runtime_env.python", std::string("must be {\"executable\": PATH}, got ") + type_name(py));
+    }
+    if (!env->python_executable.empty() && env->python_executable.find('\n') != std::string::npos) {
+      return field_error("runtime_env.python.executable", "must be a path without newlines");
+    }
+  }
+  if (v.contains("image") && !v["image"].is_null()) {
+    if (auto err = read_string(v["image"], "runtime_env.image", 1024, &env->image)) return err;
+  }
+  if (v.contains("excludes") && !v["excludes"].is_null()) {
+    const json& ex = v["excludes"];
+    if (!ex.is_array()) return field_error("runtime_env.excludes", std::string("must be a list of patterns, got ") + type_name(ex));
+    for (const auto& pattern : ex) {
+      if (!pattern.is_string()) return field_error("runtime_env.excludes", "every pattern must be a string");
+      env->excludes.push_back(pattern.get<std::string>());
+    }
+  }
   return std::nullopt;
 }
 
 }  // namespace
+
+std::string RuntimeEnv::working_dir_hash() const {
+  return working_dir.rfind("sha256:", 0) == 0 ? working_dir.substr(7) : std::string();
+}
 
 Resources JobSpec::per_task() const {
   Resources r;
@@ -196,7 +241,12 @@ json to_json(const JobSpec& spec) {
   j["task_options"] = {{"num_cpus", spec.num_cpus}, {"num_gpus", spec.num_gpus},
                        {"memory", spec.memory_bytes}};
   j["runtime_env"] = json::object();
-  if (!spec.runtime_env.env_vars.empty()) j["runtime_env"]["env_vars"] = spec.runtime_env.env_vars;
+  const RuntimeEnv& env = spec.runtime_env;
+  if (!env.env_vars.empty()) j["runtime_env"]["env_vars"] = env.env_vars;
+  if (!env.working_dir.empty()) j["runtime_env"]["working_dir"] = env.working_dir;
+  if (!env.python_executable.empty()) j["runtime_env"]["python"] = {{"executable", env.python_executable}};
+  if (!env.image.empty()) j["runtime_env"]["image"] = env.image;
+  if (!env.excludes.empty()) j["runtime_env"]["excludes"] = env.excludes;
   j["job_name"] = spec.name;
   j["labels"] = spec.labels;
   j["max_retries"] = spec.max_retries;

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -27,6 +28,13 @@ inline constexpr double kMaxTimeoutSeconds = 90.0 * 24 * 3600;
 
 struct RuntimeEnv {
   std::map<std::string, std::string> env_vars;
+  std::string working_dir;        // "sha256:<hex>" of an uploaded package, or ""
+  std::string python_executable;  // interpreter `python`/`python3` resolve to, or ""
+  std::string image;              // container image (refused until supported)
+  std::vector<std::string> excludes;  // used by clients while packing; kept for the record
+
+  // The package's hex digest ("" when there is no working_dir).
+  std::string working_dir_hash() const;
 };
 
 struct JobSpec {

@@ -17,6 +17,7 @@ struct StartHeadOptions {
   std::string data_dir;
   double node_timeout_s = 10;
   double kill_grace_s = 10;
+  double max_package_mb = 500;
   bool block = false;
   bool verbose = false;
 };

@@ -110,6 +110,7 @@ int start_head(const StartHeadOptions& options) {
   config.node_timeout_ms = static_cast<int64_t>(options.node_timeout_s * 1000);
   config.kill_grace_ms = static_cast<int64_t>(options.kill_grace_s * 1000);
   config.verbose = options.verbose;
+  config.max_package_bytes = static_cast<int64_t>(options.max_package_mb * (1 << 20));
   std::filesystem::create_directories(config.data_dir);
   std::string address = options.node_ip + ":" + std::to_string(options.port);
   std::string dashboard = "http://" + options.node_ip + ":" + std::to_string(options.dashboard_port);

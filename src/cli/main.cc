@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   start_head_cmd->add_option("--data-dir", head.data_dir, "Where the head keeps its database, logs and token");
   start_head_cmd->add_option("--node-timeout", head.node_timeout_s, "Seconds without heartbeat before a node is dead")->capture_default_str()->check(CLI::Range(0.2, 3600.0));
   start_head_cmd->add_option("--kill-grace", head.kill_grace_s, "Seconds between SIGTERM and SIGKILL when stopping tasks")->capture_default_str()->check(CLI::Range(0.0, 3600.0));
+  start_head_cmd->add_option("--max-package-mb", head.max_package_mb, "Largest working_dir package accepted, MiB")->capture_default_str()->check(CLI::Range(1.0, 1e6));
   start_head_cmd->add_flag("--block", head.block, "Stay in the foreground");
   start_head_cmd->add_flag("--verbose", head.verbose, "Debug logging");
 

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/job_spec.h"
+#include "common/sha256.h"
 #include "head/job_codec.h"
 #include "net/auth.h"
 
@@ -130,12 +131,15 @@ void ApiRoutes::handle(net::HttpRequest req, net::Respond respond) {
     }
     auto spec = api::parse_job_spec(body);
     if (!spec.ok()) return respond(error_response(spec.error()));
+    if (auto err = check_references(spec.value())) return respond(error_response(*err));
     deps_.jobs.submit(std::move(spec.value()), [respond](Result<std::string> id) {
       if (!id.ok()) return respond(error_response(id.error()));
       respond(json_response(201, {{"job_id", id.value()}}));
     });
     return;
   }
+  if (path == "/api/jobs/batch") return handle_submit_batch(req, std::move(respond));
+  if (path == "/api/packages" || path.rfind("/api/packages/", 0) == 0) return handle_packages(req, std::move(respond));
   static const std::string kJobsPrefix = "/api/jobs/";
   if (path.rfind(kJobsPrefix, 0) == 0) {
     std::string rest = path.substr(kJobsPrefix.size());
@@ -267,6 +271,73 @@ void ApiRoutes::handle_wait(const net::HttpRequest& req, const std::string& job_
   state->timer.async_wait([state, finish](const boost::system::error_code& ec) {
     if (!ec) finish();
   });
+}
+
+std::optional<Error> ApiRoutes::check_references(const api::JobSpec& spec) const {
+  const api::RuntimeEnv& env = spec.runtime_env;
+  if (!env.image.empty()) {
+    return invalid_argument("field 'runtime_env.image': running tasks in a container image is not supported by this "
+                            "AetherGrid version; remove 'image' to run on the node's own environment");
+  }
+  if (!env.working_dir.empty() && !deps_.packages.contains(env.working_dir_hash())) {
+    return invalid_argument("field 'runtime_env.working_dir': package " + env.working_dir +
+                            " was never uploaded to this head; upload it with PUT /api/packages/<hash> first "
+                            "(the SDK and `ag submit --working-dir` do this for you)");
+  }
+  return std::nullopt;
+}
+
+void ApiRoutes::handle_submit_batch(const net::HttpRequest& req, net::Respond respond) {
+  if (req.method != "POST") return respond(error_response(405, "use POST for /api/jobs/batch"));
+  json body = json::parse(req.body, nullptr, false);
+  if (body.is_discarded() || !body.is_object() || !body.contains("jobs") || !body["jobs"].is_array()) {
+    return respond(error_response(400, "request body must be {\"jobs\": [job spec, ...]}"));
+  }
+  if (body["jobs"].empty() || body["jobs"].size() > 10000) {
+    return respond(error_response(400, "'jobs' must hold 1 to 10000 job specs, got " + std::to_string(body["jobs"].size())));
+  }
+  // Every spec is checked before any is accepted: all or none.
+  std::vector<api::JobSpec> specs;
+  for (size_t i = 0; i < body["jobs"].size(); ++i) {
+    auto spec = api::parse_job_spec(body["jobs"][i]);
+    std::optional<Error> err = spec.ok() ? check_references(spec.value()) : std::optional<Error>(spec.error());
+    if (err) {
+      return respond(error_response(400, "jobs[" + std::to_string(i) + "]: " + err->message + " (no job was submitted)"));
+    }
+    specs.push_back(std::move(spec.value()));
+  }
+  deps_.jobs.submit_all(std::move(specs), [respond](Result<std::vector<std::string>> ids) {
+    if (!ids.ok()) return respond(error_response(ids.error()));
+    respond(json_response(201, {{"job_ids", ids.value()}}));
+  });
+}
+
+void ApiRoutes::handle_packages(const net::HttpRequest& req, net::Respond respond) {
+  PackageStore& store = deps_.packages;
+  if (req.path == "/api/packages") {
+    if (req.method != "GET") return respond(error_response(405, "use GET for /api/packages"));
+    return respond(json_response(200, {{"packages", store.count()},
+                                       {"bytes_uploaded", store.bytes_uploaded()},
+                                       {"uploads", store.uploads()},
+                                       {"max_package_bytes", store.max_package_bytes()}}));
+  }
+  std::string hash = req.path.substr(std::string("/api/packages/").size());
+  if (hash.rfind("sha256:", 0) == 0) hash = hash.substr(7);
+  if (!is_sha256_hex(hash)) {
+    return respond(error_response(400, "'" + hash + "' is not a package hash; expected 64 lowercase hex digits"));
+  }
+  if (req.method == "HEAD") return respond({store.contains(hash) ? 200 : 404, "application/octet-stream", ""});
+  if (req.method == "GET") {
+    auto bytes = store.read(hash);
+    if (!bytes.ok()) return respond(error_response(bytes.error()));
+    return respond({200, "application/octet-stream", std::move(bytes.value())});
+  }
+  if (req.method != "PUT") return respond(error_response(405, "use HEAD, GET or PUT for /api/packages/{hash}"));
+  auto stored = store.put(hash, req.body);
+  if (!stored.ok()) return respond(error_response(stored.error()));
+  respond(json_response(stored.value() ? 201 : 200, {{"hash", "sha256:" + hash},
+                                                     {"size", req.body.size()},
+                                                     {"stored", stored.value()}}));
 }
 
 }  // namespace ag::head

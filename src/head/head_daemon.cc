@@ -11,6 +11,7 @@
 #include "head/job_manager.h"
 #include "head/log_store.h"
 #include "head/node_registry.h"
+#include "head/package_store.h"
 #include "head/store/sqlite_store.h"
 #include "head/worker_gateway.h"
 #include "net/auth.h"
@@ -49,11 +50,16 @@ int run_head(const HeadConfig& config, const std::function<void(const Status&, c
   }
   WorkerGateway gateway({io, nodes, jobs, logs, clock, token.value()},
                         WorkerGatewayConfig{config.node_timeout_ms});
-  ApiRoutes routes({io, jobs, nodes, logs, token.value()});
+  PackageStore packages(config.data_dir + "/packages", config.max_package_bytes);
+  ApiRoutes routes({io, jobs, nodes, logs, packages, token.value()});
 
   net::ServerHandlers handlers;
   handlers.on_request = [&routes](net::HttpRequest req, net::Respond respond) {
     routes.handle(std::move(req), std::move(respond));
+  };
+  handlers.body_limit = [&config](const std::string& method, const std::string& target) -> size_t {
+    if (method == "PUT" && target.rfind("/api/packages/", 0) == 0) return static_cast<size_t>(config.max_package_bytes);
+    return config.max_body_bytes;
   };
   handlers.check_upgrade = [&gateway](const net::HttpRequest& req) { return gateway.check_upgrade(req); };
   handlers.on_websocket = [&gateway](std::shared_ptr<net::WsConnection> ch, const net::HttpRequest&) {

@@ -18,6 +18,7 @@ struct HeadConfig {
   int64_t node_timeout_ms = 10000;
   int64_t kill_grace_ms = 10000;
   size_t max_body_bytes = 8 << 20;
+  int64_t max_package_bytes = int64_t{500} << 20;
   bool verbose = false;
 };
 

@@ -88,39 +88,68 @@ Status JobManager::recover() {
 }
 
 void JobManager::submit(api::JobSpec spec, std::function<void(Result<std::string>)> done) {
-  if (!spec.submission_id.empty()) {
-    auto it = submission_ids_.find(spec.submission_id);
-    if (it != submission_ids_.end()) return done(it->second);
-  }
-  Job job;
-  job.id = new_job_id();
-  job.spec = std::move(spec);
-  job.submitted_ms = deps_.clock.now_ms();
-  job.queue_seq = next_seq_++;
-  JobEvent event{job.submitted_ms, "submitted: " + std::to_string(job.spec.num_workers) +
-                                       " task(s), entrypoint: " + job.spec.entrypoint};
+  std::vector<api::JobSpec> specs;
+  specs.push_back(std::move(spec));
+  submit_all(std::move(specs), [done](Result<std::vector<std::string>> ids) {
+    if (!ids.ok()) return done(ids.error());
+    done(ids.value().front());
+  });
+}
+
+void JobManager::submit_all(std::vector<api::JobSpec> specs,
+                            std::function<void(Result<std::vector<std::string>>)> done) {
+  struct Accepted {
+    Job job;
+    JobEvent event;
+  };
+  auto accepted = std::make_shared<std::vector<Accepted>>();
+  std::vector<std::string> ids;
+  std::vector<std::string> reserved_submission_ids;
   std::vector<store::Mutation> batch;
-  batch.push_back({store::kJobsTable, job.id, job_to_json(job).dump()});
-  batch.push_back({store::kEventsTable, event_key(job.id, 0), event_to_json(event).dump()});
-  if (!job.spec.submission_id.empty()) submission_ids_[job.spec.submission_id] = job.id;
-  std::string id = job.id;
-  std::string submission_id = job.spec.submission_id;
+  int64_t now = deps_.clock.now_ms();
+  for (auto& spec : specs) {
+    // A retried submit (same client-chosen id) returns the job it created before.
+    if (!spec.submission_id.empty()) {
+      auto it = submission_ids_.find(spec.submission_id);
+      if (it != submission_ids_.end()) {
+        ids.push_back(it->second);
+        continue;
+      }
+    }
+    Job job;
+    job.id = new_job_id();
+    job.spec = std::move(spec);
+    job.submitted_ms = now;
+    job.queue_seq = next_seq_++;
+    JobEvent event{now, "submitted: " + std::to_string(job.spec.num_workers) +
+                            " task(s), entrypoint: " + job.spec.entrypoint};
+    batch.push_back({store::kJobsTable, job.id, job_to_json(job).dump()});
+    batch.push_back({store::kEventsTable, event_key(job.id, 0), event_to_json(event).dump()});
+    if (!job.spec.submission_id.empty()) {
+      submission_ids_[job.spec.submission_id] = job.id;
+      reserved_submission_ids.push_back(job.spec.submission_id);
+    }
+    ids.push_back(job.id);
+    accepted->push_back({std::move(job), event});
+  }
+  if (accepted->empty()) return done(ids);
   auto alive = alive_;
-  // The job becomes visible only once durable: acknowledging first could lose it.
-  auto pending_job = std::make_shared<Job>(std::move(job));
-  deps_.store.write(std::move(batch), [this, alive, pending_job, event, done, submission_id](Status status) {
-    boost::asio::post(deps_.io, [this, alive, pending_job, event, done, status, submission_id] {
+  // The jobs become visible only once durable: acknowledging first could lose them.
+  deps_.store.write(std::move(batch), [this, alive, accepted, ids, done, reserved_submission_ids](Status status) {
+    boost::asio::post(deps_.io, [this, alive, accepted, ids, done, status, reserved_submission_ids] {
       if (!*alive) return;
       if (!status) {
-        if (!submission_id.empty()) submission_ids_.erase(submission_id);
+        for (const auto& sid : reserved_submission_ids) submission_ids_.erase(sid);
         done(status.error());
         return;
       }
-      std::string id = pending_job->id;
-      events_[id].push_back(event);
-      pending_[pending_job->queue_seq] = id;
-      jobs_[id] = std::move(*pending_job);
-      done(id);
+      for (auto& a : *accepted) {
+        std::string id = a.job.id;
+        events_[id].push_back(a.event);
+        pending_[a.job.queue_seq] = id;
+        jobs_[id] = std::move(a.job);
+      }
+      done(ids);
       request_schedule();
     });
   });
@@ -425,7 +454,9 @@ void JobManager::send_launch(const Job& job, const TaskRef& ref) {
       {"CUDA_VISIBLE_DEVICES", gpus}};
   json msg = {{"type", "launch"}, {"job_id", job.id}, {"attempt", attempt.number},
               {"task_index", task.index}, {"entrypoint", job.spec.entrypoint},
-              {"env", env}, {"env_vars", job.spec.runtime_env.env_vars}, {"gpu_ids", task.gpu_ids}};
+              {"env", env}, {"env_vars", job.spec.runtime_env.env_vars}, {"gpu_ids", task.gpu_ids},
+              {"working_dir_hash", job.spec.runtime_env.working_dir_hash()},
+              {"python_executable", job.spec.runtime_env.python_executable}};
   if (!deps_.nodes.send(ref.node_id, msg.dump())) {
     // The node went away between placement and launch: the task never started.
     auto alive = alive_;

@@ -66,6 +66,9 @@ class JobManager {
   // submission_id was seen before returns the earlier job's id.
   void submit(api::JobSpec spec, std::function<void(Result<std::string>)> done);
 
+  // Accepts several jobs in one durable write: all or none.
+  void submit_all(std::vector<api::JobSpec> specs, std::function<void(Result<std::vector<std::string>>)> done);
+
   const Job* find(const std::string& job_id) const;
   // Newest first.
   std::vector<const Job*> list() const;

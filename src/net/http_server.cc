@@ -86,19 +86,34 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
 
     void read() {
       parser.emplace();
-      parser->body_limit(server->max_body_bytes);
+      limit = server->max_body_bytes;
+      parser->body_limit(limit);
       parser->header_limit(64 * 1024);
       stream.expires_after(kIdleTimeout);
+      http::async_read_header(stream, buffer, *parser, [self = shared_from_this()](beast::error_code ec, size_t) {
+        if (ec) return self->on_read(ec);
+        self->read_body();
+      });
+    }
+
+    void read_body() {
+      const auto& header = parser->get();
+      if (server->handlers.body_limit) {
+        limit = server->handlers.body_limit(std::string(header.method_string()), std::string(header.target()));
+        parser->body_limit(limit);
+      }
       http::async_read(stream, buffer, *parser,
                        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
     }
+
+    size_t limit = 0;
 
     void on_read(beast::error_code ec) {
       if (ec == http::error::end_of_stream || ec == beast::error::timeout) return close();
       if (ec == http::error::body_limit) {
         HttpResponse res{413, "application/json",
                          R"({"error":"request body is larger than the head's limit of )" +
-                             std::to_string(server->max_body_bytes) + R"( bytes"})"};
+                             std::to_string(limit) + R"( bytes"})"};
         return write(res, 11, false);
       }
       if (ec) {

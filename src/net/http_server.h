@@ -23,6 +23,9 @@ struct ServerHandlers {
   // to accept, after which on_websocket gets the open connection.
   std::function<std::optional<HttpResponse>(const HttpRequest&)> check_upgrade;
   std::function<void(std::shared_ptr<WsConnection>, const HttpRequest&)> on_websocket;
+  // Largest body accepted for a request, decided from its method and target once the
+  // header is read (package uploads may be larger than API calls). Optional.
+  std::function<size_t(const std::string& method, const std::string& target)> body_limit;
 };
 
 class HttpServer {

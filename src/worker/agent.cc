@@ -2,11 +2,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "api/protocol.h"
 #include "common/env_expand.h"
+#include "common/sha256.h"
 #include "net/ws_client.h"
 
 extern char** environ;
@@ -37,6 +41,8 @@ Agent::Agent(boost::asio::io_context& io, AgentConfig config, std::function<void
       runner_(io, config_.data_dir + "/task-logs",
               RunnerCallbacks{[this](const TaskId& id, int64_t off, std::string_view d) { on_task_output(id, off, d); },
                               [this](const TaskId& id, const ExitStatus& e) { on_task_exit(id, e); }}),
+      packages_(io, PackageCacheConfig{config_.data_dir + "/packages", config_.package_cache_bytes, config_.head,
+                                       config_.token}),
       retry_timer_(io),
       heartbeat_timer_(io) {}
 
@@ -187,6 +193,13 @@ void Agent::handle_launch(const std::string& text) {
   spec.env.try_emplace("PYTHONUNBUFFERED", "1");
   spec.env.try_emplace("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
   spec.env.try_emplace("NCCL_ASYNC_ERROR_HANDLING", "1");
+  std::string python = msg.value("python_executable", "");
+  if (!python.empty()) {
+    // `python` and `python3` resolve to the asked interpreter, wherever they appear.
+    auto shim = python_shim(python);
+    if (!shim.ok()) return report_start_error(spec.id, shim.error().message);
+    spec.env["PATH"] = shim.value() + (spec.env.count("PATH") ? ":" + spec.env["PATH"] : "");
+  }
   // runtime_env.env_vars expand against the environment built so far.
   std::map<std::string, std::string> expanded;
   const json env_vars = msg.value("env_vars", json::object());
@@ -194,21 +207,52 @@ void Agent::handle_launch(const std::string& text) {
     expanded[k] = expand_env_vars(v.get<std::string>(), spec.env);
   }
   for (auto& [k, v] : expanded) spec.env[k] = v;
-  spec.working_dir = config_.data_dir + "/work/" + spec.id.job_id + "." + std::to_string(spec.id.attempt) + "." +
-                     std::to_string(spec.id.task_index);
-  auto pid = runner_.launch(spec);
-  json reply = {{"job_id", spec.id.job_id}, {"attempt", spec.id.attempt}, {"task_index", spec.id.task_index}};
-  if (!pid.ok()) {
-    spdlog::warn("task {} could not start: {}", spec.id.to_string(), pid.error().message);
-    reply["type"] = "task_exited";
-    reply["start_error"] = pid.error().message;
-    unacked_exits_[spec.id] = reply.dump();
-    send(reply.dump());
-    return;
+  std::string package = msg.value("working_dir_hash", "");
+  if (package.empty()) {
+    spec.working_dir = config_.data_dir + "/work/" + spec.id.job_id + "." + std::to_string(spec.id.attempt) + "." +
+                       std::to_string(spec.id.task_index);
+    return start_task(std::move(spec));
   }
+  packages_.prepare(spec.id.job_id, package, [this, spec, package](Result<std::string> dir) mutable {
+    if (!dir.ok()) {
+      return report_start_error(spec.id, "working_dir package sha256:" + package + ": " + dir.error().message);
+    }
+    spec.working_dir = dir.value();
+    start_task(std::move(spec));
+  });
+}
+
+Result<std::string> Agent::python_shim(const std::string& executable) {
+  if (executable.empty() || executable[0] != '/' || ::access(executable.c_str(), X_OK) != 0) {
+    return invalid_argument("python executable '" + executable + "' not found on node " + config_.node_id + " (" +
+                            config_.node_ip + ")" + (executable[0] != '/' ? ": give an absolute path" : ""));
+  }
+  std::string dir = config_.data_dir + "/python-shims/" + sha256_hex(executable).substr(0, 16);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  for (const char* name : {"python", "python3"}) {
+    std::string link = dir + "/" + name;
+    std::filesystem::remove(link, ec);
+    std::filesystem::create_symlink(executable, link, ec);
+    if (ec) return internal_error("cannot create " + link + ": " + ec.message());
+  }
+  return dir;
+}
+
+void Agent::report_start_error(const TaskId& id, const std::string& error) {
+  spdlog::warn("task {} could not start: {}", id.to_string(), error);
+  json reply = {{"type", "task_exited"}, {"job_id", id.job_id}, {"attempt", id.attempt},
+                {"task_index", id.task_index}, {"start_error", error}};
+  unacked_exits_[id] = reply.dump();
+  send(reply.dump());
+}
+
+void Agent::start_task(LaunchSpec spec) {
+  auto pid = runner_.launch(spec);
+  if (!pid.ok()) return report_start_error(spec.id, pid.error().message);
   spdlog::info("started task {} as pid {}", spec.id.to_string(), pid.value());
-  reply["type"] = "task_started";
-  reply["pid"] = pid.value();
+  json reply = {{"type", "task_started"}, {"job_id", spec.id.job_id}, {"attempt", spec.id.attempt},
+                {"task_index", spec.id.task_index}, {"pid", pid.value()}};
   send(reply.dump());
 }
 

@@ -18,6 +18,7 @@
 #include "common/result.h"
 #include "net/http_client.h"
 #include "net/ws_connection.h"
+#include "worker/package_cache.h"
 #include "worker/task_runner.h"
 
 namespace ag::worker {
@@ -33,6 +34,7 @@ struct AgentConfig {
   std::string data_dir;
   int64_t heartbeat_ms = 1000;
   int64_t max_backoff_ms = 5000;
+  int64_t package_cache_bytes = int64_t{10} << 30;
 };
 
 class Agent {
@@ -53,6 +55,11 @@ class Agent {
   void retry_later();
   void heartbeat();
   void handle_launch(const std::string& text);
+  // Starts a task whose working dir is ready; reports task_started or the start error.
+  void start_task(LaunchSpec spec);
+  void report_start_error(const TaskId& id, const std::string& error);
+  // A directory with `python` and `python3` links to `executable`, for PATH.
+  Result<std::string> python_shim(const std::string& executable);
   void resend_log(const TaskId& id, int64_t from_offset);
   void send(const std::string& text);
   void report_first(const Status& status);
@@ -64,6 +71,7 @@ class Agent {
   AgentConfig config_;
   std::function<void(const Status&)> on_first_result_;
   TaskRunner runner_;
+  PackageCache packages_;
   std::shared_ptr<net::WsConnection> channel_;
   bool registered_ = false;
   bool stopping_ = false;

@@ -1,0 +1,32 @@
+"""AetherGrid Python SDK: submit and follow distributed jobs on an AetherGrid cluster.
+
+    import aethergrid as ag
+
+    client = ag.Client("HOST:6379")
+    job = client.submit_job(entrypoint="python train.py", num_workers=2,
+                            runtime_env={"working_dir": "."})
+    job.wait(timeout=300)
+    print(job.get_logs(task_index=0))
+
+Standard library only; Python >= 3.8.
+"""
+from . import exceptions
+from .client import Client
+from .exceptions import (AGAuthError, AGConnectionError, AGError, AGJobFailedError,
+                         AGNotFoundError, AGTimeoutError, AGValidationError)
+from .job import Job
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client",
+    "Job",
+    "exceptions",
+    "AGError",
+    "AGConnectionError",
+    "AGAuthError",
+    "AGValidationError",
+    "AGNotFoundError",
+    "AGTimeoutError",
+    "AGJobFailedError",
+]

@@ -1,0 +1,218 @@
+"""The SDK's one door to the head: HTTP requests with auth and error mapping.
+
+Every request opens its own connection (http.client), so a Transport may be shared by
+threads. Connection-level failures become AGConnectionError naming the address; HTTP
+error statuses become the matching AGError subclass carrying the head's message.
+"""
+import http.client
+import json
+import socket
+import urllib.parse
+
+from .exceptions import (AGAuthError, AGConnectionError, AGError, AGNotFoundError,
+                         AGValidationError)
+
+DEFAULT_PORT = 6379
+# Body chunk size for streamed uploads; also the granularity of upload progress.
+UPLOAD_CHUNK_BYTES = 1 << 20
+USER_AGENT = "aethergrid-python/0.1.0"
+
+# Errors after which the request may not have reached the head, or its answer was lost.
+_RESET_ERRORS = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError,
+                 http.client.RemoteDisconnected, http.client.IncompleteRead)
+
+
+class Response:
+    """One HTTP answer: `status`, `headers` (case-insensitive .get), `body` bytes."""
+
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    def header(self, name, default=None):
+        value = self.headers.get(name)
+        return default if value is None else value
+
+    def json(self):
+        if not self.body:
+            return None
+        try:
+            return json.loads(self.body.decode("utf-8"))
+        except ValueError:
+            raise AGError("the head answered HTTP {} with a body that is not JSON: {!r}".format(
+                self.status, self.body[:200]), status=self.status) from None
+
+
+def parse_address(address):
+    """(scheme, host, port, display) from "HOST:PORT", "HOST" or "http(s)://HOST:PORT[/]".
+
+    Raises AGValidationError for anything else.
+    """
+    if not isinstance(address, str) or not address.strip():
+        raise AGValidationError("the head address must be a non-empty string like "
+                                "'127.0.0.1:6379', got {!r}".format(address))
+    text = address.strip()
+    if "://" not in text:
+        text = "http://" + text
+    parsed = urllib.parse.urlsplit(text)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise AGValidationError("cannot understand the head address {!r}: use HOST:PORT or "
+                                "http://HOST:PORT".format(address))
+    if parsed.path not in ("", "/") or parsed.query:
+        raise AGValidationError("the head address {!r} must not have a path: use HOST:PORT "
+                                "or http://HOST:PORT".format(address))
+    try:
+        port = parsed.port or (443 if parsed.scheme == "https" else DEFAULT_PORT)
+    except ValueError:
+        raise AGValidationError("the head address {!r} has a bad port".format(address)) from None
+    host = parsed.hostname
+    display = "{}:{}".format("[" + host + "]" if ":" in host else host, port)
+    return parsed.scheme, host, port, display
+
+
+def error_message(response):
+    """The head's error text from a JSON {"error": ...} body, else the body as text."""
+    text = response.body.decode("utf-8", "replace").strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text or "HTTP {}".format(response.status)
+    if isinstance(data, dict) and isinstance(data.get("error"), str):
+        return data["error"]
+    return text
+
+
+def raise_for_status(response, what):
+    """Raises the AGError subclass that matches an HTTP error status."""
+    status = response.status
+    if status < 400:
+        return
+    message = error_message(response)
+    if status == 401 or status == 403:
+        raise AGAuthError("{} refused: {} (pass token=..., set AG_TOKEN, or run on the head's "
+                          "machine where the session holds it)".format(what, message), status)
+    if status in (400, 413, 422):
+        raise AGValidationError(message, status)
+    if status == 404:
+        raise AGNotFoundError(message, status)
+    raise AGError("{} failed with HTTP {}: {}".format(what, status, message), status)
+
+
+class Transport:
+    """Talks HTTP to one head. `timeout` (seconds) bounds every socket operation of a
+    request; long polls add their own wait to it."""
+
+    def __init__(self, address, token, timeout):
+        self.scheme, self.host, self.port, self.address = parse_address(address)
+        self.token = token
+        self.timeout = timeout
+
+    def _connect(self, timeout):
+        cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
+        return cls(self.host, self.port, timeout=timeout)
+
+    def request(self, method, path, query=None, body=None, data=None, content_type=None,
+                body_file=None, body_size=None, progress=None, retry=None, extra_timeout=0.0,
+                ok_statuses=None):
+        """Sends one request and returns its Response.
+
+        body: JSON-serialisable value; data: bytes; body_file + body_size: a seekable file
+        streamed in UPLOAD_CHUNK_BYTES chunks, calling progress(bytes_sent_so_far).
+        retry: send once more after a connection reset (default: only GET and HEAD; pass
+        True for POSTs that are idempotent, e.g. a submit carrying a submission_id).
+        ok_statuses: statuses returned as is instead of raised (e.g. {404} for HEAD).
+        Raises AGConnectionError, or the AGError subclass of the HTTP status.
+        """
+        if query:
+            path = path + "?" + urllib.parse.urlencode(query)
+        headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+        if self.token:
+            headers["Authorization"] = "Bearer " + self.token
+        if body is not None:
+            data = json.dumps(body).encode("utf-8")
+            content_type = content_type or "application/json"
+        if content_type:
+            headers["Content-Type"] = content_type
+        if data is not None:
+            headers["Content-Length"] = str(len(data))
+        elif body_file is not None:
+            headers["Content-Length"] = str(body_size)
+        elif method in ("POST", "PUT"):
+            headers["Content-Length"] = "0"
+        if retry is None:
+            retry = method in ("GET", "HEAD")
+        timeout = self.timeout + extra_timeout
+        tries = 2 if retry else 1
+        for attempt in range(tries):
+            try:
+                response = self._send_once(method, path, headers, data, body_file, progress, timeout)
+                break
+            except _RESET_ERRORS as e:
+                if attempt + 1 < tries:
+                    continue
+                raise self._connection_error(method, path, e) from None
+            except (OSError, http.client.HTTPException) as e:
+                raise self._connection_error(method, path, e) from None
+        if ok_statuses and response.status in ok_statuses:
+            return response
+        raise_for_status(response, "{} {}".format(method, path.split("?", 1)[0]))
+        return response
+
+    def _send_once(self, method, path, headers, data, body_file, progress, timeout):
+        conn = self._connect(timeout)
+        try:
+            conn.putrequest(method, path, skip_host=False, skip_accept_encoding=True)
+            for name, value in headers.items():
+                conn.putheader(name, value)
+            conn.endheaders()
+            try:
+                if data is not None:
+                    conn.send(data)
+                elif body_file is not None:
+                    self._stream(conn, body_file, progress)
+            except (BrokenPipeError, ConnectionResetError):
+                # The head may have answered early (e.g. 413 for a package over its
+                # limit) and closed; its answer is worth more than the send error.
+                try:
+                    return self._read(conn, method)
+                except (OSError, http.client.HTTPException):
+                    pass
+                raise
+            return self._read(conn, method)
+        finally:
+            conn.close()
+
+    @staticmethod
+    def _stream(conn, body_file, progress):
+        body_file.seek(0)
+        sent = 0
+        while True:
+            chunk = body_file.read(UPLOAD_CHUNK_BYTES)
+            if not chunk:
+                break
+            conn.send(chunk)
+            sent += len(chunk)
+            if progress:
+                progress(sent)
+
+    @staticmethod
+    def _read(conn, method):
+        resp = conn.getresponse()
+        body = b"" if method == "HEAD" else resp.read()
+        return Response(resp.status, resp.headers, body)
+
+    def _connection_error(self, method, path, error):
+        if isinstance(error, socket.timeout):
+            reason = "no answer within {:g} s".format(self.timeout)
+        elif isinstance(error, socket.gaierror):
+            reason = "cannot resolve host {!r} ({})".format(self.host, error.strerror or error)
+        elif isinstance(error, ConnectionRefusedError):
+            reason = "connection refused (is the head running? start one with `ag start-head`)"
+        elif isinstance(error, _RESET_ERRORS):
+            reason = "the connection was closed before the head answered ({})".format(
+                type(error).__name__)
+        else:
+            reason = str(error) or type(error).__name__
+        return AGConnectionError("cannot reach the AetherGrid head at {}: {} [{} {}]".format(
+            self.address, reason, method, path.split("?", 1)[0]), address=self.address, reason=reason)

@@ -1,0 +1,146 @@
+"""Client: the connection to one AetherGrid head, and job submission."""
+import json
+import uuid
+
+from . import _session
+from ._http import Transport
+from .exceptions import AGValidationError
+from .job import Job
+from .runtime_env import PackageUploader
+
+# The keys a job dict given to submit_jobs may have: submit_job's parameters.
+JOB_KEYS = ("entrypoint", "runtime_env", "num_workers", "task_options", "job_name",
+            "max_retries", "timeout", "labels", "placement", "submission_id")
+
+
+class Client:
+    """A connection to the head at `address` ("HOST:PORT" or "http://HOST:PORT").
+
+    address None: AG_ADDRESS, else this machine's session (the head `ag start-head`
+    started here). token None: AG_TOKEN, else the session's token file. `timeout`
+    (seconds) bounds each request; long polls (wait, tail_logs) add their own wait.
+
+    Every method raises AGConnectionError (head unreachable; names the address),
+    AGAuthError (token missing or wrong), AGValidationError (the head refused the
+    request; its message names the field) or AGNotFoundError as they apply. A Client
+    keeps no connection open and may be shared by threads.
+    """
+
+    def __init__(self, address=None, token=None, timeout=30):
+        resolved = _session.resolve_address(address)
+        if not resolved:
+            raise AGValidationError(
+                "no head address: pass Client('HOST:PORT'), set AG_ADDRESS, or start a head on "
+                "this machine with `ag start-head` (its session is read from {})".format(
+                    _session.session_dir()))
+        self._transport = Transport(resolved, _session.resolve_token(token), float(timeout))
+
+    @property
+    def address(self):
+        """The head's address as HOST:PORT."""
+        return self._transport.address
+
+    def __repr__(self):
+        return "Client({!r})".format(self.address)
+
+    # ---- submitting -------------------------------------------------------------------
+    def submit_job(self, entrypoint, runtime_env=None, num_workers=1, task_options=None,
+                   job_name=None, max_retries=0, timeout=None, labels=None, placement="pack",
+                   submission_id=None):
+        """Submits one job and returns its Job at once (it runs in the background).
+
+        entrypoint: the command each of the `num_workers` tasks runs (through a shell).
+        runtime_env: {"working_dir": local folder (packed and uploaded once),
+        "excludes": [gitignore patterns], "env_vars": {K: V, $VAR expanded},
+        "python": "/path" or {"executable": "/path"}, "image": ...}.
+        task_options: per-task {"num_cpus", "num_gpus", "memory"}. timeout: seconds
+        before the job is stopped and FAILS. placement: "pack" or "spread".
+        submission_id: idempotency key (a fresh one by default); resubmitting the same
+        key returns the same job, so a POST retried after a lost connection never makes
+        two jobs.
+
+        Raises AGValidationError (bad working_dir before any upload; a package over the
+        head's limit, with its size and biggest files; a field the head refuses).
+        """
+        uploader = PackageUploader(self._transport)
+        spec = self._spec(uploader, entrypoint=entrypoint, runtime_env=runtime_env,
+                          num_workers=num_workers, task_options=task_options, job_name=job_name,
+                          max_retries=max_retries, timeout=timeout, labels=labels,
+                          placement=placement, submission_id=submission_id)
+        answer = self._transport.request("POST", "/api/jobs", body=spec, retry=True).json()
+        return Job(self, answer["job_id"])
+
+    def submit_jobs(self, jobs):
+        """Submits many jobs in one request: all are accepted or none is. `jobs` is a list
+        of dicts with submit_job's parameters as keys. Returns their Jobs in order.
+
+        Raises AGValidationError when any one is invalid (the head's message says which),
+        and then no job is created.
+        """
+        if isinstance(jobs, dict) or not isinstance(jobs, (list, tuple)):
+            raise AGValidationError("submit_jobs takes a list of job dicts, got {}".format(
+                type(jobs).__name__))
+        uploader = PackageUploader(self._transport)
+        specs = []
+        for i, job in enumerate(jobs):
+            if not isinstance(job, dict):
+                raise AGValidationError("jobs[{}] must be a dict, got {}".format(i, type(job).__name__))
+            unknown = sorted(set(job) - set(JOB_KEYS))
+            if unknown:
+                raise AGValidationError("jobs[{}] has unknown key(s) {}; known keys are: {}".format(
+                    i, ", ".join(repr(k) for k in unknown), ", ".join(JOB_KEYS)))
+            if "entrypoint" not in job:
+                raise AGValidationError("jobs[{}] has no 'entrypoint'".format(i), field="entrypoint")
+            specs.append(self._spec(uploader, **job))
+        if not specs:
+            return []
+        answer = self._transport.request("POST", "/api/jobs/batch", body={"jobs": specs},
+                                         retry=True).json()
+        job_ids = answer.get("job_ids") if isinstance(answer, dict) else None
+        if not isinstance(job_ids, list) or len(job_ids) != len(specs):
+            raise AGValidationError("the head answered the batch submit with {!r}; expected "
+                                    "{} job ids".format(answer, len(specs)))
+        return [Job(self, job_id) for job_id in job_ids]
+
+    def _spec(self, uploader, entrypoint, runtime_env=None, num_workers=1, task_options=None,
+              job_name=None, max_retries=0, timeout=None, labels=None, placement="pack",
+              submission_id=None):
+        """The JSON job spec to send, with working_dir uploaded."""
+        spec = {"entrypoint": entrypoint, "num_workers": num_workers, "max_retries": max_retries,
+                "placement": placement, "submission_id": submission_id or uuid.uuid4().hex}
+        if task_options is not None:
+            spec["task_options"] = task_options
+        if job_name is not None:
+            spec["job_name"] = job_name
+        if timeout is not None:
+            spec["timeout"] = timeout
+        if labels is not None:
+            spec["labels"] = labels
+        if runtime_env is not None:
+            spec["runtime_env"] = uploader.prepare(runtime_env)
+        try:
+            json.dumps(spec)
+        except (TypeError, ValueError) as e:
+            raise AGValidationError("the job spec cannot be sent as JSON: {}".format(e)) from None
+        return spec
+
+    # ---- reading ----------------------------------------------------------------------
+    def get_job(self, job_id):
+        """The Job with this id; AGNotFoundError when the head has none."""
+        job = Job(self, job_id)
+        job.info()
+        return job
+
+    def list_jobs(self, state=None):
+        """The jobs as summary dicts (job_id, name, state, message, ...), newest first as
+        the head orders them; `state` filters on one state."""
+        query = {"state": state} if state else None
+        return self._transport.request("GET", "/api/jobs", query=query).json().get("jobs", [])
+
+    def list_nodes(self):
+        """The nodes as dicts (node_id, address, state, resources, allocated)."""
+        return self._transport.request("GET", "/api/nodes").json().get("nodes", [])
+
+    def cluster(self):
+        """The cluster summary: nodes alive/total, resources, allocated, jobs by state."""
+        return self._transport.request("GET", "/api/cluster").json()

@@ -1,0 +1,165 @@
+"""Job: a handle on one submitted job. Cheap to create; every method asks the head."""
+import codecs
+import math
+import time
+import urllib.parse
+
+from .exceptions import AGJobFailedError, AGTimeoutError
+
+TERMINAL_STATES = ("SUCCEEDED", "FAILED", "STOPPED")
+FAILED_STATES = ("FAILED", "STOPPED")
+# The head answers a long poll after at most this long (its own cap).
+MAX_WAIT_MS = 60000
+# How long one tail_logs long poll waits for new output before asking again.
+TAIL_WAIT_MS = 25000
+
+
+class Job:
+    """One job on the cluster, by id. Methods raise AGConnectionError, AGAuthError or
+    AGNotFoundError (unknown id) besides what each one documents."""
+
+    def __init__(self, client, job_id):
+        self._client = client
+        self.job_id = job_id
+
+    def __repr__(self):
+        return "Job({!r})".format(self.job_id)
+
+    def __eq__(self, other):
+        return isinstance(other, Job) and other.job_id == self.job_id
+
+    def __hash__(self):
+        return hash(self.job_id)
+
+    @property
+    def _path(self):
+        return "/api/jobs/" + urllib.parse.quote(self.job_id, safe="")
+
+    def _get(self, suffix="", **kwargs):
+        return self._client._transport.request("GET", self._path + suffix, **kwargs)
+
+    def info(self):
+        """The job's full JSON as a dict: state, message, spec, attempts and tasks."""
+        return self._get().json()
+
+    def status(self):
+        """The job's state: PENDING, RUNNING, SUCCEEDED, FAILED or STOPPED."""
+        return self.info()["state"]
+
+    def wait(self, timeout=None):
+        """Blocks until the job ends; returns its info when it SUCCEEDED.
+
+        Raises AGJobFailedError (with the job's reason, which names the task and exit
+        code) when it ended FAILED or STOPPED, and AGTimeoutError once `timeout`
+        seconds pass (the job keeps running). Uses the head's long poll, so it wakes the
+        moment the job ends and sends one request per minute at most while it waits.
+        """
+        deadline = None if timeout is None else time.monotonic() + max(0.0, float(timeout))
+        while True:
+            if deadline is None:
+                wait_ms = MAX_WAIT_MS
+            else:
+                remaining = deadline - time.monotonic()
+                wait_ms = max(0, min(MAX_WAIT_MS, int(math.ceil(remaining * 1000))))
+            info = self._get("/wait", query={"timeout_ms": wait_ms},
+                             extra_timeout=wait_ms / 1000.0).json()
+            state = info.get("state")
+            if state == "SUCCEEDED":
+                return info
+            if state in FAILED_STATES:
+                raise AGJobFailedError(info.get("message") or "job {}".format(state.lower()), info)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise AGTimeoutError(
+                    "job {} did not finish within {:g} s (it is {}; it keeps running: call "
+                    "stop() to end it)".format(self.job_id, timeout, state),
+                    job_id=self.job_id, timeout=timeout, info=info)
+
+    def get_error_message(self):
+        """Why the job FAILED or was STOPPED (names the task and exit code or signal), or
+        None while it is not in one of those states."""
+        info = self.info()
+        if info.get("state") in FAILED_STATES:
+            return info.get("message") or info.get("state")
+        return None
+
+    def stop(self):
+        """Asks the head to stop the job: every process of every task gets SIGTERM, then
+        SIGKILL after the grace period. Returns the head's answer ({job_id, state})."""
+        return self._client._transport.request("POST", self._path + "/stop", retry=True).json()
+
+    def events(self):
+        """The job's event log: a list of {"time_ms", "message"}, oldest first."""
+        return self._get("/events").json().get("events", [])
+
+    def _logs(self, task_index, attempt, offset, wait_ms=0):
+        query = {"task_index": task_index, "offset": offset}
+        if attempt is not None:
+            query["attempt"] = attempt
+        if wait_ms:
+            query["wait_ms"] = wait_ms
+        return self._get("/logs", query=query, extra_timeout=wait_ms / 1000.0)
+
+    def get_logs(self, task_index=0, attempt=None):
+        """The output (stdout and stderr) of task `task_index` so far, as text. `attempt`
+        picks a retry (0 is the first run); by default the latest one."""
+        parts = []
+        offset = 0
+        while True:
+            response = self._logs(task_index, attempt, offset)
+            if attempt is None:
+                attempt = _int_header(response, "X-AG-Attempt", None)
+            if not response.body:
+                break
+            parts.append(response.body)
+            offset = _int_header(response, "X-AG-Next-Offset", offset + len(response.body))
+            if response.header("X-AG-Log-Complete") == "1":
+                break
+        return b"".join(parts).decode("utf-8", "replace")
+
+    def tail_logs(self, task_index=0):
+        """Yields task `task_index`'s output as text chunks as it is written, from the
+        start, until the job ends. When the job retries, follows the new attempt.
+
+        Long polls the head (no busy polling): each request returns as soon as new bytes
+        arrive or the task ends.
+        """
+        attempt = None
+        offset = 0
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        while True:
+            response = self._logs(task_index, attempt, offset, wait_ms=TAIL_WAIT_MS)
+            if attempt is None:
+                attempt = _int_header(response, "X-AG-Attempt", 0)
+            if response.body:
+                offset = _int_header(response, "X-AG-Next-Offset", offset + len(response.body))
+                text = decoder.decode(response.body)
+                if text:
+                    yield text
+            if response.header("X-AG-Log-Complete") != "1":
+                continue
+            # This attempt's log is over. Follow a retry if the job makes one.
+            info = self._wait_for_attempt(attempt + 1)
+            if info.get("num_attempts", len(info.get("attempts", []))) <= attempt + 1:
+                tail = decoder.decode(b"", final=True)
+                if tail:
+                    yield tail
+                return
+            attempt += 1
+            offset = 0
+            decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def _wait_for_attempt(self, number):
+        """The job once it has attempt `number` (0-based) or has ended."""
+        while True:
+            info = self._get("/wait", query={"timeout_ms": MAX_WAIT_MS, "attempts_at_least": number + 1},
+                             extra_timeout=MAX_WAIT_MS / 1000.0).json()
+            if info.get("state") in TERMINAL_STATES or info.get("num_attempts", 0) > number:
+                return info
+
+
+def _int_header(response, name, default):
+    value = response.header(name)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default

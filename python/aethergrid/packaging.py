@@ -1,0 +1,246 @@
+"""Packs a working_dir into a deterministic gzip'd tar and names it by its sha256.
+
+The same folder content always gives the same bytes (with the same Python/zlib), so the
+head's content-addressed store sees an unchanged folder as already uploaded:
+- entries sorted by path (bytes), folders included, no entry for the root itself;
+- mtime 0, uid/gid 0, empty user/group names;
+- modes normalised: 0o755 for folders and executable files, 0o644 for other files;
+- symlinks stored as symlinks (the head and workers refuse ones pointing outside);
+- gzip header with mtime 0 and no file name.
+
+Skipped: `.git` and `__pycache__` anywhere, what the folder's .gitignore files ignore
+(each applies to its own subtree) and the gitignore-style `excludes` patterns (relative
+to the root). An entry is left out when either the .gitignore files or the excludes
+ignore it; a `!` in a .gitignore cannot re-include what `excludes` leaves out. Fifos,
+sockets and devices are skipped.
+"""
+import gzip
+import hashlib
+import heapq
+import os
+import stat
+import tarfile
+import tempfile
+
+from . import _gitignore
+from .exceptions import AGValidationError
+
+ALWAYS_SKIPPED = frozenset([".git", "__pycache__"])
+# zlib level 1: packing speed matters more than a few percent of size here (a large
+# working_dir is mostly data that does not compress anyway). Changing it changes hashes.
+COMPRESS_LEVEL = 1
+# Packages up to this size stay in memory while they are packed and uploaded.
+_SPOOL_BYTES = 16 << 20
+_COPY_BUFFER_BYTES = 1 << 20
+BIGGEST_FILES_KEPT = 5
+
+
+class Package:
+    """A packed working_dir: `sha256` (hex), `size` (bytes), `file_count`, `source`
+    (the folder), `biggest_files` [(size, relpath), ...] largest first. Holds the bytes
+    in a temporary file until close(); use it as a context manager."""
+
+    def __init__(self, source, fileobj, sha256, size, file_count, biggest_files):
+        self.source = source
+        self.fileobj = fileobj
+        self.sha256 = sha256
+        self.size = size
+        self.file_count = file_count
+        self.biggest_files = biggest_files
+
+    @property
+    def uri(self):
+        return "sha256:" + self.sha256
+
+    def read_bytes(self):
+        self.fileobj.seek(0)
+        return self.fileobj.read()
+
+    def names(self):
+        """The entry names in the archive, in archive order (folders without "/")."""
+        self.fileobj.seek(0)
+        with tarfile.open(fileobj=self.fileobj, mode="r:gz") as tar:
+            return [m.name for m in tar.getmembers()]
+
+    def close(self):
+        self.fileobj.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return "Package({!r}, sha256={}, {} bytes, {} files)".format(
+            self.source, self.sha256[:12], self.size, self.file_count)
+
+
+class _HashingWriter:
+    """A write-only file that hashes and counts what passes through to `target`."""
+
+    def __init__(self, target):
+        self.target = target
+        self.hash = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data):
+        self.hash.update(data)
+        self.size += len(data)
+        self.target.write(data)
+        return len(data)
+
+    def flush(self):
+        self.target.flush()
+
+
+def check_working_dir(folder):
+    """The absolute path of `folder`; AGValidationError when it is missing or not a
+    folder."""
+    if not isinstance(folder, (str, os.PathLike)):
+        raise AGValidationError("runtime_env['working_dir'] must be a path to a local folder, got {}"
+                                .format(type(folder).__name__), field="runtime_env.working_dir")
+    path = os.path.abspath(os.fspath(folder))
+    if not os.path.exists(path):
+        raise AGValidationError("runtime_env['working_dir']: folder {!r} does not exist".format(path),
+                                field="runtime_env.working_dir")
+    if not os.path.isdir(path):
+        raise AGValidationError("runtime_env['working_dir']: {!r} is not a folder".format(path),
+                                field="runtime_env.working_dir")
+    return path
+
+
+def check_excludes(excludes):
+    """`excludes` as a list of strings; AGValidationError otherwise."""
+    if excludes is None:
+        return []
+    if isinstance(excludes, str) or not all(isinstance(e, str) for e in excludes):
+        raise AGValidationError("runtime_env['excludes'] must be a list of gitignore-style "
+                                "patterns (strings), got {!r}".format(excludes),
+                                field="runtime_env.excludes")
+    return list(excludes)
+
+
+def collect_entries(root, excludes=None):
+    """The entries to pack under folder `root`, sorted by path: a list of
+    (relpath, kind, abspath) with kind "dir", "file" or "symlink"."""
+    root = check_working_dir(root)
+    exclude_list = [_gitignore.PatternList(check_excludes(excludes))]
+    entries = []
+
+    def walk(dir_abs, dir_rel, rules):
+        gitignore = os.path.join(dir_abs, ".gitignore")
+        if os.path.isfile(gitignore):
+            try:
+                rules = rules + [_gitignore.PatternList.from_file(gitignore, dir_rel)]
+            except OSError as e:
+                raise AGValidationError("cannot read {}: {}".format(gitignore, e.strerror)) from None
+        try:
+            with os.scandir(dir_abs) as it:
+                children = list(it)
+        except OSError as e:
+            raise AGValidationError("cannot list folder {}: {}".format(dir_abs, e.strerror)) from None
+        for child in children:
+            if child.name in ALWAYS_SKIPPED:
+                continue
+            rel = dir_rel + "/" + child.name if dir_rel else child.name
+            is_link = child.is_symlink()
+            is_dir = not is_link and child.is_dir(follow_symlinks=False)
+            if _gitignore.is_ignored(rules, rel, is_dir) or _gitignore.is_ignored(exclude_list, rel, is_dir):
+                continue
+            if is_link:
+                entries.append((rel, "symlink", child.path))
+            elif is_dir:
+                entries.append((rel, "dir", child.path))
+                walk(child.path, rel, rules)
+            elif child.is_file(follow_symlinks=False):
+                entries.append((rel, "file", child.path))
+
+    walk(root, "", [])
+    entries.sort(key=lambda e: os.fsencode(e[0]))
+    return entries
+
+
+def _tarinfo(name, kind, mode=0, size=0, linkname=""):
+    info = tarfile.TarInfo(name)
+    info.mtime = 0
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    if kind == "dir":
+        info.type = tarfile.DIRTYPE
+        info.mode = 0o755
+    elif kind == "symlink":
+        info.type = tarfile.SYMTYPE
+        info.mode = 0o777
+        info.linkname = linkname
+    else:
+        info.type = tarfile.REGTYPE
+        info.mode = 0o755 if mode & 0o111 else 0o644
+        info.size = size
+    return info
+
+
+def pack_working_dir(folder, excludes=None):
+    """Packs `folder` (minus what is skipped) into a Package.
+
+    Raises AGValidationError when the folder is missing, not a folder, unreadable, or a
+    file changes size while it is packed.
+    """
+    root = check_working_dir(folder)
+    entries = collect_entries(root, excludes)
+    spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES, prefix="ag-package-")
+    writer = _HashingWriter(spool)
+    biggest = []
+    file_count = 0
+    try:
+        with gzip.GzipFile(filename="", mode="wb", compresslevel=COMPRESS_LEVEL, fileobj=writer,
+                           mtime=0) as gz:
+            with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT,
+                              encoding="utf-8", errors="surrogateescape") as tar:
+                tar.copybufsize = _COPY_BUFFER_BYTES
+                for rel, kind, path in entries:
+                    if kind == "dir":
+                        tar.addfile(_tarinfo(rel, "dir"))
+                    elif kind == "symlink":
+                        tar.addfile(_tarinfo(rel, "symlink", linkname=os.readlink(path)))
+                    else:
+                        _add_file(tar, rel, path)
+                        file_count += 1
+                        size = tar.members[-1].size
+                        tar.members.pop()  # nothing reads them back; keep memory flat
+                        item = (size, rel)
+                        if len(biggest) < BIGGEST_FILES_KEPT:
+                            heapq.heappush(biggest, item)
+                        else:
+                            heapq.heappushpop(biggest, item)
+                    if kind != "file":
+                        tar.members.pop()
+    except BaseException:
+        spool.close()
+        raise
+    spool.seek(0)
+    return Package(root, spool, writer.hash.hexdigest(), writer.size, file_count,
+                   sorted(biggest, reverse=True))
+
+
+def _add_file(tar, rel, path):
+    try:
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise AGValidationError("{} stopped being a regular file while packing".format(path))
+            tar.addfile(_tarinfo(rel, "file", mode=st.st_mode, size=st.st_size), f)
+    except AGValidationError:
+        raise
+    except OSError as e:
+        raise AGValidationError("cannot pack {}: {}".format(path, e.strerror or e)) from None
+
+
+def human_bytes(n):
+    """`n` bytes as a short human string: 512 B, 3.4 KiB, 12.0 MiB."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return "{} {}".format(int(value), unit) if unit == "B" else "{:.1f} {}".format(value, unit)
+        value /= 1024
+    return "{} B".format(n)
