@@ -46,6 +46,9 @@ struct SubmitOptions {
   std::optional<double> memory_gb;
   std::string placement = "pack";
   std::vector<std::string> env;  // K=V
+  std::string working_dir;       // local folder, packed and uploaded
+  std::vector<std::string> excludes;
+  std::string python;            // runtime_env.python.executable
   std::string name;
   int max_retries = 0;
   std::optional<double> timeout_s;

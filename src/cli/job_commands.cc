@@ -8,6 +8,7 @@
 
 #include "cli/api_client.h"
 #include "cli/commands.h"
+#include "cli/package_builder.h"
 #include "cli/table.h"
 #include "net/http_types.h"
 
@@ -74,6 +75,36 @@ bool stream_log(const Connection& conn, const std::string& job_id, int task_inde
   }
 }
 
+// Packs and uploads a working_dir unless the head already has it; returns the
+// runtime_env reference ("sha256:<hex>").
+Result<std::string> upload_working_dir(const Connection& conn, const std::string& dir,
+                                       const std::vector<std::string>& excludes) {
+  auto package = pack_directory(dir, excludes);
+  if (!package.ok()) return package.error();
+  std::string hash = package->sha256;
+  auto limits = call_json(conn, "GET", "/api/packages");
+  if (!limits.ok()) return limits.error();
+  int64_t limit = limits.value().value("max_package_bytes", int64_t{0});
+  if (limit > 0 && static_cast<int64_t>(package->bytes.size()) > limit) {
+    std::string biggest;
+    for (const auto& [name, size] : package->biggest) {
+      biggest += "\n  " + name + " (" + std::to_string(size >> 20) + " MiB)";
+    }
+    return invalid_argument("working_dir '" + dir + "' packs to " + std::to_string(package->bytes.size() >> 20) +
+                            " MiB; the head accepts at most " + std::to_string(limit >> 20) +
+                            " MiB. Exclude what the job does not need (--exclude PATTERN or .gitignore). "
+                            "Largest files:" + biggest);
+  }
+  auto present = call_raw(conn, "HEAD", "/api/packages/" + hash);
+  if (present.ok()) return "sha256:" + hash;  // uploaded before: nothing to send
+  if (present.error().code != ErrorCode::kNotFound) return present.error();
+  std::cerr << "Uploading working_dir " << dir << " (" << package->files << " files, "
+            << (package->bytes.size() >> 10) << " KiB, sha256:" << hash.substr(0, 12) << ")\n";
+  auto stored = call_json(conn, "PUT", "/api/packages/" + hash, package->bytes, 10 * 60 * 1000);
+  if (!stored.ok()) return stored.error();
+  return "sha256:" + hash;
+}
+
 }  // namespace
 
 int submit(const ConnectionOptions& options, const SubmitOptions& submit) {
@@ -107,7 +138,18 @@ int submit(const ConnectionOptions& options, const SubmitOptions& submit) {
     }
     env_vars[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
-  if (!env_vars.empty()) spec["runtime_env"] = {{"env_vars", env_vars}};
+  json runtime_env = json::object();
+  if (!env_vars.empty()) runtime_env["env_vars"] = env_vars;
+  if (!submit.python.empty()) runtime_env["python"] = {{"executable", submit.python}};
+  if (!submit.working_dir.empty()) {
+    auto ref = upload_working_dir(conn.value(), submit.working_dir, submit.excludes);
+    if (!ref.ok()) return fail(ref.error());
+    runtime_env["working_dir"] = ref.value();
+  } else if (!submit.excludes.empty()) {
+    std::cerr << "error: --exclude only applies with --working-dir\n";
+    return 2;
+  }
+  if (!runtime_env.empty()) spec["runtime_env"] = runtime_env;
 
   auto created = call_json(conn.value(), "POST", "/api/jobs", spec.dump());
   if (!created.ok()) return fail(created.error());

@@ -84,6 +84,9 @@ int main(int argc, char** argv) {
   submit_cmd->add_option("--memory", submit_opts.memory_gb, "Memory per task, GiB")->check(CLI::Range(0.0, 1e6));
   submit_cmd->add_option("--placement", submit_opts.placement, "pack (fewest nodes) or spread")->capture_default_str()->check(CLI::IsMember({"pack", "spread"}));
   submit_cmd->add_option("--env", submit_opts.env, "Environment variable NAME=VALUE (repeatable)");
+  submit_cmd->add_option("--working-dir", submit_opts.working_dir, "Local folder to ship to every task as its working directory");
+  submit_cmd->add_option("--exclude", submit_opts.excludes, "Gitignore-style pattern left out of --working-dir (repeatable)");
+  submit_cmd->add_option("--python", submit_opts.python, "Interpreter that `python`/`python3` run as in the tasks");
   submit_cmd->add_option("--name", submit_opts.name, "Job name");
   submit_cmd->add_option("--max-retries", submit_opts.max_retries, "Whole-gang retries after a failure")->capture_default_str()->check(CLI::Range(0, 100));
   submit_cmd->add_option("--timeout", submit_opts.timeout_s, "Seconds the job may run before it is stopped and FAILED")->check(CLI::PositiveNumber);
