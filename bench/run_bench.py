@@ -182,6 +182,52 @@ def bench_ddp(cluster, runs):
     return {"runs": runs, "ag_s": ag_s, "hand_s": hand_s, "ratio": ag_s / hand_s}
 
 
+def make_working_dir(root, total_mib):
+    """A folder of about `total_mib` MiB: 90% in ten large random files, the rest in
+    a thousand small source-like text files."""
+    import random
+    rng = random.Random(7)
+    os.makedirs(os.path.join(root, "src"), exist_ok=True)
+    large = total_mib * 9 // 10
+    for i in range(10):
+        with open(os.path.join(root, f"weights_{i}.bin"), "wb") as f:
+            f.write(rng.randbytes(large * (1 << 20) // 10))
+    small_total = (total_mib - large) << 20
+    for i in range(1000):
+        words = " ".join(rng.choice(["def", "return", "self", "x", "torch", "tensor", "loss", "=", "(", ")"])
+                         for _ in range(small_total // 1000 // 5))
+        with open(os.path.join(root, "src", f"module_{i}.py"), "w") as f:
+            f.write(words[: small_total // 1000])
+
+
+def bench_working_dir(cluster, total_mib):
+    """Submit -> both ranks started with a `total_mib` working_dir, first (packed,
+    uploaded, downloaded, unpacked) and second (same folder: no upload, cached
+    package, unpacked for the new job), against `tar c DIR | tar x` on the same disk."""
+    root = tempfile.mkdtemp(prefix="ag-bench-wd-")
+    try:
+        src = os.path.join(root, "code")
+        make_working_dir(src, total_mib)
+        out = os.path.join(root, "copy")
+        os.makedirs(out)
+        t0 = time.time()
+        subprocess.run(f"tar c -C {src} . | tar x -C {out}", shell=True, check=True)
+        tar_s = time.time() - t0
+        results = []
+        for _ in range(2):
+            t0 = time.time()
+            job_id = subprocess.run([AG, "submit", "--no-wait", "-n", "2", "--placement", "spread", "--working-dir",
+                                     src, "--", "exec bash -c 'echo $EPOCHREALTIME'"], env=cluster.env,
+                                    capture_output=True, text=True, check=True, timeout=600).stdout.strip()
+            job = cluster.wait(job_id, timeout=600)
+            assert job["state"] == "SUCCEEDED", job
+            starts = [float(cluster.api("GET", f"/api/jobs/{job_id}/logs?task_index={i}").decode()) for i in range(2)]
+            results.append(max(starts) - t0)
+        return {"mib": total_mib, "tar_s": tar_s, "first_s": results[0], "second_s": results[1]}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -211,7 +257,7 @@ def bench_memory(cluster, jobs):
             "restarted_mib": restarted / 1024, "restart_s": restart_s}
 
 
-def report(floor, latency, throughput, ddp, memory, command):
+def report(floor, latency, throughput, ddp, memory, command, working_dir=None):
     lines = [
         "# Benchmark results",
         "",
@@ -238,6 +284,14 @@ def report(floor, latency, throughput, ddp, memory, command):
     if ddp:
         lines.append(f"| example DDP job (2 ranks, gloo) end to end via `ag submit`, median of {ddp['runs']} | "
                      f"{ddp['ag_s']:.2f} s | launched by hand {ddp['hand_s']:.2f} s | {ddp['ratio']:.2f}× | ≤ 1.3× / ≤ 1.1× |")
+    if working_dir:
+        wd = working_dir
+        lines.append(f"| {wd['mib']} MiB working_dir, 2-task job via `ag submit --working-dir`: submit → both ranks "
+                     f"started, first submission | {wd['first_s']:.2f} s | `tar c DIR \\| tar x` {wd['tar_s']:.2f} s | "
+                     f"{wd['first_s'] / wd['tar_s']:.1f}× | ≤ 3× / ≤ 1.5× |")
+        lines.append(f"| the same folder again (no upload; package cached on the workers, unpacked for the new job) | "
+                     f"{wd['second_s']:.2f} s | `tar c DIR \\| tar x` {wd['tar_s']:.2f} s | "
+                     f"{wd['second_s'] / wd['tar_s']:.1f}× | |")
     if memory:
         lines.append(f"| head RSS with {memory['jobs_in_store']} finished jobs | {memory['loaded_mib']:.1f} MiB; after SIGKILL "
                      f"+ restart {memory['restarted_mib']:.1f} MiB (restart took {memory['restart_s']:.2f} s) | "
@@ -269,6 +323,7 @@ def main():
     parser.add_argument("--throughput", type=int, default=2000)
     parser.add_argument("--ddp-runs", type=int, default=5)
     parser.add_argument("--memory-jobs", type=int, default=10000)
+    parser.add_argument("--working-dir-mib", type=int, default=100)
     parser.add_argument("--write", action="store_true", help="write bench/RESULTS.md")
     args = parser.parse_args()
     command = "/usr/bin/python3 bench/run_bench.py " + " ".join(sys.argv[1:])
@@ -280,6 +335,7 @@ def main():
         latency = bench_start_latency(cluster, args.jobs) if args.jobs else None
         throughput = [bench_throughput(cluster, args.throughput, clients) for clients in (1, 4)] if args.throughput else []
         ddp = bench_ddp(cluster, args.ddp_runs) if args.ddp_runs else None
+        working_dir = bench_working_dir(cluster, args.working_dir_mib) if args.working_dir_mib else None
     finally:
         cluster.stop()
     memory = None
@@ -289,7 +345,7 @@ def main():
             memory = bench_memory(cluster, args.memory_jobs)
         finally:
             cluster.stop()
-    text = report(floor, latency, throughput, ddp, memory, command.strip())
+    text = report(floor, latency, throughput, ddp, memory, command.strip(), working_dir)
     print(text)
     if args.write:
         with open(os.path.join(REPO, "bench", "RESULTS.md"), "w") as f:

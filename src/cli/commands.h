@@ -32,6 +32,7 @@ struct StartWorkerOptions {
   std::optional<double> memory_gb;
   std::string data_dir;
   double kill_grace_s = 10;
+  double package_cache_gb = 10;
   bool block = false;
   bool verbose = false;
 };

@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   start_worker_cmd->add_option("--memory", worker.memory_gb, "Memory to offer, GiB (default: detected)")->check(CLI::Range(0.0, 1e6));
   start_worker_cmd->add_option("--data-dir", worker.data_dir, "Where the worker keeps task dirs and logs");
   start_worker_cmd->add_option("--kill-grace", worker.kill_grace_s, "Seconds between SIGTERM and SIGKILL at shutdown")->capture_default_str();
+  start_worker_cmd->add_option("--package-cache-gb", worker.package_cache_gb, "Disk budget for cached working_dir packages, GiB")->capture_default_str()->check(CLI::Range(0.0, 1e6));
   start_worker_cmd->add_flag("--block", worker.block, "Stay in the foreground");
   start_worker_cmd->add_flag("--verbose", worker.verbose, "Debug logging");
   worker.token.clear();

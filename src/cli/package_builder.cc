@@ -66,8 +66,8 @@ Result<Package> pack_directory(const std::string& dir, const std::vector<std::st
   Package package;
   std::unique_ptr<archive, decltype(&archive_write_free)> a(archive_write_new(), archive_write_free);
   archive_write_set_format_pax_restricted(a.get());
-  archive_write_add_filter_gzip(a.get());
-  archive_write_set_options(a.get(), "gzip:!timestamp");
+  // Not compressed: on a cluster network, compressing and decompressing a large
+  // folder costs more time than the bytes it saves (workers read gzip'd tars too).
   archive_write_set_bytes_in_last_block(a.get(), 1);
   auto writer = [](archive*, void* data, const void* buf, size_t size) -> la_ssize_t {
     static_cast<std::string*>(data)->append(static_cast<const char*>(buf), size);

@@ -1,6 +1,6 @@
-// Packs a working_dir for upload: a gzip'd tar whose bytes depend only on the
-// folder's contents (sorted entries, zero mtimes and owners, normalised modes, no
-// gzip timestamp), so the same folder always has the same SHA-256 and uploads once.
+// Packs a working_dir for upload: a tar whose bytes depend only on the folder's
+// contents (sorted entries, zero mtimes and owners, normalised modes), so the same
+// folder always has the same SHA-256 and uploads once.
 // Skips .git, __pycache__, what .gitignore files exclude and the user's excludes.
 #pragma once
 
@@ -14,7 +14,7 @@
 namespace ag::cli {
 
 struct Package {
-  std::string bytes;   // the gzip'd tar
+  std::string bytes;   // the tar
   std::string sha256;  // hex
   int64_t files = 0;
   std::vector<std::pair<std::string, int64_t>> biggest;  // up to 5 largest files, largest first

@@ -6,6 +6,8 @@
 #include <boost/beast/websocket.hpp>
 #include <spdlog/spdlog.h>
 
+#include <limits>
+
 #include "net/beast_ws.h"
 
 namespace ag::net {
@@ -86,8 +88,10 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
 
     void read() {
       parser.emplace();
+      // The parser compares Content-Length with its limit while reading the header;
+      // the limit depends on the route, so it is set (and checked) once the header is in.
       limit = server->max_body_bytes;
-      parser->body_limit(limit);
+      parser->body_limit(std::numeric_limits<std::uint64_t>::max());
       parser->header_limit(64 * 1024);
       stream.expires_after(kIdleTimeout);
       http::async_read_header(stream, buffer, *parser, [self = shared_from_this()](beast::error_code ec, size_t) {
@@ -100,8 +104,9 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
       const auto& header = parser->get();
       if (server->handlers.body_limit) {
         limit = server->handlers.body_limit(std::string(header.method_string()), std::string(header.target()));
-        parser->body_limit(limit);
       }
+      if (parser->content_length() && *parser->content_length() > limit) return on_read(http::error::body_limit);
+      parser->body_limit(limit);
       http::async_read(stream, buffer, *parser,
                        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
     }

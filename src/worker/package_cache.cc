@@ -178,7 +178,9 @@ void PackageCache::evict_over_budget(const std::string& keep) {
 Result<std::string> PackageCache::prepare_blocking(const std::string& job_id, const std::string& hash) {
   std::string dest = config_.dir + "/jobs/" + job_id;
   std::error_code ec;
-  if (fs::exists(dest + "/.ag-unpacked", ec)) return dest;
+  // The marker sits beside the job dir, not in it: the task's folder holds only its files.
+  std::string marker = dest + ".unpacked";
+  if (fs::exists(marker, ec)) return dest;
   auto archive_path = fetch_archive(hash);
   if (!archive_path.ok()) return archive_path.error();
   // Unpack beside the destination and rename: a job dir is whole or absent.
@@ -189,10 +191,10 @@ Result<std::string> PackageCache::prepare_blocking(const std::string& job_id, co
     fs::remove_all(staging, ec);
     return extracted.error();
   }
-  std::ofstream(staging + "/.ag-unpacked") << hash << "\n";
   fs::remove_all(dest, ec);
   fs::rename(staging, dest, ec);
   if (ec) return internal_error("cannot move the unpacked package into " + dest + ": " + ec.message());
+  std::ofstream(marker) << hash << "\n";
   return dest;
 }
 

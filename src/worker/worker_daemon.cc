@@ -67,6 +67,7 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
   agent_config.node_ip = config.node_ip;
   agent_config.hostname = hostname();
   agent_config.data_dir = config.data_dir;
+  agent_config.package_cache_bytes = config.package_cache_bytes;
   double cpus = config.num_cpus.value_or(detect_cpus());
   agent_config.resources.cpu_millis = static_cast<int64_t>(std::llround(cpus * 1000));
   agent_config.resources.memory_bytes = config.memory_bytes.value_or(detect_memory_bytes());

@@ -20,6 +20,7 @@ struct WorkerConfig {
   std::optional<int64_t> memory_bytes;
   std::string data_dir;
   int64_t stop_grace_ms = 10000;
+  int64_t package_cache_bytes = int64_t{10} << 30;
   bool verbose = false;
 };
 
