@@ -22,14 +22,18 @@ from aethergrid.exceptions import AGJobFailedError, AGTimeoutError
 
 def main():
     address = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("AG_ADDRESS")
-    client = ag.Client(address)  # None: this machine's session
-    job = client.submit_job(
-        entrypoint="/usr/bin/python3 train.py",
-        runtime_env={"working_dir": HERE, "env_vars": {"PYTHONUNBUFFERED": "1"}},
-        num_workers=2,
-        job_name="ddp-example",
-        placement="spread",
-    )
+    try:
+        client = ag.Client(address)  # None: this machine's session
+        job = client.submit_job(
+            entrypoint="/usr/bin/python3 train.py",
+            runtime_env={"working_dir": HERE, "env_vars": {"PYTHONUNBUFFERED": "1"}},
+            num_workers=2,
+            job_name="ddp-example",
+            placement="spread",
+        )
+    except ag.AGError as e:  # no cluster, wrong token, refused spec
+        print(f"Could not submit the job: {e}", file=sys.stderr)
+        return 2
     print(f"Submitted {job.job_id}; waiting for it to finish...", flush=True)
     try:
         job.wait(timeout=300)

@@ -6,7 +6,7 @@ head's content-addressed store sees an unchanged folder as already uploaded:
 - mtime 0, uid/gid 0, empty user/group names;
 - modes normalised: 0o755 for folders and executable files, 0o644 for other files;
 - symlinks stored as symlinks (the head and workers refuse ones pointing outside);
-- gzip header with mtime 0 and no file name.
+- gzip header with mtime 0 and no file name; compressed in fixed-size chunks (_gzip.py).
 
 Skipped: `.git` and `__pycache__` anywhere, what the folder's .gitignore files ignore
 (each applies to its own subtree) and the gitignore-style `excludes` patterns (relative
@@ -14,7 +14,6 @@ to the root). An entry is left out when either the .gitignore files or the exclu
 ignore it; a `!` in a .gitignore cannot re-include what `excludes` leaves out. Fifos,
 sockets and devices are skipped.
 """
-import gzip
 import hashlib
 import heapq
 import os
@@ -22,16 +21,15 @@ import stat
 import tarfile
 import tempfile
 
-from . import _gitignore
+from . import _gitignore, _gzip, _tar
 from .exceptions import AGValidationError
 
 ALWAYS_SKIPPED = frozenset([".git", "__pycache__"])
-# zlib level 1: packing speed matters more than a few percent of size here (a large
-# working_dir is mostly data that does not compress anyway). Changing it changes hashes.
+# zlib level 1: packing speed matters more than a few percent of size here; data that
+# does not compress is stored (see _gzip.py). Changing it changes hashes.
 COMPRESS_LEVEL = 1
 # Packages up to this size stay in memory while they are packed and uploaded.
 _SPOOL_BYTES = 16 << 20
-_COPY_BUFFER_BYTES = 1 << 20
 BIGGEST_FILES_KEPT = 5
 
 
@@ -161,30 +159,11 @@ def collect_entries(root, excludes=None):
     return entries
 
 
-def _tarinfo(name, kind, mode=0, size=0, linkname=""):
-    info = tarfile.TarInfo(name)
-    info.mtime = 0
-    info.uid = info.gid = 0
-    info.uname = info.gname = ""
-    if kind == "dir":
-        info.type = tarfile.DIRTYPE
-        info.mode = 0o755
-    elif kind == "symlink":
-        info.type = tarfile.SYMTYPE
-        info.mode = 0o777
-        info.linkname = linkname
-    else:
-        info.type = tarfile.REGTYPE
-        info.mode = 0o755 if mode & 0o111 else 0o644
-        info.size = size
-    return info
-
-
 def pack_working_dir(folder, excludes=None):
     """Packs `folder` (minus what is skipped) into a Package.
 
     Raises AGValidationError when the folder is missing, not a folder, unreadable, or a
-    file changes size while it is packed.
+    file shrinks while it is packed.
     """
     root = check_working_dir(folder)
     entries = collect_entries(root, excludes)
@@ -192,30 +171,25 @@ def pack_working_dir(folder, excludes=None):
     writer = _HashingWriter(spool)
     biggest = []
     file_count = 0
+    gz = _gzip.GzipWriter(writer, level=COMPRESS_LEVEL)
     try:
-        with gzip.GzipFile(filename="", mode="wb", compresslevel=COMPRESS_LEVEL, fileobj=writer,
-                           mtime=0) as gz:
-            with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT,
-                              encoding="utf-8", errors="surrogateescape") as tar:
-                tar.copybufsize = _COPY_BUFFER_BYTES
-                for rel, kind, path in entries:
-                    if kind == "dir":
-                        tar.addfile(_tarinfo(rel, "dir"))
-                    elif kind == "symlink":
-                        tar.addfile(_tarinfo(rel, "symlink", linkname=os.readlink(path)))
-                    else:
-                        _add_file(tar, rel, path)
-                        file_count += 1
-                        size = tar.members[-1].size
-                        tar.members.pop()  # nothing reads them back; keep memory flat
-                        item = (size, rel)
-                        if len(biggest) < BIGGEST_FILES_KEPT:
-                            heapq.heappush(biggest, item)
-                        else:
-                            heapq.heappushpop(biggest, item)
-                    if kind != "file":
-                        tar.members.pop()
+        tar = _tar.TarWriter(gz)
+        for rel, kind, path in entries:
+            if kind == "dir":
+                tar.add_directory(rel)
+            elif kind == "symlink":
+                tar.add_symlink(rel, os.readlink(path))
+            else:
+                size = _add_file(tar, rel, path)
+                file_count += 1
+                if len(biggest) < BIGGEST_FILES_KEPT:
+                    heapq.heappush(biggest, (size, rel))
+                else:
+                    heapq.heappushpop(biggest, (size, rel))
+        tar.close()
+        gz.close()
     except BaseException:
+        gz.abort()
         spool.close()
         raise
     spool.seek(0)
@@ -224,14 +198,17 @@ def pack_working_dir(folder, excludes=None):
 
 
 def _add_file(tar, rel, path):
+    """Adds one regular file; returns its size."""
     try:
         with open(path, "rb") as f:
             st = os.fstat(f.fileno())
             if not stat.S_ISREG(st.st_mode):
                 raise AGValidationError("{} stopped being a regular file while packing".format(path))
-            tar.addfile(_tarinfo(rel, "file", mode=st.st_mode, size=st.st_size), f)
-    except AGValidationError:
-        raise
+            tar.add_file(rel, f, st.st_size, executable=bool(st.st_mode & 0o111))
+            return st.st_size
+    except EOFError:
+        raise AGValidationError("{} shrank while it was packed; pack again once it stops "
+                                "changing".format(path)) from None
     except OSError as e:
         raise AGValidationError("cannot pack {}: {}".format(path, e.strerror or e)) from None
 

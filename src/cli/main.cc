@@ -3,6 +3,8 @@
 // accepted before or after the subcommand.
 #include <signal.h>
 
+#include <clocale>
+
 #include <CLI/CLI.hpp>
 #include <iostream>
 
@@ -13,6 +15,9 @@ int main(int argc, char** argv) {
   // A closed pipe (ag logs | head) must end the command quietly, not kill it mid-write
   // of a socket; socket writes report EPIPE as an error instead.
   ::signal(SIGPIPE, SIG_IGN);
+  // File names in packages are UTF-8; libarchive converts through the C library's
+  // character set, which must therefore be UTF-8 rather than the "C" locale's ASCII.
+  if (!std::setlocale(LC_CTYPE, "C.UTF-8")) std::setlocale(LC_CTYPE, "");
 
   CLI::App app{"AetherGrid: run distributed AI jobs on your machines.\n"
                "Start a cluster with `ag start-head` and `ag start-worker`, then `ag submit -- COMMAND`."};

@@ -230,11 +230,22 @@ Result<std::string> Agent::python_shim(const std::string& executable) {
   std::string dir = config_.data_dir + "/python-shims/" + sha256_hex(executable).substr(0, 16);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
+  // Scripts rather than symlinks: a virtualenv's interpreter reached through a link in
+  // another folder would not find its environment, and sys.executable would name the link.
+  std::string quoted = "'";
+  for (char c : executable) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  quoted += "'";
   for (const char* name : {"python", "python3"}) {
-    std::string link = dir + "/" + name;
-    std::filesystem::remove(link, ec);
-    std::filesystem::create_symlink(executable, link, ec);
-    if (ec) return internal_error("cannot create " + link + ": " + ec.message());
+    std::string path = dir + "/" + name;
+    std::string tmp = path + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      out << "#!/bin/sh\nexec " << quoted << " \"$@\"\n";
+      if (!out) return internal_error("cannot write " + tmp);
+    }
+    std::filesystem::permissions(tmp, std::filesystem::perms(0755), ec);
+    std::filesystem::rename(tmp, path, ec);
+    if (ec) return internal_error("cannot create " + path + ": " + ec.message());
   }
   return dir;
 }
