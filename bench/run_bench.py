@@ -24,6 +24,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AG = os.environ.get("AG_BIN", os.path.join(REPO, "build", "bin", "ag"))
 SPAWN_FLOOR = os.path.join(REPO, "build", "bin", "spawn_floor")
 PYTHON = "/usr/bin/python3"
+sys.path.insert(0, os.path.join(REPO, "python"))
 
 
 def free_port():
@@ -228,6 +229,43 @@ def bench_working_dir(cluster, total_mib):
         shutil.rmtree(root, ignore_errors=True)
 
 
+def bench_sdk_roundtrip(cluster, runs):
+    """A trivial job's submit + wait through the SDK (in-process) and through the CLI
+    (`ag submit`, a new process each time, as users run it)."""
+    import aethergrid as ag
+    client = ag.Client(f"127.0.0.1:{cluster.port}", token=cluster.token)
+    sdk, cli = [], []
+    for _ in range(runs):
+        t0 = time.time()
+        client.submit_job(entrypoint="true").wait(timeout=60)
+        sdk.append((time.time() - t0) * 1000)
+        t0 = time.time()
+        subprocess.run([AG, "submit", "--", "true"], env=cluster.env, capture_output=True, check=True, timeout=60)
+        cli.append((time.time() - t0) * 1000)
+    return {"runs": runs, "sdk_p50_ms": statistics.median(sdk), "cli_p50_ms": statistics.median(cli)}
+
+
+def bench_sdk_working_dir(cluster, total_mib):
+    """The working_dir measure through the SDK (its own packing and upload)."""
+    import aethergrid as ag
+    client = ag.Client(f"127.0.0.1:{cluster.port}", token=cluster.token)
+    root = tempfile.mkdtemp(prefix="ag-bench-sdk-wd-")
+    try:
+        src = os.path.join(root, "code")
+        make_working_dir(src, total_mib)
+        results = []
+        for _ in range(2):
+            t0 = time.time()
+            job = client.submit_job(entrypoint="exec bash -c 'echo $EPOCHREALTIME'", num_workers=2,
+                                    placement="spread", runtime_env={"working_dir": src})
+            job.wait(timeout=600)
+            starts = [float(job.get_logs(task_index=i)) for i in range(2)]
+            results.append(max(starts) - t0)
+        return {"first_s": results[0], "second_s": results[1]}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -257,7 +295,7 @@ def bench_memory(cluster, jobs):
             "restarted_mib": restarted / 1024, "restart_s": restart_s}
 
 
-def report(floor, latency, throughput, ddp, memory, command, working_dir=None):
+def report(floor, latency, throughput, ddp, memory, command, working_dir=None, sdk=None):
     lines = [
         "# Benchmark results",
         "",
@@ -292,6 +330,12 @@ def report(floor, latency, throughput, ddp, memory, command, working_dir=None):
         lines.append(f"| the same folder again (no upload; package cached on the workers, unpacked for the new job) | "
                      f"{wd['second_s']:.2f} s | `tar c DIR \\| tar x` {wd['tar_s']:.2f} s | "
                      f"{wd['second_s'] / wd['tar_s']:.1f}× | |")
+        lines.append(f"| the same through the SDK (`submit_job(runtime_env={{'working_dir': DIR}})`), first / second | "
+                     f"{wd['sdk']['first_s']:.2f} s / {wd['sdk']['second_s']:.2f} s | `tar c DIR \\| tar x` {wd['tar_s']:.2f} s | "
+                     f"{wd['sdk']['first_s'] / wd['tar_s']:.1f}× / {wd['sdk']['second_s'] / wd['tar_s']:.1f}× | ≤ 3× / ≤ 1.5× |")
+    if sdk:
+        lines.append(f"| trivial job submit + wait, median of {sdk['runs']}: SDK (in-process) | {sdk['sdk_p50_ms']:.1f} ms | "
+                     f"`ag submit -- true` {sdk['cli_p50_ms']:.1f} ms | {sdk['sdk_p50_ms'] / sdk['cli_p50_ms']:.2f}× | |")
     if memory:
         lines.append(f"| head RSS with {memory['jobs_in_store']} finished jobs | {memory['loaded_mib']:.1f} MiB; after SIGKILL "
                      f"+ restart {memory['restarted_mib']:.1f} MiB (restart took {memory['restart_s']:.2f} s) | "
@@ -324,6 +368,7 @@ def main():
     parser.add_argument("--ddp-runs", type=int, default=5)
     parser.add_argument("--memory-jobs", type=int, default=10000)
     parser.add_argument("--working-dir-mib", type=int, default=100)
+    parser.add_argument("--sdk-runs", type=int, default=30)
     parser.add_argument("--write", action="store_true", help="write bench/RESULTS.md")
     args = parser.parse_args()
     command = "/usr/bin/python3 bench/run_bench.py " + " ".join(sys.argv[1:])
@@ -336,6 +381,9 @@ def main():
         throughput = [bench_throughput(cluster, args.throughput, clients) for clients in (1, 4)] if args.throughput else []
         ddp = bench_ddp(cluster, args.ddp_runs) if args.ddp_runs else None
         working_dir = bench_working_dir(cluster, args.working_dir_mib) if args.working_dir_mib else None
+        if working_dir:
+            working_dir["sdk"] = bench_sdk_working_dir(cluster, args.working_dir_mib)
+        sdk = bench_sdk_roundtrip(cluster, args.sdk_runs) if args.sdk_runs else None
     finally:
         cluster.stop()
     memory = None
@@ -345,7 +393,7 @@ def main():
             memory = bench_memory(cluster, args.memory_jobs)
         finally:
             cluster.stop()
-    text = report(floor, latency, throughput, ddp, memory, command.strip(), working_dir)
+    text = report(floor, latency, throughput, ddp, memory, command.strip(), working_dir, sdk)
     print(text)
     if args.write:
         with open(os.path.join(REPO, "bench", "RESULTS.md"), "w") as f:

@@ -2,7 +2,8 @@
 # The README's first command: builds AetherGrid, starts a local cluster (a head on
 # 127.0.0.1 and two workers on 127.0.0.2 and 127.0.0.3), runs the example DDP job
 # (2 ranks, gloo on CPU) through `ag submit`, shows both ranks' output, and stops
-# the cluster again.
+# the cluster again. Then runs the same job through the Python SDK
+# (examples/submit_job.py), which ships examples/ to the workers as the working dir.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -27,3 +28,6 @@ echo "\$ ag logs $job --task-index 1"
 "$ag" logs "$job" --task-index 1
 echo
 "$ag" status "$job"
+echo
+echo "\$ python3 examples/submit_job.py      # the same job through the Python SDK, shipping examples/ as working_dir"
+/usr/bin/python3 examples/submit_job.py

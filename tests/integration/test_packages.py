@@ -1,0 +1,119 @@
+"""working_dir packages through the real head and workers: `ag submit --working-dir`,
+and archives crafted by hand against the REST API that must never write outside the
+job's directory."""
+import hashlib
+import io
+import os
+import tarfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def make_tar(entries):
+    """entries: list of (TarInfo-kwargs dict, bytes or None)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for fields, data in entries:
+            info = tarfile.TarInfo(fields.pop("name"))
+            for key, value in fields.items():
+                setattr(info, key, value)
+            if data is not None:
+                info.size = len(data)
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    return buf.getvalue()
+
+
+def upload(cluster, data):
+    digest = hashlib.sha256(data).hexdigest()
+    status, _, payload = cluster.api_full("PUT", f"/api/packages/{digest}", raw=data)
+    assert status in (200, 201), payload
+    return digest
+
+
+def submit_with_package(cluster, digest, entrypoint="true"):
+    status, _, payload = cluster.api_full("POST", "/api/jobs", body={
+        "entrypoint": entrypoint, "runtime_env": {"working_dir": f"sha256:{digest}"}})
+    assert status == 201, payload
+    return payload["job_id"]
+
+
+def test_cli_working_dir_ships_the_folder_and_uploads_once(cluster, tmp_path):
+    code = tmp_path / "code"
+    (code / "pkg").mkdir(parents=True)
+    (code / "pkg" / "mod.py").write_text("VALUE = 41\n")
+    (code / "main.py").write_text("import pkg.mod\nprint('value', pkg.mod.VALUE + 1)\n")
+    (code / "secret.txt").write_text("not shipped\n")
+    (code / ".gitignore").write_text("*.log\n")
+    (code / "debug.log").write_text("ignored\n")
+    proc = cluster.ag("submit", "-n", "2", "--working-dir", str(code), "--exclude", "secret.txt",
+                      "--python", "/usr/bin/python3", "--", "python main.py; ls -a")
+    assert "value 42" in proc.stdout
+    assert "secret.txt" not in proc.stdout and "debug.log" not in proc.stdout
+    _, _, before = cluster.api_full("GET", "/api/packages")
+    cluster.ag("submit", "--working-dir", str(code), "--exclude", "secret.txt", "--", "true")
+    _, _, after = cluster.api_full("GET", "/api/packages")
+    assert after["bytes_uploaded"] == before["bytes_uploaded"]  # unchanged folder: nothing sent
+
+
+def test_cli_working_dir_that_is_not_a_folder(cluster, tmp_path):
+    missing = cluster.ag("submit", "--working-dir", str(tmp_path / "nope"), "--", "true", check=False)
+    assert missing.returncode != 0 and "does not exist" in missing.stderr
+    afile = tmp_path / "file.txt"
+    afile.write_text("x")
+    not_dir = cluster.ag("submit", "--working-dir", str(afile), "--", "true", check=False)
+    assert not_dir.returncode != 0 and "not a folder" in not_dir.stderr
+
+
+def test_corrupted_upload_is_refused(cluster):
+    data = make_tar([({"name": "a.txt"}, b"hello")])
+    wrong = hashlib.sha256(b"something else").hexdigest()
+    status, _, payload = cluster.api_full("PUT", f"/api/packages/{wrong}", raw=data)
+    assert status == 400 and "hash to sha256:" in payload["error"]
+    status, _, _ = cluster.api_full("HEAD", f"/api/packages/{wrong}")
+    assert status == 404
+
+
+def test_unknown_package_is_refused_at_submit(cluster):
+    status, _, payload = cluster.api_full("POST", "/api/jobs", body={
+        "entrypoint": "true", "runtime_env": {"working_dir": "sha256:" + "ab" * 32}})
+    assert status == 400 and "never uploaded" in payload["error"]
+
+
+def assert_refused_and_contained(cluster, data, needle, outside_name):
+    digest = upload(cluster, data)
+    job_id = submit_with_package(cluster, digest)
+    job = cluster.wait_state(job_id, {"FAILED"}, timeout=30)
+    assert needle in job["message"], job["message"]
+    for ip in ("127.0.0.2", "127.0.0.3"):
+        packages = os.path.join(cluster.worker_data_dir(ip), "packages")
+        for base, _, files in os.walk(cluster.worker_data_dir(ip)):
+            assert outside_name not in files, f"{outside_name} written under {base}"
+        assert not os.path.exists(os.path.join(packages, outside_name))
+
+
+def test_archive_with_dotdot_entry_fails_the_job(cluster):
+    data = make_tar([({"name": "../escaped_dotdot.txt"}, b"x")])
+    assert_refused_and_contained(cluster, data, "escapes the working directory", "escaped_dotdot.txt")
+
+
+def test_archive_with_absolute_path_fails_the_job(cluster, tmp_path):
+    target = tmp_path / "escaped_absolute.txt"
+    data = make_tar([({"name": str(target)}, b"x")])
+    digest = upload(cluster, data)
+    job = cluster.wait_state(submit_with_package(cluster, digest), {"FAILED", "SUCCEEDED"}, timeout=30)
+    # tar strips a leading "/" into a relative name or the worker refuses it; either
+    # way nothing may land at the absolute path.
+    assert not target.exists()
+    if job["state"] == "FAILED":
+        assert "package" in job["message"]
+
+
+def test_archive_with_symlink_pointing_outside_fails_the_job(cluster):
+    data = make_tar([({"name": "evil_link", "type": tarfile.SYMTYPE, "linkname": "/etc/passwd"}, None)])
+    assert_refused_and_contained(cluster, data, "link pointing outside", "evil_link")
+
+
+def test_archive_with_symlink_climbing_up_fails_the_job(cluster):
+    data = make_tar([({"name": "up_link", "type": tarfile.SYMTYPE, "linkname": "../../../etc"}, None),
+                     ({"name": "up_link/owned", }, b"x")])
+    assert_refused_and_contained(cluster, data, "link pointing outside", "owned")
