@@ -16,7 +16,9 @@ class IgnoreRules {
   // (a folder relative to the packed root, "" for the root).
   void add(const std::string& base, const std::vector<std::string>& lines);
 
-  // True when `path` (relative to the root, '/'-separated) is ignored.
+  // True when `path` (relative to the root, '/'-separated) or a folder above it is
+  // ignored. The last rule matching a path decides for it; a folder that is ignored
+  // takes everything inside with it.
   bool ignored(const std::string& path, bool is_dir) const;
 
  private:
@@ -26,6 +28,8 @@ class IgnoreRules {
     bool negate = false;
     bool dir_only = false;
   };
+  bool matches(const std::string& path, bool is_dir) const;
+
   std::vector<Rule> rules_;
 };
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <stdexcept>
 
 #include "cli/ignore_rules.h"
 #include "common/sha256.h"
@@ -41,8 +42,20 @@ void walk(const fs::path& root, const std::string& rel_dir, IgnoreRules& rules, 
     std::string rel = rel_dir.empty() ? name : rel_dir + "/" + name;
     fs::file_type type = entry.symlink_status().type();
     bool is_dir = type == fs::file_type::directory;
-    if ((is_dir && (name == ".git" || name == "__pycache__")) || rules.ignored(rel, is_dir)) continue;
+    if (name == ".git" || (is_dir && name == "__pycache__") || rules.ignored(rel, is_dir)) continue;
     if (type != fs::file_type::regular && type != fs::file_type::directory && type != fs::file_type::symlink) continue;
+    if (type == fs::file_type::symlink) {
+      // Workers unpack links only when they point downwards inside the folder; say so
+      // now rather than fail every task later.
+      fs::path target = fs::read_symlink(entry.path());
+      bool goes_up = false;
+      for (const auto& part : target) goes_up |= part == "..";
+      if (target.is_absolute() || goes_up) {
+        throw std::invalid_argument("working_dir holds the link '" + rel + "' -> '" + target.string() +
+                                    "', which points outside its folder; workers would refuse it. Exclude it "
+                                    "(--exclude '" + rel + "' or .gitignore) or replace it with what it points to");
+      }
+    }
     out.push_back({rel, entry.path(), type});
     if (is_dir) walk(root, rel, rules, out);
   }
@@ -61,11 +74,15 @@ Result<Package> pack_directory(const std::string& dir, const std::vector<std::st
     walk(fs::path(dir), "", rules, items);
   } catch (const fs::filesystem_error& e) {
     return internal_error(std::string("cannot read working_dir: ") + e.what());
+  } catch (const std::invalid_argument& e) {
+    return invalid_argument(e.what());
   }
 
   Package package;
   std::unique_ptr<archive, decltype(&archive_write_free)> a(archive_write_new(), archive_write_free);
   archive_write_set_format_pax_restricted(a.get());
+  // Names go in as the bytes the file system has, whatever the process locale.
+  archive_write_set_format_option(a.get(), "pax", "hdrcharset", "BINARY");
   // Not compressed: on a cluster network, compressing and decompressing a large
   // folder costs more time than the bytes it saves (workers read gzip'd tars too).
   archive_write_set_bytes_in_last_block(a.get(), 1);

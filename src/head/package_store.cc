@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,13 @@
 #include "common/sha256.h"
 
 namespace ag::head {
+namespace {
+std::string mib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+}  // namespace
 
 PackageStore::PackageStore(std::string dir, int64_t max_package_bytes)
     : dir_(std::move(dir)), max_package_bytes_(max_package_bytes) {
@@ -36,18 +44,19 @@ Result<bool> PackageStore::put(const std::string& hash, const std::string& bytes
     return invalid_argument("'" + hash + "' is not a package hash; expected 64 lowercase hex digits (SHA-256)");
   }
   if (static_cast<int64_t>(bytes.size()) > max_package_bytes_) {
-    return Error{ErrorCode::kTooLarge, "package is " + std::to_string(bytes.size() >> 20) + " MiB; the head's limit is " +
-                                           std::to_string(max_package_bytes_ >> 20) +
-                                           " MiB (ag start-head --max-package-mb)"};
+    return Error{ErrorCode::kTooLarge, "package is " + std::to_string(bytes.size()) + " bytes (" +
+                                           mib(static_cast<int64_t>(bytes.size())) + "); the head's limit is " +
+                                           std::to_string(max_package_bytes_) + " bytes (" + mib(max_package_bytes_) +
+                                           ", ag start-head --max-package-mb)"};
   }
-  uploads_ += 1;
-  bytes_uploaded_ += static_cast<int64_t>(bytes.size());
-  if (contains(hash)) return false;
   std::string actual = sha256_hex(bytes);
   if (actual != hash) {
     return invalid_argument("the uploaded bytes hash to sha256:" + actual + ", not sha256:" + hash +
                             " (corrupted upload?); nothing was stored");
   }
+  uploads_ += 1;
+  bytes_uploaded_ += static_cast<int64_t>(bytes.size());
+  if (contains(hash)) return false;
   // Written to a temporary name, synced, then renamed: a package either exists whole
   // or not at all, even across a crash.
   std::string tmp = path_for(hash) + ".tmp" + std::to_string(::getpid());

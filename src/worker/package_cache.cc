@@ -62,7 +62,8 @@ Status extract_package(const std::string& archive_path, const std::string& dest)
     if (rel == ".") continue;  // the root itself
     if (name.empty() || !stays_inside(rel)) return invalid_argument(entry_error(name, "escapes the working directory"));
     mode_t type = archive_entry_filetype(entry);
-    if (type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK) {
+    const char* hardlink_target = archive_entry_hardlink(entry);
+    if (!hardlink_target && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK) {
       return invalid_argument(entry_error(name, "is not a file, directory or symlink"));
     }
     if (type == AE_IFLNK) {
@@ -76,12 +77,14 @@ Status extract_package(const std::string& archive_path, const std::string& dest)
                                                       (target ? target : "") + "')"));
       }
     }
-    if (const char* hardlink = archive_entry_hardlink(entry)) {
-      fs::path target = fs::path(hardlink).lexically_normal();
+    if (hardlink_target) {
+      fs::path target = fs::path(hardlink_target).lexically_normal();
       if (!stays_inside(target)) return invalid_argument(entry_error(name, "is a hard link pointing outside"));
       archive_entry_set_hardlink(entry, (fs::path(dest) / target).c_str());
     }
     archive_entry_set_pathname(entry, (fs::path(dest) / rel).c_str());
+    // No setuid, setgid or sticky bits from a user's package on a shared machine.
+    archive_entry_set_perm(entry, archive_entry_perm(entry) & 0777);
     archive_entry_set_uid(entry, ::getuid());
     archive_entry_set_gid(entry, ::getgid());
     if (archive_write_header(out.get(), entry) != ARCHIVE_OK) {
