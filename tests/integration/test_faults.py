@@ -1,0 +1,117 @@
+"""Fault tolerance over real daemons (issue 4): gang retries, timeouts, head restart,
+and worker loss. Each scenario asserts the end state; every process is cleaned up by
+the cluster fixture."""
+import os
+import signal
+import time
+
+from conftest import job_processes, pid_alive, wait_until
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TRAIN = os.path.join(REPO, "examples", "train.py")
+
+
+def submit_no_wait(cluster, *args):
+    proc = cluster.ag("submit", "--no-wait", *args)
+    job_id = proc.stdout.strip().splitlines()[-1]
+    cluster.job_ids.add(job_id)
+    return job_id
+
+
+def test_failed_rank_retries_the_whole_gang_on_a_new_master_port(cluster):
+    # Rank 1 of the first attempt dies mid-run; the retry trains to the end.
+    script = (f'if [ "$AG_ATTEMPT" = 0 ] && [ "$RANK" = 1 ]; then sleep 1; exit 1; fi; '
+              f'exec /usr/bin/python3 {TRAIN} --epochs 2')
+    job_id = submit_no_wait(cluster, "-n", "2", "--placement", "spread", "--max-retries", "2", "--", script)
+
+    job = cluster.wait_state(job_id, {"SUCCEEDED", "FAILED"}, timeout=120)
+
+    assert job["state"] == "SUCCEEDED", job["message"]
+    assert job["num_attempts"] == 2
+    first, second = job["attempts"]
+    assert first["tasks"][1]["state"] == "FAILED" and first["tasks"][1]["exit_code"] == 1
+    assert first["tasks"][0]["state"] == "STOPPED"
+    assert first["master_port"] != second["master_port"]
+    assert all(t["state"] == "SUCCEEDED" for t in second["tasks"])
+    log0 = cluster.ag("logs", job_id, "--attempt", "1").stdout
+    assert "Epoch 1, Loss:" in log0
+    events = " ".join(e["message"] for e in cluster.api("GET", f"/api/jobs/{job_id}/events")[1]["events"])
+    assert "retrying as attempt 1" in events
+
+
+def test_timeout_fails_the_job_and_kills_every_process(cluster):
+    job_id = submit_no_wait(cluster, "--timeout", "2", "--", "sleep 300 & sleep 300")
+    started = time.time()
+
+    job = cluster.wait_state(job_id, {"FAILED", "SUCCEEDED", "STOPPED"}, timeout=2 + cluster.kill_grace_s + 10)
+
+    assert job["state"] == "FAILED"
+    assert "timed out after 2s" in job["message"]
+    assert time.time() - started < 2 + cluster.kill_grace_s + 5
+    wait_until(lambda: not job_processes([job_id]), 10, message="no process of the job left")
+
+
+def test_head_killed_mid_job_keeps_the_job_and_its_whole_log(cluster):
+    lines = 25
+    job_id = submit_no_wait(cluster, "-n", "2", "--placement", "spread", "--",
+                            f"for i in $(seq 1 {lines}); do echo line $i; sleep 0.15; done")
+    cluster.wait_state(job_id, "RUNNING", timeout=10)
+    time.sleep(1.0)
+    head_pid = cluster.head_pid()
+    os.kill(head_pid, signal.SIGKILL)
+    wait_until(lambda: not pid_alive(head_pid), 5, message="head to die")
+    time.sleep(1.0)  # the tasks keep running and printing while the head is away
+    cluster.start_head()
+
+    job = cluster.wait_state(job_id, {"SUCCEEDED", "FAILED"}, timeout=30)
+
+    assert job["state"] == "SUCCEEDED", job["message"]
+    assert job["num_attempts"] == 1
+    for task in (0, 1):
+        log = cluster.ag("logs", job_id, "--task-index", str(task)).stdout
+        assert log.splitlines() == [f"line {i}" for i in range(1, lines + 1)]
+
+
+def test_worker_killed_fails_its_tasks_and_the_gang_is_retried_elsewhere(cluster_factory):
+    cluster = cluster_factory("faulty", node_timeout_s=2)
+    job_id = submit_no_wait(cluster, "-n", "2", "--placement", "spread", "--max-retries", "1", "--",
+                            'if [ "$AG_ATTEMPT" = 0 ]; then sleep 300; fi; echo done $RANK')
+    job = cluster.wait_state(job_id, "RUNNING", timeout=10)
+    wait_until(lambda: all(t["state"] == "RUNNING" for t in cluster.job(job_id)["attempts"][0]["tasks"]), 10,
+               message="both tasks running")
+    victim_ip = job["attempts"][0]["tasks"][1]["node_address"]
+    os.kill(cluster.worker_pid(victim_ip), signal.SIGKILL)
+
+    job = cluster.wait_state(job_id, {"SUCCEEDED", "FAILED"}, timeout=30)
+
+    assert job["state"] == "SUCCEEDED", job["message"]
+    assert job["num_attempts"] == 2
+    lost = job["attempts"][0]["tasks"][1]
+    assert lost["state"] == "FAILED" and "stopped responding" in lost["reason"]
+    assert all(t["node_address"] != victim_ip for t in job["attempts"][1]["tasks"])
+    states = {n["address"]: n["state"] for n in cluster.nodes()}
+    assert states[victim_ip] == "DEAD"
+
+
+def test_stopped_worker_resumes_and_its_given_up_task_is_killed_not_reported(cluster_factory):
+    cluster = cluster_factory("frozen", node_timeout_s=2)
+    job_id = submit_no_wait(cluster, "-n", "2", "--placement", "spread", "--max-retries", "1", "--",
+                            'if [ "$AG_ATTEMPT" = 0 ]; then sleep 300; fi; echo done')
+    wait_until(lambda: all(t["state"] == "RUNNING" for t in
+                           (cluster.job(job_id)["attempts"] or [{"tasks": [{"state": "x"}]}])[0]["tasks"]),
+               15, message="both tasks running")
+    task1 = cluster.job(job_id)["attempts"][0]["tasks"][1]
+    frozen_pid = cluster.worker_pid(task1["node_address"])
+    os.kill(frozen_pid, signal.SIGSTOP)
+    try:
+        job = cluster.wait_state(job_id, {"SUCCEEDED", "FAILED"}, timeout=30)
+    finally:
+        os.kill(frozen_pid, signal.SIGCONT)
+
+    assert job["state"] == "SUCCEEDED", job["message"]
+    # On resume the worker re-registers, is told its attempt-0 task was given up, and
+    # kills it; that task never becomes the job's result.
+    wait_until(lambda: not pid_alive(task1["pid"]), 20, message="the given-up task to be killed")
+    job = cluster.job(job_id)
+    assert job["attempts"][0]["tasks"][1]["state"] == "FAILED"
+    assert job["state"] == "SUCCEEDED" and job["num_attempts"] == 2
