@@ -138,6 +138,24 @@ void ApiRoutes::handle(net::HttpRequest req, net::Respond respond) {
     });
     return;
   }
+  if (path.rfind("/api/nodes/", 0) == 0) {
+    std::string id = path.substr(std::string("/api/nodes/").size());
+    const Node* node = deps_.nodes.find(id);
+    if (!node) return respond(error_response(404, "no node with id '" + id + "'; list nodes with `ag list-nodes`"));
+    json out = node_json(*node, deps_.jobs.allocations()[id]);
+    json usage = json::array();
+    for (const auto& u : node->usage) {
+      json gpus = json::array();
+      for (const auto& g : u.gpus) {
+        gpus.push_back({{"index", g[0]}, {"utilization_percent", g[1]}, {"memory_used_bytes", g[2]},
+                        {"memory_total_bytes", g[3]}});
+      }
+      usage.push_back({{"time_ms", u.time_ms}, {"cpu_percent", u.cpu_percent},
+                       {"memory_used_bytes", u.memory_used_bytes}, {"gpus", gpus}});
+    }
+    out["usage"] = usage;
+    return respond(json_response(200, out));
+  }
   if (path == "/api/jobs/batch") return handle_submit_batch(req, std::move(respond));
   if (path == "/api/packages" || path.rfind("/api/packages/", 0) == 0) return handle_packages(req, std::move(respond));
   static const std::string kJobsPrefix = "/api/jobs/";

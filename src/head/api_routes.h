@@ -3,6 +3,7 @@
 //   GET  /api/healthz                      (no token)
 //   GET  /api/cluster                      summary: nodes, capacity, jobs by state
 //   GET  /api/nodes
+//   GET  /api/nodes/{id}                   one node with its usage over the last 15 minutes
 //   GET  /api/jobs[?state=S&limit=N]       newest first
 //   POST /api/jobs                         submit (JSON job spec)
 //   GET  /api/jobs/{id}                    record with attempts and tasks

@@ -148,6 +148,7 @@ void JobManager::submit_all(std::vector<api::JobSpec> specs,
         events_[id].push_back(a.event);
         pending_[a.job.queue_seq] = id;
         jobs_[id] = std::move(a.job);
+        for (const auto& observer : observers_) observer(jobs_[id]);
       }
       done(ids);
       request_schedule();
@@ -425,7 +426,10 @@ void JobManager::apply(Job& job, Effects fx) {
     pending_.erase(job.queue_seq);
     timeouts_.erase(job.id);
   }
-  if (fx.changed || fx.finished) notify_waiters(job.id);
+  if (fx.changed || fx.finished) {
+    notify_waiters(job.id);
+    for (const auto& observer : observers_) observer(job);
+  }
   // Any task that ended freed capacity: let queued jobs have it now.
   if (fx.changed && !pending_.empty()) request_schedule();
 }

@@ -95,6 +95,11 @@ class JobManager {
   // What live tasks hold on each node (for node listings).
   std::map<std::string, Resources> allocations() const;
 
+  // Called (io thread) after every change of a job: submission, placement, task
+  // start/exit, finish. For metrics and live views; must not call back into submit/stop.
+  using JobObserver = std::function<void(const Job&)>;
+  void add_observer(JobObserver observer) { observers_.push_back(std::move(observer)); }
+
   // Counts by state, for the cluster summary.
   std::map<JobState, int> count_by_state() const;
 
@@ -129,6 +134,7 @@ class JobManager {
   };
   std::map<uint64_t, Waiter> waiters_;
   uint64_t next_waiter_ = 1;
+  std::vector<JobObserver> observers_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -18,6 +18,7 @@ Node& NodeRegistry::upsert(Node node) {
     it->second.channel->close();
   }
   std::string id = node.node_id;
+  if (it != nodes_.end() && node.usage.empty()) node.usage = std::move(it->second.usage);  // keep the history
   nodes_[id] = std::move(node);
   return nodes_[id];
 }
@@ -39,6 +40,14 @@ bool NodeRegistry::send_binary(const std::string& node_id, const std::string& da
   if (!node || !node->channel) return false;
   node->channel->send(data, /*binary=*/true);
   return true;
+}
+
+void NodeRegistry::record_usage(const std::string& node_id, UsageSample sample) {
+  Node* node = find(node_id);
+  if (!node) return;
+  node->usage.push_back(std::move(sample));
+  int64_t oldest = node->usage.back().time_ms - kUsageHistoryMs;
+  while (!node->usage.empty() && node->usage.front().time_ms < oldest) node->usage.pop_front();
 }
 
 void NodeRegistry::disconnected(const std::string& node_id, const net::WsConnection* channel) {

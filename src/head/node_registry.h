@@ -7,6 +7,8 @@
 // timeout). A DEAD node that registers again becomes ALIVE. Io thread only.
 #pragma once
 
+#include <array>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -20,6 +22,18 @@ namespace ag::head {
 enum class NodeState { kAlive, kDisconnected, kDead };
 const char* to_string(NodeState state);
 
+// One heartbeat's report of what a node uses. `gpus` holds [index, utilization %,
+// memory used bytes, memory total bytes] per GPU.
+struct UsageSample {
+  int64_t time_ms = 0;
+  double cpu_percent = 0;
+  int64_t memory_used_bytes = 0;
+  std::vector<std::array<int64_t, 4>> gpus;
+};
+
+// How much usage history a node keeps: the last 15 minutes.
+inline constexpr int64_t kUsageHistoryMs = 15 * 60 * 1000;
+
 struct Node {
   std::string node_id;
   std::string address;   // the worker's --node-ip-address
@@ -30,6 +44,7 @@ struct Node {
   int64_t registered_ms = 0;
   int64_t last_heartbeat_steady_ms = 0;
   std::shared_ptr<net::WsConnection> channel;  // null unless ALIVE
+  std::deque<UsageSample> usage;               // oldest first, bounded by kUsageHistoryMs
 
   // "node_ab12 (127.0.0.2)"
   std::string label() const { return node_id + " (" + address + ")"; }
@@ -45,6 +60,9 @@ class NodeRegistry {
   // Sends a control message to a node; returns false when it has no open channel.
   bool send(const std::string& node_id, const std::string& text);
   bool send_binary(const std::string& node_id, const std::string& data);
+
+  // Appends a usage sample and drops those older than kUsageHistoryMs.
+  void record_usage(const std::string& node_id, UsageSample sample);
 
   // Marks the node's channel closed (keeps the node; it may come back).
   void disconnected(const std::string& node_id, const net::WsConnection* channel);

@@ -103,7 +103,21 @@ void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel
   }
   try {
     std::string type = msg.at("type").get<std::string>();
-    if (type == "heartbeat") return;
+    if (type == "heartbeat") {
+      if (msg.contains("usage") && msg["usage"].is_object()) {
+        const json& u = msg["usage"];
+        UsageSample sample;
+        sample.time_ms = deps_.clock.now_ms();
+        sample.cpu_percent = u.value("cpu_percent", 0.0);
+        sample.memory_used_bytes = u.value("memory_used_bytes", int64_t{0});
+        for (const auto& g : u.value("gpus", json::array())) {
+          sample.gpus.push_back({g.value("index", int64_t{0}), g.value("utilization_percent", int64_t{0}),
+                                 g.value("memory_used_bytes", int64_t{0}), g.value("memory_total_bytes", int64_t{0})});
+        }
+        deps_.nodes.record_usage(*node_id, std::move(sample));
+      }
+      return;
+    }
     std::string job_id = msg.at("job_id").get<std::string>();
     int attempt = msg.at("attempt").get<int>();
     int task_index = msg.at("task_index").get<int>();

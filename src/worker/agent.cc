@@ -133,7 +133,15 @@ void Agent::heartbeat() {
   heartbeat_timer_.expires_after(std::chrono::milliseconds(config_.heartbeat_ms));
   heartbeat_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || stopping_) return;
-    send(R"({"type":"heartbeat"})");
+    UsageSample u = usage_.sample();
+    json gpus = json::array();
+    for (const auto& g : u.gpus) {
+      gpus.push_back({{"index", g.index}, {"utilization_percent", g.utilization_percent},
+                      {"memory_used_bytes", g.memory_used_bytes}, {"memory_total_bytes", g.memory_total_bytes}});
+    }
+    send(json{{"type", "heartbeat"},
+              {"usage", {{"cpu_percent", u.cpu_percent}, {"memory_used_bytes", u.memory_used_bytes}, {"gpus", gpus}}}}
+             .dump());
     heartbeat();
   });
 }

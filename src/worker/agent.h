@@ -20,6 +20,7 @@
 #include "net/ws_connection.h"
 #include "worker/package_cache.h"
 #include "worker/task_runner.h"
+#include "worker/usage_sampler.h"
 
 namespace ag::worker {
 
@@ -72,6 +73,7 @@ class Agent {
   std::function<void(const Status&)> on_first_result_;
   TaskRunner runner_;
   PackageCache packages_;
+  UsageSampler usage_;
   std::shared_ptr<net::WsConnection> channel_;
   bool registered_ = false;
   bool stopping_ = false;
