@@ -6,6 +6,7 @@ error statuses become the matching AGError subclass carrying the head's message.
 """
 import http.client
 import json
+import time
 import socket
 import urllib.parse
 
@@ -18,6 +19,9 @@ UPLOAD_CHUNK_BYTES = 1 << 20
 USER_AGENT = "aethergrid-python/0.1.0"
 
 # Errors after which the request may not have reached the head, or its answer was lost.
+# How long a client that has reached the head keeps retrying while it restarts.
+RECONNECT_WINDOW_S = 30.0
+
 _RESET_ERRORS = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError,
                  http.client.RemoteDisconnected, http.client.IncompleteRead)
 
@@ -107,6 +111,7 @@ class Transport:
         self.scheme, self.host, self.port, self.address = parse_address(address)
         self.token = token
         self.timeout = timeout
+        self.reached = False  # set once any request got an answer
 
     def _connect(self, timeout):
         cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
@@ -143,17 +148,29 @@ class Transport:
         if retry is None:
             retry = method in ("GET", "HEAD")
         timeout = self.timeout + extra_timeout
-        tries = 2 if retry else 1
-        for attempt in range(tries):
+        # A retryable call is sent again after a reset. Once this client has reached the
+        # head, it also rides out a head restart: refused connections are retried with
+        # backoff for up to RECONNECT_WINDOW_S (a submit is safe to repeat: it carries
+        # its submission_id). A head never reached fails at once.
+        deadline = time.monotonic() + RECONNECT_WINDOW_S
+        delay = 0.05
+        tries = 0
+        while True:
+            tries += 1
             try:
                 response = self._send_once(method, path, headers, data, body_file, progress, timeout)
+                self.reached = True
                 break
-            except _RESET_ERRORS as e:
-                if attempt + 1 < tries:
-                    continue
-                raise self._connection_error(method, path, e) from None
             except (OSError, http.client.HTTPException) as e:
-                raise self._connection_error(method, path, e) from None
+                reset = isinstance(e, _RESET_ERRORS)
+                refused = isinstance(e, ConnectionRefusedError)
+                again = retry and ((reset and tries < 2) or
+                                   (self.reached and (reset or refused) and time.monotonic() < deadline))
+                if not again:
+                    raise self._connection_error(method, path, e) from None
+                if tries > 1:
+                    time.sleep(delay)
+                    delay = min(delay * 2, 1.0)
         if ok_statuses and response.status in ok_statuses:
             return response
         raise_for_status(response, "{} {}".format(method, path.split("?", 1)[0]))

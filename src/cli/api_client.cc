@@ -1,6 +1,8 @@
 #include "cli/api_client.h"
 
+#include <chrono>
 #include <iostream>
+#include <thread>
 
 #include "net/http_client.h"
 
@@ -43,6 +45,25 @@ Result<nlohmann::json> call_json(const Connection& conn, const std::string& meth
   auto json = nlohmann::json::parse(res->body, nullptr, false);
   if (json.is_discarded()) return internal_error("the head answered with something that is not JSON");
   return json;
+}
+
+Result<nlohmann::json> call_json_retrying(const Connection& conn, const std::string& method, const std::string& target,
+                                          const std::string& body, int timeout_ms, double window_s) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(window_s);
+  auto delay = std::chrono::milliseconds(50);
+  bool warned = false;
+  for (;;) {
+    auto result = call_json(conn, method, target, body, timeout_ms);
+    if (result.ok() || result.error().code != ErrorCode::kUnavailable || std::chrono::steady_clock::now() > deadline) {
+      return result;
+    }
+    if (!warned) {
+      std::cerr << "warning: " << result.error().message << "; retrying for up to " << window_s << " s\n";
+      warned = true;
+    }
+    std::this_thread::sleep_for(delay);
+    delay = std::min(delay * 2, std::chrono::milliseconds(1000));
+  }
 }
 
 int fail(const Error& error) {

@@ -17,6 +17,11 @@ Result<nlohmann::json> call_json(const Connection& conn, const std::string& meth
 Result<net::HttpResponse> call_raw(const Connection& conn, const std::string& method, const std::string& target,
                                    int timeout_ms = 30000);
 
+// call_json, retried with backoff while the head cannot be reached (it may be
+// restarting), for up to `window_s`. Only for calls that are safe to repeat.
+Result<nlohmann::json> call_json_retrying(const Connection& conn, const std::string& method, const std::string& target,
+                                          const std::string& body, int timeout_ms, double window_s);
+
 // Prints "error: <message>" and returns 1.
 int fail(const Error& error);
 

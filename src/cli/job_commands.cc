@@ -2,7 +2,9 @@
 // a running head over its REST API.
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
+#include <thread>
 #include <fstream>
 #include <iostream>
 
@@ -10,12 +12,16 @@
 #include "cli/commands.h"
 #include "cli/package_builder.h"
 #include "cli/table.h"
+#include "common/ids.h"
 #include "net/http_types.h"
 
 namespace ag::cli {
 namespace {
 
 using nlohmann::json;
+
+// How long a command that has reached the head keeps retrying while it restarts.
+constexpr double kReconnectWindowS = 30;
 
 bool json_output(const ConnectionOptions& conn) { return conn.output == "json"; }
 
@@ -61,6 +67,12 @@ bool stream_log(const Connection& conn, const std::string& job_id, int task_inde
                          "&offset=" + std::to_string(offset) + (follow ? "&wait_ms=25000" : "");
     if (attempt) target += "&attempt=" + std::to_string(*attempt);
     auto res = call_raw(conn, "GET", target, 40000);
+    // The head may be restarting: keep following once it is back.
+    for (auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kReconnectWindowS);
+         !res.ok() && res.error().code == ErrorCode::kUnavailable && std::chrono::steady_clock::now() < deadline;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      res = call_raw(conn, "GET", target, 40000);
+    }
     if (!res.ok()) {
       fail(res.error());
       return false;
@@ -151,7 +163,14 @@ int submit(const ConnectionOptions& options, const SubmitOptions& submit) {
   }
   if (!runtime_env.empty()) spec["runtime_env"] = runtime_env;
 
+  // A client-chosen id makes the submit safe to repeat: if the head restarts while the
+  // request is in flight, the retry finds the job the first try created.
+  spec["submission_id"] = "cli-" + random_hex(12);
   auto created = call_json(conn.value(), "POST", "/api/jobs", spec.dump());
+  if (!created.ok() && created.error().code == ErrorCode::kUnavailable &&
+      created.error().message.find("refused") == std::string::npos) {
+    created = call_json_retrying(conn.value(), "POST", "/api/jobs", spec.dump(), 30000, kReconnectWindowS);
+  }
   if (!created.ok()) return fail(created.error());
   std::string job_id = created.value()["job_id"].get<std::string>();
   if (json_output(options) && submit.no_wait) {
@@ -169,8 +188,9 @@ int submit(const ConnectionOptions& options, const SubmitOptions& submit) {
   json job;
   int streamed = -1;  // the last attempt whose task-0 log was printed
   for (int attempt = 0;;) {
-    auto waited = call_json(conn.value(), "GET", "/api/jobs/" + job_id + "/wait?timeout_ms=25000&attempts_at_least=" +
-                                                     std::to_string(attempt + 1), "", 40000);
+    auto waited = call_json_retrying(conn.value(), "GET", "/api/jobs/" + job_id +
+                                         "/wait?timeout_ms=25000&attempts_at_least=" + std::to_string(attempt + 1),
+                                     "", 40000, kReconnectWindowS);
     if (!waited.ok()) return fail(waited.error());
     job = waited.value();
     bool terminal = job["state"] == "SUCCEEDED" || job["state"] == "FAILED" || job["state"] == "STOPPED";
@@ -184,8 +204,9 @@ int submit(const ConnectionOptions& options, const SubmitOptions& submit) {
       streamed = attempt;
     }
     // This attempt's log is complete: either the job ended or a retry follows.
-    auto after = call_json(conn.value(), "GET", "/api/jobs/" + job_id + "/wait?timeout_ms=25000&attempts_at_least=" +
-                                                    std::to_string(attempt + 2), "", 40000);
+    auto after = call_json_retrying(conn.value(), "GET", "/api/jobs/" + job_id +
+                                        "/wait?timeout_ms=25000&attempts_at_least=" + std::to_string(attempt + 2),
+                                    "", 40000, kReconnectWindowS);
     if (!after.ok()) return fail(after.error());
     job = after.value();
     terminal = job["state"] == "SUCCEEDED" || job["state"] == "FAILED" || job["state"] == "STOPPED";

@@ -263,7 +263,14 @@ void JobManager::on_node_registered(const std::string& node_id, const std::vecto
     for (const auto& task : attempt->tasks) {
       if (task.node_id != node_id || task.terminal()) continue;
       if (reported.count({id, attempt->number, task.index})) continue;
-      lost.push_back({id, TaskRef{attempt->number, task.index, node_id}});
+      TaskRef ref{attempt->number, task.index, node_id};
+      if (task.state == TaskState::kStarting && !attempt->ending) {
+        // Never reported as started: its launch went down with an old channel (or a
+        // head that crashed right after placing it). Nothing ran, so send it again.
+        send_launch(jobs_[id], ref);
+        continue;
+      }
+      lost.push_back({id, ref});
     }
   }
   for (const auto& [job_id, ref] : lost) {

@@ -115,3 +115,37 @@ def test_stopped_worker_resumes_and_its_given_up_task_is_killed_not_reported(clu
     job = cluster.job(job_id)
     assert job["attempts"][0]["tasks"][1]["state"] == "FAILED"
     assert job["state"] == "SUCCEEDED" and job["num_attempts"] == 2
+
+
+def test_submits_across_a_head_restart_create_each_job_exactly_once(cluster):
+    import sys
+    import threading
+    sys.path.insert(0, os.path.join(REPO, "python"))
+    import aethergrid as ag
+
+    client = ag.Client(cluster.address, token=cluster.token)
+    ids, errors = [], []
+
+    def submit_all():
+        try:
+            for _ in range(200):
+                ids.append(client.submit_job(entrypoint="true", task_options={"num_cpus": 0.25}).job_id)
+        except Exception as e:  # reported by the assertion below
+            errors.append(e)
+
+    submitter = threading.Thread(target=submit_all)
+    submitter.start()
+    wait_until(lambda: len(ids) >= 100, 60, message="100 submits")
+    head_pid = cluster.head_pid()
+    os.kill(head_pid, signal.SIGKILL)
+    wait_until(lambda: not pid_alive(head_pid), 5, message="head to die")
+    cluster.start_head()
+    submitter.join(timeout=120)
+
+    assert not errors, errors
+    assert len(ids) == 200 and len(set(ids)) == 200
+    for job_id in ids:
+        cluster.job_ids.add(job_id)
+        job = cluster.wait_state(job_id, {"SUCCEEDED", "FAILED"}, timeout=60)
+        assert job["state"] == "SUCCEEDED" and job["num_attempts"] == 1, job
+    assert len(cluster.jobs()) == 200
