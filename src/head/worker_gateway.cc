@@ -174,7 +174,8 @@ void WorkerGateway::on_register(const std::shared_ptr<net::WsConnection>& channe
   const Node& added = deps_.nodes.upsert(std::move(node));
   spdlog::info("node {} registered: {} CPUs, {} MiB memory, {} GPUs, {} running task(s)", added.label(),
                added.total.cpu_millis / 1000.0, added.total.memory_bytes >> 20, added.total.gpus, running.size());
-  channel->send(json{{"type", "registered"}, {"node_id", added.node_id}}.dump(), false);
+  channel->send(json{{"type", "registered"}, {"node_id", added.node_id},
+                     {"node_timeout_ms", config_.node_timeout_ms}}.dump(), false);
   // Ask for the output the head missed while the channel was down. For tasks that
   // ended meanwhile the worker sends the missing bytes and then the exit again, so
   // the head records the end only once the log is whole.

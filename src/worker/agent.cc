@@ -38,7 +38,7 @@ Agent::Agent(boost::asio::io_context& io, AgentConfig config, std::function<void
     : io_(io),
       config_(std::move(config)),
       on_first_result_(std::move(on_first_result)),
-      runner_(io, config_.data_dir + "/task-logs",
+      runner_(io, config_.data_dir,
               RunnerCallbacks{[this](const TaskId& id, int64_t off, std::string_view d) { on_task_output(id, off, d); },
                               [this](const TaskId& id, const ExitStatus& e) { on_task_exit(id, e); }}),
       packages_(io, PackageCacheConfig{config_.data_dir + "/packages", config_.package_cache_bytes, config_.head,
@@ -47,6 +47,12 @@ Agent::Agent(boost::asio::io_context& io, AgentConfig config, std::function<void
       heartbeat_timer_(io) {}
 
 void Agent::start() {
+  // Tasks a previous agent left behind: running ones are adopted (and listed in the
+  // registration), ended ones are reported once the head is reached.
+  for (const auto& r : runner_.recover()) {
+    if (!r.exit) continue;
+    unacked_exits_[r.id] = exit_report(r.id, *r.exit).dump();
+  }
   dial();
   heartbeat();
 }
@@ -153,6 +159,7 @@ void Agent::on_message(const std::string& text) {
   try {
     if (type == "registered") {
       registered_ = true;
+      node_timeout_ms_ = msg.value("node_timeout_ms", node_timeout_ms_);
       backoff_ms_ = 250;
       spdlog::info("registered with the head at {} as {}", config_.head.to_string(), config_.node_id);
       report_first({});
@@ -173,7 +180,9 @@ void Agent::on_message(const std::string& text) {
       resend_log({msg.at("job_id").get<std::string>(), msg.at("attempt").get<int>(), msg.at("task_index").get<int>()},
                  msg.at("offset").get<int64_t>());
     } else if (type == "exit_ack") {
-      unacked_exits_.erase({msg.at("job_id").get<std::string>(), msg.at("attempt").get<int>(), msg.at("task_index").get<int>()});
+      TaskId id{msg.at("job_id").get<std::string>(), msg.at("attempt").get<int>(), msg.at("task_index").get<int>()};
+      unacked_exits_.erase(id);
+      runner_.forget(id);
     } else if (type == "error") {
       spdlog::error("the head refused this worker: {}", msg.value("message", ""));
     }
@@ -194,6 +203,7 @@ void Agent::handle_launch(const std::string& text) {
   LaunchSpec spec;
   spec.id = {msg.at("job_id").get<std::string>(), msg.at("attempt").get<int>(), msg.at("task_index").get<int>()};
   spec.entrypoint = msg.at("entrypoint").get<std::string>();
+  spec.orphan_timeout_ms = node_timeout_ms_;
   spec.env = own_environment();
   for (auto& [k, v] : msg.at("env").items()) spec.env[k] = v.get<std::string>();
   // Output reaches the log as it is written, not when a buffer fills; a rank whose
@@ -304,15 +314,22 @@ void Agent::on_task_output(const TaskId& id, int64_t offset, std::string_view da
   channel_->send(api::encode_log_frame({id.job_id, id.attempt, id.task_index, offset}, data), true);
 }
 
+nlohmann::json Agent::exit_report(const TaskId& id, const ExitStatus& exit) {
+  json report = {{"type", "task_exited"}, {"job_id", id.job_id}, {"attempt", id.attempt},
+                 {"task_index", id.task_index},
+                 {"exit_code", exit.exit_code ? json(*exit.exit_code) : json(nullptr)},
+                 {"signal", exit.signal ? json(*exit.signal) : json(nullptr)}};
+  if (!exit.lost.empty()) report["lost"] = exit.lost;
+  return report;
+}
+
 void Agent::on_task_exit(const TaskId& id, const ExitStatus& exit) {
   spdlog::info("task {} ended: {}", id.to_string(),
-               exit.signal ? "signal " + std::to_string(*exit.signal) : "exit code " + std::to_string(exit.exit_code.value_or(-1)));
-  json reply = {{"type", "task_exited"}, {"job_id", id.job_id}, {"attempt", id.attempt},
-                {"task_index", id.task_index},
-                {"exit_code", exit.exit_code ? json(*exit.exit_code) : json(nullptr)},
-                {"signal", exit.signal ? json(*exit.signal) : json(nullptr)}};
-  unacked_exits_[id] = reply.dump();
-  send(reply.dump());
+               exit.signal ? "signal " + std::to_string(*exit.signal)
+                           : (exit.lost.empty() ? "exit code " + std::to_string(exit.exit_code.value_or(-1)) : exit.lost));
+  std::string report = exit_report(id, exit).dump();
+  unacked_exits_[id] = report;
+  send(report);
   if (stopping_ && runner_.idle()) io_.stop();
 }
 

@@ -9,6 +9,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <functional>
+#include <nlohmann/json_fwd.hpp>
 #include <map>
 #include <memory>
 #include <string>
@@ -67,6 +68,7 @@ class Agent {
 
   void on_task_output(const TaskId& id, int64_t offset, std::string_view data);
   void on_task_exit(const TaskId& id, const ExitStatus& exit);
+  static nlohmann::json exit_report(const TaskId& id, const ExitStatus& exit);
 
   boost::asio::io_context& io_;
   AgentConfig config_;
@@ -76,6 +78,7 @@ class Agent {
   UsageSampler usage_;
   std::shared_ptr<net::WsConnection> channel_;
   bool registered_ = false;
+  int64_t node_timeout_ms_ = 10000;  // the head's, learnt at registration
   bool stopping_ = false;
   int64_t backoff_ms_ = 250;
   boost::asio::steady_timer retry_timer_;

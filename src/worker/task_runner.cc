@@ -2,22 +2,29 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <boost/asio/post.hpp>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "common/ids.h"
+#include "worker/task_supervisor.h"
 
 namespace ag::worker {
 
 namespace asio = boost::asio;
+namespace fs = std::filesystem;
 
 std::string TaskId::to_string() const {
   return job_id + "/" + std::to_string(attempt) + "/" + std::to_string(task_index);
@@ -25,20 +32,17 @@ std::string TaskId::to_string() const {
 
 struct TaskRunner::Task {
   TaskId id;
+  std::string dir;
   int64_t pid = 0;
   std::string marker;
-  std::unique_ptr<asio::posix::stream_descriptor> output;
-  std::array<char, 64 * 1024> buffer{};
-  int64_t offset = 0;
-  int log_fd = -1;
-  std::optional<ExitStatus> exit;
-  bool eof = false;
+  int output_fd = -1;  // read side of output.log
+  int64_t offset = 0;  // bytes of output handed on so far
+  int watch = -1;
   bool finished = false;
   std::unique_ptr<asio::steady_timer> kill_timer;
-  std::unique_ptr<asio::steady_timer> drain_timer;
 
   ~Task() {
-    if (log_fd >= 0) ::close(log_fd);
+    if (output_fd >= 0) ::close(output_fd);
   }
 };
 
@@ -74,53 +78,100 @@ std::vector<int> find_marked_processes(const std::string& marker) {
   return pids;
 }
 
-TaskRunner::TaskRunner(asio::io_context& io, std::string logs_dir, RunnerCallbacks callbacks)
-    : io_(io), logs_dir_(std::move(logs_dir)), callbacks_(std::move(callbacks)), sigchld_(io, SIGCHLD) {
-  std::filesystem::create_directories(logs_dir_);
-  watch_children();
+std::optional<ExitStatus> parse_exit_record(const std::string& text) {
+  std::istringstream in(text);
+  std::string kind;
+  int value = 0;
+  if (!(in >> kind >> value)) return std::nullopt;
+  ExitStatus exit;
+  if (kind == "exit") exit.exit_code = value;
+  else if (kind == "signal") exit.signal = value;
+  else return std::nullopt;
+  return exit;
+}
+
+TaskRunner::TaskRunner(asio::io_context& io, std::string data_dir, RunnerCallbacks callbacks)
+    : io_(io), data_dir_(std::move(data_dir)), callbacks_(std::move(callbacks)), sigchld_(io, SIGCHLD) {
+  fs::create_directories(data_dir_ + "/tasks");
+  int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (fd < 0) throw std::runtime_error(std::string("inotify_init1: ") + std::strerror(errno));
+  inotify_ = std::make_unique<asio::posix::stream_descriptor>(io_, fd);
+  read_inotify();
+  sigchld_.async_wait([this](const boost::system::error_code& ec, int) {
+    if (!ec) reap_children();
+  });
 }
 
 TaskRunner::~TaskRunner() = default;
 
-void TaskRunner::watch_children() {
+std::string TaskRunner::task_dir(const TaskId& id) const {
+  return data_dir_ + "/tasks/" + id.job_id + "." + std::to_string(id.attempt) + "." + std::to_string(id.task_index);
+}
+
+std::string TaskRunner::log_path(const TaskId& id) const { return task_dir(id) + "/output.log"; }
+
+void TaskRunner::reap_children() {
+  // Supervisors are this agent's children while it lives; their ends are read from
+  // the `exit` file, so reaping only clears them away.
+  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
   sigchld_.async_wait([this](const boost::system::error_code& ec, int) {
-    if (ec) return;
-    reap();
-    watch_children();
+    if (!ec) reap_children();
   });
 }
 
-bool TaskRunner::has_adopted_orphans() const {
-  // The worker runs one thread, so its children are listed under its own task id.
-  std::ifstream in("/proc/self/task/" + std::to_string(::getpid()) + "/children");
-  if (!in) return true;  // cannot tell: assume the worst
-  int64_t child;
-  while (in >> child) {
-    if (!by_pid_.count(child)) return true;
-  }
-  return false;
+void TaskRunner::watch(const std::shared_ptr<Task>& task) {
+  task->watch = inotify_add_watch(inotify_->native_handle(), task->dir.c_str(), IN_MODIFY | IN_MOVED_TO);
+  if (task->watch >= 0) by_watch_[task->watch] = task;
+  task->output_fd = ::open((task->dir + "/output.log").c_str(), O_RDONLY | O_CLOEXEC);
+  tasks_[task->id] = task;
 }
 
-void TaskRunner::reap() {
+void TaskRunner::read_inotify() {
+  inotify_->async_read_some(asio::buffer(inotify_buffer_), [this](const boost::system::error_code& ec, size_t n) {
+    if (ec) return;
+    for (size_t i = 0; i + sizeof(inotify_event) <= n;) {
+      auto* event = reinterpret_cast<inotify_event*>(inotify_buffer_.data() + i);
+      i += sizeof(inotify_event) + event->len;
+      auto it = by_watch_.find(event->wd);
+      if (it == by_watch_.end()) continue;
+      auto task = it->second;
+      std::string name = event->len ? event->name : "";
+      if (name == "output.log" && (event->mask & IN_MODIFY)) drain_output(*task);
+      if (name == "exit" && (event->mask & IN_MOVED_TO)) {
+        std::ifstream in(task->dir + "/exit");
+        std::stringstream ss;
+        ss << in.rdbuf();
+        auto exit = parse_exit_record(ss.str());
+        finish(task, exit.value_or(ExitStatus{std::nullopt, std::nullopt, "its end could not be read"}));
+      }
+    }
+    read_inotify();
+  });
+}
+
+void TaskRunner::drain_output(Task& task) {
+  if (task.output_fd < 0) return;
+  char buf[64 * 1024];
   for (;;) {
-    int status = 0;
-    pid_t pid = ::waitpid(-1, &status, WNOHANG);
-    if (pid <= 0) return;
-    auto it = by_pid_.find(pid);
-    if (it == by_pid_.end()) continue;  // an orphaned grandchild handed to us as subreaper
-    auto task = it->second;
-    by_pid_.erase(it);
-    ExitStatus exit;
-    if (WIFEXITED(status)) exit.exit_code = WEXITSTATUS(status);
-    if (WIFSIGNALED(status)) exit.signal = WTERMSIG(status);
-    task->exit = exit;
-    // Whatever the task left behind dies with it: no orphans hold GPUs or ports, and
-    // the output pipe reaches end-of-file. Scanning /proc for the task's marker is the
-    // costly part, so it is done only when something may be left: the task's process
-    // group still has members, or orphans were handed to this subreaper.
-    if (::kill(-pid, 0) == 0 || has_adopted_orphans()) signal_task(*task, SIGKILL);
-    maybe_finish(task);
+    ssize_t n = ::pread(task.output_fd, buf, sizeof buf, task.offset);
+    if (n <= 0) return;
+    if (callbacks_.on_output) callbacks_.on_output(task.id, task.offset, std::string_view(buf, static_cast<size_t>(n)));
+    task.offset += n;
   }
+}
+
+void TaskRunner::finish(const std::shared_ptr<Task>& task, const ExitStatus& exit) {
+  if (task->finished) return;
+  task->finished = true;
+  drain_output(*task);  // the supervisor killed every writer first: this is the end
+  if (task->kill_timer) task->kill_timer->cancel();
+  if (task->watch >= 0) {
+    inotify_rm_watch(inotify_->native_handle(), task->watch);
+    by_watch_.erase(task->watch);
+  }
+  tasks_.erase(task->id);
+  if (callbacks_.on_exit) callbacks_.on_exit(task->id, exit);
 }
 
 Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
@@ -130,133 +181,156 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   std::error_code fs_error;
   // One mkdir when the parent exists (the common case): mkdir is slow on some disks.
   if (::mkdir(spec.working_dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    std::filesystem::create_directories(spec.working_dir, fs_error);
+    fs::create_directories(spec.working_dir, fs_error);
+    if (fs_error) return internal_error("cannot create working directory " + spec.working_dir + ": " + fs_error.message());
   }
-  if (fs_error) return internal_error("cannot create working directory " + spec.working_dir + ": " + fs_error.message());
-
   auto task = std::make_shared<Task>();
   task->id = spec.id;
+  task->dir = task_dir(spec.id);
   task->marker = spec.id.job_id + "." + std::to_string(spec.id.attempt) + "." +
                  std::to_string(spec.id.task_index) + "." + random_hex(4);
+  fs::remove_all(task->dir, fs_error);  // a relaunch after a lost launch starts clean
+  if (::mkdir(task->dir.c_str(), 0755) != 0) {
+    return internal_error("cannot create " + task->dir + ": " + std::strerror(errno));
+  }
+  {
+    nlohmann::json state = {{"job_id", spec.id.job_id}, {"attempt", spec.id.attempt},
+                            {"task_index", spec.id.task_index}, {"marker", task->marker}};
+    std::ofstream(task->dir + "/task.json") << state.dump() << "\n";
+  }
 
-  // Everything the child needs is prepared before fork: the child only makes syscalls.
+  // Everything the supervisor needs is prepared before fork.
   std::vector<std::string> env_strings;
   for (const auto& [k, v] : spec.env) env_strings.push_back(k + "=" + v);
   env_strings.push_back("AG_TASK_MARKER=" + task->marker);
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
+  SupervisorArgs args;
+  for (auto& s : env_strings) args.envp.push_back(s.data());
+  args.envp.push_back(nullptr);
   std::string sh = "/bin/sh", dash_c = "-c", command = spec.entrypoint;
-  char* argv[] = {sh.data(), dash_c.data(), command.data(), nullptr};
-  std::string workdir = spec.working_dir;
+  args.argv = {sh.data(), dash_c.data(), command.data(), nullptr};
+  args.working_dir = spec.working_dir;
+  args.task_dir = task->dir;
+  args.agent_pid_file = data_dir_ + "/agent.pid";
+  args.marker = task->marker;
+  args.orphan_timeout_ms = spec.orphan_timeout_ms;
 
-  int out_pipe[2], err_pipe[2];
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0) return internal_error(std::string("pipe: ") + std::strerror(errno));
-  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
-    ::close(out_pipe[0]);
-    ::close(out_pipe[1]);
+  int err_pipe[2], report_pipe[2];
+  args.output_fd = ::open((task->dir + "/output.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  if (args.output_fd < 0) return internal_error("cannot create " + task->dir + "/output.log: " + std::strerror(errno));
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0 || ::pipe2(report_pipe, O_CLOEXEC) != 0) {
+    ::close(args.output_fd);
     return internal_error(std::string("pipe: ") + std::strerror(errno));
   }
-  pid_t pid = ::fork();
-  if (pid < 0) {
+  args.error_fd = err_pipe[1];
+  args.report_fd = report_pipe[1];
+  pid_t supervisor = ::fork();
+  if (supervisor < 0) {
     int e = errno;
-    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) ::close(fd);
+    for (int fd : {args.output_fd, err_pipe[0], err_pipe[1], report_pipe[0], report_pipe[1]}) ::close(fd);
     return internal_error(std::string("fork: ") + std::strerror(e));
   }
-  if (pid == 0) {
-    ::setsid();
-    sigset_t all;
-    sigemptyset(&all);
-    ::sigprocmask(SIG_SETMASK, &all, nullptr);
-    for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
-    int devnull = ::open("/dev/null", O_RDONLY);
-    ::dup2(devnull, 0);
-    ::dup2(out_pipe[1], 1);
-    ::dup2(out_pipe[1], 2);
-    auto fail = [&](const char* what) {
-      const char* why = std::strerror(errno);
-      ssize_t ignored = ::write(err_pipe[1], what, std::strlen(what));
-      ignored = ::write(err_pipe[1], why, std::strlen(why));
-      (void)ignored;
-      ::_exit(127);
-    };
-    if (::chdir(workdir.c_str()) != 0) fail("cannot enter working directory: ");
-    ::execve(argv[0], argv, envp.data());
-    fail("cannot execute /bin/sh: ");
+  if (supervisor == 0) {
+    // Only what the supervisor and the task need stays open: not the agent's socket
+    // to the head, nor its inotify or signal descriptors.
+    int keep[] = {args.output_fd, err_pipe[1], report_pipe[1]};
+    for (int fd = 3; fd < 1024; ++fd) {
+      bool kept = false;
+      for (int k : keep) kept |= fd == k;
+      if (!kept) ::close(fd);
+    }
+    int output_fd = ::fcntl(args.output_fd, F_GETFD);
+    ::fcntl(args.output_fd, F_SETFD, output_fd & ~FD_CLOEXEC);
+    run_supervisor(args);
   }
-  ::close(out_pipe[1]);
+  ::close(args.output_fd);
   ::close(err_pipe[1]);
-  // exec closes err_pipe (O_CLOEXEC): EOF with no bytes means the task is running.
-  std::string child_error;
+  ::close(report_pipe[1]);
+  // The supervisor reports the task's pid; exec closes the error pipe, so EOF with no
+  // bytes means the task is running.
+  std::string report, child_error;
   char buf[512];
   ssize_t n;
+  while ((n = ::read(report_pipe[0], buf, sizeof buf)) != 0) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    report.append(buf, static_cast<size_t>(n));
+  }
   while ((n = ::read(err_pipe[0], buf, sizeof buf)) != 0) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) break;
     child_error.append(buf, static_cast<size_t>(n));
   }
+  ::close(report_pipe[0]);
   ::close(err_pipe[0]);
+  int64_t pid = std::atoll(report.c_str());
+  if (pid <= 0) return internal_error("the task's supervisor could not fork");
   if (!child_error.empty()) {
-    ::close(out_pipe[0]);
-    int status;
-    ::waitpid(pid, &status, 0);
+    fs::remove_all(task->dir, fs_error);
     return internal_error(child_error);
   }
-
   task->pid = pid;
-  task->log_fd = ::open(log_path(spec.id).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
-  task->output = std::make_unique<asio::posix::stream_descriptor>(io_, out_pipe[0]);
-  tasks_[spec.id] = task;
-  by_pid_[pid] = task;
-  read_output(task);
-  return static_cast<int64_t>(pid);
-}
-
-void TaskRunner::read_output(const std::shared_ptr<Task>& task) {
-  task->output->async_read_some(asio::buffer(task->buffer), [this, task](const boost::system::error_code& ec, size_t n) {
-    if (n > 0) {
-      std::string_view chunk(task->buffer.data(), n);
-      if (task->log_fd >= 0 && ::write(task->log_fd, chunk.data(), chunk.size()) < 0) {
-        spdlog::warn("cannot keep a local copy of {}'s output: {}", task->id.to_string(), std::strerror(errno));
-      }
-      if (callbacks_.on_output) callbacks_.on_output(task->id, task->offset, chunk);
-      task->offset += static_cast<int64_t>(n);
-    }
-    if (ec) {
-      task->eof = true;
-      maybe_finish(task);
-      return;
-    }
-    read_output(task);
-  });
-}
-
-void TaskRunner::maybe_finish(const std::shared_ptr<Task>& task) {
-  if (task->finished || !task->exit) return;
-  if (!task->eof) {
-    // A process that escaped every kill may still hold the pipe: stop waiting for it
-    // after a short drain so the exit is never held back.
-    if (!task->drain_timer) {
-      task->drain_timer = std::make_unique<asio::steady_timer>(io_, std::chrono::seconds(2));
-      task->drain_timer->async_wait([this, task](const boost::system::error_code& ec) {
-        if (ec || task->finished) return;
-        task->eof = true;
-        boost::system::error_code ignored;
-        task->output->close(ignored);
-        maybe_finish(task);
-      });
-    }
-    return;
+  std::ofstream(task->dir + "/pids") << supervisor << " " << pid << "\n";
+  watch(task);
+  drain_output(*task);
+  // The task may already have ended before the watch existed.
+  if (fs::exists(task->dir + "/exit")) {
+    std::ifstream in(task->dir + "/exit");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto exit = parse_exit_record(ss.str());
+    asio::post(io_, [this, task, exit] { finish(task, exit.value_or(ExitStatus{})); });
   }
-  task->finished = true;
-  if (task->kill_timer) task->kill_timer->cancel();
-  if (task->drain_timer) task->drain_timer->cancel();
-  tasks_.erase(task->id);
-  if (callbacks_.on_exit) callbacks_.on_exit(task->id, *task->exit);
+  return pid;
+}
+
+std::vector<TaskRunner::Recovered> TaskRunner::recover() {
+  std::vector<Recovered> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(data_dir_ + "/tasks", ec)) {
+    std::ifstream state_in(entry.path() / "task.json");
+    auto state = nlohmann::json::parse(state_in, nullptr, false);
+    if (!state.is_object()) {
+      fs::remove_all(entry.path(), ec);
+      continue;
+    }
+    auto task = std::make_shared<Task>();
+    task->id = {state.value("job_id", ""), state.value("attempt", 0), state.value("task_index", 0)};
+    task->dir = entry.path().string();
+    task->marker = state.value("marker", "");
+    int64_t supervisor = 0;
+    std::ifstream(entry.path() / "pids") >> supervisor >> task->pid;
+    Recovered r{task->id, task->pid, std::nullopt};
+    if (fs::exists(entry.path() / "exit")) {
+      std::ifstream in(entry.path() / "exit");
+      std::stringstream ss;
+      ss << in.rdbuf();
+      r.exit = parse_exit_record(ss.str()).value_or(ExitStatus{});
+    } else if (supervisor <= 0 || ::kill(static_cast<pid_t>(supervisor), 0) != 0) {
+      // Its supervisor is gone without recording an end: nothing may outlive it.
+      for (int pid : find_marked_processes(task->marker)) ::kill(pid, SIGKILL);
+      r.exit = ExitStatus{std::nullopt, std::nullopt, "its supervisor on the node died"};
+    }
+    if (!r.exit) {
+      watch(task);
+      // Output written while no agent ran is resent on the head's request (log_resume);
+      // live following starts from here.
+      struct stat st{};
+      if (::stat((task->dir + "/output.log").c_str(), &st) == 0) task->offset = st.st_size;
+      spdlog::info("adopted task {} (pid {}) left running by the previous agent", task->id.to_string(), task->pid);
+    }
+    found.push_back(std::move(r));
+  }
+  return found;
+}
+
+void TaskRunner::forget(const TaskId& id) {
+  if (tasks_.count(id)) return;  // still running: keep its folder
+  std::error_code ec;
+  fs::remove_all(task_dir(id), ec);
 }
 
 void TaskRunner::signal_task(Task& task, int sig) {
-  ::kill(-static_cast<pid_t>(task.pid), sig);
+  if (task.pid > 0) ::kill(-static_cast<pid_t>(task.pid), sig);
   for (int pid : find_marked_processes(task.marker)) ::kill(pid, sig);
 }
 
@@ -278,10 +352,6 @@ void TaskRunner::kill_all(int64_t grace_ms) {
   std::vector<TaskId> ids;
   for (const auto& [id, _] : tasks_) ids.push_back(id);
   for (const auto& id : ids) kill(id, grace_ms);
-}
-
-std::string TaskRunner::log_path(const TaskId& id) const {
-  return logs_dir_ + "/" + id.job_id + "." + std::to_string(id.attempt) + "." + std::to_string(id.task_index) + ".log";
 }
 
 std::optional<int64_t> TaskRunner::output_offset(const TaskId& id) const {

@@ -1,18 +1,22 @@
-// TaskRunner: starts task processes and supervises them to the end.
+// TaskRunner: starts task processes, follows them to the end, and finds them again
+// after the worker agent itself restarts.
 //
-// Each task runs as `/bin/sh -c ENTRYPOINT` in its own session (so its process group
-// is its own), in its working dir, with its environment. Its stdout and stderr go to
-// one pipe that the runner reads without blocking and hands on in chunks with their
-// offsets (and keeps in a file of its own). The worker is a child subreaper, so a
-// grandchild that daemonises is still reaped here, and every process of a task
-// carries a marker variable so that a kill finds it even outside the group.
+// Each task gets a folder <data_dir>/tasks/<job>.<attempt>.<index>/ and a small
+// supervisor process (forked from the agent, its own session, a child subreaper)
+// that starts `/bin/sh -c ENTRYPOINT` in its own process group and waits for it:
 //
-//   launch -> fork/exec -> started(pid) -> output chunks ... -> exited(code|signal)
-//   kill   -> SIGTERM to every process of the task -> grace -> SIGKILL
+//   agent --fork--> supervisor --fork/exec--> sh -c ENTRYPOINT (stdout+stderr -> output.log)
+//                       | task ends: kill what it left, write `exit`, leave
+//                       | agent gone longer than the node timeout: kill the task
 //
-// All methods and callbacks run on the io thread.
+// The task writes its output straight into output.log, so it never depends on the
+// agent being alive; the runner follows the file and the `exit` file through inotify
+// (pushed by the kernel, no polling). A restarted agent calls recover() and adopts
+// what still runs. Every process of a task carries AG_TASK_MARKER, so a kill finds
+// it even outside its group. All methods and callbacks run on the io thread.
 #pragma once
 
+#include <array>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -22,7 +26,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "common/result.h"
@@ -42,11 +45,13 @@ struct LaunchSpec {
   std::string entrypoint;
   std::map<std::string, std::string> env;  // complete environment of the task
   std::string working_dir;                  // created if missing
+  int64_t orphan_timeout_ms = 10000;        // kill the task when no agent runs for this long
 };
 
 struct ExitStatus {
   std::optional<int> exit_code;
   std::optional<int> signal;
+  std::string lost;  // set when the task vanished without a recorded end
 };
 
 struct RunnerCallbacks {
@@ -56,8 +61,19 @@ struct RunnerCallbacks {
 
 class TaskRunner {
  public:
-  TaskRunner(boost::asio::io_context& io, std::string logs_dir, RunnerCallbacks callbacks);
+  // Task folders live under <data_dir>/tasks; supervisors read <data_dir>/agent.pid
+  // (written by the worker daemon) to know whether an agent is alive.
+  TaskRunner(boost::asio::io_context& io, std::string data_dir, RunnerCallbacks callbacks);
   ~TaskRunner();
+
+  struct Recovered {
+    TaskId id;
+    int64_t pid = 0;
+    std::optional<ExitStatus> exit;  // set when it ended while no agent ran
+  };
+  // Finds the tasks a previous agent left: running ones are adopted (output and exit
+  // followed from now on), ended ones are returned with their exit for reporting.
+  std::vector<Recovered> recover();
 
   // Starts the task; returns its pid. Errors: kConflict when that task already runs;
   // kInternal with the reason when it could not start (working dir, fork, exec).
@@ -69,35 +85,44 @@ class TaskRunner {
   // Kills every task at once (worker shutdown).
   void kill_all(int64_t grace_ms);
 
+  // The head has recorded the task's end: its folder can go.
+  void forget(const TaskId& id);
+
   struct Running {
     TaskId id;
     int64_t pid;
   };
   std::vector<Running> running() const;
+  bool idle() const { return tasks_.empty(); }
   // Bytes of output a running task has produced so far; nullopt when not running.
   std::optional<int64_t> output_offset(const TaskId& id) const;
-  // Where the runner keeps its own copy of a task's output.
+  // Where a task's output is kept.
   std::string log_path(const TaskId& id) const;
-  bool idle() const { return tasks_.empty(); }
 
  private:
   struct Task;
-  void read_output(const std::shared_ptr<Task>& task);
-  void watch_children();
-  void reap();
-  void maybe_finish(const std::shared_ptr<Task>& task);
+  std::string task_dir(const TaskId& id) const;
+  void watch(const std::shared_ptr<Task>& task);
+  void read_inotify();
+  void drain_output(Task& task);
+  void finish(const std::shared_ptr<Task>& task, const ExitStatus& exit);
+  void reap_children();
   void signal_task(Task& task, int sig);
-  bool has_adopted_orphans() const;
 
   boost::asio::io_context& io_;
-  std::string logs_dir_;
+  std::string data_dir_;
   RunnerCallbacks callbacks_;
   boost::asio::signal_set sigchld_;
+  std::unique_ptr<boost::asio::posix::stream_descriptor> inotify_;
+  std::array<char, 16384> inotify_buffer_{};
   std::map<TaskId, std::shared_ptr<Task>> tasks_;
-  std::map<int64_t, std::shared_ptr<Task>> by_pid_;
+  std::map<int, std::shared_ptr<Task>> by_watch_;
 };
 
 // Pids of every live process whose environment holds AG_TASK_MARKER=`marker`.
 std::vector<int> find_marked_processes(const std::string& marker);
+
+// Parses the supervisor's exit record ("exit 3", "signal 9").
+std::optional<ExitStatus> parse_exit_record(const std::string& text);
 
 }  // namespace ag::worker

@@ -83,6 +83,11 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
   spdlog::info("worker {} at {}: {}{}", node_id.value(), config.node_ip, summary,
                gpus.empty() ? " (" + why_no_gpus + ")" : "");
 
+  // Task supervisors watch this file: while it names a live agent, their tasks are
+  // looked after; once no agent has run for the node timeout, they end their tasks.
+  std::string pid_file = config.data_dir + "/agent.pid";
+  std::ofstream(pid_file) << ::getpid() << "\n";
+
   boost::asio::io_context io(1);
   bool ready_reported = false;
   Agent agent(io, agent_config, [&](const Status& status) {
@@ -97,6 +102,7 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
   });
   agent.start();
   io.run();
+  std::filesystem::remove(pid_file, fs_error);
   spdlog::info("worker stopped");
   return 0;
 }

@@ -149,3 +149,43 @@ def test_submits_across_a_head_restart_create_each_job_exactly_once(cluster):
         job = cluster.wait_state(job_id, {"SUCCEEDED", "FAILED"}, timeout=60)
         assert job["state"] == "SUCCEEDED" and job["num_attempts"] == 1, job
     assert len(cluster.jobs()) == 200
+
+
+def test_worker_killed_and_not_restarted_leaves_no_task_behind(cluster_factory):
+    cluster = cluster_factory("abandoned", node_timeout_s=2)
+    job_id = submit_no_wait(cluster, "-n", "2", "--placement", "spread", "--", "sleep 300")
+    wait_until(lambda: all(t["state"] == "RUNNING" for t in
+                           (cluster.job(job_id)["attempts"] or [{"tasks": [{"state": "x"}]}])[0]["tasks"]),
+               15, message="both tasks running")
+    task1 = cluster.job(job_id)["attempts"][0]["tasks"][1]
+    os.kill(cluster.worker_pid(task1["node_address"]), signal.SIGKILL)
+
+    # Its task's supervisor ends it once no agent has run for the node timeout; the
+    # head has failed the job by then and stopped the other rank.
+    wait_until(lambda: not job_processes([job_id]), 2 + 1 + cluster.kill_grace_s + 5,
+               message="no process of the job left anywhere")
+    assert cluster.job(job_id)["state"] == "FAILED"
+
+
+def test_worker_restarted_quickly_keeps_its_running_task(cluster_factory):
+    cluster = cluster_factory("restarted", node_timeout_s=6)
+    lines = 30
+    job_id = submit_no_wait(cluster, "-n", "2", "--placement", "spread", "--",
+                            f"for i in $(seq 1 {lines}); do echo line $i; sleep 0.2; done")
+    wait_until(lambda: all(t["state"] == "RUNNING" for t in
+                           (cluster.job(job_id)["attempts"] or [{"tasks": [{"state": "x"}]}])[0]["tasks"]),
+               15, message="both tasks running")
+    task1 = cluster.job(job_id)["attempts"][0]["tasks"][1]
+    ip = task1["node_address"]
+    os.kill(cluster.worker_pid(ip), signal.SIGKILL)
+    time.sleep(2.0)
+    assert pid_alive(task1["pid"]), "the task must outlive its agent"
+    cluster.start_worker(ip)
+
+    job = cluster.wait_state(job_id, {"SUCCEEDED", "FAILED"}, timeout=30)
+
+    assert job["state"] == "SUCCEEDED", job["message"]
+    assert job["num_attempts"] == 1
+    assert job["attempts"][0]["tasks"][1]["pid"] == task1["pid"]
+    log = cluster.ag("logs", job_id, "--task-index", "1").stdout
+    assert log.splitlines() == [f"line {i}" for i in range(1, lines + 1)]

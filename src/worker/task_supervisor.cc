@@ -1,0 +1,154 @@
+#include "worker/task_supervisor.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "worker/task_runner.h"
+
+namespace ag::worker {
+namespace {
+
+int64_t monotonic_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+// True when the pid in `pid_file` is a live `ag start-worker` process.
+bool agent_alive(const std::string& pid_file) {
+  char buf[64] = {0};
+  int fd = ::open(pid_file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return false;
+  long pid = std::strtol(buf, nullptr, 10);
+  if (pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) != 0) return false;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%ld/cmdline", pid);
+  char cmdline[4096] = {0};
+  fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  n = ::read(fd, cmdline, sizeof cmdline - 1);
+  ::close(fd);
+  for (ssize_t i = 0; i < n; ++i) {
+    if (cmdline[i] == '\0') cmdline[i] = ' ';
+  }
+  return n > 0 && std::strstr(cmdline, "start-worker") != nullptr;
+}
+
+void write_exit_record(const std::string& dir, const char* text) {
+  std::string tmp = dir + "/exit.tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  ssize_t ignored = ::write(fd, text, std::strlen(text));
+  (void)ignored;
+  ::fsync(fd);
+  ::close(fd);
+  // The rename is what the agent watches for: the record is complete when it appears.
+  ::rename(tmp.c_str(), (dir + "/exit").c_str());
+}
+
+void kill_everything(pid_t task_pgid, const std::string& marker, int sig) {
+  ::kill(-task_pgid, sig);
+  for (int pid : find_marked_processes(marker)) ::kill(pid, sig);
+}
+
+[[noreturn]] void start_task(const SupervisorArgs& args) {
+  ::setpgid(0, 0);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
+  int devnull = ::open("/dev/null", O_RDONLY);
+  ::dup2(devnull, 0);
+  ::dup2(args.output_fd, 1);
+  ::dup2(args.output_fd, 2);
+  auto fail = [&](const char* what) {
+    const char* why = std::strerror(errno);
+    ssize_t ignored = ::write(args.error_fd, what, std::strlen(what));
+    ignored = ::write(args.error_fd, why, std::strlen(why));
+    (void)ignored;
+    ::_exit(127);
+  };
+  if (::chdir(args.working_dir.c_str()) != 0) fail("cannot enter working directory: ");
+  ::execve(args.argv[0], args.argv.data(), const_cast<char* const*>(args.envp.data()));
+  fail("cannot execute /bin/sh: ");
+}
+
+}  // namespace
+
+void run_supervisor(const SupervisorArgs& args) {
+  ::setsid();
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  // SIGCHLD is taken with sigtimedwait, which also paces the liveness checks.
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  ::sigprocmask(SIG_BLOCK, &chld, nullptr);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGPIPE}) ::signal(sig, SIG_IGN);
+
+  pid_t task = ::fork();
+  if (task == 0) start_task(args);
+  ::close(args.error_fd);
+  ::close(args.output_fd);
+  char line[32];
+  int len = std::snprintf(line, sizeof line, "%d\n", task < 0 ? -1 : static_cast<int>(task));
+  ssize_t ignored = ::write(args.report_fd, line, static_cast<size_t>(len));
+  (void)ignored;
+  ::close(args.report_fd);
+  if (task < 0) ::_exit(1);
+
+  int64_t orphaned_since = 0;
+  bool killing = false;
+  int64_t kill_sent_ms = 0;
+  for (;;) {
+    timespec wait{1, 0};
+    siginfo_t info;
+    ::sigtimedwait(&chld, &info, &wait);
+    int status = 0;
+    pid_t pid;
+    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+      if (pid != task) continue;  // an orphan handed to us: reaped, nothing else
+      // Whatever the task left behind dies with it, then the end is recorded.
+      kill_everything(task, args.marker, SIGKILL);
+      char record[64];
+      if (WIFSIGNALED(status)) {
+        std::snprintf(record, sizeof record, "signal %d\n", WTERMSIG(status));
+      } else {
+        std::snprintf(record, sizeof record, "exit %d\n", WEXITSTATUS(status));
+      }
+      // Reap the orphans the kill just made, so none is left a zombie.
+      for (int i = 0; i < 50 && ::waitpid(-1, nullptr, WNOHANG) >= 0; ++i) {
+        timespec pause{0, 2000000};
+        ::nanosleep(&pause, nullptr);
+      }
+      write_exit_record(args.task_dir, record);
+      ::_exit(0);
+    }
+    // An agent that is gone for longer than the node timeout is not coming back for
+    // this task: the head has given it up, so it must not hold its GPUs any longer.
+    int64_t now = monotonic_ms();
+    if (agent_alive(args.agent_pid_file)) {
+      orphaned_since = 0;
+    } else if (orphaned_since == 0) {
+      orphaned_since = now;
+    } else if (!killing && now - orphaned_since > args.orphan_timeout_ms) {
+      kill_everything(task, args.marker, SIGTERM);
+      killing = true;
+      kill_sent_ms = now;
+    } else if (killing && now - kill_sent_ms > 5000) {
+      kill_everything(task, args.marker, SIGKILL);
+    }
+  }
+}
+
+}  // namespace ag::worker
