@@ -38,7 +38,7 @@ Agent::Agent(boost::asio::io_context& io, AgentConfig config, std::function<void
     : io_(io),
       config_(std::move(config)),
       on_first_result_(std::move(on_first_result)),
-      runner_(io, config_.data_dir,
+      runner_(io, config_.data_dir, config_.cgroup_root,
               RunnerCallbacks{[this](const TaskId& id, int64_t off, std::string_view d) { on_task_output(id, off, d); },
                               [this](const TaskId& id, const ExitStatus& e) { on_task_exit(id, e); }}),
       packages_(io, PackageCacheConfig{config_.data_dir + "/packages", config_.package_cache_bytes, config_.head,

@@ -37,6 +37,7 @@ struct AgentConfig {
   int64_t heartbeat_ms = 1000;
   int64_t max_backoff_ms = 5000;
   int64_t package_cache_bytes = int64_t{10} << 30;
+  std::string cgroup_root;  // per-task control groups go here; "" where there are none
 };
 
 class Agent {

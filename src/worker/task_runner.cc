@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "common/ids.h"
+#include "worker/task_cgroup.h"
 #include "worker/task_supervisor.h"
 
 namespace ag::worker {
@@ -35,6 +36,7 @@ struct TaskRunner::Task {
   std::string dir;
   int64_t pid = 0;
   std::string marker;
+  std::string cgroup;  // "" where the node has none
   int output_fd = -1;  // read side of output.log
   int64_t offset = 0;  // bytes of output handed on so far
   int watch = -1;
@@ -90,8 +92,12 @@ std::optional<ExitStatus> parse_exit_record(const std::string& text) {
   return exit;
 }
 
-TaskRunner::TaskRunner(asio::io_context& io, std::string data_dir, RunnerCallbacks callbacks)
-    : io_(io), data_dir_(std::move(data_dir)), callbacks_(std::move(callbacks)), sigchld_(io, SIGCHLD) {
+TaskRunner::TaskRunner(asio::io_context& io, std::string data_dir, std::string cgroup_root, RunnerCallbacks callbacks)
+    : io_(io),
+      data_dir_(std::move(data_dir)),
+      cgroup_root_(std::move(cgroup_root)),
+      callbacks_(std::move(callbacks)),
+      sigchld_(io, SIGCHLD) {
   fs::create_directories(data_dir_ + "/tasks");
   int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (fd < 0) throw std::runtime_error(std::string("inotify_init1: ") + std::strerror(errno));
@@ -190,12 +196,14 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   task->marker = spec.id.job_id + "." + std::to_string(spec.id.attempt) + "." +
                  std::to_string(spec.id.task_index) + "." + random_hex(4);
   fs::remove_all(task->dir, fs_error);  // a relaunch after a lost launch starts clean
+  task->cgroup = create_task_cgroup(cgroup_root_, fs::path(task->dir).filename().string());
   if (::mkdir(task->dir.c_str(), 0755) != 0) {
     return internal_error("cannot create " + task->dir + ": " + std::strerror(errno));
   }
   {
     nlohmann::json state = {{"job_id", spec.id.job_id}, {"attempt", spec.id.attempt},
-                            {"task_index", spec.id.task_index}, {"marker", task->marker}};
+                            {"task_index", spec.id.task_index}, {"marker", task->marker},
+                            {"cgroup", task->cgroup}};
     std::ofstream(task->dir + "/task.json") << state.dump() << "\n";
   }
 
@@ -213,6 +221,7 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   args.agent_pid_file = data_dir_ + "/agent.pid";
   args.marker = task->marker;
   args.orphan_timeout_ms = spec.orphan_timeout_ms;
+  args.cgroup = task->cgroup;
 
   int err_pipe[2], report_pipe[2];
   args.output_fd = ::open((task->dir + "/output.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
@@ -297,6 +306,7 @@ std::vector<TaskRunner::Recovered> TaskRunner::recover() {
     task->id = {state.value("job_id", ""), state.value("attempt", 0), state.value("task_index", 0)};
     task->dir = entry.path().string();
     task->marker = state.value("marker", "");
+    task->cgroup = state.value("cgroup", "");
     int64_t supervisor = 0;
     std::ifstream(entry.path() / "pids") >> supervisor >> task->pid;
     Recovered r{task->id, task->pid, std::nullopt};
@@ -307,7 +317,9 @@ std::vector<TaskRunner::Recovered> TaskRunner::recover() {
       r.exit = parse_exit_record(ss.str()).value_or(ExitStatus{});
     } else if (supervisor <= 0 || ::kill(static_cast<pid_t>(supervisor), 0) != 0) {
       // Its supervisor is gone without recording an end: nothing may outlive it.
+      for (int pid : cgroup_pids(task->cgroup)) ::kill(pid, SIGKILL);
       for (int pid : find_marked_processes(task->marker)) ::kill(pid, SIGKILL);
+      remove_cgroup(task->cgroup);
       r.exit = ExitStatus{std::nullopt, std::nullopt, "its supervisor on the node died"};
     }
     if (!r.exit) {
@@ -331,6 +343,7 @@ void TaskRunner::forget(const TaskId& id) {
 
 void TaskRunner::signal_task(Task& task, int sig) {
   if (task.pid > 0) ::kill(-static_cast<pid_t>(task.pid), sig);
+  for (int pid : cgroup_pids(task.cgroup)) ::kill(pid, sig);
   for (int pid : find_marked_processes(task.marker)) ::kill(pid, sig);
 }
 

@@ -63,7 +63,8 @@ class TaskRunner {
  public:
   // Task folders live under <data_dir>/tasks; supervisors read <data_dir>/agent.pid
   // (written by the worker daemon) to know whether an agent is alive.
-  TaskRunner(boost::asio::io_context& io, std::string data_dir, RunnerCallbacks callbacks);
+  // `cgroup_root`: where per-task control groups go ("" for none; task_cgroup.h).
+  TaskRunner(boost::asio::io_context& io, std::string data_dir, std::string cgroup_root, RunnerCallbacks callbacks);
   ~TaskRunner();
 
   struct Recovered {
@@ -111,6 +112,7 @@ class TaskRunner {
 
   boost::asio::io_context& io_;
   std::string data_dir_;
+  std::string cgroup_root_;
   RunnerCallbacks callbacks_;
   boost::asio::signal_set sigchld_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> inotify_;

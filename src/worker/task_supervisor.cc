@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "worker/task_cgroup.h"
 #include "worker/task_runner.h"
 
 namespace ag::worker {
@@ -57,13 +58,15 @@ void write_exit_record(const std::string& dir, const char* text) {
   ::rename(tmp.c_str(), (dir + "/exit").c_str());
 }
 
-void kill_everything(pid_t task_pgid, const std::string& marker, int sig) {
+void kill_everything(pid_t task_pgid, const SupervisorArgs& args, int sig) {
   ::kill(-task_pgid, sig);
-  for (int pid : find_marked_processes(marker)) ::kill(pid, sig);
+  for (int pid : cgroup_pids(args.cgroup)) ::kill(pid, sig);
+  for (int pid : find_marked_processes(args.marker)) ::kill(pid, sig);
 }
 
 [[noreturn]] void start_task(const SupervisorArgs& args) {
   ::setpgid(0, 0);
+  join_cgroup(args.cgroup.c_str());  // before exec: every descendant is born inside
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -119,7 +122,7 @@ void run_supervisor(const SupervisorArgs& args) {
     while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
       if (pid != task) continue;  // an orphan handed to us: reaped, nothing else
       // Whatever the task left behind dies with it, then the end is recorded.
-      kill_everything(task, args.marker, SIGKILL);
+      kill_everything(task, args, SIGKILL);
       char record[64];
       if (WIFSIGNALED(status)) {
         std::snprintf(record, sizeof record, "signal %d\n", WTERMSIG(status));
@@ -131,6 +134,7 @@ void run_supervisor(const SupervisorArgs& args) {
         timespec pause{0, 2000000};
         ::nanosleep(&pause, nullptr);
       }
+      remove_cgroup(args.cgroup);
       write_exit_record(args.task_dir, record);
       ::_exit(0);
     }
@@ -142,11 +146,11 @@ void run_supervisor(const SupervisorArgs& args) {
     } else if (orphaned_since == 0) {
       orphaned_since = now;
     } else if (!killing && now - orphaned_since > args.orphan_timeout_ms) {
-      kill_everything(task, args.marker, SIGTERM);
+      kill_everything(task, args, SIGTERM);
       killing = true;
       kill_sent_ms = now;
     } else if (killing && now - kill_sent_ms > 5000) {
-      kill_everything(task, args.marker, SIGKILL);
+      kill_everything(task, args, SIGKILL);
     }
   }
 }

@@ -17,6 +17,7 @@ struct SupervisorArgs {
   std::string task_dir;        // where `exit` is written
   std::string agent_pid_file;  // the agent's pid; no live agent there = orphaned
   std::string marker;          // AG_TASK_MARKER value of the task's processes
+  std::string cgroup;          // the task's control group, or "" where there is none
   int64_t orphan_timeout_ms = 10000;
   // The task's exec, prepared by the agent.
   std::vector<char*> argv;

@@ -14,6 +14,7 @@
 #include "common/ids.h"
 #include "worker/agent.h"
 #include "worker/resource_detector.h"
+#include "worker/task_cgroup.h"
 
 namespace ag::worker {
 namespace {
@@ -68,6 +69,10 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
   agent_config.hostname = hostname();
   agent_config.data_dir = config.data_dir;
   agent_config.package_cache_bytes = config.package_cache_bytes;
+  agent_config.cgroup_root = prepare_cgroup_root(node_id.value());
+  spdlog::info("task control groups: {}", agent_config.cgroup_root.empty()
+                                               ? "not available here (process groups and task markers only)"
+                                               : agent_config.cgroup_root);
   double cpus = config.num_cpus.value_or(detect_cpus());
   agent_config.resources.cpu_millis = static_cast<int64_t>(std::llround(cpus * 1000));
   agent_config.resources.memory_bytes = config.memory_bytes.value_or(detect_memory_bytes());
@@ -103,6 +108,7 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
   agent.start();
   io.run();
   std::filesystem::remove(pid_file, fs_error);
+  remove_cgroup(agent_config.cgroup_root);  // empty once every task has ended
   spdlog::info("worker stopped");
   return 0;
 }

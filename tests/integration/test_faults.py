@@ -189,3 +189,31 @@ def test_worker_restarted_quickly_keeps_its_running_task(cluster_factory):
     assert job["attempts"][0]["tasks"][1]["pid"] == task1["pid"]
     log = cluster.ag("logs", job_id, "--task-index", "1").stdout
     assert log.splitlines() == [f"line {i}" for i in range(1, lines + 1)]
+
+
+def cgroups_available():
+    return (os.path.exists("/sys/fs/cgroup/cgroup.controllers") or
+            os.path.exists("/sys/fs/cgroup/pids/cgroup.procs") or
+            os.path.exists("/sys/fs/cgroup/freezer/cgroup.procs"))
+
+
+def test_stop_finds_a_grandchild_that_left_its_session_and_environment(cluster):
+    import pytest
+    from conftest import all_pids, proc_cmdline
+    if not cgroups_available():
+        pytest.skip("this machine has no cgroup hierarchy a worker can use (v2, or v1 pids/freezer)")
+    # setsid leaves the process group, env -i drops the task marker: only the task's
+    # control group still holds it.
+    job_id = submit_no_wait(cluster, "--", "env -i setsid sleep 313.37 & sleep 300")
+    cluster.wait_state(job_id, "RUNNING", timeout=10)
+
+    def escaped():
+        return [p for p in all_pids() if proc_cmdline(p).strip() == "sleep 313.37"]
+
+    wait_until(lambda: escaped(), 10, message="the escaping grandchild to start")
+    with open(f"/proc/{escaped()[0]}/cgroup") as f:
+        assert "/aethergrid/" in f.read()
+    cluster.ag("stop-job", job_id)
+
+    cluster.wait_state(job_id, "STOPPED", timeout=cluster.kill_grace_s + 10)
+    wait_until(lambda: not escaped(), 10, message="the escaped grandchild to be killed")

@@ -1,0 +1,80 @@
+#include "worker/task_cgroup.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+namespace ag::worker {
+namespace {
+
+bool make_dir(const std::string& path) { return ::mkdir(path.c_str(), 0755) == 0 || errno == EEXIST; }
+
+bool exists(const std::string& path) {
+  struct stat st{};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+}  // namespace
+
+std::string prepare_cgroup_root(const std::string& node_id) {
+  std::vector<std::string> candidates;
+  if (exists("/sys/fs/cgroup/cgroup.controllers")) candidates.push_back("/sys/fs/cgroup");  // v2
+  candidates.push_back("/sys/fs/cgroup/pids");     // v1
+  candidates.push_back("/sys/fs/cgroup/freezer");  // v1
+  for (const auto& hierarchy : candidates) {
+    if (!exists(hierarchy + "/cgroup.procs")) continue;
+    std::string root = hierarchy + "/aethergrid";
+    if (!make_dir(root)) continue;
+    root += "/" + node_id;
+    if (!make_dir(root)) continue;
+    // A group that cannot be joined is no use: try with a probe group.
+    std::string probe = create_task_cgroup(root, "probe");
+    if (probe.empty()) continue;
+    remove_cgroup(probe);
+    return root;
+  }
+  return "";
+}
+
+std::string create_task_cgroup(const std::string& root, const std::string& name) {
+  if (root.empty()) return "";
+  std::string path = root + "/" + name;
+  if (!make_dir(path)) return "";
+  if (::access((path + "/cgroup.procs").c_str(), W_OK) != 0) {
+    ::rmdir(path.c_str());
+    return "";
+  }
+  return path;
+}
+
+void join_cgroup(const char* group) {
+  if (!group || !*group) return;
+  char path[4096];
+  std::snprintf(path, sizeof path, "%s/cgroup.procs", group);
+  int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  char pid[32];
+  int len = std::snprintf(pid, sizeof pid, "%d\n", static_cast<int>(::getpid()));
+  ssize_t ignored = ::write(fd, pid, static_cast<size_t>(len));
+  (void)ignored;
+  ::close(fd);
+}
+
+std::vector<int> cgroup_pids(const std::string& group) {
+  std::vector<int> pids;
+  if (group.empty()) return pids;
+  std::ifstream in(group + "/cgroup.procs");
+  int pid;
+  while (in >> pid) pids.push_back(pid);
+  return pids;
+}
+
+void remove_cgroup(const std::string& group) {
+  if (!group.empty()) ::rmdir(group.c_str());
+}
+
+}  // namespace ag::worker

@@ -1,0 +1,32 @@
+// A control group per task, where the machine lets the worker make one (cgroup v2,
+// or the v1 `pids` or `freezer` hierarchy). Every process a task starts stays in its
+// group whatever it does (setsid, double fork, clearing its environment), so a stop
+// can find them all. Where no group can be made, process groups and the task marker
+// do the job alone.
+//
+//   <root>/<task>/cgroup.procs   the task's processes (root: e.g. /sys/fs/cgroup/pids/aethergrid/<node>)
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ag::worker {
+
+// The folder under which this node's task groups go, created if it can be; "" when
+// cgroups are not usable here (not mounted, not writable).
+std::string prepare_cgroup_root(const std::string& node_id);
+
+// Creates the group for one task under `root`; returns its path, or "" on failure.
+std::string create_task_cgroup(const std::string& root, const std::string& name);
+
+// Moves the calling process into `group` (call in the task before exec). Plain system
+// calls only: it runs between fork and exec.
+void join_cgroup(const char* group);
+
+// Pids in the group.
+std::vector<int> cgroup_pids(const std::string& group);
+
+// Removes the (empty) group; harmless when it is gone already.
+void remove_cgroup(const std::string& group);
+
+}  // namespace ag::worker
