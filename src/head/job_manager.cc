@@ -187,6 +187,14 @@ std::map<std::string, Resources> JobManager::allocations() const {
   return out;
 }
 
+void JobManager::report_problem(const std::string& job_id, const std::string& message) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;
+  std::vector<JobEvent> added;
+  add_event(it->second, message, added);
+  persist(it->second, added);
+}
+
 std::map<JobState, int> JobManager::count_by_state() const {
   std::map<JobState, int> counts;
   for (const auto& [_, job] : jobs_) counts[job.state]++;

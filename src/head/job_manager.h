@@ -100,6 +100,10 @@ class JobManager {
   using JobObserver = std::function<void(const Job&)>;
   void add_observer(JobObserver observer) { observers_.push_back(std::move(observer)); }
 
+  // Adds a line to a job's event log about a problem outside its state machine (a log
+  // that could not be written), so that it shows in `ag status JOB -v`.
+  void report_problem(const std::string& job_id, const std::string& message);
+
   // Counts by state, for the cluster summary.
   std::map<JobState, int> count_by_state() const;
 

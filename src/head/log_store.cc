@@ -39,9 +39,9 @@ Status LogStore::append(const LogKey& key, int64_t offset, std::string_view data
   OpenLog& log = open(key);
   if (offset + static_cast<int64_t>(data.size()) <= log.size) return {};  // already have it
   if (offset > log.size) {
-    return internal_error("log of " + key.job_id + " task " + std::to_string(key.task_index) +
-                          " has a gap: have " + std::to_string(log.size) + " bytes, got offset " +
-                          std::to_string(offset));
+    return Error{ErrorCode::kConflict, "log of " + key.job_id + " task " + std::to_string(key.task_index) +
+                                           " has a gap: have " + std::to_string(log.size) + " bytes, got offset " +
+                                           std::to_string(offset)};
   }
   data.remove_prefix(static_cast<size_t>(log.size - offset));
   if (log.fd < 0) {

@@ -28,7 +28,9 @@ class LogStore {
   ~LogStore();
 
   // Appends bytes at `offset`. Bytes before the current end (a resend) are skipped.
-  // Errors: kResourceExhausted / kInternal when the file cannot be written.
+  // Errors: kConflict when `offset` is past the end (bytes in between are missing: the
+  // worker resends them on the head's request); kResourceExhausted / kInternal when
+  // the file cannot be written.
   Status append(const LogKey& key, int64_t offset, std::string_view data);
 
   // Marks the log complete (the task ended) and wakes its waiters.

@@ -92,8 +92,20 @@ void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel
       spdlog::warn("malformed log frame from node {}", *node_id);
       return;
     }
-    Status s = deps_.logs.append({header->job_id, header->attempt, header->task_index}, header->offset, payload);
-    if (!s) spdlog::error("log of {} task {}: {}", header->job_id, header->task_index, s.error().message);
+    LogKey key{header->job_id, header->attempt, header->task_index};
+    Status s = deps_.logs.append(key, header->offset, payload);
+    if (!s && s.error().code == ErrorCode::kConflict) {
+      spdlog::debug("{}", s.error().message);  // bytes still to come from the worker's resend
+    } else if (!s) {
+      spdlog::error("log of {} task {}: {}", header->job_id, header->task_index, s.error().message);
+      // Said once per log in the job's own events, not only in the head's log file.
+      if (log_errors_reported_.insert(key).second) {
+        deps_.jobs.report_problem(header->job_id, "output of task " + std::to_string(header->task_index) +
+                                                      " (attempt " + std::to_string(header->attempt) +
+                                                      ") could not be stored: " + s.error().message +
+                                                      "; the worker keeps its own copy");
+      }
+    }
     return;
   }
   json msg = json::parse(data, nullptr, false);

@@ -8,6 +8,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "common/clock.h"
@@ -52,6 +53,7 @@ class WorkerGateway {
   Deps deps_;
   WorkerGatewayConfig config_;
   boost::asio::steady_timer expiry_timer_;
+  std::set<LogKey> log_errors_reported_;
 };
 
 }  // namespace ag::head

@@ -217,3 +217,49 @@ def test_stop_finds_a_grandchild_that_left_its_session_and_environment(cluster):
 
     cluster.wait_state(job_id, "STOPPED", timeout=cluster.kill_grace_s + 10)
     wait_until(lambda: not escaped(), 10, message="the escaped grandchild to be killed")
+
+
+import contextlib
+import subprocess as _subprocess
+
+import pytest
+
+
+@pytest.fixture
+def small_disk():
+    """mount(path): a 2 MiB tmpfs at `path`, unmounted after everything using it."""
+    mounted = []
+
+    def mount(path):
+        path.mkdir(parents=True, exist_ok=True)
+        if _subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(path)]).returncode != 0:
+            pytest.fail("cannot mount a tmpfs for the disk-full test (needs root)")
+        mounted.append(path)
+        return path
+
+    yield mount
+    for path in mounted:
+        _subprocess.run(["umount", "-l", str(path)])
+
+
+def test_full_disk_refuses_submits_clearly_and_loses_nothing(small_disk, cluster_factory):
+    cluster = cluster_factory("full", start_head=False)
+    disk = small_disk(cluster.head_data_dir)
+    cluster.start()
+    kept = submit_no_wait(cluster, "--", "true")
+    cluster.wait_state(kept, "SUCCEEDED", timeout=15)
+    filler = disk / "filler"
+    with contextlib.suppress(OSError), open(filler, "wb") as f:
+        while True:
+            f.write(b"\0" * 65536)
+            f.flush()
+
+    status, _, body = cluster.api_full("POST", "/api/jobs", body={"entrypoint": "echo " + "x" * 20000})
+
+    assert status == 507, (status, body)
+    assert "disk is full" in body["error"]
+    assert [j["job_id"] for j in cluster.jobs()] == [kept]
+    filler.unlink()
+    again = submit_no_wait(cluster, "--", "true")
+    assert cluster.wait_state(again, "SUCCEEDED", timeout=15)
+    assert {j["job_id"] for j in cluster.jobs()} == {kept, again}

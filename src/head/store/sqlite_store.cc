@@ -13,8 +13,12 @@ namespace {
 Error sqlite_error(sqlite3* db, int rc, const std::string& what) {
   std::string msg = what + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
   int primary = rc & 0xff;
-  if (primary == SQLITE_FULL || primary == SQLITE_IOERR) {
-    return {ErrorCode::kResourceExhausted, msg + " (is the head's disk full?)"};
+  if (primary == SQLITE_FULL) {
+    return {ErrorCode::kResourceExhausted,
+            "the head's disk is full (" + msg + "); nothing was changed: free space on the head's data dir and retry"};
+  }
+  if (primary == SQLITE_IOERR) {
+    return {ErrorCode::kResourceExhausted, msg + " (a disk error on the head: is its disk full?); nothing was changed"};
   }
   return {ErrorCode::kInternal, msg};
 }
