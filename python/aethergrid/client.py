@@ -10,7 +10,7 @@ from .runtime_env import PackageUploader
 
 # The keys a job dict given to submit_jobs may have: submit_job's parameters.
 JOB_KEYS = ("entrypoint", "runtime_env", "num_workers", "task_options", "job_name",
-            "max_retries", "timeout", "labels", "placement", "submission_id")
+            "max_retries", "timeout", "labels", "placement", "submission_id", "timeout_per_attempt")
 
 
 class Client:
@@ -46,7 +46,7 @@ class Client:
     # ---- submitting -------------------------------------------------------------------
     def submit_job(self, entrypoint, runtime_env=None, num_workers=1, task_options=None,
                    job_name=None, max_retries=0, timeout=None, labels=None, placement="pack",
-                   submission_id=None):
+                   submission_id=None, timeout_per_attempt=False):
         """Submits one job and returns its Job at once (it runs in the background).
 
         entrypoint: the command each of the `num_workers` tasks runs (through a shell).
@@ -54,7 +54,8 @@ class Client:
         "excludes": [gitignore patterns], "env_vars": {K: V, $VAR expanded},
         "python": "/path" or {"executable": "/path"}, "image": ...}.
         task_options: per-task {"num_cpus", "num_gpus", "memory"}. timeout: seconds
-        before the job is stopped and FAILS. placement: "pack" or "spread".
+        before the job is stopped and FAILS (its whole run, retries included, unless
+        timeout_per_attempt). placement: "pack" or "spread".
         submission_id: idempotency key (a fresh one by default); resubmitting the same
         key returns the same job, so a POST retried after a lost connection never makes
         two jobs.
@@ -66,7 +67,8 @@ class Client:
         spec = self._spec(uploader, entrypoint=entrypoint, runtime_env=runtime_env,
                           num_workers=num_workers, task_options=task_options, job_name=job_name,
                           max_retries=max_retries, timeout=timeout, labels=labels,
-                          placement=placement, submission_id=submission_id)
+                          placement=placement, submission_id=submission_id,
+                          timeout_per_attempt=timeout_per_attempt)
         answer = self._transport.request("POST", "/api/jobs", body=spec, retry=True).json()
         return Job(self, answer["job_id"])
 
@@ -104,7 +106,7 @@ class Client:
 
     def _spec(self, uploader, entrypoint, runtime_env=None, num_workers=1, task_options=None,
               job_name=None, max_retries=0, timeout=None, labels=None, placement="pack",
-              submission_id=None):
+              submission_id=None, timeout_per_attempt=False):
         """The JSON job spec to send, with working_dir uploaded."""
         spec = {"entrypoint": entrypoint, "num_workers": num_workers, "max_retries": max_retries,
                 "placement": placement, "submission_id": submission_id or uuid.uuid4().hex}
@@ -114,6 +116,8 @@ class Client:
             spec["job_name"] = job_name
         if timeout is not None:
             spec["timeout"] = timeout
+        if timeout_per_attempt:
+            spec["timeout_per_attempt"] = True
         if labels is not None:
             spec["labels"] = labels
         if runtime_env is not None:

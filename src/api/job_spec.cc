@@ -173,7 +173,7 @@ Result<JobSpec> parse_job_spec(const json& body) {
   }
   static const std::set<std::string> kKnown = {
       "entrypoint", "num_workers", "task_options", "runtime_env", "job_name", "labels",
-      "max_retries", "timeout", "placement", "submission_id"};
+      "max_retries", "timeout", "timeout_per_attempt", "placement", "submission_id"};
   if (auto err = check_known_keys(body, "", kKnown)) return *err;
 
   JobSpec spec;
@@ -222,6 +222,12 @@ Result<JobSpec> parse_job_spec(const json& body) {
     if (auto err = read_number(body["timeout"], "timeout", 0.001, kMaxTimeoutSeconds, &t)) return *err;
     spec.timeout_s = t;
   }
+  if (body.contains("timeout_per_attempt") && !body["timeout_per_attempt"].is_null()) {
+    if (!body["timeout_per_attempt"].is_boolean()) {
+      return field_error("timeout_per_attempt", std::string("must be true or false, got ") + type_name(body["timeout_per_attempt"]));
+    }
+    spec.timeout_per_attempt = body["timeout_per_attempt"].get<bool>();
+  }
   if (body.contains("placement") && !body["placement"].is_null()) {
     if (auto err = read_string(body["placement"], "placement", 16, &spec.placement)) return *err;
     if (spec.placement != "pack" && spec.placement != "spread") {
@@ -251,6 +257,7 @@ json to_json(const JobSpec& spec) {
   j["labels"] = spec.labels;
   j["max_retries"] = spec.max_retries;
   j["timeout"] = spec.timeout_s ? json(*spec.timeout_s) : json(nullptr);
+  if (spec.timeout_per_attempt) j["timeout_per_attempt"] = true;
   j["placement"] = spec.placement;
   if (!spec.submission_id.empty()) j["submission_id"] = spec.submission_id;
   return j;

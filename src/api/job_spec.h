@@ -48,6 +48,7 @@ struct JobSpec {
   std::map<std::string, std::string> labels;
   int max_retries = 0;
   std::optional<double> timeout_s;
+  bool timeout_per_attempt = false;  // the timeout restarts with every attempt
   std::string placement = "pack";  // "pack" or "spread"
   std::string submission_id;       // client-chosen idempotency key, optional
 

@@ -53,6 +53,7 @@ struct SubmitOptions {
   std::string name;
   int max_retries = 0;
   std::optional<double> timeout_s;
+  bool timeout_per_attempt = false;
   bool no_wait = false;
   std::vector<std::string> command;
 };

@@ -141,6 +141,7 @@ int submit(const ConnectionOptions& options, const SubmitOptions& submit) {
   spec["task_options"] = task_options;
   if (!submit.name.empty()) spec["job_name"] = submit.name;
   if (submit.timeout_s) spec["timeout"] = *submit.timeout_s;
+  if (submit.timeout_per_attempt) spec["timeout_per_attempt"] = true;
   json env_vars = json::object();
   for (const auto& kv : submit.env) {
     size_t eq = kv.find('=');

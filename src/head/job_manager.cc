@@ -512,19 +512,31 @@ int JobManager::allocate_master_port() {
 void JobManager::release_master_port(int port) { ports_in_use_.erase(port); }
 
 void JobManager::arm_timeout(Job& job) {
-  if (!job.spec.timeout_s || job.terminal() || timeouts_.count(job.id)) return;
-  int64_t deadline_ms = job.started_ms + static_cast<int64_t>(*job.spec.timeout_s * 1000);
+  if (!job.spec.timeout_s || job.terminal()) return;
+  // A job's timeout covers its whole run, retries and the waits between them
+  // included; with timeout_per_attempt it starts again with each attempt.
+  const AttemptRecord* attempt = job.current_attempt();
+  int64_t start_ms = job.spec.timeout_per_attempt && attempt ? attempt->started_ms : job.started_ms;
+  if (timeouts_.count(job.id) && !job.spec.timeout_per_attempt) return;
+  int64_t deadline_ms = start_ms + static_cast<int64_t>(*job.spec.timeout_s * 1000);
   int64_t remaining = std::max<int64_t>(0, deadline_ms - deps_.clock.now_ms());
   auto timer = std::make_unique<boost::asio::steady_timer>(deps_.io, std::chrono::milliseconds(remaining));
   auto alive = alive_;
   std::string id = job.id;
-  timer->async_wait([this, alive, id](const boost::system::error_code& ec) {
+  int attempt_number = attempt ? attempt->number : 0;
+  timer->async_wait([this, alive, id, attempt_number](const boost::system::error_code& ec) {
     if (ec || !*alive) return;
     auto it = jobs_.find(id);
     if (it == jobs_.end()) return;
-    apply(it->second, on_timed_out(it->second, deps_.clock.now_ms()));
+    Job& timed_out = it->second;
+    // A per-attempt timer belongs to its attempt only.
+    const AttemptRecord* current = timed_out.current_attempt();
+    if (timed_out.spec.timeout_per_attempt && (!current || current->number != attempt_number || current->finished())) {
+      return;
+    }
+    apply(timed_out, on_timed_out(timed_out, deps_.clock.now_ms()));
   });
-  timeouts_[job.id] = std::move(timer);
+  timeouts_[job.id] = std::move(timer);  // replaces (and so cancels) an earlier attempt's timer
 }
 
 }  // namespace ag::head

@@ -273,6 +273,9 @@ Effects on_timed_out(Job& job, int64_t now_ms) {
   if (job.terminal()) return {};
   job.timed_out = true;
   std::string reason = "timed out after " + format_seconds(job.spec.timeout_s.value_or(0));
+  if (job.spec.timeout_per_attempt && job.current_attempt()) {
+    reason += " in attempt " + std::to_string(job.current_attempt()->number);
+  }
   return stop_with(job, now_ms, reason, reason + "; stopping all tasks");
 }
 

@@ -263,3 +263,20 @@ def test_full_disk_refuses_submits_clearly_and_loses_nothing(small_disk, cluster
     again = submit_no_wait(cluster, "--", "true")
     assert cluster.wait_state(again, "SUCCEEDED", timeout=15)
     assert {j["job_id"] for j in cluster.jobs()} == {kept, again}
+
+
+def test_timeout_covers_all_attempts_unless_per_attempt(cluster):
+    # Each attempt fails after 1.5 s; the job may retry 3 times.
+    script = 'sleep 1.5; exit 1'
+    whole = submit_no_wait(cluster, "--timeout", "2.5", "--max-retries", "3", "--", script)
+    per_attempt = submit_no_wait(cluster, "--timeout", "2.5", "--timeout-per-attempt", "--max-retries", "1",
+                                 "--", script)
+
+    whole_job = cluster.wait_state(whole, {"FAILED", "SUCCEEDED"}, timeout=30)
+    per_job = cluster.wait_state(per_attempt, {"FAILED", "SUCCEEDED"}, timeout=30)
+
+    # The whole-run timeout ends the second attempt; per attempt, no attempt reaches it
+    # and the job fails on its exit codes after its retries.
+    assert "timed out after 2.5s" in whole_job["message"] and whole_job["num_attempts"] == 2
+    assert "timed out" not in per_job["message"] and per_job["num_attempts"] == 2
+    assert "exited with code 1" in per_job["message"]
