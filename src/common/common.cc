@@ -7,6 +7,7 @@
 #include "common/clock.h"
 #include "common/ids.h"
 #include "common/result.h"
+#include "common/sha256.h"
 
 namespace ag {
 
@@ -39,14 +40,7 @@ std::string random_hex(int n_bytes) {
   if (RAND_bytes(reinterpret_cast<unsigned char*>(bytes.data()), n_bytes) != 1) {
     throw std::runtime_error("the OS random number generator failed");
   }
-  static const char* kDigits = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out.push_back(kDigits[c >> 4]);
-    out.push_back(kDigits[c & 15]);
-  }
-  return out;
+  return hex_encode(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
 }
 
 std::string new_job_id() { return "job_" + random_hex(6); }

@@ -8,6 +8,9 @@ namespace ag {
 
 std::string sha256_hex(std::string_view data);
 
+// Bytes as lowercase hex, two characters a byte.
+std::string hex_encode(const unsigned char* bytes, size_t size);
+
 // True for 64 lowercase hex characters.
 bool is_sha256_hex(std::string_view text);
 
