@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""AetherGrid benchmarks: start latency, throughput, DDP overhead and head memory.
+"""AetherGrid benchmarks: start latency, throughput, DDP overhead, head memory and dashboard data times.
 
 Starts its own local cluster (a head on 127.0.0.1, workers on 127.0.0.2 and
 127.0.0.3) in a temporary session, measures the machine's spawn floor in the same
@@ -11,6 +11,7 @@ import argparse
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -295,7 +296,66 @@ def bench_memory(cluster, jobs):
             "restarted_mib": restarted / 1024, "restart_s": restart_s}
 
 
-def report(floor, latency, throughput, ddp, memory, command, working_dir=None, sdk=None):
+def timed_calls(cluster, paths, runs):
+    """Median and worst wall time (ms) over `runs` of making every call in `paths` one
+    after the other on one keep-alive connection: the server time a page's data costs
+    (the loopback round trips are included and are tens of microseconds)."""
+    totals = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        for path in paths:
+            cluster.api("GET", path)
+        totals.append((time.perf_counter() - t0) * 1000)
+    return {"p50_ms": statistics.median(totals), "max_ms": max(totals), "calls": len(paths)}
+
+
+def bench_dashboard(cluster, log_mib, runs=20):
+    """What the dashboard's pages fetch when they open, with the jobs of bench_memory in
+    the store (10,000 by default), and reads of a `log_mib` MiB task log."""
+    jobs = cluster.api("GET", "/api/jobs?limit=1")
+    total = jobs["total"]
+    newest = jobs["jobs"][0]["job_id"]
+    # The workers come back to the restarted head on their own reconnect schedule.
+    deadline = time.time() + 60
+    while True:
+        nodes = [n["node_id"] for n in cluster.api("GET", "/api/nodes")["nodes"] if n["state"] == "ALIVE"]
+        if len(nodes) >= 2 or time.time() > deadline:
+            break
+        time.sleep(0.2)
+    if not nodes:
+        raise RuntimeError("no worker reconnected to the restarted head within 60 s")
+    pages = {
+        "cluster overview": ["/api/cluster", "/api/nodes", "/api/jobs?limit=8"] + [f"/api/nodes/{n}" for n in nodes],
+        "jobs list, first page": ["/api/cluster", "/api/jobs?limit=50&offset=0"],
+        "jobs list, page 100": ["/api/cluster", f"/api/jobs?limit=50&offset={min(total - 1, 99 * 50)}"],
+        "jobs list, filtered (FAILED)": ["/api/cluster", "/api/jobs?state=FAILED&limit=50"],
+        "job page": [f"/api/jobs/{newest}", f"/api/jobs/{newest}/events",
+                     f"/api/jobs/{newest}/logs?task_index=0&tail_bytes=262144"],
+        "node page": [f"/api/nodes/{nodes[0]}"],
+        "/metrics scrape": ["/metrics"],
+    }
+    out = {"jobs_in_store": total, "pages": {name: timed_calls(cluster, paths, runs) for name, paths in pages.items()}}
+    if log_mib:
+        # A task that prints `log_mib` MiB of 100-byte lines.
+        job_id = cluster.api("POST", "/api/jobs", {
+            "entrypoint": f"head -c {log_mib * 1024 * 1024} /dev/zero | tr '\\0' x | fold -w 99; echo",
+            "task_options": {"num_cpus": 0.5}})["job_id"]
+        job = cluster.wait(job_id, timeout=600)
+        assert job["state"] == "SUCCEEDED", job
+        base = f"/api/jobs/{job_id}/logs?task_index=0"
+        tail = cluster.api("GET", base + "&tail_bytes=262144")
+        assert len(tail) == 262144 and tail.endswith(b"x\n"), "the log holds the task's output"
+        out["log"] = {
+            "mib": log_mib,
+            "tail": timed_calls(cluster, [base + "&tail_bytes=262144"], runs),
+            "middle": timed_calls(cluster, [base + f"&offset={log_mib * 512 * 1024}&max_bytes=262144"], runs),
+            "job_page": timed_calls(cluster, [f"/api/jobs/{job_id}", f"/api/jobs/{job_id}/events",
+                                              base + "&tail_bytes=262144"], runs),
+        }
+    return out
+
+
+def report(floor, latency, throughput, ddp, memory, command, working_dir=None, sdk=None, dashboard=None):
     lines = [
         "# Benchmark results",
         "",
@@ -340,6 +400,16 @@ def report(floor, latency, throughput, ddp, memory, command, working_dir=None, s
         lines.append(f"| head RSS with {memory['jobs_in_store']} finished jobs | {memory['loaded_mib']:.1f} MiB; after SIGKILL "
                      f"+ restart {memory['restarted_mib']:.1f} MiB (restart took {memory['restart_s']:.2f} s) | "
                      f"empty head {memory['empty_mib']:.1f} MiB | | |")
+    if dashboard:
+        for name, t in dashboard["pages"].items():
+            lines.append(f"| dashboard data with {dashboard['jobs_in_store']} jobs in the store: {name} "
+                         f"({t['calls']} API call{'s' if t['calls'] > 1 else ''}) | p50 {t['p50_ms']:.1f} ms, "
+                         f"max {t['max_ms']:.1f} ms | | | ≤ 100 ms |")
+        if "log" in dashboard:
+            log = dashboard["log"]
+            lines.append(f"| {log['mib']} MiB task log: last 256 KiB (`tail_bytes`) / 256 KiB from the middle / "
+                         f"its job page's 3 calls | {log['tail']['p50_ms']:.1f} / {log['middle']['p50_ms']:.1f} / "
+                         f"{log['job_page']['p50_ms']:.1f} ms (p50) | | | ≤ 100 ms |")
     lines += ["", f"Spawn floor: `build/bin/spawn_floor` — posix_spawn + waitpid of /bin/true in a loop, "
               f"n={floor['n']}: p50 {floor['p50_ms']:.2f} ms, p99 {floor['p99_ms']:.2f} ms, {floor['rate_per_s']:.0f}/s.", "",
               "How each number is taken:",
@@ -357,7 +427,10 @@ def report(floor, latency, throughput, ddp, memory, command, working_dir=None, s
               "`init_process_group` (torch's store client otherwise sleeps 1 s after a refused connection, "
               "which made runs where rank 1 won the race ~0.9 s slower whoever launched them).",
               "- Memory: VmRSS of the head after 10,000 one-task jobs finished, then after `kill -9` and "
-              "`ag start-head` on the same data dir (it reloads every job and event).", ""]
+              "`ag start-head` on the same data dir (it reloads every job and event).",
+              "- Dashboard: on the restarted head of the memory measure, each page's API calls (the ones its "
+              "JavaScript makes when it opens) one after the other on one keep-alive connection, 20 times; "
+              "the sum per page. The log rows read a task log of the given size the way the log viewer does.", ""]
     return "\n".join(lines)
 
 
@@ -367,6 +440,8 @@ def main():
     parser.add_argument("--throughput", type=int, default=2000)
     parser.add_argument("--ddp-runs", type=int, default=5)
     parser.add_argument("--memory-jobs", type=int, default=10000)
+    parser.add_argument("--dashboard-log-mib", type=int, default=100,
+                        help="size of the task log the dashboard measure reads (0: skip); needs --memory-jobs")
     parser.add_argument("--working-dir-mib", type=int, default=100)
     parser.add_argument("--sdk-runs", type=int, default=30)
     parser.add_argument("--write", action="store_true", help="write bench/RESULTS.md")
@@ -386,18 +461,23 @@ def main():
         sdk = bench_sdk_roundtrip(cluster, args.sdk_runs) if args.sdk_runs else None
     finally:
         cluster.stop()
-    memory = None
+    memory = dashboard = None
     if args.memory_jobs:
         cluster = Cluster(num_cpus=8).start()
         try:
             memory = bench_memory(cluster, args.memory_jobs)
+            dashboard = bench_dashboard(cluster, args.dashboard_log_mib)
         finally:
             cluster.stop()
-    text = report(floor, latency, throughput, ddp, memory, command.strip(), working_dir, sdk)
+    text = report(floor, latency, throughput, ddp, memory, command.strip(), working_dir, sdk, dashboard)
     print(text)
     if args.write:
-        with open(os.path.join(REPO, "bench", "RESULTS.md"), "w") as f:
-            f.write(text)
+        # Sections other scripts write (between <!-- name:begin --> markers) are kept.
+        path = os.path.join(REPO, "bench", "RESULTS.md")
+        old = open(path).read() if os.path.exists(path) else ""
+        blocks = [m.group(0) for m in re.finditer(r"<!-- (\w+):begin -->.*?<!-- \1:end -->", old, flags=re.S)]
+        with open(path, "w") as f:
+            f.write(text.rstrip("\n") + "\n" + "".join("\n" + b + "\n" for b in blocks))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs every Debian package AetherGrid needs to build, run and test.
-# Idempotent: only packages that are missing are installed.
+# Installs every Debian package AetherGrid needs to build, run and test, and the
+# browser tests' npm package (playwright-core, pinned by tests/browser/package-lock.json).
+# Idempotent: only what is missing is installed.
 set -euo pipefail
 
 packages=(
@@ -11,6 +12,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev googletest
   python3 python3-pytest python3-torch python3-numpy
   procps iproute2 curl
+  chromium                # the dashboard's browser tests (headless, driven by playwright-core)
+  prometheus              # promtool, which checks /metrics in the tests (the server is not used)
 )
 
 missing=()
@@ -20,14 +23,29 @@ for p in "${packages[@]}"; do
   fi
 done
 
+# Node.js (>= 20 for playwright-core) and npm run the browser tests. A machine may have
+# them from outside Debian (NodeSource's nodejs package bundles npm and conflicts with
+# Debian's npm), so Debian's are installed only when the commands are missing.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-echo "install-deps: installing ${missing[*]}"
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# The browser tests' playwright-core, exactly as locked; it drives Debian's chromium
+# (it never downloads a browser of its own). Re-installed when the lock file is newer
+# than the install.
+browser_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/browser"
+if [ ! -d "$browser_dir/node_modules/playwright-core" ] ||
+   [ "$browser_dir/package-lock.json" -nt "$browser_dir/node_modules/.package-lock.json" ]; then
+  echo "install-deps: npm ci in tests/browser"
+  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --prefix "$browser_dir" --no-audit --no-fund --loglevel=error
+fi

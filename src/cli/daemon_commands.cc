@@ -119,6 +119,7 @@ int start_head(const StartHeadOptions& options) {
     write_session({address, dashboard, config.data_dir, config.data_dir + "/token"});
     std::cout << "AetherGrid head started at " << address << " (pid " << pid << ")\n"
               << "  Dashboard and REST API: " << dashboard << "\n"
+              << "  Sign in to the dashboard: " << dashboard << "/?token=" << token << "\n"
               << "  Data dir: " << config.data_dir << "  (log: " << config.data_dir << "/head.log)\n\n"
               << "To add a worker on another machine, run there:\n"
               << "  ag start-worker --head-node " << address << " --token " << token << "\n\n"

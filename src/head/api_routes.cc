@@ -6,6 +6,7 @@
 #include "api/job_spec.h"
 #include "common/sha256.h"
 #include "head/job_codec.h"
+#include "head/node_codec.h"
 #include "net/auth.h"
 
 namespace ag::head {
@@ -16,6 +17,8 @@ using net::HttpResponse;
 
 constexpr int64_t kMaxLogChunk = 4 << 20;
 constexpr int64_t kMaxWaitMs = 60000;
+// Tasks a node page lists: every live one, then the most recent finished ones.
+constexpr size_t kMaxNodeTasks = 100;
 
 HttpResponse json_response(int status, const json& body) {
   return {status, "application/json", body.dump(-1, ' ', false, json::error_handler_t::replace)};
@@ -48,36 +51,36 @@ bool query_int(const net::HttpRequest& req, const std::string& name, int64_t min
   }
 }
 
-json node_json(const Node& node, const Resources& allocated) {
-  return {{"node_id", node.node_id},
-          {"address", node.address},
-          {"hostname", node.hostname},
-          {"state", to_string(node.state)},
-          {"resources", {{"num_cpus", node.total.cpu_millis / 1000.0},
-                         {"memory_bytes", node.total.memory_bytes},
-                         {"num_gpus", node.total.gpus},
-                         {"gpu_ids", node.gpu_ids}}},
-          {"allocated", {{"num_cpus", allocated.cpu_millis / 1000.0},
-                         {"memory_bytes", allocated.memory_bytes},
-                         {"num_gpus", allocated.gpus}}},
-          {"registered_ms", node.registered_ms}};
-}
-
 }  // namespace
 
 void ApiRoutes::handle(net::HttpRequest req, net::Respond respond) {
-  const std::string& path = req.path;
-  if (path == "/api/healthz") return respond(json_response(200, {{"status", "ok"}}));
-  if (!net::has_valid_token(req, deps_.token)) {
+  if (req.path == "/api/healthz") return respond(json_response(200, {{"status", "ok"}}));
+  if (deps_.dashboard.handle_public(req, respond)) return;
+  net::AuthMethod auth = net::authenticate(req, deps_.token, deps_.clock.now_ms() / 1000);
+  if (auth == net::AuthMethod::kNone) {
+    if (req.method == "GET" && dashboard::DashboardRoutes::is_page(req.path)) {
+      return respond(deps_.dashboard.sign_in_page(401));
+    }
     return respond(error_response(
         401, req.header("authorization").empty()
-                 ? "missing cluster token: send 'Authorization: Bearer <token>' (the token is in the head's data dir, file 'token')"
+                 ? "missing cluster token: send 'Authorization: Bearer <token>' (the token is in the head's data dir, "
+                   "file 'token'), or sign in to the dashboard"
                  : "wrong cluster token"));
   }
-  if (path == "/" || path == "/index.html") {
-    return respond({200, "text/plain; charset=utf-8",
-                    "AetherGrid head. The REST API is under /api (try /api/nodes and /api/jobs).\n"});
+  // The browser attaches the cookie to requests other sites make it send; only the
+  // head's own pages may change state with it. A bearer token is never attached by a
+  // browser on its own, so it needs no such check.
+  if (auth == net::AuthMethod::kCookie && net::is_state_changing(req.method) && !net::passes_csrf_check(req)) {
+    return respond(error_response(403, "cross-site request refused: a " + req.method +
+                                           " signed in by the dashboard cookie must come from the dashboard's own "
+                                           "pages (matching Origin, or the X-AG-CSRF header)"));
   }
+  if (deps_.dashboard.handle(req, respond)) return;
+  handle_authenticated(req, std::move(respond));
+}
+
+void ApiRoutes::handle_authenticated(const net::HttpRequest& req, net::Respond respond) {
+  const std::string& path = req.path;
   if (path == "/api/nodes" || path == "/api/cluster") {
     if (req.method != "GET") return respond(error_response(405, "use GET for " + path));
     auto alloc = deps_.jobs.allocations();
@@ -85,7 +88,7 @@ void ApiRoutes::handle(net::HttpRequest req, net::Respond respond) {
     Resources total, used;
     int alive = 0;
     for (const auto& [id, node] : deps_.nodes.nodes()) {
-      nodes.push_back(node_json(node, alloc[id]));
+      nodes.push_back(node_to_json(node, alloc[id]));
       if (node.state == NodeState::kAlive) {
         ++alive;
         total += node.total;
@@ -106,24 +109,7 @@ void ApiRoutes::handle(net::HttpRequest req, net::Respond respond) {
               {"jobs", by_state}}));
   }
   if (path == "/api/jobs") {
-    if (req.method == "GET") {
-      int64_t limit = 1000;
-      if (!query_int(req, "limit", 1, 100000, &limit, respond)) return;
-      std::optional<JobState> state;
-      if (auto it = req.query.find("state"); it != req.query.end() && !it->second.empty()) {
-        std::string upper = it->second;
-        for (auto& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-        state = parse_job_state(upper);
-        if (!state) return respond(error_response(400, "unknown state '" + it->second + "'; use PENDING, RUNNING, SUCCEEDED, FAILED or STOPPED"));
-      }
-      json jobs = json::array();
-      for (const Job* job : deps_.jobs.list()) {
-        if (state && job->state != *state) continue;
-        if (static_cast<int64_t>(jobs.size()) >= limit) break;
-        jobs.push_back(job_summary_json(*job));
-      }
-      return respond(json_response(200, {{"jobs", jobs}}));
-    }
+    if (req.method == "GET") return handle_list_jobs(req, std::move(respond));
     if (req.method != "POST") return respond(error_response(405, "use GET or POST for /api/jobs"));
     json body = json::parse(req.body, nullptr, false);
     if (body.is_discarded()) {
@@ -139,22 +125,8 @@ void ApiRoutes::handle(net::HttpRequest req, net::Respond respond) {
     return;
   }
   if (path.rfind("/api/nodes/", 0) == 0) {
-    std::string id = path.substr(std::string("/api/nodes/").size());
-    const Node* node = deps_.nodes.find(id);
-    if (!node) return respond(error_response(404, "no node with id '" + id + "'; list nodes with `ag list-nodes`"));
-    json out = node_json(*node, deps_.jobs.allocations()[id]);
-    json usage = json::array();
-    for (const auto& u : node->usage) {
-      json gpus = json::array();
-      for (const auto& g : u.gpus) {
-        gpus.push_back({{"index", g[0]}, {"utilization_percent", g[1]}, {"memory_used_bytes", g[2]},
-                        {"memory_total_bytes", g[3]}});
-      }
-      usage.push_back({{"time_ms", u.time_ms}, {"cpu_percent", u.cpu_percent},
-                       {"memory_used_bytes", u.memory_used_bytes}, {"gpus", gpus}});
-    }
-    out["usage"] = usage;
-    return respond(json_response(200, out));
+    if (req.method != "GET") return respond(error_response(405, "use GET for /api/nodes/{id}"));
+    return handle_node(path.substr(std::string("/api/nodes/").size()), std::move(respond));
   }
   if (path == "/api/jobs/batch") return handle_submit_batch(req, std::move(respond));
   if (path == "/api/packages" || path.rfind("/api/packages/", 0) == 0) return handle_packages(req, std::move(respond));
@@ -167,6 +139,62 @@ void ApiRoutes::handle(net::HttpRequest req, net::Respond respond) {
     return handle_job(req, id, action, std::move(respond));
   }
   respond(error_response(404, "no route for " + req.method + " " + path));
+}
+
+void ApiRoutes::handle_list_jobs(const net::HttpRequest& req, net::Respond respond) {
+  int64_t limit = 1000, offset = 0;
+  if (!query_int(req, "limit", 1, 100000, &limit, respond) ||
+      !query_int(req, "offset", 0, INT64_MAX, &offset, respond)) {
+    return;
+  }
+  std::optional<JobState> state;
+  if (auto it = req.query.find("state"); it != req.query.end() && !it->second.empty()) {
+    std::string upper = it->second;
+    for (auto& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    state = parse_job_state(upper);
+    if (!state) return respond(error_response(400, "unknown state '" + it->second + "'; use PENDING, RUNNING, SUCCEEDED, FAILED or STOPPED"));
+  }
+  // Only the page is serialized; the rest is counted (10,000 jobs cost a pass over
+  // pointers, not 10,000 JSON documents).
+  json jobs = json::array();
+  int64_t total = 0;
+  for (const Job* job : deps_.jobs.list()) {
+    if (state && job->state != *state) continue;
+    if (total >= offset && total < offset + limit) jobs.push_back(job_summary_json(*job));
+    ++total;
+  }
+  respond(json_response(200, {{"jobs", jobs}, {"total", total}, {"offset", offset}, {"limit", limit}}));
+}
+
+void ApiRoutes::handle_node(const std::string& node_id, net::Respond respond) {
+  const Node* node = deps_.nodes.find(node_id);
+  if (!node) return respond(error_response(404, "no node with id '" + node_id + "'; list nodes with `ag list-nodes`"));
+  json out = node_to_json(*node, deps_.jobs.allocations()[node_id]);
+  json usage = json::array();
+  for (const auto& u : node->usage) usage.push_back(usage_to_json(u));
+  out["usage"] = usage;
+  // The node's tasks, newest job first: live ones (all of them), then finished ones up
+  // to kMaxNodeTasks in all.
+  json live = json::array(), finished = json::array();
+  for (const Job* job : deps_.jobs.list()) {
+    if (live.size() + finished.size() >= kMaxNodeTasks && job->terminal()) continue;
+    for (auto a = job->attempts.rbegin(); a != job->attempts.rend(); ++a) {
+      for (const auto& t : a->tasks) {
+        if (t.node_id != node_id) continue;
+        bool is_live = !t.terminal() && !job->terminal();
+        json& into = is_live ? live : finished;
+        if (!is_live && live.size() + finished.size() >= kMaxNodeTasks) continue;
+        into.push_back({{"job_id", job->id}, {"job_name", job->spec.name}, {"job_state", to_string(job->state)},
+                        {"attempt", a->number}, {"task_index", t.index}, {"state", to_string(t.state)},
+                        {"pid", t.pid}, {"gpu_ids", t.gpu_ids}, {"started_ms", t.started_ms},
+                        {"finished_ms", t.finished_ms},
+                        {"exit_code", t.exit_code ? json(*t.exit_code) : json(nullptr)}});
+      }
+    }
+  }
+  for (auto& t : finished) live.push_back(std::move(t));
+  out["tasks"] = std::move(live);
+  respond(json_response(200, out));
 }
 
 void ApiRoutes::handle_job(const net::HttpRequest& req, const std::string& job_id,
@@ -195,16 +223,23 @@ void ApiRoutes::handle_job(const net::HttpRequest& req, const std::string& job_i
 
 void ApiRoutes::handle_logs(const net::HttpRequest& req, const std::string& job_id, net::Respond respond) {
   const Job* job = deps_.jobs.find(job_id);
-  int64_t task_index = 0, offset = 0, max_bytes = kMaxLogChunk, wait_ms = 0;
+  int64_t task_index = 0, offset = 0, max_bytes = kMaxLogChunk, wait_ms = 0, tail_bytes = -1;
   int64_t attempt = job->attempts.empty() ? 0 : job->attempts.back().number;
   if (!query_int(req, "task_index", 0, job->spec.num_workers - 1, &task_index, respond) ||
       !query_int(req, "attempt", 0, std::max<int64_t>(0, static_cast<int64_t>(job->attempts.size()) - 1), &attempt, respond) ||
       !query_int(req, "offset", 0, INT64_MAX, &offset, respond) ||
       !query_int(req, "max_bytes", 1, kMaxLogChunk, &max_bytes, respond) ||
-      !query_int(req, "wait_ms", 0, kMaxWaitMs, &wait_ms, respond)) {
+      !query_int(req, "wait_ms", 0, kMaxWaitMs, &wait_ms, respond) ||
+      !query_int(req, "tail_bytes", 0, kMaxLogChunk, &tail_bytes, respond)) {
     return;
   }
   LogKey key{job_id, static_cast<int>(attempt), static_cast<int>(task_index)};
+  if (tail_bytes >= 0) {
+    // The end of the log, for viewers that must not load a huge log whole; with
+    // wait_ms it waits only while the log is still empty.
+    offset = std::max<int64_t>(0, deps_.logs.size(key) - tail_bytes);
+    max_bytes = std::max<int64_t>(1, tail_bytes);
+  }
   auto waiters = std::make_shared<std::pair<uint64_t, uint64_t>>(0, 0);
   auto timer = std::make_shared<boost::asio::steady_timer>(deps_.io);
   auto done = std::make_shared<bool>(false);
@@ -228,7 +263,10 @@ void ApiRoutes::handle_logs(const net::HttpRequest& req, const std::string& job_
     }
     bool complete = task_over && next >= deps_.logs.size(key);
     HttpResponse res{200, "text/plain; charset=utf-8", std::move(data.value())};
+    res.headers.emplace_back("X-AG-Offset", std::to_string(offset));
     res.headers.emplace_back("X-AG-Next-Offset", std::to_string(next));
+    res.headers.emplace_back("X-AG-Log-Size", std::to_string(deps_.logs.size(key)));
+    res.headers.emplace_back("X-Content-Type-Options", "nosniff");
     res.headers.emplace_back("X-AG-Attempt", std::to_string(key.attempt));
     res.headers.emplace_back("X-AG-Log-Complete", complete ? "1" : "0");
     respond(std::move(res));

@@ -8,6 +8,9 @@
 
 #include "common/clock.h"
 #include "head/api_routes.h"
+#include "head/dashboard/dashboard_routes.h"
+#include "head/dashboard/event_hub.h"
+#include "head/dashboard/metrics.h"
 #include "head/job_manager.h"
 #include "head/log_store.h"
 #include "head/node_registry.h"
@@ -51,11 +54,19 @@ int run_head(const HeadConfig& config, const std::function<void(const Status&, c
   WorkerGateway gateway({io, nodes, jobs, logs, clock, token.value()},
                         WorkerGatewayConfig{config.node_timeout_ms});
   PackageStore packages(config.data_dir + "/packages", config.max_package_bytes);
-  ApiRoutes routes({io, jobs, nodes, logs, packages, token.value()});
+  dashboard::Metrics metrics({jobs, nodes, logs});
+  dashboard::EventHub live_events({io, jobs, nodes, clock});
+  jobs.add_observer([&metrics, &live_events](const Job& job) {
+    metrics.on_job_changed(job);
+    live_events.on_job_changed(job);
+  });
+  dashboard::DashboardRoutes dashboard({token.value(), clock, metrics, live_events});
+  ApiRoutes routes({io, jobs, nodes, logs, packages, token.value(), clock, dashboard});
 
   net::ServerHandlers handlers;
-  handlers.on_request = [&routes](net::HttpRequest req, net::Respond respond) {
-    routes.handle(std::move(req), std::move(respond));
+  handlers.on_request = [&routes, &metrics](net::HttpRequest req, net::Respond respond) {
+    net::Respond counted = metrics.count_request(req, std::move(respond));
+    routes.handle(std::move(req), std::move(counted));
   };
   handlers.body_limit = [&config](const std::string& method, const std::string& target) -> size_t {
     if (method == "PUT" && target.rfind("/api/packages/", 0) == 0) return static_cast<size_t>(config.max_package_bytes);

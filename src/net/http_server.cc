@@ -6,7 +6,11 @@
 #include <boost/beast/websocket.hpp>
 #include <spdlog/spdlog.h>
 
+#include <array>
+#include <boost/asio/post.hpp>
+#include <deque>
 #include <limits>
+#include <sstream>
 
 #include "net/beast_ws.h"
 
@@ -45,6 +49,103 @@ http::response<http::string_body> to_beast(const HttpResponse& res, unsigned ver
   out.keep_alive(keep_alive);
   out.prepare_payload();
   return out;
+}
+
+// A streamed response (server-sent events) on a connection taken over from its HTTP
+// session. Writes go out one at a time from a queue; a pending read notices the client
+// closing. The connection is never reused for another request.
+class StreamedResponse final : public HttpStream, public std::enable_shared_from_this<StreamedResponse> {
+ public:
+  // More than this queued unwritten means the reader stalled: drop it (the browser's
+  // EventSource reconnects and reloads what it shows).
+  static constexpr size_t kMaxQueuedBytes = 8 << 20;
+
+  StreamedResponse(beast::tcp_stream stream) : stream_(std::move(stream)) {}
+
+  void start(std::string header) {
+    stream_.expires_never();
+    read_for_close();
+    write(std::move(header));
+  }
+
+  bool write(std::string data) override {
+    if (closed_) return false;
+    queued_bytes_ += data.size();
+    if (queued_bytes_ > kMaxQueuedBytes) {
+      close();
+      return false;
+    }
+    outbox_.push_back(std::move(data));
+    if (!writing_) write_next();
+    return true;
+  }
+
+  void close() override {
+    if (closed_) return;
+    closed_ = true;
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.socket().close(ec);
+    // Callbacks run later so that a subscriber list may drop this stream from inside them.
+    auto callbacks = std::move(on_close_);
+    asio::post(stream_.get_executor(), [callbacks = std::move(callbacks)]() {
+      for (const auto& cb : callbacks) cb();
+    });
+  }
+
+  bool is_open() const override { return !closed_; }
+
+  void on_close(std::function<void()> closed) override {
+    if (closed_) {
+      asio::post(stream_.get_executor(), std::move(closed));
+      return;
+    }
+    on_close_.push_back(std::move(closed));
+  }
+
+ private:
+  void write_next() {
+    if (closed_ || outbox_.empty()) {
+      writing_ = false;
+      return;
+    }
+    writing_ = true;
+    asio::async_write(stream_, asio::buffer(outbox_.front()),
+                      [self = shared_from_this()](beast::error_code ec, size_t) {
+                        if (ec) return self->close();
+                        self->queued_bytes_ -= self->outbox_.front().size();
+                        self->outbox_.pop_front();
+                        self->write_next();
+                      });
+  }
+
+  // The client sends nothing after its request; any read completion is its close.
+  void read_for_close() {
+    stream_.async_read_some(asio::buffer(read_buffer_), [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (ec) return self->close();
+      self->read_for_close();
+    });
+  }
+
+  beast::tcp_stream stream_;
+  std::deque<std::string> outbox_;
+  size_t queued_bytes_ = 0;
+  bool writing_ = false;
+  bool closed_ = false;
+  std::array<char, 512> read_buffer_{};
+  std::vector<std::function<void()>> on_close_;
+};
+
+std::string stream_header(const HttpResponse& res, unsigned version) {
+  http::response<http::empty_body> out{static_cast<http::status>(res.status), version};
+  out.set(http::field::server, "aethergrid");
+  out.set(http::field::content_type, res.content_type);
+  out.set(http::field::cache_control, "no-store");
+  for (const auto& [k, v] : res.headers) out.set(k, v);
+  out.keep_alive(false);
+  std::ostringstream text;
+  text << out.base();
+  return text.str();
 }
 
 }  // namespace
@@ -173,6 +274,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     }
 
     void write(const HttpResponse& res, unsigned version, bool keep_alive) {
+      if (res.on_stream) return start_stream(res, version);
       auto msg = std::make_shared<http::response<http::string_body>>(to_beast(res, version, keep_alive));
       stream.expires_after(kIdleTimeout);
       http::async_write(stream, *msg, [self = shared_from_this(), msg](beast::error_code ec, size_t) {
@@ -180,6 +282,14 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         if (ec || !msg->keep_alive()) return self->close();
         self->read();
       });
+    }
+
+    // Hands the connection to a streamed response; this session ends here.
+    void start_stream(const HttpResponse& res, unsigned version) {
+      auto streamed = std::make_shared<StreamedResponse>(std::move(stream));
+      pending_self.reset();
+      streamed->start(stream_header(res, version));
+      res.on_stream(streamed);
     }
 
     void close() {

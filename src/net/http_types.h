@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,11 +24,31 @@ struct HttpRequest {
   const std::string& header(const std::string& name) const;
 };
 
+// A response body written piece by piece after the header went out (server-sent
+// events). The connection is closed when the stream ends, so the body needs no length.
+// Io thread only.
+class HttpStream {
+ public:
+  virtual ~HttpStream() = default;
+  // Queues bytes for the client. Returns false (and closes the stream) once the client
+  // is gone or more than the stream's bound is queued unread: a stalled reader is
+  // dropped rather than buffered without limit.
+  virtual bool write(std::string data) = 0;
+  virtual void close() = 0;
+  virtual bool is_open() const = 0;
+  // Called once, on the io thread but never from inside write() or close(), when the
+  // stream ends for any reason.
+  virtual void on_close(std::function<void()> closed) = 0;
+};
+
 struct HttpResponse {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
+  // Set for a streamed response: the server sends the status and headers (no body),
+  // then hands the open stream to this callback, which keeps it for later writes.
+  std::function<void(std::shared_ptr<HttpStream>)> on_stream;
 };
 
 // Completes a request. Call exactly once, on the server's io thread; calling it after

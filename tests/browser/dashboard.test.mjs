@@ -1,0 +1,239 @@
+// The dashboard in a real headless Chromium (Debian's /usr/bin/chromium, driven by
+// playwright-core) against a real cluster: a head and two workers that
+// tests/integration/test_dashboard.py starts and describes in the environment:
+//
+//   AG_DASHBOARD_URL   http://127.0.0.1:PORT (the head's dashboard port)
+//   AG_TOKEN           the cluster token
+//   AG_BIN, AG_SESSION_DIR   the `ag` binary and the cluster's session (jobs are
+//                      submitted through the CLI, as a user would)
+//   AG_BROWSER_ARTIFACTS     where screenshots go (one per step, kept after the run)
+//   CHROMIUM           the browser (default /usr/bin/chromium)
+//
+// The steps run in order in one browser: each builds on the sign-in of the one before.
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { chromium } from "playwright-core";
+
+const run = promisify(execFile);
+const BASE = process.env.AG_DASHBOARD_URL;
+const TOKEN = process.env.AG_TOKEN;
+const AG = process.env.AG_BIN;
+const ARTIFACTS = process.env.AG_BROWSER_ARTIFACTS || join(process.cwd(), "build", "browser-artifacts");
+const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
+const STEP_TIMEOUT_MS = 60000;
+const WAIT_MS = 20000; // how long the page may take to show a pushed change
+
+if (!BASE || !TOKEN || !AG || !process.env.AG_SESSION_DIR) {
+  throw new Error("run these tests through tests/integration/test_dashboard.py, which starts a cluster and sets " +
+    "AG_DASHBOARD_URL, AG_TOKEN, AG_BIN and AG_SESSION_DIR");
+}
+if (!existsSync(CHROMIUM)) {
+  throw new Error(`no Chromium at ${CHROMIUM}: install Debian's chromium package (scripts/install-deps.sh does)`);
+}
+
+async function ag(...args) {
+  const { stdout } = await run(AG, args, { env: process.env, timeout: 60000 });
+  return stdout;
+}
+
+// `ag submit --no-wait ...` -> job id (its last line of output).
+async function submit(...args) {
+  const out = await ag("submit", "--no-wait", ...args);
+  return out.trim().split("\n").pop().trim();
+}
+
+describe("dashboard", { concurrency: false }, () => {
+  let context;
+  let page;
+  let profile;
+  const dialogs = [];
+  const pageErrors = [];
+  const cspViolations = [];
+  let jobId = null; // the job submitted through the CLI in the live-update step
+
+  async function shot(name) {
+    await page.screenshot({ path: join(ARTIFACTS, name + ".png"), fullPage: true });
+  }
+
+  // Runs a step and keeps a screenshot of how it ended, pass or fail.
+  function step(name, body) {
+    test(name, { timeout: STEP_TIMEOUT_MS }, async () => {
+      try {
+        await body();
+      } finally {
+        await shot(name.replace(/[^a-z0-9]+/gi, "-").toLowerCase()).catch(() => {});
+      }
+    });
+  }
+
+  before(async () => {
+    mkdirSync(ARTIFACTS, { recursive: true });
+    profile = mkdtempSync(join(tmpdir(), "ag-chromium-"));
+    context = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      headless: true,
+      viewport: { width: 1400, height: 900 },
+      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+      timeout: 30000,
+    });
+    page = context.pages()[0] || await context.newPage();
+    page.setDefaultTimeout(WAIT_MS);
+    page.on("dialog", async (dialog) => {
+      dialogs.push(dialog.type() + ": " + dialog.message());
+      await dialog.dismiss();
+    });
+    page.on("pageerror", (error) => pageErrors.push(error.message));
+    page.on("console", (message) => {
+      if (/Content Security Policy/i.test(message.text())) cspViolations.push(message.text());
+    });
+  });
+
+  after(async () => {
+    if (context) await context.close();
+    if (profile) rmSync(profile, { recursive: true, force: true });
+  });
+
+  step("wrong token shows the sign-in error", async () => {
+    const response = await page.goto(BASE + "/");
+    assert.equal(response.status(), 401, "signed out, / answers with the sign-in page");
+    await page.fill("#token", "not-the-token");
+    await page.click("#submit");
+    const error = page.locator("#error");
+    await error.waitFor({ state: "visible" });
+    assert.match(await error.textContent(), /Wrong token/);
+    // Still signed out: the API refuses the browser.
+    const status = await page.evaluate(async () => (await fetch("/api/cluster")).status);
+    assert.equal(status, 401);
+  });
+
+  step("sign in and see both workers", async () => {
+    await page.fill("#token", TOKEN);
+    await page.click("#submit");
+    await page.locator("#nodes-table tbody tr[data-node-id]").nth(1).waitFor();
+    const rows = page.locator("#nodes-table tbody tr[data-node-id]");
+    assert.equal(await rows.count(), 2);
+    const text = await page.locator("#nodes-table").textContent();
+    assert.match(text, /127\.0\.0\.2/);
+    assert.match(text, /127\.0\.0\.3/);
+    assert.equal((await page.locator("#nodes-table .badge.state-alive").count()), 2);
+    // The session is a cookie page scripts cannot read.
+    assert.equal(await page.evaluate(() => document.cookie), "");
+    await page.locator("#live.on").waitFor();
+  });
+
+  step("a job submitted with the CLI appears and turns SUCCEEDED without a reload", async () => {
+    await page.click("a[data-nav='jobs']");
+    await page.locator("#jobs-table").waitFor();
+    // A marker that a reload would wipe.
+    await page.evaluate(() => { window.__noReload = true; });
+    jobId = await submit("-n", "2", "--name", "browser-live", "--",
+      "sleep 1; for i in 1 2 3; do echo \"rank $RANK line $i\"; done");
+    const row = page.locator(`#jobs-table tr[data-job-id="${jobId}"]`);
+    await row.waitFor();
+    await page.locator(`#jobs-table tr[data-job-id="${jobId}"] .badge.state-succeeded`).waitFor();
+    assert.match(await row.textContent(), /browser-live/);
+    assert.equal(await page.evaluate(() => window.__noReload), true, "the page was not reloaded");
+  });
+
+  step("the job page shows rank 1's log lines", async () => {
+    await page.click(`#jobs-table tr[data-job-id="${jobId}"] a`);
+    await page.locator("#log-text").waitFor();
+    await page.click("button.rank[data-rank='1']");
+    await page.locator("#log-text", { hasText: "rank 1 line 3" }).waitFor();
+    const log = await page.locator("#log-text").textContent();
+    assert.match(log, /rank 1 line 1\nrank 1 line 2\nrank 1 line 3/);
+    assert.doesNotMatch(log, /rank 0/);
+    assert.match(await page.locator("#events-table").textContent(), /SUCCEEDED/);
+  });
+
+  step("a job printing a script tag shows the text and runs nothing", async () => {
+    const before = dialogs.length;
+    const id = await submit("--name", "<img src=x onerror=alert(2)>", "--",
+      "echo '<script>alert(1)</script>'; echo '<img src=x onerror=alert(3)>'");
+    await page.goto(BASE + "/#/jobs/" + id);
+    await page.locator("#log-text", { hasText: "<script>alert(1)</script>" }).waitFor();
+    const log = await page.locator("#log-text").textContent();
+    assert.match(log, /<script>alert\(1\)<\/script>/);
+    assert.match(log, /<img src=x onerror=alert\(3\)>/);
+    // The name is text in the heading, not an element.
+    assert.match(await page.locator("h1").first().textContent(), /<img src=x onerror=alert\(2\)>/);
+    assert.equal(await page.locator("#view script, #view img[src='x']").count(), 0);
+    // Give any injected handler time to fire.
+    await page.waitForTimeout(1000);
+    assert.deepEqual(dialogs.slice(before), [], "no alert/confirm/prompt dialog was raised");
+  });
+
+  step("stop a running job after confirming", async () => {
+    const id = await submit("--name", "to-stop", "--", "sleep 300");
+    await page.goto(BASE + "/#/jobs/" + id);
+    await page.locator("h1 .badge.state-running").waitFor();
+    await page.click("#stop-job");
+    const dialog = page.locator("dialog#confirm");
+    await dialog.waitFor({ state: "visible" });
+    await page.click("#confirm-ok");
+    await page.locator("h1 .badge.state-stopped").waitFor();
+    const state = await page.evaluate(async (jid) => (await (await fetch("/api/jobs/" + jid)).json()).state, id);
+    assert.equal(state, "STOPPED");
+    assert.deepEqual(dialogs, [], "the confirmation is the page's own dialog, not window.confirm");
+  });
+
+  step("a long log opens at its end and loads earlier parts on demand", async () => {
+    // About 2 MB of numbered lines: far more than the viewer loads at once.
+    const id = await submit("--name", "long-log", "--", "seq 1 300000");
+    // Opened after the job ended, the viewer reads only the tail; opened while the job
+    // runs it follows (and so loads) everything printed after it opened.
+    const state = await page.evaluate(async (jid) =>
+      (await (await fetch("/api/jobs/" + jid + "/wait?timeout_ms=30000")).json()).state, id);
+    assert.equal(state, "SUCCEEDED");
+    await page.goto(BASE + "/#/jobs/" + id);
+    await page.locator("#log-status", { hasText: "complete" }).waitFor();
+    const firstLine = async () => {
+      const text = await page.locator("#log-text").textContent();
+      const lines = text.split("\n");
+      return Number(lines[1]); // lines[0] may be cut mid-line
+    };
+    const text = await page.locator("#log-text").textContent();
+    assert.ok(text.endsWith("\n300000\n"), "the end of the log is shown");
+    assert.ok(text.length < 400 * 1024, `only the tail is loaded, not ${text.length} bytes`);
+    const before = await firstLine();
+    assert.ok(before > 200000, `the view starts near the end (line ${before})`);
+    await page.click("#log-earlier");
+    await page.waitForFunction((n) => {
+      const lines = document.getElementById("log-text").textContent.split("\n");
+      return Number(lines[1]) < n;
+    }, before);
+    const after = await firstLine();
+    assert.ok(after < before && after > 100000, `earlier lines loaded: ${before} -> ${after}`);
+    // The joined text is continuous across the two reads.
+    const all = (await page.locator("#log-text").textContent()).split("\n").slice(1, -1).map(Number);
+    assert.ok(all.every((n, i) => i === 0 || n === all[i - 1] + 1), "no gap or overlap at the seam");
+  });
+
+  step("the node page shows usage charts and tasks", async () => {
+    await page.goto(BASE + "/#/");
+    await page.locator("#nodes-table tbody tr[data-node-id] a").first().click();
+    await page.locator("#node-tasks").waitFor();
+    await page.locator("svg.chart").first().waitFor();
+    assert.ok(await page.locator(".chart-box").count() >= 2);
+  });
+
+  step("sign out, then the sign-in link signs in and leaves the address bar clean", async () => {
+    await page.click("#sign-out");
+    await page.locator("#sign-in").waitFor();
+    assert.equal(await page.evaluate(async () => (await fetch("/api/cluster")).status), 401);
+    await page.goto(BASE + "/?token=" + encodeURIComponent(TOKEN));
+    await page.locator("#nodes-table tbody tr[data-node-id]").first().waitFor();
+    assert.equal(page.url(), BASE + "/", "the token does not stay in the address bar");
+  });
+
+  step("no script errors or CSP violations on any page", async () => {
+    assert.deepEqual(pageErrors, []);
+    assert.deepEqual(cspViolations, []);
+  });
+});
