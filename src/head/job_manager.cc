@@ -23,6 +23,9 @@ std::string event_key(const std::string& job_id, size_t seq) {
 
 const std::vector<JobEvent> kNoEvents;
 
+// How many queued jobs (oldest first) one scheduling pass considers.
+constexpr size_t kMaxJobsPerPass = 64;
+
 // The kind of a pending reason: its first two words ("waiting behind", "waiting for",
 // "cannot be", "no alive").
 std::string reason_kind(const std::string& message) {
@@ -367,9 +370,13 @@ void JobManager::run_schedule() {
     nodes.push_back(std::move(v));
   }
   std::vector<sched::PendingJob> queue;
-  queue.reserve(pending_.size());
+  // One pass looks at the oldest jobs only: a pass runs after every event that frees
+  // capacity, and walking a queue of thousands each time would cost more than it
+  // places. Jobs further back move into the window as those ahead are placed.
+  queue.reserve(std::min(pending_.size(), kMaxJobsPerPass));
   for (const auto& [_, id] : pending_) {
-    const Job& job = jobs_[id];
+    if (queue.size() >= kMaxJobsPerPass) break;
+    const Job& job = jobs_.at(id);
     queue.push_back({id, job.spec.num_workers, job.spec.per_task(),
                      job.spec.placement == "spread" ? sched::PlacementPolicy::kSpread
                                                     : sched::PlacementPolicy::kPack});

@@ -127,9 +127,9 @@ void TaskRunner::reap_children() {
 }
 
 void TaskRunner::watch(const std::shared_ptr<Task>& task) {
-  task->watch = inotify_add_watch(inotify_->native_handle(), task->dir.c_str(), IN_MODIFY | IN_MOVED_TO);
+  task->watch = inotify_add_watch(inotify_->native_handle(), task->dir.c_str(), IN_MODIFY | IN_CLOSE_WRITE);
   if (task->watch >= 0) by_watch_[task->watch] = task;
-  task->output_fd = ::open((task->dir + "/output.log").c_str(), O_RDONLY | O_CLOEXEC);
+  if (task->output_fd < 0) task->output_fd = ::open((task->dir + "/output.log").c_str(), O_RDONLY | O_CLOEXEC);
   tasks_[task->id] = task;
 }
 
@@ -144,7 +144,7 @@ void TaskRunner::read_inotify() {
       auto task = it->second;
       std::string name = event->len ? event->name : "";
       if (name == "output.log" && (event->mask & IN_MODIFY)) drain_output(*task);
-      if (name == "exit" && (event->mask & IN_MOVED_TO)) {
+      if (name == "exit" && (event->mask & IN_CLOSE_WRITE)) {
         std::ifstream in(task->dir + "/exit");
         std::stringstream ss;
         ss << in.rdbuf();
@@ -200,12 +200,6 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   if (::mkdir(task->dir.c_str(), 0755) != 0) {
     return internal_error("cannot create " + task->dir + ": " + std::strerror(errno));
   }
-  {
-    nlohmann::json state = {{"job_id", spec.id.job_id}, {"attempt", spec.id.attempt},
-                            {"task_index", spec.id.task_index}, {"marker", task->marker},
-                            {"cgroup", task->cgroup}};
-    std::ofstream(task->dir + "/task.json") << state.dump() << "\n";
-  }
 
   // Everything the supervisor needs is prepared before fork.
   std::vector<std::string> env_strings;
@@ -224,7 +218,9 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   args.cgroup = task->cgroup;
 
   int err_pipe[2], report_pipe[2];
-  args.output_fd = ::open((task->dir + "/output.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  // One descriptor serves both sides: the task appends through it, the runner reads
+  // from it by offset.
+  args.output_fd = ::open((task->dir + "/output.log").c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
   if (args.output_fd < 0) return internal_error("cannot create " + task->dir + "/output.log: " + std::strerror(errno));
   if (::pipe2(err_pipe, O_CLOEXEC) != 0 || ::pipe2(report_pipe, O_CLOEXEC) != 0) {
     ::close(args.output_fd);
@@ -241,17 +237,18 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   if (supervisor == 0) {
     // Only what the supervisor and the task need stays open: not the agent's socket
     // to the head, nor its inotify or signal descriptors.
-    int keep[] = {args.output_fd, err_pipe[1], report_pipe[1]};
-    for (int fd = 3; fd < 1024; ++fd) {
-      bool kept = false;
-      for (int k : keep) kept |= fd == k;
-      if (!kept) ::close(fd);
-    }
-    int output_fd = ::fcntl(args.output_fd, F_GETFD);
-    ::fcntl(args.output_fd, F_SETFD, output_fd & ~FD_CLOEXEC);
+    // The three descriptors move to 3, 4 and 5 (above any of them, then down), and one
+    // close_range drops everything else.
+    int moved[3] = {::fcntl(args.output_fd, F_DUPFD_CLOEXEC, 1024), ::fcntl(err_pipe[1], F_DUPFD_CLOEXEC, 1024),
+                    ::fcntl(report_pipe[1], F_DUPFD_CLOEXEC, 1024)};
+    for (int i = 0; i < 3; ++i) ::dup3(moved[i], 3 + i, O_CLOEXEC);
+    ::close_range(6, ~0U, 0);
+    args.output_fd = 3;
+    args.error_fd = 4;
+    args.report_fd = 5;
     run_supervisor(args);
   }
-  ::close(args.output_fd);
+  task->output_fd = args.output_fd;
   ::close(err_pipe[1]);
   ::close(report_pipe[1]);
   // The supervisor reports the task's pid; exec closes the error pipe, so EOF with no
@@ -278,16 +275,24 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
     return internal_error(child_error);
   }
   task->pid = pid;
-  std::ofstream(task->dir + "/pids") << supervisor << " " << pid << "\n";
+  {
+    // What a restarted agent needs to find the task again.
+    nlohmann::json state = {{"job_id", spec.id.job_id}, {"attempt", spec.id.attempt},
+                            {"task_index", spec.id.task_index}, {"marker", task->marker},
+                            {"cgroup", task->cgroup}, {"supervisor_pid", supervisor}, {"pid", pid}};
+    std::ofstream(task->dir + "/task.json") << state.dump() << "\n";
+  }
   watch(task);
   drain_output(*task);
-  // The task may already have ended before the watch existed.
-  if (fs::exists(task->dir + "/exit")) {
-    std::ifstream in(task->dir + "/exit");
+  // The task may already have ended before the watch existed. A record still being
+  // written does not parse yet; its close then arrives through the watch.
+  std::ifstream in(task->dir + "/exit");
+  if (in) {
     std::stringstream ss;
     ss << in.rdbuf();
-    auto exit = parse_exit_record(ss.str());
-    asio::post(io_, [this, task, exit] { finish(task, exit.value_or(ExitStatus{})); });
+    if (auto exit = parse_exit_record(ss.str())) {
+      asio::post(io_, [this, task, exit] { finish(task, *exit); });
+    }
   }
   return pid;
 }
@@ -307,8 +312,8 @@ std::vector<TaskRunner::Recovered> TaskRunner::recover() {
     task->dir = entry.path().string();
     task->marker = state.value("marker", "");
     task->cgroup = state.value("cgroup", "");
-    int64_t supervisor = 0;
-    std::ifstream(entry.path() / "pids") >> supervisor >> task->pid;
+    int64_t supervisor = state.value("supervisor_pid", int64_t{0});
+    task->pid = state.value("pid", int64_t{0});
     Recovered r{task->id, task->pid, std::nullopt};
     if (fs::exists(entry.path() / "exit")) {
       std::ifstream in(entry.path() / "exit");

@@ -47,21 +47,24 @@ bool agent_alive(const std::string& pid_file) {
 }
 
 void write_exit_record(const std::string& dir, const char* text) {
-  std::string tmp = dir + "/exit.tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // One write of a few bytes, then close: the close is what the agent watches for, so
+  // it never sees a partial record.
+  int fd = ::open((dir + "/exit").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return;
   ssize_t ignored = ::write(fd, text, std::strlen(text));
   (void)ignored;
-  ::fsync(fd);
   ::close(fd);
-  // The rename is what the agent watches for: the record is complete when it appears.
-  ::rename(tmp.c_str(), (dir + "/exit").c_str());
 }
 
 void kill_everything(pid_t task_pgid, const SupervisorArgs& args, int sig) {
   ::kill(-task_pgid, sig);
-  for (int pid : cgroup_pids(args.cgroup)) ::kill(pid, sig);
-  for (int pid : find_marked_processes(args.marker)) ::kill(pid, sig);
+  // The control group holds every descendant; without one, the marker scan of /proc
+  // (the costly part) finds those that left the process group.
+  if (!args.cgroup.empty()) {
+    for (int pid : cgroup_pids(args.cgroup)) ::kill(pid, sig);
+  } else {
+    for (int pid : find_marked_processes(args.marker)) ::kill(pid, sig);
+  }
 }
 
 [[noreturn]] void start_task(const SupervisorArgs& args) {
