@@ -269,10 +269,10 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   ::close(report_pipe[0]);
   ::close(err_pipe[0]);
   int64_t pid = std::atoll(report.c_str());
-  if (pid <= 0) return internal_error("the task's supervisor could not fork");
-  if (!child_error.empty()) {
+  if (!child_error.empty() || pid <= 0) {
     fs::remove_all(task->dir, fs_error);
-    return internal_error(child_error);
+    remove_cgroup(task->cgroup);
+    return internal_error(child_error.empty() ? "the task's supervisor could not start it" : child_error);
   }
   task->pid = pid;
   {
