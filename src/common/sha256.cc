@@ -11,6 +11,24 @@ std::string sha256_hex(std::string_view data) {
   return hex_encode(digest, length);
 }
 
+struct Sha256::Ctx {
+  EVP_MD_CTX* md = EVP_MD_CTX_new();
+  ~Ctx() { EVP_MD_CTX_free(md); }
+};
+
+Sha256::Sha256() : ctx_(std::make_unique<Ctx>()) { EVP_DigestInit_ex(ctx_->md, EVP_sha256(), nullptr); }
+
+Sha256::~Sha256() = default;
+
+void Sha256::update(const void* data, size_t size) { EVP_DigestUpdate(ctx_->md, data, size); }
+
+std::string Sha256::finish_hex() {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_DigestFinal_ex(ctx_->md, digest, &length);
+  return hex_encode(digest, length);
+}
+
 std::string hex_encode(const unsigned char* bytes, size_t size) {
   static const char* kHex = "0123456789abcdef";
   std::string out;

@@ -53,30 +53,58 @@ bool query_int(const net::HttpRequest& req, const std::string& name, int64_t min
 
 }  // namespace
 
-void ApiRoutes::handle(net::HttpRequest req, net::Respond respond) {
-  if (req.path == "/api/healthz") return respond(json_response(200, {{"status", "ok"}}));
-  if (deps_.dashboard.handle_public(req, respond)) return;
+std::optional<net::HttpResponse> ApiRoutes::refuse_unauthorized(const net::HttpRequest& req) const {
   net::AuthMethod auth = net::authenticate(req, deps_.token, deps_.clock.now_ms() / 1000);
   if (auth == net::AuthMethod::kNone) {
-    if (req.method == "GET" && dashboard::DashboardRoutes::is_page(req.path)) {
-      return respond(deps_.dashboard.sign_in_page(401));
-    }
-    return respond(error_response(
-        401, req.header("authorization").empty()
-                 ? "missing cluster token: send 'Authorization: Bearer <token>' (the token is in the head's data dir, "
-                   "file 'token'), or sign in to the dashboard"
-                 : "wrong cluster token"));
+    if (req.method == "GET" && dashboard::DashboardRoutes::is_page(req.path)) return deps_.dashboard.sign_in_page(401);
+    return error_response(401, req.header("authorization").empty()
+                                   ? "missing cluster token: send 'Authorization: Bearer <token>' (the token is in the "
+                                     "head's data dir, file 'token'), or sign in to the dashboard"
+                                   : "wrong cluster token");
   }
   // The browser attaches the cookie to requests other sites make it send; only the
   // head's own pages may change state with it. A bearer token is never attached by a
   // browser on its own, so it needs no such check.
   if (auth == net::AuthMethod::kCookie && net::is_state_changing(req.method) && !net::passes_csrf_check(req)) {
-    return respond(error_response(403, "cross-site request refused: a " + req.method +
-                                           " signed in by the dashboard cookie must come from the dashboard's own "
-                                           "pages (matching Origin, or the X-AG-CSRF header)"));
+    return error_response(403, "cross-site request refused: a " + req.method +
+                                   " signed in by the dashboard cookie must come from the dashboard's own "
+                                   "pages (matching Origin, or the X-AG-CSRF header)");
   }
+  return std::nullopt;
+}
+
+void ApiRoutes::handle(net::HttpRequest req, net::Respond respond) {
+  if (req.path == "/api/healthz") return respond(json_response(200, {{"status", "ok"}}));
+  if (deps_.dashboard.handle_public(req, respond)) return;
+  if (auto refusal = refuse_unauthorized(req)) return respond(std::move(*refusal));
   if (deps_.dashboard.handle(req, respond)) return;
   handle_authenticated(req, std::move(respond));
+}
+
+namespace {
+const std::string kPackagesPrefix = "/api/packages/";
+
+// The hash in /api/packages/{hash} (an optional "sha256:" before it).
+std::string package_hash(const std::string& path) {
+  std::string hash = path.substr(kPackagesPrefix.size());
+  if (hash.rfind("sha256:", 0) == 0) hash = hash.substr(7);
+  return hash;
+}
+
+HttpResponse bad_hash(const std::string& hash) {
+  return error_response(400, "'" + hash + "' is not a package hash; expected 64 lowercase hex digits");
+}
+}  // namespace
+
+net::BodyPlan ApiRoutes::plan_body(const net::HttpRequest& req) {
+  if (req.method != "PUT" || req.path.rfind(kPackagesPrefix, 0) != 0) return {};
+  // Checked before a byte of the upload is taken: a refused upload is never stored.
+  if (auto refusal = refuse_unauthorized(req)) return {nullptr, std::move(refusal)};
+  std::string hash = package_hash(req.path);
+  if (!is_sha256_hex(hash)) return {nullptr, bad_hash(hash)};
+  auto upload = deps_.packages.begin_upload(hash);
+  if (!upload.ok()) return {nullptr, error_response(upload.error())};
+  return {std::move(upload.value()), std::nullopt};
 }
 
 void ApiRoutes::handle_authenticated(const net::HttpRequest& req, net::Respond respond) {
@@ -377,22 +405,28 @@ void ApiRoutes::handle_packages(const net::HttpRequest& req, net::Respond respon
                                        {"uploads", store.uploads()},
                                        {"max_package_bytes", store.max_package_bytes()}}));
   }
-  std::string hash = req.path.substr(std::string("/api/packages/").size());
-  if (hash.rfind("sha256:", 0) == 0) hash = hash.substr(7);
-  if (!is_sha256_hex(hash)) {
-    return respond(error_response(400, "'" + hash + "' is not a package hash; expected 64 lowercase hex digits"));
-  }
+  std::string hash = package_hash(req.path);
+  if (!is_sha256_hex(hash)) return respond(bad_hash(hash));
   if (req.method == "HEAD") return respond({store.contains(hash) ? 200 : 404, "application/octet-stream", ""});
   if (req.method == "GET") {
-    auto bytes = store.read(hash);
-    if (!bytes.ok()) return respond(error_response(bytes.error()));
-    return respond({200, "application/octet-stream", std::move(bytes.value())});
+    auto file = store.file(hash);
+    if (!file.ok()) return respond(error_response(file.error()));
+    HttpResponse res{200, "application/octet-stream", ""};
+    res.body_file = file.value();
+    return respond(std::move(res));
   }
   if (req.method != "PUT") return respond(error_response(405, "use HEAD, GET or PUT for /api/packages/{hash}"));
-  auto stored = store.put(hash, req.body);
+  // Uploads normally arrive streamed into the store (plan_body); a body held in
+  // memory is stored the same way.
+  auto* upload = dynamic_cast<PackageUpload*>(req.body_sink.get());
+  if (req.body_sink && (!upload || upload->hash() != hash)) {
+    return respond(error_response(500, "upload of sha256:" + hash + " was not streamed into the package store"));
+  }
+  int64_t size = upload ? upload->size() : static_cast<int64_t>(req.body.size());
+  auto stored = upload ? store.finish_upload(*upload) : store.put(hash, req.body);
   if (!stored.ok()) return respond(error_response(stored.error()));
   respond(json_response(stored.value() ? 201 : 200, {{"hash", "sha256:" + hash},
-                                                     {"size", req.body.size()},
+                                                     {"size", size},
                                                      {"stored", stored.value()}}));
 }
 

@@ -56,8 +56,14 @@ class ApiRoutes {
   explicit ApiRoutes(Deps deps) : deps_(deps) {}
 
   void handle(net::HttpRequest request, net::Respond respond);
+  // Where a request's body goes, from its header (net::ServerHandlers::plan_body):
+  // a package upload streams into the package store once its token is checked.
+  net::BodyPlan plan_body(const net::HttpRequest& header);
 
  private:
+  // The 401/403 answer for a request without a valid token (or a cross-site cookie
+  // request), or nullopt when it may go on.
+  std::optional<net::HttpResponse> refuse_unauthorized(const net::HttpRequest& request) const;
   void handle_authenticated(const net::HttpRequest& request, net::Respond respond);
   void handle_list_jobs(const net::HttpRequest& request, net::Respond respond);
   void handle_node(const std::string& node_id, net::Respond respond);

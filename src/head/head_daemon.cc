@@ -72,6 +72,7 @@ int run_head(const HeadConfig& config, const std::function<void(const Status&, c
     if (method == "PUT" && target.rfind("/api/packages/", 0) == 0) return static_cast<size_t>(config.max_package_bytes);
     return config.max_body_bytes;
   };
+  handlers.plan_body = [&routes](const net::HttpRequest& req) { return routes.plan_body(req); };
   handlers.check_upgrade = [&gateway](const net::HttpRequest& req) { return gateway.check_upgrade(req); };
   handlers.on_websocket = [&gateway](std::shared_ptr<net::WsConnection> ch, const net::HttpRequest&) {
     gateway.on_connection(std::move(ch));

@@ -24,6 +24,11 @@ std::string mib(int64_t bytes) {
 PackageStore::PackageStore(std::string dir, int64_t max_package_bytes)
     : dir_(std::move(dir)), max_package_bytes_(max_package_bytes) {
   std::filesystem::create_directories(dir_);
+  // Uploads a previous run left unfinished (the head stopped mid-upload).
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+    if (entry.path().filename().string().find(".upload-") != std::string::npos) std::filesystem::remove(entry.path(), ec);
+  }
 }
 
 bool PackageStore::contains(const std::string& hash) const {
@@ -39,49 +44,94 @@ int64_t PackageStore::count() const {
   return n;
 }
 
-Result<bool> PackageStore::put(const std::string& hash, const std::string& bytes) {
+PackageUpload::PackageUpload(std::string hash, std::string tmp_path, int fd, int64_t max_bytes)
+    : hash_(std::move(hash)), tmp_path_(std::move(tmp_path)), fd_(fd), max_bytes_(max_bytes) {}
+
+PackageUpload::~PackageUpload() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!tmp_path_.empty()) ::unlink(tmp_path_.c_str());
+}
+
+Status PackageUpload::write(const char* data, size_t size) {
+  if (error_) return *error_;
+  if (size_ + static_cast<int64_t>(size) > max_bytes_) {
+    error_ = Error{ErrorCode::kTooLarge, "package is over the head's limit of " + std::to_string(max_bytes_) +
+                                             " bytes (" + mib(max_bytes_) + ", ag start-head --max-package-mb)"};
+    return *error_;
+  }
+  sha_.update(data, size);
+  size_t written = 0;
+  while (written < size) {
+    ssize_t n = ::write(fd_, data + written, size - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int e = errno;
+      error_ = Error{e == ENOSPC ? ErrorCode::kResourceExhausted : ErrorCode::kInternal,
+                     "cannot store package: " + std::string(std::strerror(e))};
+      return *error_;
+    }
+    written += static_cast<size_t>(n);
+  }
+  size_ += static_cast<int64_t>(size);
+  // Start writing back every few MiB as they come, so that the sync at the end has
+  // little left to wait for.
+  constexpr int64_t kFlushEvery = 8 << 20;
+  if (size_ - flushed_ >= kFlushEvery) {
+    ::sync_file_range(fd_, flushed_, size_ - flushed_, SYNC_FILE_RANGE_WRITE);
+    flushed_ = size_;
+  }
+  return {};
+}
+
+Result<std::shared_ptr<PackageUpload>> PackageStore::begin_upload(const std::string& hash) {
   if (!is_sha256_hex(hash)) {
     return invalid_argument("'" + hash + "' is not a package hash; expected 64 lowercase hex digits (SHA-256)");
   }
+  // Unique per upload: two clients may send the same package at once.
+  std::string tmp = path_for(hash) + ".upload-" + std::to_string(::getpid()) + "-" + std::to_string(next_upload_++);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+  if (fd < 0) return internal_error("cannot create " + tmp + ": " + std::strerror(errno));
+  return std::shared_ptr<PackageUpload>(new PackageUpload(hash, tmp, fd, max_package_bytes_));
+}
+
+Result<bool> PackageStore::finish_upload(PackageUpload& upload) {
+  if (upload.error_) return *upload.error_;
+  std::string actual = upload.sha_.finish_hex();
+  upload.error_ = Error{ErrorCode::kInternal, "upload already finished"};
+  if (actual != upload.hash_) {
+    return invalid_argument("the uploaded bytes hash to sha256:" + actual + ", not sha256:" + upload.hash_ +
+                            " (corrupted upload?); nothing was stored");
+  }
+  uploads_ += 1;
+  bytes_uploaded_ += upload.size_;
+  if (contains(upload.hash_)) return false;
+  // Synced, then renamed: a package exists whole or not at all, even across a crash.
+  bool synced = ::fdatasync(upload.fd_) == 0;
+  ::close(upload.fd_);
+  upload.fd_ = -1;
+  if (!synced || ::rename(upload.tmp_path_.c_str(), path_for(upload.hash_).c_str()) != 0) {
+    return internal_error("cannot store package: " + std::string(std::strerror(errno)));
+  }
+  upload.tmp_path_.clear();
+  return true;
+}
+
+Result<bool> PackageStore::put(const std::string& hash, const std::string& bytes) {
   if (static_cast<int64_t>(bytes.size()) > max_package_bytes_) {
     return Error{ErrorCode::kTooLarge, "package is " + std::to_string(bytes.size()) + " bytes (" +
                                            mib(static_cast<int64_t>(bytes.size())) + "); the head's limit is " +
                                            std::to_string(max_package_bytes_) + " bytes (" + mib(max_package_bytes_) +
                                            ", ag start-head --max-package-mb)"};
   }
-  std::string actual = sha256_hex(bytes);
-  if (actual != hash) {
-    return invalid_argument("the uploaded bytes hash to sha256:" + actual + ", not sha256:" + hash +
-                            " (corrupted upload?); nothing was stored");
-  }
-  uploads_ += 1;
-  bytes_uploaded_ += static_cast<int64_t>(bytes.size());
-  if (contains(hash)) return false;
-  // Written to a temporary name, synced, then renamed: a package either exists whole
-  // or not at all, even across a crash.
-  std::string tmp = path_for(hash) + ".tmp" + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
-  if (fd < 0) return internal_error("cannot create " + tmp + ": " + std::strerror(errno));
-  size_t written = 0;
-  while (written < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return Error{e == ENOSPC ? ErrorCode::kResourceExhausted : ErrorCode::kInternal,
-                   "cannot store package: " + std::string(std::strerror(e))};
-    }
-    written += static_cast<size_t>(n);
-  }
-  bool synced = ::fsync(fd) == 0;
-  ::close(fd);
-  if (!synced || ::rename(tmp.c_str(), path_for(hash).c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    return internal_error("cannot store package: " + std::string(std::strerror(errno)));
-  }
-  return true;
+  auto upload = begin_upload(hash);
+  if (!upload.ok()) return upload.error();
+  if (Status s = upload.value()->write(bytes.data(), bytes.size()); !s) return s.error();
+  return finish_upload(*upload.value());
+}
+
+Result<std::string> PackageStore::file(const std::string& hash) const {
+  if (!contains(hash)) return not_found("no package sha256:" + hash + " on the head");
+  return path_for(hash);
 }
 
 Result<std::string> PackageStore::read(const std::string& hash) const {

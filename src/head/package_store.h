@@ -1,15 +1,47 @@
-// PackageStore: the head's content-addressed store of working_dir packages (gzip'd
-// tar files), one file per SHA-256 under <data_dir>/packages/. Clients upload a
-// package once (HEAD first: an unchanged folder uploads nothing); workers download it
-// by hash and verify it. Io thread only.
+// PackageStore: the head's content-addressed store of working_dir packages (tar
+// files), one file per SHA-256 under <data_dir>/packages/. Clients upload a package
+// once (HEAD first: an unchanged folder uploads nothing); workers download it by hash
+// and verify it. Uploads stream to disk while they are hashed, so a package never
+// sits whole in the head's memory. Io thread only.
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "common/result.h"
+#include "common/sha256.h"
+#include "net/http_types.h"
 
 namespace ag::head {
+
+class PackageStore;
+
+// One upload in progress: bytes go to a temporary file and into the hash as they
+// arrive. Dropped unfinished (client gone, refused), it deletes its file.
+class PackageUpload final : public net::BodySink {
+ public:
+  ~PackageUpload() override;
+  // Errors: kTooLarge past the head's limit; kResourceExhausted / kInternal when the
+  // file cannot be written. After an error, later writes return it again.
+  Status write(const char* data, size_t size) override;
+  const std::string& hash() const { return hash_; }
+  int64_t size() const { return size_; }
+
+ private:
+  friend class PackageStore;
+  PackageUpload(std::string hash, std::string tmp_path, int fd, int64_t max_bytes);
+
+  std::string hash_;
+  std::string tmp_path_;
+  int fd_;
+  int64_t max_bytes_;
+  int64_t size_ = 0;
+  int64_t flushed_ = 0;  // bytes whose write-back to disk was started
+  Sha256 sha_;
+  std::optional<Error> error_;
+};
 
 class PackageStore {
  public:
@@ -17,12 +49,20 @@ class PackageStore {
 
   bool contains(const std::string& hash) const;
 
-  // Stores `bytes` under `hash` after checking that they hash to it. Returns true
-  // when newly stored, false when it was already there. Errors: kInvalidArgument
-  // (malformed hash, bytes hash to something else), kTooLarge (over the limit, with
-  // the sizes), kResourceExhausted / kInternal when the file cannot be written.
+  // Starts an upload of the package named `hash`. Errors: kInvalidArgument for a
+  // malformed hash; kInternal when the temporary file cannot be created.
+  Result<std::shared_ptr<PackageUpload>> begin_upload(const std::string& hash);
+  // Ends an upload whose bytes all arrived: checks them against the hash, makes the
+  // file durable and gives it its name. Returns true when newly stored, false when
+  // the package was already there. Errors: the upload's write error; kInvalidArgument
+  // when the bytes hash to something else (nothing is stored); kInternal.
+  Result<bool> finish_upload(PackageUpload& upload);
+
+  // begin_upload + write + finish_upload of bytes at hand.
   Result<bool> put(const std::string& hash, const std::string& bytes);
 
+  // Where the package's file is (for sending it from disk). Errors: kNotFound.
+  Result<std::string> file(const std::string& hash) const;
   // The package's bytes. Errors: kNotFound, kInternal.
   Result<std::string> read(const std::string& hash) const;
 
@@ -38,6 +78,7 @@ class PackageStore {
   int64_t max_package_bytes_;
   int64_t bytes_uploaded_ = 0;
   int64_t uploads_ = 0;
+  int64_t next_upload_ = 0;
 };
 
 }  // namespace ag::head

@@ -5,6 +5,9 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <limits>
+#include <optional>
+#include <vector>
 
 namespace ag::net {
 namespace {
@@ -39,33 +42,37 @@ Result<Endpoint> parse_endpoint(const std::string& text, uint16_t default_port) 
   return ep;
 }
 
-Result<HttpResponse> http_call(const Endpoint& to, const std::string& method,
-                               const std::string& target, const std::string& body,
-                               const std::string& token, int timeout_ms) {
-  asio::io_context io;
-  beast::tcp_stream stream(io);
-  auto unreachable = [&](const std::string& why) {
-    return Error{ErrorCode::kUnavailable, "cannot reach head at " + to.to_string() + ": " + why};
-  };
-  beast::error_code ec;
-  tcp::resolver resolver(io);
-  auto results = resolver.resolve(to.host, std::to_string(to.port), ec);
-  if (ec) return unreachable(ec.message());
+namespace {
 
-  http::response<http::string_body> res;
-  beast::flat_buffer buffer;
+http::request<http::string_body> make_request(const Endpoint& to, const std::string& method, const std::string& target,
+                                              const std::string& token) {
   http::request<http::string_body> req{http::string_to_verb(method), target, 11};
   req.set(http::field::host, to.host);
   req.set(http::field::user_agent, "ag-cli");
   if (!token.empty()) req.set(http::field::authorization, "Bearer " + token);
-  if (!body.empty() || method == "POST") {
-    req.set(http::field::content_type, "application/json");
-    req.body() = body;
-  }
-  req.prepare_payload();
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(1ull << 31);
+  return req;
+}
 
+HttpResponse from_header(const http::response_header<>& header) {
+  HttpResponse out;
+  out.status = static_cast<int>(header.result_int());
+  out.content_type = std::string(header[http::field::content_type]);
+  for (const auto& field : header) out.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+  return out;
+}
+
+// Connects, sends `req`, then hands the open stream to `read_response`, which reads
+// asynchronously and reports a failure by returning a message. Bounded by timeout_ms
+// as a whole. Returns the failure, or "" when the exchange completed.
+std::string exchange(const Endpoint& to, http::request<http::string_body>& req, int timeout_ms,
+                     const std::function<void(beast::tcp_stream&, beast::flat_buffer&, std::string&)>& read_response) {
+  asio::io_context io;
+  beast::tcp_stream stream(io);
+  beast::error_code ec;
+  tcp::resolver resolver(io);
+  auto results = resolver.resolve(to.host, std::to_string(to.port), ec);
+  if (ec) return ec.message();
+  beast::flat_buffer buffer;
   std::string failure;
   stream.expires_after(std::chrono::milliseconds(timeout_ms));
   stream.async_connect(results, [&](beast::error_code cec, const tcp::endpoint&) {
@@ -78,20 +85,122 @@ Result<HttpResponse> http_call(const Endpoint& to, const std::string& method,
         failure = wec.message();
         return;
       }
-      http::async_read(stream, buffer, parser, [&](beast::error_code rec, size_t) {
-        if (rec) failure = rec == beast::error::timeout ? "no answer within " + std::to_string(timeout_ms) + " ms" : rec.message();
-      });
+      read_response(stream, buffer, failure);
     });
   });
   io.run();
-  if (!failure.empty()) return unreachable(failure);
-  res = parser.release();
-  HttpResponse out;
-  out.status = static_cast<int>(res.result_int());
-  out.body = std::move(res.body());
-  out.content_type = std::string(res[http::field::content_type]);
-  for (const auto& field : res) out.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
   stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+  return failure;
+}
+
+std::string read_failure(beast::error_code ec, int timeout_ms) {
+  return ec == beast::error::timeout ? "no answer within " + std::to_string(timeout_ms) + " ms" : ec.message();
+}
+
+Error unreachable(const Endpoint& to, const std::string& why) {
+  return Error{ErrorCode::kUnavailable, "cannot reach head at " + to.to_string() + ": " + why};
+}
+
+}  // namespace
+
+Result<HttpResponse> http_call(const Endpoint& to, const std::string& method,
+                               const std::string& target, const std::string& body,
+                               const std::string& token, int timeout_ms) {
+  auto req = make_request(to, method, target, token);
+  if (!body.empty() || method == "POST") {
+    req.set(http::field::content_type, "application/json");
+    req.body() = body;
+  }
+  req.prepare_payload();
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(1ull << 31);
+  std::string failure = exchange(to, req, timeout_ms, [&](beast::tcp_stream& stream, beast::flat_buffer& buffer,
+                                                          std::string& failed) {
+    http::async_read(stream, buffer, parser, [&](beast::error_code rec, size_t) {
+      if (rec) failed = read_failure(rec, timeout_ms);
+    });
+  });
+  if (!failure.empty()) return unreachable(to, failure);
+  auto res = parser.release();
+  HttpResponse out = from_header(res.base());
+  out.body = std::move(res.body());
+  return out;
+}
+
+Result<HttpResponse> http_download(const Endpoint& to, const std::string& target, const std::string& token,
+                                   int timeout_ms, const std::function<Status(const char*, size_t)>& on_data) {
+  constexpr size_t kChunkBytes = 1 << 20;
+  constexpr size_t kMaxErrorBody = 64 * 1024;
+  auto req = make_request(to, "GET", target, token);
+  req.prepare_payload();
+  http::response_parser<http::buffer_body> parser;
+  parser.body_limit(std::numeric_limits<std::uint64_t>::max());  // (boost::none trips a comparison bug in Beast 1.74)
+  std::vector<char> chunk(kChunkBytes);
+  std::optional<Error> sink_error;
+  std::string error_body;
+  auto deliver = [&](const char* data, size_t got) {
+    if (parser.get().result_int() == 200) {
+      if (Status s = got ? on_data(data, got) : Status{}; !s) {
+        sink_error = s.error();
+        return false;
+      }
+    } else if (error_body.size() < kMaxErrorBody) {
+      error_body.append(data, std::min(got, kMaxErrorBody - error_body.size()));
+    }
+    return true;
+  };
+  // Through the parser, a buffer at a time (chunked bodies).
+  std::function<void(beast::tcp_stream&, beast::flat_buffer&, std::string&)> read_piece;
+  read_piece = [&](beast::tcp_stream& stream, beast::flat_buffer& buffer, std::string& failed) {
+    parser.get().body().data = chunk.data();
+    parser.get().body().size = chunk.size();
+    http::async_read(stream, buffer, parser, [&](beast::error_code rec, size_t) {
+      if (rec == http::error::need_buffer) rec = {};
+      if (rec) {
+        failed = read_failure(rec, timeout_ms);
+        return;
+      }
+      if (!deliver(chunk.data(), chunk.size() - parser.get().body().size)) return;
+      if (!parser.is_done()) read_piece(stream, buffer, failed);
+    });
+  };
+  // Straight from the socket in large reads when the length is known: the parser's
+  // small reads cost more than the bytes.
+  uint64_t left = 0;
+  std::function<void(beast::tcp_stream&, std::string&)> read_raw;
+  read_raw = [&](beast::tcp_stream& stream, std::string& failed) {
+    if (left == 0) return;
+    stream.async_read_some(asio::buffer(chunk.data(), std::min<uint64_t>(chunk.size(), left)),
+                           [&](beast::error_code rec, size_t got) {
+                             if (rec) {
+                               failed = read_failure(rec, timeout_ms);
+                               return;
+                             }
+                             left -= got;
+                             if (deliver(chunk.data(), got)) read_raw(stream, failed);
+                           });
+  };
+  auto read_response = [&](beast::tcp_stream& stream, beast::flat_buffer& buffer, std::string& failed) {
+    http::async_read_header(stream, buffer, parser, [&](beast::error_code rec, size_t) {
+      if (rec) {
+        failed = read_failure(rec, timeout_ms);
+        return;
+      }
+      if (parser.is_done()) return;
+      if (!parser.content_length() || parser.chunked()) return read_piece(stream, buffer, failed);
+      left = *parser.content_length();
+      size_t buffered = std::min<uint64_t>(left, buffer.size());
+      left -= buffered;
+      if (buffered && !deliver(static_cast<const char*>(buffer.data().data()), buffered)) return;
+      buffer.consume(buffered);
+      read_raw(stream, failed);
+    });
+  };
+  std::string failure = exchange(to, req, timeout_ms, read_response);
+  if (sink_error) return *sink_error;
+  if (!failure.empty()) return unreachable(to, failure);
+  HttpResponse out = from_header(parser.get().base());
+  out.body = std::move(error_body);
   return out;
 }
 

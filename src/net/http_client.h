@@ -2,6 +2,7 @@
 // bounded by a timeout.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "common/result.h"
@@ -24,5 +25,12 @@ Result<Endpoint> parse_endpoint(const std::string& text, uint16_t default_port);
 Result<HttpResponse> http_call(const Endpoint& to, const std::string& method,
                                const std::string& target, const std::string& body,
                                const std::string& token, int timeout_ms);
+
+// Sends a GET and passes a 200 response's body to `on_data` piece by piece as it
+// arrives (downloads too large for memory). Any other status's body, an error message,
+// comes back in HttpResponse::body (its first 64 KiB). Errors: as http_call, or the
+// first error `on_data` returns, which ends the download.
+Result<HttpResponse> http_download(const Endpoint& to, const std::string& target, const std::string& token,
+                                   int timeout_ms, const std::function<Status(const char*, size_t)>& on_data);
 
 }  // namespace ag::net

@@ -5,8 +5,14 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
 #include <spdlog/spdlog.h>
+#include <fcntl.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <array>
+#include <cerrno>
+#include <cstring>
 #include <boost/asio/post.hpp>
 #include <deque>
 #include <limits>
@@ -25,11 +31,11 @@ using tcp = asio::ip::tcp;
 
 constexpr auto kIdleTimeout = std::chrono::seconds(120);
 
-HttpRequest to_request(const http::request<http::string_body>& req, const std::string& remote) {
+// The request's method, target and headers; the body is left to the caller.
+HttpRequest header_of(const http::request<http::string_body>& req, const std::string& remote) {
   HttpRequest out;
   out.method = std::string(req.method_string());
   out.target = std::string(req.target());
-  out.body = req.body();
   out.remote_address = remote;
   for (const auto& field : req) {
     std::string name(field.name_string());
@@ -39,14 +45,28 @@ HttpRequest to_request(const http::request<http::string_body>& req, const std::s
   return out;
 }
 
-http::response<http::string_body> to_beast(const HttpResponse& res, unsigned version, bool keep_alive) {
-  http::response<http::string_body> out{static_cast<http::status>(res.status), version};
+// Takes a refused upload's body and drops it, so that the client, still sending,
+// reads the refusal instead of a reset connection.
+class DiscardSink final : public BodySink {
+ public:
+  Status write(const char*, size_t) override { return {}; }
+};
+
+constexpr size_t kBodyChunkBytes = 1 << 20;
+
+template <class Body>
+void set_common_fields(http::response<Body>& out, const HttpResponse& res, bool keep_alive) {
   out.set(http::field::server, "aethergrid");
   out.set(http::field::content_type, res.content_type);
   out.set(http::field::cache_control, "no-store");
   for (const auto& [k, v] : res.headers) out.set(k, v);
-  out.body() = res.body;
   out.keep_alive(keep_alive);
+}
+
+http::response<http::string_body> to_beast(const HttpResponse& res, unsigned version, bool keep_alive) {
+  http::response<http::string_body> out{static_cast<http::status>(res.status), version};
+  set_common_fields(out, res, keep_alive);
+  out.body() = res.body;
   out.prepare_payload();
   return out;
 }
@@ -208,13 +228,104 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
       }
       if (parser->content_length() && *parser->content_length() > limit) return on_read(http::error::body_limit);
       parser->body_limit(limit);
+      if (server->handlers.plan_body && !websocket::is_upgrade(header)) {
+        HttpRequest request = header_of(header, remote);
+        if (parse_target(request.target, &request.path, &request.query)) {
+          BodyPlan plan = server->handlers.plan_body(request);
+          if (plan.refusal) {
+            refusal = std::move(plan.refusal);
+            plan.sink = std::make_shared<DiscardSink>();
+          }
+          if (plan.sink) {
+            request.body_sink = std::move(plan.sink);
+            streamed_request = std::move(request);
+            streamed_version = header.version();
+            streamed_keep_alive = header.keep_alive();
+            chunk.resize(kBodyChunkBytes);
+            // With a Content-Length the body is read straight from the socket in large
+            // pieces; the parser's small reads cost more than the bytes (chunked
+            // bodies still go through it).
+            if (parser->content_length() && !parser->chunked()) {
+              body_left = *parser->content_length();
+              size_t buffered = std::min<uint64_t>(body_left, buffer.size());
+              if (buffered) {
+                Status written = streamed_request->body_sink->write(static_cast<const char*>(buffer.data().data()), buffered);
+                buffer.consume(buffered);
+                body_left -= buffered;
+                if (!written) return streamed_body_read(false);
+              }
+              return read_raw_body_piece();
+            }
+            body_parser.emplace(std::move(*parser));
+            body_parser->body_limit(limit);
+            return read_body_piece();
+          }
+        }
+      }
       http::async_read(stream, buffer, *parser,
                        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
     }
 
-    size_t limit = 0;
+    // Reads the next piece of a streamed body into `chunk` and hands it to the sink.
+    void read_body_piece() {
+      auto& body = body_parser->get().body();
+      body.data = chunk.data();
+      body.size = chunk.size();
+      body.more = true;
+      stream.expires_after(kIdleTimeout);
+      http::async_read(stream, buffer, *body_parser, [self = shared_from_this()](beast::error_code ec, size_t) {
+        if (ec == http::error::need_buffer) ec = {};
+        if (ec) return self->on_read_error(ec);
+        size_t got = self->chunk.size() - self->body_parser->get().body().size;
+        bool done = self->body_parser->is_done();
+        Status written = got ? self->streamed_request->body_sink->write(self->chunk.data(), got) : Status{};
+        if (!written || done) return self->streamed_body_read(done);
+        self->read_body_piece();
+      });
+    }
 
-    void on_read(beast::error_code ec) {
+    void read_raw_body_piece() {
+      if (body_left == 0) return streamed_body_read(true);
+      stream.expires_after(kIdleTimeout);
+      stream.async_read_some(asio::buffer(chunk.data(), std::min<uint64_t>(chunk.size(), body_left)),
+                             [self = shared_from_this()](beast::error_code ec, size_t got) {
+                               if (ec) return self->close();
+                               self->body_left -= got;
+                               if (Status s = self->streamed_request->body_sink->write(self->chunk.data(), got); !s) {
+                                 return self->streamed_body_read(false);
+                               }
+                               self->read_raw_body_piece();
+                             });
+    }
+
+    void streamed_body_read(bool whole) {
+      unsigned version = streamed_version;
+      // A body left unread (the sink failed) cannot be skipped: the connection ends.
+      bool keep_alive = whole && streamed_keep_alive;
+      HttpRequest request = std::move(*streamed_request);
+      streamed_request.reset();
+      body_parser.reset();
+      chunk = {};
+      if (refusal) {
+        HttpResponse res = std::move(*refusal);
+        refusal.reset();
+        return write(res, version, keep_alive);
+      }
+      dispatch(std::move(request), version, keep_alive);
+    }
+
+    size_t limit = 0;
+    // A request whose body streams into a sink: its parser, the piece being read and
+    // the request to dispatch once the body is in (or the refusal to send).
+    std::optional<http::request_parser<http::buffer_body>> body_parser;
+    uint64_t body_left = 0;  // of a Content-Length body read straight from the socket
+    unsigned streamed_version = 11;
+    bool streamed_keep_alive = false;
+    std::vector<char> chunk;
+    std::optional<HttpRequest> streamed_request;
+    std::optional<HttpResponse> refusal;
+
+    void on_read_error(beast::error_code ec) {
       if (ec == http::error::end_of_stream || ec == beast::error::timeout) return close();
       if (ec == http::error::body_limit) {
         HttpResponse res{413, "application/json",
@@ -222,19 +333,24 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
                              std::to_string(limit) + R"( bytes"})"};
         return write(res, 11, false);
       }
-      if (ec) {
-        HttpResponse res{400, "application/json", R"({"error":"malformed HTTP request: )" + ec.message() + R"("})"};
-        return write(res, 11, false);
-      }
+      HttpResponse res{400, "application/json", R"({"error":"malformed HTTP request: )" + ec.message() + R"("})"};
+      write(res, 11, false);
+    }
+
+    void on_read(beast::error_code ec) {
+      if (ec) return on_read_error(ec);
       auto req = parser->release();
-      HttpRequest request = to_request(req, remote);
+      HttpRequest request = header_of(req, remote);
+      request.body = std::move(req.body());
       if (!parse_target(request.target, &request.path, &request.query)) {
         return write({400, "application/json", R"({"error":"malformed URL encoding in the request target"})"},
                      req.version(), req.keep_alive());
       }
       if (websocket::is_upgrade(req)) return upgrade(std::move(req), request);
-      unsigned version = req.version();
-      bool keep_alive = req.keep_alive();
+      dispatch(std::move(request), req.version(), req.keep_alive());
+    }
+
+    void dispatch(HttpRequest request, unsigned version, bool keep_alive) {
       std::weak_ptr<Session> weak = weak_from_this();
       auto responded = std::make_shared<bool>(false);
       stream.expires_never();  // long polls may hold the request open
@@ -275,7 +391,74 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
 
     void write(const HttpResponse& res, unsigned version, bool keep_alive) {
       if (res.on_stream) return start_stream(res, version);
-      auto msg = std::make_shared<http::response<http::string_body>>(to_beast(res, version, keep_alive));
+      if (!res.body_file.empty()) return write_file(res, version, keep_alive);
+      send(std::make_shared<http::response<http::string_body>>(to_beast(res, version, keep_alive)));
+    }
+
+    // The header, then the file straight from the page cache with sendfile(2).
+    void write_file(const HttpResponse& res, unsigned version, bool keep_alive) {
+      int fd = ::open(res.body_file.c_str(), O_RDONLY | O_CLOEXEC);
+      struct stat st {};
+      if (fd < 0 || ::fstat(fd, &st) != 0) {
+        std::string why = std::strerror(errno);
+        if (fd >= 0) ::close(fd);
+        return write({500, "application/json", R"({"error":"cannot read the file to send: )" + why + R"("})"}, version,
+                     keep_alive);
+      }
+      auto file = std::make_shared<FileSend>();
+      file->fd = fd;
+      file->size = st.st_size;
+      file->keep_alive = keep_alive;
+      http::response<http::empty_body> header{static_cast<http::status>(res.status), version};
+      set_common_fields(header, res, keep_alive);
+      header.content_length(static_cast<uint64_t>(st.st_size));
+      std::ostringstream text;
+      text << header.base();
+      file->header = text.str();
+      stream.expires_after(kIdleTimeout);
+      asio::async_write(stream, asio::buffer(file->header), [self = shared_from_this(), file](beast::error_code ec, size_t) {
+        if (ec) return self->close();
+        self->send_file_piece(file);
+      });
+    }
+
+    struct FileSend {
+      int fd = -1;
+      off_t offset = 0;
+      off_t size = 0;
+      bool keep_alive = false;
+      std::string header;
+      ~FileSend() {
+        if (fd >= 0) ::close(fd);
+      }
+    };
+
+    void send_file_piece(const std::shared_ptr<FileSend>& file) {
+      auto& socket = stream.socket();
+      beast::error_code ec;
+      socket.native_non_blocking(true, ec);
+      while (file->offset < file->size) {
+        ssize_t n = ::sendfile(socket.native_handle(), file->fd, &file->offset,
+                               static_cast<size_t>(std::min<off_t>(file->size - file->offset, 16 << 20)));
+        if (n > 0) continue;
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) {
+          // The client's socket buffer is full: go on once it drains.
+          socket.async_wait(tcp::socket::wait_write, [self = shared_from_this(), file](beast::error_code wec) {
+            if (wec) return self->close();
+            self->send_file_piece(file);
+          });
+          return;
+        }
+        return close();  // the file shrank or the client went away
+      }
+      pending_self.reset();
+      if (!file->keep_alive) return close();
+      read();
+    }
+
+    template <class Message>
+    void send(std::shared_ptr<Message> msg) {
       stream.expires_after(kIdleTimeout);
       http::async_write(stream, *msg, [self = shared_from_this(), msg](beast::error_code ec, size_t) {
         self->pending_self.reset();

@@ -2,7 +2,10 @@
 // request to a WebSocket. Runs on the io_context it is given; every handler is called
 // on that context's thread.
 //
-//   accept -> read request (body bounded) -> upgrade? on_websocket : on_request(respond)
+//   accept -> read header -> plan_body? -> read body (bounded; into memory or a sink)
+//          -> upgrade? on_websocket : on_request(respond)
+//
+// A response whose body_file is set is sent from that file in pieces.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -26,6 +29,10 @@ struct ServerHandlers {
   // Largest body accepted for a request, decided from its method and target once the
   // header is read (package uploads may be larger than API calls). Optional.
   std::function<size_t(const std::string& method, const std::string& target)> body_limit;
+  // Decides, from the request's header alone (empty body), where its body goes:
+  // into a sink as it arrives (large uploads), nowhere before a refusal (a wrong
+  // token on an upload), or into HttpRequest::body (neither set). Optional.
+  std::function<BodyPlan(const HttpRequest& header)> plan_body;
 };
 
 class HttpServer {

@@ -5,11 +5,25 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "common/result.h"
+
 namespace ag::net {
+
+// Takes a request's body piece by piece as it arrives, instead of HttpRequest::body:
+// an upload then never sits whole in memory. Io thread only.
+class BodySink {
+ public:
+  virtual ~BodySink() = default;
+  // The next piece of the body. An error stops the upload: the server reads no more
+  // of it, hands the request on (the handler learns the error from its sink) and
+  // closes the connection after the response.
+  virtual Status write(const char* data, size_t size) = 0;
+};
 
 struct HttpRequest {
   std::string method;  // "GET", "POST", ...
@@ -18,6 +32,9 @@ struct HttpRequest {
   std::map<std::string, std::string> query;  // decoded query parameters
   std::map<std::string, std::string> headers;  // lowercase names
   std::string body;
+  // Set, and `body` left empty, when the server streamed the body into a sink
+  // (ServerHandlers::plan_body).
+  std::shared_ptr<BodySink> body_sink;
   std::string remote_address;
 
   // The header's value, or "" when absent. `name` must be lowercase.
@@ -45,10 +62,19 @@ struct HttpResponse {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
+  // When set, the body is this file's contents, sent from disk in pieces (packages).
+  std::string body_file;
   std::vector<std::pair<std::string, std::string>> headers;
   // Set for a streamed response: the server sends the status and headers (no body),
   // then hands the open stream to this callback, which keeps it for later writes.
   std::function<void(std::shared_ptr<HttpStream>)> on_stream;
+};
+
+// What to do with a request's body, decided once its header is in (see
+// ServerHandlers::plan_body). Neither set: read it into HttpRequest::body.
+struct BodyPlan {
+  std::shared_ptr<BodySink> sink;       // stream the body into this sink
+  std::optional<HttpResponse> refusal;  // discard the body unread and answer this
 };
 
 // Completes a request. Call exactly once, on the server's io thread; calling it after

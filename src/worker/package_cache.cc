@@ -3,9 +3,12 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <spdlog/spdlog.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <boost/asio/post.hpp>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -43,7 +46,7 @@ Status extract_package(const std::string& archive_path, const std::string& dest)
   archive_read_support_filter_gzip(in.get());
   archive_read_support_filter_none(in.get());
   archive_read_support_format_tar(in.get());
-  if (archive_read_open_filename(in.get(), archive_path.c_str(), 64 * 1024) != ARCHIVE_OK) {
+  if (archive_read_open_filename(in.get(), archive_path.c_str(), 1 << 20) != ARCHIVE_OK) {
     return invalid_argument("package is not a readable tar archive: " + std::string(archive_error_string(in.get())));
   }
   std::unique_ptr<archive, decltype(&archive_write_free)> out(archive_write_disk_new(), archive_write_free);
@@ -135,24 +138,41 @@ Result<std::string> PackageCache::fetch_archive(const std::string& hash) {
     fs::last_write_time(path, fs::file_time_type::clock::now(), ec);  // most recently used
     return path;
   }
-  auto res = net::http_call(config_.head, "GET", "/api/packages/" + hash, "", config_.token, 10 * 60 * 1000);
-  if (!res.ok()) return Error{ErrorCode::kUnavailable, "cannot download package sha256:" + hash + ": " + res.error().message};
+  // Streamed to a temporary file and hashed as it arrives; named only once verified.
+  std::string tmp = path + ".download";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+  if (fd < 0) return internal_error("cannot create " + tmp + ": " + std::strerror(errno));
+  Sha256 sha;
+  auto res = net::http_download(config_.head, "/api/packages/" + hash, config_.token, 10 * 60 * 1000,
+                                [&](const char* data, size_t size) -> Status {
+                                  sha.update(data, size);
+                                  for (size_t done = 0; done < size;) {
+                                    ssize_t n = ::write(fd, data + done, size - done);
+                                    if (n < 0 && errno == EINTR) continue;
+                                    if (n < 0) return internal_error("cannot write " + tmp + ": " + std::strerror(errno));
+                                    done += static_cast<size_t>(n);
+                                  }
+                                  return {};
+                                });
+  ::close(fd);
+  auto fail = [&](Error error) -> Result<std::string> {
+    fs::remove(tmp, ec);
+    return error;
+  };
+  if (!res.ok()) {
+    if (res.error().code != ErrorCode::kUnavailable) return fail(res.error());
+    return fail({ErrorCode::kUnavailable, "cannot download package sha256:" + hash + ": " + res.error().message});
+  }
   if (res->status != 200) {
-    return Error{ErrorCode::kNotFound, "the head answered HTTP " + std::to_string(res->status) + " for package sha256:" +
-                                           hash + ": " + res->body.substr(0, 300)};
+    return fail({ErrorCode::kNotFound, "the head answered HTTP " + std::to_string(res->status) + " for package sha256:" +
+                                           hash + ": " + res->body.substr(0, 300)});
   }
-  std::string actual = sha256_hex(res->body);
+  std::string actual = sha.finish_hex();
   if (actual != hash) {
-    return invalid_argument("package sha256:" + hash + " arrived corrupted (its bytes hash to sha256:" + actual + ")");
-  }
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(res->body.data(), static_cast<std::streamsize>(res->body.size()));
-    if (!out) return internal_error("cannot write " + tmp);
+    return fail(invalid_argument("package sha256:" + hash + " arrived corrupted (its bytes hash to sha256:" + actual + ")"));
   }
   fs::rename(tmp, path, ec);
-  if (ec) return internal_error("cannot store " + path + ": " + ec.message());
+  if (ec) return fail(internal_error("cannot store " + path + ": " + ec.message()));
   evict_over_budget(path);
   return path;
 }

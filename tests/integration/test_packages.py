@@ -5,6 +5,7 @@ import hashlib
 import io
 import os
 import tarfile
+import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -117,3 +118,67 @@ def test_archive_with_symlink_climbing_up_fails_the_job(cluster):
     data = make_tar([({"name": "up_link", "type": tarfile.SYMTYPE, "linkname": "../../../etc"}, None),
                      ({"name": "up_link/owned", }, b"x")])
     assert_refused_and_contained(cluster, data, "link pointing outside", "owned")
+
+
+def _raw_put(cluster, digest, total_bytes, send_bytes, token):
+    """PUT /api/packages/<digest> announcing `total_bytes` but sending only `send_bytes`
+    (then half-closing); returns the raw answer, b"" when the connection was reset."""
+    import socket
+    with socket.create_connection(("127.0.0.1", cluster.port), timeout=20) as sock:
+        sock.sendall((f"PUT /api/packages/{digest} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+                      f"Content-Length: {total_bytes}\r\n\r\n").encode())
+        chunk = b"z" * (1 << 16)
+        sent = 0
+        while sent < send_bytes:
+            n = min(len(chunk), send_bytes - sent)
+            sock.sendall(chunk[:n])
+            sent += n
+        sock.shutdown(socket.SHUT_WR)
+        answer = b""
+        try:
+            while True:
+                data = sock.recv(65536)
+                if not data:
+                    break
+                answer += data
+        except ConnectionResetError:
+            pass
+        return answer
+
+
+def _package_files(cluster):
+    return sorted(p.name for p in (cluster.head_data_dir / "packages").iterdir())
+
+
+def test_upload_with_a_wrong_token_is_answered_and_stores_nothing(cluster):
+    before = _package_files(cluster)
+    size = 8 << 20
+    answer = _raw_put(cluster, "a" * 64, size, size, token="not-the-token")
+    assert answer.startswith(b"HTTP/1.1 401"), answer[:200]
+    assert b"wrong cluster token" in answer
+    assert _package_files(cluster) == before
+
+
+def test_upload_cut_short_leaves_no_file_and_the_head_serves_on(cluster):
+    before = _package_files(cluster)
+    answer = _raw_put(cluster, "b" * 64, 50 << 20, 3 << 20, token=cluster.token)
+    assert b"201" not in answer.split(b"\r\n")[0]
+    deadline = time.time() + 10
+    while _package_files(cluster) != before and time.time() < deadline:
+        time.sleep(0.05)
+    assert _package_files(cluster) == before
+    digest = upload(cluster, b"still works")
+    status, _, payload = cluster.api_full("GET", "/api/packages")
+    assert status == 200 and payload["packages"] >= 1
+    assert cluster.api_full("HEAD", f"/api/packages/{digest}")[0] == 200
+
+
+def test_large_package_round_trips_byte_for_byte(cluster):
+    data = os.urandom(24 << 20)
+    digest = upload(cluster, data)
+    import urllib.request
+    req = urllib.request.Request(f"http://127.0.0.1:{cluster.port}/api/packages/{digest}",
+                                 headers={"Authorization": f"Bearer {cluster.token}"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        assert resp.headers["Content-Length"] == str(len(data))
+        assert hashlib.sha256(resp.read()).hexdigest() == digest

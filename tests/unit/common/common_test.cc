@@ -10,6 +10,7 @@
 
 #include "common/env_expand.h"
 #include "common/ids.h"
+#include "common/sha256.h"
 #include "net/http_client.h"
 #include "net/http_types.h"
 
@@ -78,6 +79,23 @@ TEST(ExpandEnvVarsTest, ExpandedValuesAreNotExpandedAgain) {
 }
 
 // --- ids -------------------------------------------------------------------------
+
+TEST(Sha256Test, KnownDigestOfAbc) {
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(Sha256Test, PiecesHashLikeTheWhole) {
+  std::string data;
+  for (int i = 0; i < 100000; ++i) data.push_back(static_cast<char>(i * 7));
+  Sha256 streamed;
+  for (size_t at = 0; at < data.size(); at += 999) streamed.update(data.data() + at, std::min<size_t>(999, data.size() - at));
+  EXPECT_EQ(streamed.finish_hex(), sha256_hex(data));
+}
+
+TEST(Sha256Test, NothingHashesLikeTheEmptyString) {
+  Sha256 empty;
+  EXPECT_EQ(empty.finish_hex(), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+}
 
 TEST(IdsTest, JobIdIsJobUnderscoreAndTwelveLowercaseHexDigits) {
   const std::string id = new_job_id();

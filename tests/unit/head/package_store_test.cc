@@ -222,5 +222,104 @@ TEST_F(PackageStoreTest, TooLargeMessageTellsTheSizesApartJustOverTheLimit) {
   EXPECT_THAT(stored.error().message, ::testing::Not(HasSubstr("package is 4 MiB; the head's limit is 4 MiB")));
 }
 
+TEST_F(PackageStoreTest, UploadInPiecesStoresTheWhole) {
+  std::string bytes;
+  for (int i = 0; i < 300000; ++i) bytes.push_back(static_cast<char>(i * 13));
+  const std::string hash = sha256_hex(bytes);
+
+  auto upload = store_.begin_upload(hash);
+  ASSERT_TRUE(upload.ok()) << upload.error().message;
+  for (size_t at = 0; at < bytes.size(); at += 70000) {
+    ASSERT_TRUE((*upload)->write(bytes.data() + at, std::min<size_t>(70000, bytes.size() - at)).ok());
+  }
+  EXPECT_FALSE(store_.contains(hash)) << "not visible before it is finished";
+  Result<bool> stored = store_.finish_upload(**upload);
+
+  ASSERT_TRUE(stored.ok()) << stored.error().message;
+  EXPECT_TRUE(*stored);
+  EXPECT_EQ((*upload)->size(), static_cast<int64_t>(bytes.size()));
+  EXPECT_EQ(*store_.read(hash), bytes);
+  EXPECT_EQ(*store_.file(hash), store_dir() + "/" + hash + ".tar.gz");
+  EXPECT_EQ(store_.bytes_uploaded(), static_cast<int64_t>(bytes.size()));
+}
+
+TEST_F(PackageStoreTest, UploadDroppedUnfinishedLeavesNothing) {
+  const std::string hash = sha256_hex("never finished");
+  {
+    auto upload = store_.begin_upload(hash);
+    ASSERT_TRUE(upload.ok());
+    ASSERT_TRUE((*upload)->write("never", 5).ok());
+    EXPECT_THAT(list_tree(store_dir()), ::testing::SizeIs(1)) << "the temporary file";
+  }
+  EXPECT_THAT(list_tree(store_dir()), IsEmpty());
+  EXPECT_FALSE(store_.contains(hash));
+  EXPECT_EQ(store_.uploads(), 0);
+}
+
+TEST_F(PackageStoreTest, UploadPastTheLimitFailsAtTheWriteThatCrossesIt) {
+  const std::string piece(3 * kMiB, 'y');
+  auto upload = store_.begin_upload(sha256_hex(piece + piece));
+  ASSERT_TRUE(upload.ok());
+
+  ASSERT_TRUE((*upload)->write(piece.data(), piece.size()).ok());
+  Status second = (*upload)->write(piece.data(), piece.size());
+
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.error().code, ErrorCode::kTooLarge);
+  EXPECT_THAT(second.error().message, HasSubstr("4.0 MiB"));
+  Result<bool> stored = store_.finish_upload(**upload);
+  ASSERT_FALSE(stored.ok());
+  EXPECT_EQ(stored.error().code, ErrorCode::kTooLarge);
+  upload->reset();
+  EXPECT_THAT(list_tree(store_dir()), IsEmpty());
+}
+
+TEST_F(PackageStoreTest, UploadWithMismatchedBytesIsRefusedAndRemoved) {
+  const std::string claimed = sha256_hex("claimed");
+  auto upload = store_.begin_upload(claimed);
+  ASSERT_TRUE(upload.ok());
+  ASSERT_TRUE((*upload)->write("other", 5).ok());
+
+  Result<bool> stored = store_.finish_upload(**upload);
+
+  ASSERT_FALSE(stored.ok());
+  EXPECT_EQ(stored.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(stored.error().message, HasSubstr(sha256_hex("other")));
+  upload->reset();
+  EXPECT_THAT(list_tree(store_dir()), IsEmpty());
+}
+
+TEST_F(PackageStoreTest, TwoUploadsOfTheSamePackageAtOnceStoreItOnce) {
+  const std::string bytes = "same bytes from two clients";
+  const std::string hash = sha256_hex(bytes);
+  auto first = store_.begin_upload(hash);
+  auto second = store_.begin_upload(hash);
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE((*first)->write(bytes.data(), bytes.size()).ok());
+  ASSERT_TRUE((*second)->write(bytes.data(), bytes.size()).ok());
+
+  EXPECT_TRUE(*store_.finish_upload(**second));
+  EXPECT_FALSE(*store_.finish_upload(**first));
+  first->reset();
+  second->reset();
+
+  EXPECT_THAT(list_tree(store_dir()), ElementsAre(hash + ".tar.gz"));
+  EXPECT_EQ(*store_.read(hash), bytes);
+}
+
+TEST_F(PackageStoreTest, UploadsLeftByAStoppedHeadAreRemovedAtStart) {
+  const std::string hash = sha256_hex("interrupted");
+  auto upload = store_.begin_upload(hash);
+  ASSERT_TRUE(upload.ok());
+  ASSERT_TRUE((*upload)->write("inter", 5).ok());
+  ASSERT_THAT(list_tree(store_dir()), ::testing::SizeIs(1));
+
+  PackageStore restarted(store_dir(), 4 * kMiB);  // as a head started on the same dir
+
+  EXPECT_THAT(list_tree(store_dir()), IsEmpty());
+  EXPECT_FALSE(restarted.contains(hash));
+}
+
 }  // namespace
 }  // namespace ag::head
