@@ -47,6 +47,17 @@ Result<nlohmann::json> call_json(const Connection& conn, const std::string& meth
   return json;
 }
 
+Result<nlohmann::json> upload_json(const Connection& conn, const std::string& method, const std::string& target,
+                                   std::string_view body, int timeout_ms,
+                                   const std::function<void(size_t sent)>& progress) {
+  auto res = net::http_upload(conn.endpoint, method, target, body, conn.token, timeout_ms, progress);
+  if (!res.ok()) return res.error();
+  if (res->status / 100 != 2) return from_response(conn, res.value());
+  auto json = nlohmann::json::parse(res->body, nullptr, false);
+  if (json.is_discarded()) return internal_error("the head answered with something that is not JSON");
+  return json;
+}
+
 Result<nlohmann::json> call_json_retrying(const Connection& conn, const std::string& method, const std::string& target,
                                           const std::string& body, int timeout_ms, double window_s) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(window_s);

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include "cli/session.h"
 #include "common/result.h"
@@ -16,6 +18,12 @@ Result<nlohmann::json> call_json(const Connection& conn, const std::string& meth
 // Same, for endpoints answering with raw bytes (logs); returns the whole response.
 Result<net::HttpResponse> call_raw(const Connection& conn, const std::string& method, const std::string& target,
                                    int timeout_ms = 30000);
+
+// call_json for a large octet-stream body, sent in pieces without a copy; `progress`
+// (may be empty) gets the bytes sent so far after each piece.
+Result<nlohmann::json> upload_json(const Connection& conn, const std::string& method, const std::string& target,
+                                   std::string_view body, int timeout_ms,
+                                   const std::function<void(size_t sent)>& progress);
 
 // call_json, retried with backoff while the head cannot be reached (it may be
 // restarting), for up to `window_s`. Only for calls that are safe to repeat.

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <thread>
 #include <fstream>
 #include <iostream>
@@ -87,6 +88,35 @@ bool stream_log(const Connection& conn, const std::string& job_id, int task_inde
   }
 }
 
+// A one-line progress bar on stderr while a large package uploads; only on a
+// terminal, so that logs and pipes get the single "Uploading ..." line.
+class UploadProgress {
+ public:
+  explicit UploadProgress(size_t total) : total_(total), shown_(total >= (8u << 20) && ::isatty(2)) {}
+
+  void update(size_t sent) {
+    if (!shown_) return;
+    int percent = static_cast<int>(100.0 * static_cast<double>(sent) / static_cast<double>(total_));
+    if (percent == last_percent_) return;
+    last_percent_ = percent;
+    constexpr int kWidth = 30;
+    int filled = percent * kWidth / 100;
+    std::fprintf(stderr, "\r  [%s%s] %3d%%  %.1f / %.1f MiB", std::string(filled, '#').c_str(),
+                 std::string(kWidth - filled, '.').c_str(), percent, static_cast<double>(sent) / (1 << 20),
+                 static_cast<double>(total_) / (1 << 20));
+    std::fflush(stderr);
+  }
+
+  void finish() {
+    if (shown_ && last_percent_ >= 0) std::fputc('\n', stderr);
+  }
+
+ private:
+  size_t total_;
+  bool shown_;
+  int last_percent_ = -1;
+};
+
 // Packs and uploads a working_dir unless the head already has it; returns the
 // runtime_env reference ("sha256:<hex>").
 Result<std::string> upload_working_dir(const Connection& conn, const std::string& dir,
@@ -112,7 +142,10 @@ Result<std::string> upload_working_dir(const Connection& conn, const std::string
   if (present.error().code != ErrorCode::kNotFound) return present.error();
   std::cerr << "Uploading working_dir " << dir << " (" << package->files << " files, "
             << (package->bytes.size() >> 10) << " KiB, sha256:" << hash.substr(0, 12) << ")\n";
-  auto stored = call_json(conn, "PUT", "/api/packages/" + hash, package->bytes, 10 * 60 * 1000);
+  UploadProgress bar(package->bytes.size());
+  auto stored = upload_json(conn, "PUT", "/api/packages/" + hash, package->bytes, 10 * 60 * 1000,
+                            [&bar](size_t sent) { bar.update(sent); });
+  bar.finish();
   if (!stored.ok()) return stored.error();
   return "sha256:" + hash;
 }

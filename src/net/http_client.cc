@@ -6,6 +6,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <limits>
+#include <sstream>
 #include <optional>
 #include <vector>
 
@@ -61,11 +62,15 @@ HttpResponse from_header(const http::response_header<>& header) {
   return out;
 }
 
-// Connects, sends `req`, then hands the open stream to `read_response`, which reads
-// asynchronously and reports a failure by returning a message. Bounded by timeout_ms
-// as a whole. Returns the failure, or "" when the exchange completed.
-std::string exchange(const Endpoint& to, http::request<http::string_body>& req, int timeout_ms,
-                     const std::function<void(beast::tcp_stream&, beast::flat_buffer&, std::string&)>& read_response) {
+using ReadResponse = std::function<void(beast::tcp_stream&, beast::flat_buffer&, std::string&)>;
+using WriteRequest = std::function<void(beast::tcp_stream&, std::function<void(beast::error_code)>)>;
+
+// Connects, sends the request with `write_request`, then hands the open stream to
+// `read_response`, which reads asynchronously and reports a failure by setting a
+// message. Bounded by timeout_ms as a whole. Returns the failure, or "" when the
+// exchange completed.
+std::string exchange(const Endpoint& to, int timeout_ms, const WriteRequest& write_request,
+                     const ReadResponse& read_response) {
   asio::io_context io;
   beast::tcp_stream stream(io);
   beast::error_code ec;
@@ -80,7 +85,7 @@ std::string exchange(const Endpoint& to, http::request<http::string_body>& req, 
       failure = cec == beast::error::timeout ? "timed out connecting" : cec.message();
       return;
     }
-    http::async_write(stream, req, [&](beast::error_code wec, size_t) {
+    write_request(stream, [&](beast::error_code wec) {
       if (wec) {
         failure = wec.message();
         return;
@@ -93,12 +98,43 @@ std::string exchange(const Endpoint& to, http::request<http::string_body>& req, 
   return failure;
 }
 
+std::string exchange(const Endpoint& to, http::request<http::string_body>& req, int timeout_ms,
+                     const ReadResponse& read_response) {
+  return exchange(
+      to, timeout_ms,
+      [&req](beast::tcp_stream& stream, std::function<void(beast::error_code)> done) {
+        http::async_write(stream, req, [done = std::move(done)](beast::error_code ec, size_t) { done(ec); });
+      },
+      read_response);
+}
+
 std::string read_failure(beast::error_code ec, int timeout_ms) {
   return ec == beast::error::timeout ? "no answer within " + std::to_string(timeout_ms) + " ms" : ec.message();
 }
 
 Error unreachable(const Endpoint& to, const std::string& why) {
   return Error{ErrorCode::kUnavailable, "cannot reach head at " + to.to_string() + ": " + why};
+}
+
+}  // namespace
+
+namespace {
+
+// Sends the request with `write_request` and reads the whole response into memory.
+Result<HttpResponse> call_reading_whole(const Endpoint& to, int timeout_ms, const WriteRequest& write_request) {
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(1ull << 31);
+  std::string failure =
+      exchange(to, timeout_ms, write_request, [&](beast::tcp_stream& stream, beast::flat_buffer& buffer, std::string& failed) {
+        http::async_read(stream, buffer, parser, [&](beast::error_code rec, size_t) {
+          if (rec) failed = read_failure(rec, timeout_ms);
+        });
+      });
+  if (!failure.empty()) return unreachable(to, failure);
+  auto res = parser.release();
+  HttpResponse out = from_header(res.base());
+  out.body = std::move(res.body());
+  return out;
 }
 
 }  // namespace
@@ -112,19 +148,40 @@ Result<HttpResponse> http_call(const Endpoint& to, const std::string& method,
     req.body() = body;
   }
   req.prepare_payload();
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(1ull << 31);
-  std::string failure = exchange(to, req, timeout_ms, [&](beast::tcp_stream& stream, beast::flat_buffer& buffer,
-                                                          std::string& failed) {
-    http::async_read(stream, buffer, parser, [&](beast::error_code rec, size_t) {
-      if (rec) failed = read_failure(rec, timeout_ms);
+  return call_reading_whole(to, timeout_ms, [&req](beast::tcp_stream& stream, std::function<void(beast::error_code)> done) {
+    http::async_write(stream, req, [done = std::move(done)](beast::error_code ec, size_t) { done(ec); });
+  });
+}
+
+Result<HttpResponse> http_upload(const Endpoint& to, const std::string& method, const std::string& target,
+                                 std::string_view body, const std::string& token, int timeout_ms,
+                                 const std::function<void(size_t sent)>& progress) {
+  constexpr size_t kPieceBytes = 1 << 20;
+  auto req = make_request(to, method, target, token);
+  req.set(http::field::content_type, "application/octet-stream");
+  req.content_length(body.size());
+  std::ostringstream text;
+  text << req.base();
+  std::string header = text.str();
+  size_t sent = 0;
+  std::function<void(beast::tcp_stream&, std::function<void(beast::error_code)>)> send_piece;
+  send_piece = [&](beast::tcp_stream& stream, std::function<void(beast::error_code)> done) {
+    if (sent == body.size()) return done({});
+    size_t n = std::min(kPieceBytes, body.size() - sent);
+    asio::async_write(stream, asio::buffer(body.data() + sent, n),
+                      [&, n, done = std::move(done)](beast::error_code ec, size_t) mutable {
+                        if (ec) return done(ec);
+                        sent += n;
+                        if (progress) progress(sent);
+                        send_piece(stream, std::move(done));
+                      });
+  };
+  return call_reading_whole(to, timeout_ms, [&](beast::tcp_stream& stream, std::function<void(beast::error_code)> done) {
+    asio::async_write(stream, asio::buffer(header), [&, done = std::move(done)](beast::error_code ec, size_t) mutable {
+      if (ec) return done(ec);
+      send_piece(stream, std::move(done));
     });
   });
-  if (!failure.empty()) return unreachable(to, failure);
-  auto res = parser.release();
-  HttpResponse out = from_header(res.base());
-  out.body = std::move(res.body());
-  return out;
 }
 
 Result<HttpResponse> http_download(const Endpoint& to, const std::string& target, const std::string& token,

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "common/result.h"
 #include "net/http_types.h"
@@ -25,6 +26,13 @@ Result<Endpoint> parse_endpoint(const std::string& text, uint16_t default_port);
 Result<HttpResponse> http_call(const Endpoint& to, const std::string& method,
                                const std::string& target, const std::string& body,
                                const std::string& token, int timeout_ms);
+
+// Sends `body` (application/octet-stream) in pieces straight from the caller's memory,
+// calling `progress` with the bytes sent so far after each piece (may be empty); reads
+// the whole response. Errors: as http_call.
+Result<HttpResponse> http_upload(const Endpoint& to, const std::string& method, const std::string& target,
+                                 std::string_view body, const std::string& token, int timeout_ms,
+                                 const std::function<void(size_t sent)>& progress);
 
 // Sends a GET and passes a 200 response's body to `on_data` piece by piece as it
 // arrives (downloads too large for memory). Any other status's body, an error message,

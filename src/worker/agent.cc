@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/protocol.h"
+#include "common/dir_spread.h"
 #include "common/env_expand.h"
 #include "common/sha256.h"
 #include "net/ws_client.h"
@@ -47,12 +48,18 @@ Agent::Agent(boost::asio::io_context& io, AgentConfig config, std::function<void
       heartbeat_timer_(io) {}
 
 void Agent::start() {
+  // Working folders of tasks without a working_dir package, one per task.
+  std::error_code ec;
+  std::filesystem::create_directories(config_.data_dir + "/work", ec);
+  spread_subdirectories(config_.data_dir + "/work");
   // Tasks a previous agent left behind: running ones are adopted (and listed in the
   // registration), ended ones are reported once the head is reached.
   for (const auto& r : runner_.recover()) {
+    if (packages_.retain(r.id.job_id)) package_tasks_.insert(r.id);
     if (!r.exit) continue;
     unacked_exits_[r.id] = exit_report(r.id, *r.exit).dump();
   }
+  packages_.remove_unused();
   dial();
   heartbeat();
 }
@@ -183,6 +190,7 @@ void Agent::on_message(const std::string& text) {
       TaskId id{msg.at("job_id").get<std::string>(), msg.at("attempt").get<int>(), msg.at("task_index").get<int>()};
       unacked_exits_.erase(id);
       runner_.forget(id);
+      if (package_tasks_.erase(id)) packages_.release(id.job_id);
     } else if (type == "error") {
       spdlog::error("the head refused this worker: {}", msg.value("message", ""));
     }
@@ -236,6 +244,7 @@ void Agent::handle_launch(const std::string& text) {
       return report_start_error(spec.id, "working_dir package sha256:" + package + ": " + dir.error().message);
     }
     spec.working_dir = dir.value();
+    package_tasks_.insert(spec.id);
     start_task(std::move(spec));
   });
 }

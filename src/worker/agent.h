@@ -12,6 +12,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,9 @@ class Agent {
   boost::asio::steady_timer heartbeat_timer_;
   // Exit reports the head has not acknowledged yet; resent after a reconnect.
   std::map<TaskId, std::string> unacked_exits_;
+  // Tasks running in an unpacked working_dir package; their job directory is released
+  // when their exit is acknowledged.
+  std::set<TaskId> package_tasks_;
 };
 
 }  // namespace ag::worker

@@ -6,14 +6,18 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <thread>
 
+#include "common/dir_spread.h"
 #include "common/sha256.h"
 
 namespace ag::worker {
@@ -39,16 +43,22 @@ std::string entry_error(const std::string& name, const std::string& why) {
   return "package entry '" + name + "' " + why + "; nothing was unpacked";
 }
 
-}  // namespace
+using ArchiveReader = std::unique_ptr<archive, decltype(&archive_read_free)>;
 
-Status extract_package(const std::string& archive_path, const std::string& dest) {
-  std::unique_ptr<archive, decltype(&archive_read_free)> in(archive_read_new(), archive_read_free);
+ArchiveReader new_reader() {
+  ArchiveReader in(archive_read_new(), archive_read_free);
   archive_read_support_filter_gzip(in.get());
   archive_read_support_filter_none(in.get());
   archive_read_support_format_tar(in.get());
-  if (archive_read_open_filename(in.get(), archive_path.c_str(), 1 << 20) != ARCHIVE_OK) {
-    return invalid_argument("package is not a readable tar archive: " + std::string(archive_error_string(in.get())));
-  }
+  return in;
+}
+
+Status not_an_archive(archive* in) {
+  return invalid_argument("package is not a readable tar archive: " + std::string(archive_error_string(in)));
+}
+
+// Unpacks the entries of the opened archive `in` into `dest`.
+Status extract_entries(archive* in, const std::string& dest) {
   std::unique_ptr<archive, decltype(&archive_write_free)> out(archive_write_disk_new(), archive_write_free);
   // Entries are written to absolute paths under `dest` after the checks below, so
   // libarchive's own absolute-path and symlink guards (which would also trip over a
@@ -59,7 +69,7 @@ Status extract_package(const std::string& archive_path, const std::string& dest)
   if (ec) return internal_error("cannot create " + dest + ": " + ec.message());
   archive_entry* entry = nullptr;
   int rc;
-  while ((rc = archive_read_next_header(in.get(), &entry)) == ARCHIVE_OK) {
+  while ((rc = archive_read_next_header(in, &entry)) == ARCHIVE_OK) {
     std::string name = archive_entry_pathname(entry) ? archive_entry_pathname(entry) : "";
     fs::path rel = fs::path(name).lexically_normal();
     if (rel == ".") continue;  // the root itself
@@ -96,28 +106,85 @@ Status extract_package(const std::string& archive_path, const std::string& dest)
     const void* buf;
     size_t size;
     la_int64_t offset;
-    while ((rc = archive_read_data_block(in.get(), &buf, &size, &offset)) == ARCHIVE_OK) {
+    while ((rc = archive_read_data_block(in, &buf, &size, &offset)) == ARCHIVE_OK) {
       if (archive_write_data_block(out.get(), buf, size, offset) != ARCHIVE_OK) {
         return internal_error("cannot write " + name + ": " + archive_error_string(out.get()));
       }
     }
-    if (rc != ARCHIVE_EOF) return invalid_argument("package is corrupt at '" + name + "': " + archive_error_string(in.get()));
+    if (rc != ARCHIVE_EOF) return invalid_argument("package is corrupt at '" + name + "': " + archive_error_string(in));
     archive_write_finish_entry(out.get());
   }
-  if (rc != ARCHIVE_EOF) return invalid_argument(std::string("package is corrupt: ") + archive_error_string(in.get()));
+  if (rc != ARCHIVE_EOF) return invalid_argument(std::string("package is corrupt: ") + archive_error_string(in));
   return {};
+}
+
+}  // namespace
+
+Status extract_package(const std::string& archive_path, const std::string& dest) {
+  ArchiveReader in = new_reader();
+  if (archive_read_open_filename(in.get(), archive_path.c_str(), 1 << 20) != ARCHIVE_OK) return not_an_archive(in.get());
+  return extract_entries(in.get(), dest);
+}
+
+Status extract_package_stream(const std::function<std::string_view()>& next_piece, const std::string& dest) {
+  struct Source {
+    const std::function<std::string_view()>* next;
+  } source{&next_piece};
+  auto read = [](archive*, void* data, const void** buffer) -> la_ssize_t {
+    std::string_view piece = (*static_cast<Source*>(data)->next)();
+    *buffer = piece.data();
+    return static_cast<la_ssize_t>(piece.size());
+  };
+  ArchiveReader in = new_reader();
+  if (archive_read_open(in.get(), &source, nullptr, read, nullptr) != ARCHIVE_OK) return not_an_archive(in.get());
+  return extract_entries(in.get(), dest);
+}
+
+PieceQueue::PieceQueue(size_t max_pieces) : max_pieces_(max_pieces) {}
+
+void PieceQueue::push(const char* data, size_t size) {
+  std::unique_lock lock(mu_);
+  room_.wait(lock, [&] { return stopped_ || pieces_.size() < max_pieces_; });
+  if (stopped_) return;
+  pieces_.emplace_back(data, size);
+  ready_.notify_one();
+}
+
+void PieceQueue::finish() {
+  std::lock_guard lock(mu_);
+  finished_ = true;
+  ready_.notify_one();
+}
+
+std::string_view PieceQueue::pop() {
+  std::unique_lock lock(mu_);
+  ready_.wait(lock, [&] { return finished_ || !pieces_.empty(); });
+  if (pieces_.empty()) return {};
+  current_ = std::move(pieces_.front());
+  pieces_.pop_front();
+  room_.notify_one();
+  return current_;
+}
+
+void PieceQueue::stop_reading() {
+  std::lock_guard lock(mu_);
+  stopped_ = true;
+  pieces_.clear();
+  room_.notify_all();
 }
 
 PackageCache::PackageCache(boost::asio::io_context& io, PackageCacheConfig config)
     : io_(io), config_(std::move(config)) {
   fs::create_directories(config_.dir + "/archives");
   fs::create_directories(config_.dir + "/jobs");
+  spread_subdirectories(config_.dir + "/jobs");
 }
 
 PackageCache::~PackageCache() { pool_.join(); }
 
 void PackageCache::prepare(const std::string& job_id, const std::string& hash,
                            std::function<void(Result<std::string>)> done) {
+  users_[job_id] += 1;  // counted from the request on: a release meanwhile must not remove it
   auto& waiters = waiting_[job_id];
   waiters.push_back(std::move(done));
   if (waiters.size() > 1) return;  // the first task of this job is already preparing it
@@ -126,18 +193,59 @@ void PackageCache::prepare(const std::string& job_id, const std::string& hash,
     boost::asio::post(io_, [this, job_id, result] {
       auto callbacks = std::move(waiting_[job_id]);
       waiting_.erase(job_id);
-      for (auto& cb : callbacks) cb(result);
+      for (auto& cb : callbacks) {
+        if (!result.ok()) release(job_id);
+        cb(result);
+      }
     });
   });
 }
 
-Result<std::string> PackageCache::fetch_archive(const std::string& hash) {
-  std::string path = config_.dir + "/archives/" + hash + ".tar.gz";
+void PackageCache::release(const std::string& job_id) {
+  auto it = users_.find(job_id);
+  if (it == users_.end()) return;
+  if (--it->second > 0) return;
+  users_.erase(it);
+  // On the pool, so that it is ordered with the job's next prepare, if any.
+  boost::asio::post(pool_, [this, job_id] { remove_job_dir(job_id); });
+}
+
+bool PackageCache::retain(const std::string& job_id) {
   std::error_code ec;
-  if (fs::exists(path, ec)) {
-    fs::last_write_time(path, fs::file_time_type::clock::now(), ec);  // most recently used
-    return path;
+  if (!fs::exists(config_.dir + "/jobs/" + job_id + ".unpacked", ec)) return false;
+  users_[job_id] += 1;
+  return true;
+}
+
+void PackageCache::remove_unused() {
+  std::error_code ec;
+  std::vector<std::string> unused;
+  for (const auto& entry : fs::directory_iterator(config_.dir + "/jobs", ec)) {
+    std::string name = entry.path().filename().string();
+    std::string job_id = name.substr(0, name.find('.'));
+    if (!users_.count(job_id) && !waiting_.count(job_id)) unused.push_back(job_id);
   }
+  std::sort(unused.begin(), unused.end());
+  unused.erase(std::unique(unused.begin(), unused.end()), unused.end());
+  for (const auto& job_id : unused) boost::asio::post(pool_, [this, job_id] { remove_job_dir(job_id); });
+}
+
+void PackageCache::remove_job_dir(const std::string& job_id) {
+  std::string dest = config_.dir + "/jobs/" + job_id;
+  std::error_code ec;
+  fs::remove(dest + ".unpacked", ec);  // first: a half-removed dir is never taken as whole
+  fs::remove_all(dest, ec);
+  fs::remove_all(dest + ".unpacking", ec);
+}
+
+std::string PackageCache::archive_path(const std::string& hash) const {
+  return config_.dir + "/archives/" + hash + ".tar.gz";
+}
+
+Result<std::string> PackageCache::download_archive(const std::string& hash,
+                                                   const std::function<void(const char*, size_t)>& tee) {
+  std::string path = archive_path(hash);
+  std::error_code ec;
   // Streamed to a temporary file and hashed as it arrives; named only once verified.
   std::string tmp = path + ".download";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
@@ -145,6 +253,7 @@ Result<std::string> PackageCache::fetch_archive(const std::string& hash) {
   Sha256 sha;
   auto res = net::http_download(config_.head, "/api/packages/" + hash, config_.token, 10 * 60 * 1000,
                                 [&](const char* data, size_t size) -> Status {
+                                  if (tee) tee(data, size);
                                   sha.update(data, size);
                                   for (size_t done = 0; done < size;) {
                                     ssize_t n = ::write(fd, data + done, size - done);
@@ -204,12 +313,34 @@ Result<std::string> PackageCache::prepare_blocking(const std::string& job_id, co
   // The marker sits beside the job dir, not in it: the task's folder holds only its files.
   std::string marker = dest + ".unpacked";
   if (fs::exists(marker, ec)) return dest;
-  auto archive_path = fetch_archive(hash);
-  if (!archive_path.ok()) return archive_path.error();
-  // Unpack beside the destination and rename: a job dir is whole or absent.
+  auto t0 = std::chrono::steady_clock::now();
+  // Unpacked beside the destination and renamed: a job dir is whole or absent.
   std::string staging = dest + ".unpacking";
   fs::remove_all(staging, ec);
-  Status extracted = extract_package(archive_path.value(), staging);
+  std::string cached = archive_path(hash);
+  Status extracted;
+  bool downloaded = false;
+  if (fs::exists(cached, ec)) {
+    fs::last_write_time(cached, fs::file_time_type::clock::now(), ec);  // most recently used
+    extracted = extract_package(cached, staging);
+  } else {
+    // Downloaded and unpacked in one pass: each piece goes to the cache file, into the
+    // hash and to the unpacking thread as it arrives. The unpacked files count only
+    // once the whole download matched its hash.
+    downloaded = true;
+    PieceQueue pieces(8);
+    std::thread unpacker([&] {
+      extracted = extract_package_stream([&] { return pieces.pop(); }, staging);
+      pieces.stop_reading();
+    });
+    auto fetched = download_archive(hash, [&](const char* data, size_t size) { pieces.push(data, size); });
+    pieces.finish();
+    unpacker.join();
+    if (!fetched.ok()) {
+      fs::remove_all(staging, ec);
+      return fetched.error();
+    }
+  }
   if (!extracted) {
     fs::remove_all(staging, ec);
     return extracted.error();
@@ -218,6 +349,9 @@ Result<std::string> PackageCache::prepare_blocking(const std::string& job_id, co
   fs::rename(staging, dest, ec);
   if (ec) return internal_error("cannot move the unpacked package into " + dest + ": " + ec.message());
   std::ofstream(marker) << hash << "\n";
+  auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
+  spdlog::info("package sha256:{} ready for {} in {} ms ({})", hash.substr(0, 12), job_id,
+               ms(std::chrono::steady_clock::now() - t0), downloaded ? "downloaded and unpacked" : "unpacked from the cache");
   return dest;
 }
 

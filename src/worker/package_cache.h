@@ -13,9 +13,13 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/result.h"
@@ -37,21 +41,71 @@ class PackageCache {
 
   // Makes package `hash` available unpacked for `job_id`; `done` gets the directory,
   // or an error naming what was wrong (download failed, hash mismatch, unsafe entry).
+  // Each successful prepare counts the job's directory as in use by one more task,
+  // until release().
   void prepare(const std::string& job_id, const std::string& hash, std::function<void(Result<std::string>)> done);
+
+  // A task that used the job's directory ended: once no task of the job uses it, the
+  // directory is removed (soon enough, its pages are dropped before ever being written
+  // back). A later task of the job unpacks it again from the cached archive.
+  void release(const std::string& job_id);
+
+  // Counts a task a previous agent left behind as using the job's directory. Returns
+  // false when the job has no unpacked directory here (the task used none).
+  bool retain(const std::string& job_id);
+
+  // Removes unpacked job directories no task uses (left by a previous agent): call
+  // once, after retain() for every recovered task.
+  void remove_unused();
 
  private:
   Result<std::string> prepare_blocking(const std::string& job_id, const std::string& hash);
-  Result<std::string> fetch_archive(const std::string& hash);
+  std::string archive_path(const std::string& hash) const;
+  // Downloads the package into the archive cache, verifying its hash; every piece is
+  // also handed to `tee` (may be empty) as it arrives. Returns the archive's path.
+  Result<std::string> download_archive(const std::string& hash, const std::function<void(const char*, size_t)>& tee);
   void evict_over_budget(const std::string& keep);
+  void remove_job_dir(const std::string& job_id);  // on the pool
 
   boost::asio::io_context& io_;
   PackageCacheConfig config_;
   boost::asio::thread_pool pool_{1};
   std::map<std::string, std::vector<std::function<void(Result<std::string>)>>> waiting_;  // by job id
+  std::map<std::string, int> users_;  // job id -> tasks using (or about to use) its directory
 };
 
-// Unpacks a gzip'd tar into `dest` (which must not exist yet), refusing unsafe
-// entries. Errors: kInvalidArgument naming the entry, kInternal for I/O failures.
+// Unpacks a tar (gzip'd or not) into `dest` (which must not exist yet), refusing
+// unsafe entries. Errors: kInvalidArgument naming the entry, kInternal for I/O failures.
 Status extract_package(const std::string& archive_path, const std::string& dest);
+
+// The same, reading the archive from `next_piece`, which returns the next piece of
+// it (valid until the next call) and an empty piece at the end.
+Status extract_package_stream(const std::function<std::string_view()>& next_piece, const std::string& dest);
+
+// Pieces of a download handed from the thread that receives them to the thread that
+// unpacks them, at most `max_pieces` waiting.
+class PieceQueue {
+ public:
+  explicit PieceQueue(size_t max_pieces);
+  // Producer: copies a piece in, waiting while the queue is full; dropped once the
+  // reader stopped.
+  void push(const char* data, size_t size);
+  // Producer: nothing more comes.
+  void finish();
+  // Consumer: the next piece (valid until the next pop), or an empty one at the end.
+  std::string_view pop();
+  // Consumer: reads no more; pending and later pieces are dropped.
+  void stop_reading();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable ready_;
+  std::condition_variable room_;
+  std::deque<std::string> pieces_;
+  std::string current_;
+  size_t max_pieces_;
+  bool finished_ = false;
+  bool stopped_ = false;
+};
 
 }  // namespace ag::worker

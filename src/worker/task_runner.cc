@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/dir_spread.h"
 #include "common/ids.h"
 #include "worker/task_cgroup.h"
 #include "worker/task_supervisor.h"
@@ -99,6 +100,7 @@ TaskRunner::TaskRunner(asio::io_context& io, std::string data_dir, std::string c
       callbacks_(std::move(callbacks)),
       sigchld_(io, SIGCHLD) {
   fs::create_directories(data_dir_ + "/tasks");
+  spread_subdirectories(data_dir_ + "/tasks");
   int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (fd < 0) throw std::runtime_error(std::string("inotify_init1: ") + std::strerror(errno));
   inotify_ = std::make_unique<asio::posix::stream_descriptor>(io_, fd);

@@ -182,3 +182,54 @@ def test_large_package_round_trips_byte_for_byte(cluster):
     with urllib.request.urlopen(req, timeout=30) as resp:
         assert resp.headers["Content-Length"] == str(len(data))
         assert hashlib.sha256(resp.read()).hexdigest() == digest
+
+
+def test_job_directories_are_removed_once_the_job_ends_and_the_archive_stays(cluster, tmp_path):
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "data.txt").write_text("payload\n")
+    proc = cluster.ag("submit", "-n", "2", "--placement", "spread", "--working-dir", str(code), "--", "cat data.txt")
+    assert "payload" in proc.stdout
+    roots = [cluster.worker_data_dir(ip) / "packages" for ip in ("127.0.0.2", "127.0.0.3")]
+    deadline = time.time() + 10
+    while any(list((root / "jobs").iterdir()) for root in roots) and time.time() < deadline:
+        time.sleep(0.05)
+    for root in roots:
+        assert list((root / "jobs").iterdir()) == [], f"{root}/jobs still holds a finished job's files"
+        assert len(list((root / "archives").iterdir())) == 1, "the package stays cached"
+    # The same folder again: no upload, unpacked anew from the cached archive.
+    proc = cluster.ag("submit", "-n", "2", "--placement", "spread", "--working-dir", str(code), "--", "cat data.txt")
+    assert "payload" in proc.stdout
+
+
+def test_cli_shows_upload_progress_on_a_terminal_only(cluster, tmp_path):
+    import pty
+    import subprocess
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "weights.bin").write_bytes(os.urandom(12 << 20))
+    from conftest import AG_BIN
+    args = [AG_BIN, "submit", "--no-wait", "--working-dir", str(code), "--", "true"]
+    # Through a pipe: the one "Uploading" line, no bar.
+    piped = subprocess.run(args, env=cluster.env, capture_output=True, text=True, timeout=60)
+    assert piped.returncode == 0, piped.stderr
+    assert "Uploading working_dir" in piped.stderr and "%" not in piped.stderr
+    # On a terminal (a new folder, so that it uploads again): the bar reaches 100%.
+    (code / "weights.bin").write_bytes(os.urandom(12 << 20))
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(args, env=cluster.env, stdin=follower, stdout=follower, stderr=follower)
+    os.close(follower)
+    shown = b""
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        shown += data
+    proc.wait(timeout=60)
+    os.close(leader)
+    assert proc.returncode == 0, shown
+    assert b"100%" in shown and b"12.0 / 12.0 MiB" in shown, shown[-500:]

@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 
+#include "common/dir_spread.h"
 #include "common/env_expand.h"
 #include "common/ids.h"
 #include "common/sha256.h"
@@ -79,6 +80,12 @@ TEST(ExpandEnvVarsTest, ExpandedValuesAreNotExpandedAgain) {
 }
 
 // --- ids -------------------------------------------------------------------------
+
+TEST(SpreadSubdirectoriesTest, MissingFolderIsRefused) {
+  EXPECT_FALSE(spread_subdirectories("/nonexistent/aethergrid-test-dir"));
+}
+
+TEST(SpreadSubdirectoriesTest, FileIsRefused) { EXPECT_FALSE(spread_subdirectories("/etc/hostname")); }
 
 TEST(Sha256Test, KnownDigestOfAbc) {
   EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");

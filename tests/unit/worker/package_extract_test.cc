@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "worker/fs_fixtures.h"
@@ -360,6 +361,77 @@ TEST_F(ExtractPackageTest, SetuidAndSetgidBitsAreNotKept) {
   if (!status.ok()) return;  // refusing such entries is a fine fix too
   EXPECT_EQ(mode_bits(dest() / "suid") & 06000u, 0u) << std::oct << mode_bits(dest() / "suid");
   EXPECT_EQ(mode_bits(dest() / "sgid") & 06000u, 0u) << std::oct << mode_bits(dest() / "sgid");
+}
+
+// The archive handed over in pieces, as a download arrives.
+class ExtractStreamTest : public ExtractPackageTest {
+ protected:
+  Status extract_streamed(const std::vector<TarEntry>& entries, size_t piece_bytes, size_t keep_bytes = SIZE_MAX) {
+    write_tar(archive_path(), entries, Compression::kNone, NameCharset::kLocale);
+    std::string bytes = read_file(archive_path());
+    bytes.resize(std::min(bytes.size(), keep_bytes));
+    size_t at = 0;
+    std::string piece;
+    return extract_package_stream(
+        [&]() -> std::string_view {
+          piece = bytes.substr(at, piece_bytes);
+          at += piece.size();
+          return piece;
+        },
+        dest().string());
+  }
+};
+
+TEST_F(ExtractStreamTest, PiecesUnpackLikeTheFile) {
+  std::string big(300000, 'b');
+  Status status = extract_streamed({tar_dir("src"), tar_file("src/a.py", "print(1)\n"), tar_file("big.bin", big)}, 4096);
+
+  ASSERT_TRUE(status.ok()) << status.error().message;
+  EXPECT_THAT(list_tree(dest()), ElementsAre("big.bin", "src/", "src/a.py"));
+  EXPECT_EQ(read_file(dest() / "big.bin"), big);
+  EXPECT_EQ(read_file(dest() / "src/a.py"), "print(1)\n");
+}
+
+TEST_F(ExtractStreamTest, CutShortIsCorrupt) {
+  Status status = extract_streamed({tar_file("big.bin", std::string(300000, 'b'))}, 65536, 100000);
+
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(status.error().message, HasSubstr("corrupt"));
+}
+
+TEST_F(ExtractStreamTest, UnsafeEntryIsRefusedFromAStreamToo) {
+  expect_refused(extract_streamed({tar_file("ok.txt", "fine"), tar_file("../escape.txt", "bad")}, 512), "../escape.txt");
+}
+
+TEST(PieceQueueTest, PiecesComeOutInOrderThenEmptyAtTheEnd) {
+  PieceQueue queue(2);
+  std::thread producer([&] {
+    for (int i = 0; i < 50; ++i) {
+      std::string piece = "piece" + std::to_string(i);
+      queue.push(piece.data(), piece.size());
+    }
+    queue.finish();
+  });
+  std::vector<std::string> got;
+  for (std::string_view piece = queue.pop(); !piece.empty(); piece = queue.pop()) got.emplace_back(piece);
+  producer.join();
+
+  ASSERT_EQ(got.size(), 50u);
+  EXPECT_EQ(got.front(), "piece0");
+  EXPECT_EQ(got.back(), "piece49");
+}
+
+TEST(PieceQueueTest, ProducerIsNotBlockedOnceTheReaderStopped) {
+  PieceQueue queue(1);
+  queue.push("a", 1);
+  queue.stop_reading();
+  std::thread producer([&] {
+    for (int i = 0; i < 10; ++i) queue.push("b", 1);  // would wait forever on a full queue
+    queue.finish();
+  });
+  producer.join();
+  EXPECT_TRUE(queue.pop().empty());
 }
 
 }  // namespace
