@@ -40,6 +40,7 @@ struct TaskRunner::Task {
   std::string cgroup;  // "" where the node has none
   int output_fd = -1;  // read side of output.log
   int64_t offset = 0;  // bytes of output handed on so far
+  int64_t supervisor_pid = 0;
   int watch = -1;
   bool finished = false;
   std::unique_ptr<asio::steady_timer> kill_timer;
@@ -119,9 +120,21 @@ std::string TaskRunner::task_dir(const TaskId& id) const {
 std::string TaskRunner::log_path(const TaskId& id) const { return task_dir(id) + "/output.log"; }
 
 void TaskRunner::reap_children() {
-  // Supervisors are this agent's children while it lives; their ends are read from
-  // the `exit` file, so reaping only clears them away.
-  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+  // The supervisor is this agent's child. It leaves only once the agent is gone, so
+  // reaping it here means it died: its tasks can no longer record their ends.
+  pid_t pid;
+  while ((pid = ::waitpid(-1, nullptr, WNOHANG)) > 0) {
+    if (!supervisor_.on_reaped(pid)) continue;
+    spdlog::error("the task supervisor (pid {}) died; its tasks are ended as lost", pid);
+    std::vector<std::shared_ptr<Task>> orphans;
+    for (const auto& [_, task] : tasks_) {
+      if (task->supervisor_pid == pid) orphans.push_back(task);
+    }
+    for (const auto& task : orphans) {
+      signal_task(*task, SIGKILL);
+      remove_cgroup(task->cgroup);
+      finish(task, ExitStatus{std::nullopt, std::nullopt, "its supervisor on the node died"});
+    }
   }
   sigchld_.async_wait([this](const boost::system::error_code& ec, int) {
     if (!ec) reap_children();
@@ -203,79 +216,31 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
     return internal_error("cannot create " + task->dir + ": " + std::strerror(errno));
   }
 
-  // Everything the supervisor needs is prepared before fork.
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : spec.env) env_strings.push_back(k + "=" + v);
-  env_strings.push_back("AG_TASK_MARKER=" + task->marker);
-  SupervisorArgs args;
-  for (auto& s : env_strings) args.envp.push_back(s.data());
-  args.envp.push_back(nullptr);
-  std::string sh = "/bin/sh", dash_c = "-c", command = spec.entrypoint;
-  args.argv = {sh.data(), dash_c.data(), command.data(), nullptr};
-  args.working_dir = spec.working_dir;
-  args.task_dir = task->dir;
-  args.agent_pid_file = data_dir_ + "/agent.pid";
-  args.marker = task->marker;
-  args.orphan_timeout_ms = spec.orphan_timeout_ms;
-  args.cgroup = task->cgroup;
-
-  int err_pipe[2], report_pipe[2];
+  // The task's exec, for the supervisor to start.
+  LaunchRequest request;
+  request.task_dir = task->dir;
+  request.working_dir = spec.working_dir;
+  request.cgroup = task->cgroup;
+  request.marker = task->marker;
+  request.orphan_timeout_ms = spec.orphan_timeout_ms;
+  request.argv = {"/bin/sh", "-c", spec.entrypoint};
+  for (const auto& [k, v] : spec.env) request.envp.push_back(k + "=" + v);
+  request.envp.push_back("AG_TASK_MARKER=" + task->marker);
   // One descriptor serves both sides: the task appends through it, the runner reads
   // from it by offset.
-  args.output_fd = ::open((task->dir + "/output.log").c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-  if (args.output_fd < 0) return internal_error("cannot create " + task->dir + "/output.log: " + std::strerror(errno));
-  if (::pipe2(err_pipe, O_CLOEXEC) != 0 || ::pipe2(report_pipe, O_CLOEXEC) != 0) {
-    ::close(args.output_fd);
-    return internal_error(std::string("pipe: ") + std::strerror(errno));
-  }
-  args.error_fd = err_pipe[1];
-  args.report_fd = report_pipe[1];
-  pid_t supervisor = ::fork();
-  if (supervisor < 0) {
-    int e = errno;
-    for (int fd : {args.output_fd, err_pipe[0], err_pipe[1], report_pipe[0], report_pipe[1]}) ::close(fd);
-    return internal_error(std::string("fork: ") + std::strerror(e));
-  }
-  if (supervisor == 0) {
-    // Only what the supervisor and the task need stays open: not the agent's socket
-    // to the head, nor its inotify or signal descriptors.
-    // The three descriptors move to 3, 4 and 5 (above any of them, then down), and one
-    // close_range drops everything else.
-    int moved[3] = {::fcntl(args.output_fd, F_DUPFD_CLOEXEC, 1024), ::fcntl(err_pipe[1], F_DUPFD_CLOEXEC, 1024),
-                    ::fcntl(report_pipe[1], F_DUPFD_CLOEXEC, 1024)};
-    for (int i = 0; i < 3; ++i) ::dup3(moved[i], 3 + i, O_CLOEXEC);
-    ::close_range(6, ~0U, 0);
-    args.output_fd = 3;
-    args.error_fd = 4;
-    args.report_fd = 5;
-    run_supervisor(args);
-  }
-  task->output_fd = args.output_fd;
-  ::close(err_pipe[1]);
-  ::close(report_pipe[1]);
-  // The supervisor reports the task's pid; exec closes the error pipe, so EOF with no
-  // bytes means the task is running.
-  std::string report, child_error;
-  char buf[512];
-  ssize_t n;
-  while ((n = ::read(report_pipe[0], buf, sizeof buf)) != 0) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;
-    report.append(buf, static_cast<size_t>(n));
-  }
-  while ((n = ::read(err_pipe[0], buf, sizeof buf)) != 0) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;
-    child_error.append(buf, static_cast<size_t>(n));
-  }
-  ::close(report_pipe[0]);
-  ::close(err_pipe[0]);
-  int64_t pid = std::atoll(report.c_str());
-  if (!child_error.empty() || pid <= 0) {
+  int output_fd = ::open((task->dir + "/output.log").c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  if (output_fd < 0) return internal_error("cannot create " + task->dir + "/output.log: " + std::strerror(errno));
+  auto started = supervisor_.launch(request, output_fd, data_dir_ + "/agent.pid");
+  if (!started.ok()) {
+    ::close(output_fd);
     fs::remove_all(task->dir, fs_error);
     remove_cgroup(task->cgroup);
-    return internal_error(child_error.empty() ? "the task's supervisor could not start it" : child_error);
+    return started.error();
   }
+  task->output_fd = output_fd;
+  int64_t pid = started.value();
+  int64_t supervisor = supervisor_.pid();
+  task->supervisor_pid = supervisor;
   task->pid = pid;
   {
     // What a restarted agent needs to find the task again.
@@ -315,6 +280,7 @@ std::vector<TaskRunner::Recovered> TaskRunner::recover() {
     task->marker = state.value("marker", "");
     task->cgroup = state.value("cgroup", "");
     int64_t supervisor = state.value("supervisor_pid", int64_t{0});
+    task->supervisor_pid = supervisor;
     task->pid = state.value("pid", int64_t{0});
     Recovered r{task->id, task->pid, std::nullopt};
     if (fs::exists(entry.path() / "exit")) {

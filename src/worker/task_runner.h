@@ -1,19 +1,20 @@
 // TaskRunner: starts task processes, follows them to the end, and finds them again
 // after the worker agent itself restarts.
 //
-// Each task gets a folder <data_dir>/tasks/<job>.<attempt>.<index>/ and a small
-// supervisor process (forked from the agent, its own session, a child subreaper)
-// that starts `/bin/sh -c ENTRYPOINT` in its own process group and waits for it:
+// Each task gets a folder <data_dir>/tasks/<job>.<attempt>.<index>/. The agent's task
+// supervisor (task_supervisor.h: forked from the agent once, its own session, a child
+// subreaper) starts `/bin/sh -c ENTRYPOINT` in its own process group and waits for it:
 //
-//   agent --fork--> supervisor --fork/exec--> sh -c ENTRYPOINT (stdout+stderr -> output.log)
-//                       | task ends: kill what it left, write `exit`, leave
-//                       | agent gone longer than the node timeout: kill the task
+//   agent --launch--> supervisor --posix_spawn--> sh -c ENTRYPOINT (stdout+stderr -> output.log)
+//                         | a task ends: kill what it left, write its `exit`
+//                         | agent gone longer than the node timeout: kill its tasks
 //
 // The task writes its output straight into output.log, so it never depends on the
 // agent being alive; the runner follows the file and the `exit` file through inotify
 // (pushed by the kernel, no polling). A restarted agent calls recover() and adopts
-// what still runs. Every process of a task carries AG_TASK_MARKER, so a kill finds
-// it even outside its group. All methods and callbacks run on the io thread.
+// what still runs (the previous agent's supervisor goes on recording their ends).
+// Every process of a task carries AG_TASK_MARKER, so a kill finds it even outside its
+// group. All methods and callbacks run on the io thread.
 #pragma once
 
 #include <array>
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "worker/task_supervisor.h"
 
 namespace ag::worker {
 
@@ -115,6 +117,7 @@ class TaskRunner {
   std::string cgroup_root_;
   RunnerCallbacks callbacks_;
   boost::asio::signal_set sigchld_;
+  SupervisorClient supervisor_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> inotify_;
   std::array<char, 16384> inotify_buffer_{};
   std::map<TaskId, std::shared_ptr<Task>> tasks_;

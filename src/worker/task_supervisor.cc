@@ -1,9 +1,12 @@
 #include "worker/task_supervisor.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -11,7 +14,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <string>
+#include <map>
 
 #include "worker/task_cgroup.h"
 #include "worker/task_runner.h"
@@ -19,10 +22,94 @@
 namespace ag::worker {
 namespace {
 
+constexpr int kReplyTimeoutMs = 10000;
+constexpr uint32_t kMaxFrameBytes = 64u << 20;
+
 int64_t monotonic_ms() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+bool write_all(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool read_all(int fd, char* data, size_t size) {
+  while (size > 0) {
+    ssize_t n = ::read(fd, data, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// A frame: 4-byte length, then the payload; `pass_fd` (when >= 0) rides along with
+// the length.
+bool write_frame(int fd, const std::string& payload, int pass_fd) {
+  uint32_t length = static_cast<uint32_t>(payload.size());
+  iovec iov{&length, sizeof length};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  if (pass_fd >= 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(cmsg), &pass_fd, sizeof(int));
+  }
+  ssize_t n;
+  do {
+    n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) return false;
+  if (static_cast<size_t>(n) < sizeof length &&
+      !write_all(fd, reinterpret_cast<const char*>(&length) + n, sizeof length - static_cast<size_t>(n))) {
+    return false;
+  }
+  return write_all(fd, payload.data(), payload.size());
+}
+
+// Reads one frame; `received_fd` gets a descriptor passed with it (or -1). False at
+// the end of the stream or on a malformed frame.
+bool read_frame(int fd, std::string* payload, int* received_fd) {
+  *received_fd = -1;
+  uint32_t length = 0;
+  iovec iov{&length, sizeof length};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n;
+  do {
+    n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) return false;
+  for (cmsghdr* cmsg = CMSG_FIRSTHDR(&msg); cmsg; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
+    if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS) std::memcpy(received_fd, CMSG_DATA(cmsg), sizeof(int));
+  }
+  if (static_cast<size_t>(n) < sizeof length &&
+      !read_all(fd, reinterpret_cast<char*>(&length) + n, sizeof length - static_cast<size_t>(n))) {
+    return false;
+  }
+  if (length > kMaxFrameBytes) return false;
+  payload->resize(length);
+  return read_all(fd, payload->data(), length);
 }
 
 // True when the pid in `pid_file` is a live `ag start-worker` process.
@@ -58,24 +145,36 @@ void write_exit_record(const std::string& dir, const char* text) {
   ::close(fd);
 }
 
-void kill_everything(pid_t task_pgid, const SupervisorArgs& args, int sig) {
+// A task the supervisor started and has not seen end.
+struct Supervised {
+  std::string task_dir;
+  std::string cgroup;
+  std::string marker;
+  int64_t orphan_timeout_ms = 10000;
+  int64_t term_sent_ms = 0;  // when the orphaned task was sent SIGTERM
+};
+
+void kill_everything(pid_t task_pgid, const Supervised& task, int sig) {
   ::kill(-task_pgid, sig);
   // The control group holds every descendant; without one, the marker scan of /proc
   // (the costly part) finds those that left the process group.
-  if (!args.cgroup.empty()) {
-    for (int pid : cgroup_pids(args.cgroup)) ::kill(pid, sig);
+  if (!task.cgroup.empty()) {
+    for (int pid : cgroup_pids(task.cgroup)) ::kill(pid, sig);
   } else {
-    for (int pid : find_marked_processes(args.marker)) ::kill(pid, sig);
+    for (int pid : find_marked_processes(task.marker)) ::kill(pid, sig);
   }
 }
 
-// Starts the task with posix_spawn, which shares this process's memory until the exec
-// instead of copying it (a fork of the agent's image per task was most of the cost of
-// a short task). The task is born in its own process group, with default signals, its
-// output file as stdout and stderr, in its working dir, and inside its control group:
-// the supervisor steps into the group for the spawn and out again. Returns the pid, or
-// 0 with `error` set.
-pid_t start_task(const SupervisorArgs& args, std::string* error) {
+// Starts the task with posix_spawn (which shares this process's memory until the
+// exec): in its own process group, with default signals, the output file as stdout
+// and stderr, in its working dir, and inside its control group (the supervisor steps
+// into the group for the spawn and out again). Returns the pid, or 0 with `error` set.
+pid_t start_task(const LaunchRequest& request, int output_fd, std::string* error) {
+  std::vector<char*> argv, envp;
+  for (const auto& s : request.argv) argv.push_back(const_cast<char*>(s.c_str()));
+  argv.push_back(nullptr);
+  for (const auto& s : request.envp) envp.push_back(const_cast<char*>(s.c_str()));
+  envp.push_back(nullptr);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   sigset_t none, all;
@@ -89,97 +188,268 @@ pid_t start_task(const SupervisorArgs& args, std::string* error) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, args.output_fd, 1);
-  posix_spawn_file_actions_adddup2(&actions, args.output_fd, 2);
-  posix_spawn_file_actions_addchdir_np(&actions, args.working_dir.c_str());
-  join_cgroup(args.cgroup.c_str());
+  posix_spawn_file_actions_adddup2(&actions, output_fd, 1);
+  posix_spawn_file_actions_adddup2(&actions, output_fd, 2);
+  posix_spawn_file_actions_addchdir_np(&actions, request.working_dir.c_str());
+  join_cgroup(request.cgroup.c_str());
   pid_t pid = 0;
-  int rc = posix_spawn(&pid, args.argv[0], &actions, &attr, args.argv.data(),
-                       const_cast<char* const*>(args.envp.data()));
-  if (!args.cgroup.empty()) {
-    // Back to the node's group: the supervisor must not die with its task's group.
-    std::string parent = args.cgroup.substr(0, args.cgroup.rfind('/'));
+  int rc = argv[0] ? posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), envp.data()) : EINVAL;
+  if (!request.cgroup.empty()) {
+    // Back to the node's group: the supervisor must not stay in a task's group.
+    std::string parent = request.cgroup.substr(0, request.cgroup.rfind('/'));
     join_cgroup(parent.c_str());
   }
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {
-    *error = "cannot start `/bin/sh -c ...` in " + args.working_dir + ": " + std::strerror(rc);
+    *error = "cannot start `/bin/sh -c ...` in " + request.working_dir + ": " + std::strerror(rc);
     return 0;
   }
   return pid;
 }
 
-}  // namespace
+class Supervisor {
+ public:
+  Supervisor(int agent_fd, std::string agent_pid_file)
+      : agent_fd_(agent_fd), agent_pid_file_(std::move(agent_pid_file)) {}
 
-void run_supervisor(const SupervisorArgs& args) {
-  ::setsid();
-  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  // SIGCHLD is taken with sigtimedwait, which also paces the liveness checks.
-  sigset_t chld;
-  sigemptyset(&chld);
-  sigaddset(&chld, SIGCHLD);
-  ::sigprocmask(SIG_BLOCK, &chld, nullptr);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGPIPE}) ::signal(sig, SIG_IGN);
-
-  std::string error;
-  pid_t task = start_task(args, &error);
-  if (task <= 0) {
-    ssize_t ignored = ::write(args.error_fd, error.data(), error.size());
-    (void)ignored;
+  [[noreturn]] void run() {
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    ::sigprocmask(SIG_BLOCK, &chld, nullptr);
+    int signal_fd = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+    int64_t last_check = monotonic_ms();
+    for (;;) {
+      pollfd fds[2] = {{signal_fd, POLLIN, 0}, {agent_fd_, POLLIN, 0}};
+      ::poll(fds, agent_fd_ >= 0 ? 2 : 1, 1000);
+      if (fds[0].revents & POLLIN) {
+        signalfd_siginfo info;
+        while (::read(signal_fd, &info, sizeof info) > 0) {
+        }
+      }
+      reap();
+      if (agent_fd_ >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) take_request();
+      int64_t now = monotonic_ms();
+      if (now - last_check >= 1000) {
+        last_check = now;
+        check_orphaned(now);
+        retry_cgroup_removal();
+      }
+      if (agent_fd_ < 0 && tasks_.empty()) {
+        retry_cgroup_removal();
+        ::_exit(0);
+      }
+    }
   }
-  ::close(args.error_fd);
-  ::close(args.output_fd);
-  char line[32];
-  int len = std::snprintf(line, sizeof line, "%d\n", task <= 0 ? -1 : static_cast<int>(task));
-  ssize_t ignored = ::write(args.report_fd, line, static_cast<size_t>(len));
-  (void)ignored;
-  ::close(args.report_fd);
-  if (task <= 0) ::_exit(1);
 
-  int64_t orphaned_since = 0;
-  bool killing = false;
-  int64_t kill_sent_ms = 0;
-  for (;;) {
-    timespec wait{1, 0};
-    siginfo_t info;
-    ::sigtimedwait(&chld, &info, &wait);
+ private:
+  void take_request() {
+    std::string payload;
+    int output_fd = -1;
+    if (!read_frame(agent_fd_, &payload, &output_fd)) {
+      // The agent is gone (or restarting): the tasks go on; see check_orphaned.
+      ::close(agent_fd_);
+      agent_fd_ = -1;
+      return;
+    }
+    std::string reply;
+    auto request = decode_launch(payload);
+    if (!request || output_fd < 0) {
+      reply = "error the supervisor got a malformed launch request";
+    } else {
+      std::string error;
+      pid_t pid = start_task(*request, output_fd, &error);
+      if (pid > 0) {
+        tasks_[pid] = {request->task_dir, request->cgroup, request->marker, request->orphan_timeout_ms, 0};
+        reply = "pid " + std::to_string(pid);
+      } else {
+        reply = "error " + error;
+      }
+    }
+    if (output_fd >= 0) ::close(output_fd);
+    if (!write_frame(agent_fd_, reply, -1)) {
+      ::close(agent_fd_);
+      agent_fd_ = -1;
+    }
+  }
+
+  void reap() {
     int status = 0;
     pid_t pid;
     while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
-      if (pid != task) continue;  // an orphan handed to us: reaped, nothing else
+      auto it = tasks_.find(pid);
+      if (it == tasks_.end()) continue;  // an orphan handed to us: reaped, nothing else
+      Supervised task = std::move(it->second);
+      tasks_.erase(it);
       // Whatever the task left behind dies with it, then the end is recorded.
-      kill_everything(task, args, SIGKILL);
+      kill_everything(pid, task, SIGKILL);
       char record[64];
       if (WIFSIGNALED(status)) {
         std::snprintf(record, sizeof record, "signal %d\n", WTERMSIG(status));
       } else {
         std::snprintf(record, sizeof record, "exit %d\n", WEXITSTATUS(status));
       }
-      // Reap the orphans the kill just made, so none is left a zombie.
-      for (int i = 0; i < 50 && ::waitpid(-1, nullptr, WNOHANG) >= 0; ++i) {
-        timespec pause{0, 2000000};
-        ::nanosleep(&pause, nullptr);
+      // A group still holding processes that are dying goes a little later.
+      if (!task.cgroup.empty() && ::rmdir(task.cgroup.c_str()) != 0 && errno == EBUSY) {
+        leftover_cgroups_.push_back(task.cgroup);
       }
-      remove_cgroup(args.cgroup);
-      write_exit_record(args.task_dir, record);
-      ::_exit(0);
-    }
-    // An agent that is gone for longer than the node timeout is not coming back for
-    // this task: the head has given it up, so it must not hold its GPUs any longer.
-    int64_t now = monotonic_ms();
-    if (agent_alive(args.agent_pid_file)) {
-      orphaned_since = 0;
-    } else if (orphaned_since == 0) {
-      orphaned_since = now;
-    } else if (!killing && now - orphaned_since > args.orphan_timeout_ms) {
-      kill_everything(task, args, SIGTERM);
-      killing = true;
-      kill_sent_ms = now;
-    } else if (killing && now - kill_sent_ms > 5000) {
-      kill_everything(task, args, SIGKILL);
+      write_exit_record(task.task_dir, record);
     }
   }
+
+  // An agent that is gone for longer than a task's orphan timeout (the node timeout)
+  // is not coming back for it: the head has given the task up, so it must not hold
+  // its GPUs any longer. SIGTERM, then SIGKILL 5 s later.
+  void check_orphaned(int64_t now) {
+    if (agent_fd_ >= 0 || agent_alive(agent_pid_file_)) {
+      orphaned_since_ = 0;
+      return;
+    }
+    if (orphaned_since_ == 0) orphaned_since_ = now;
+    for (auto& [pid, task] : tasks_) {
+      if (task.term_sent_ms == 0 && now - orphaned_since_ > task.orphan_timeout_ms) {
+        kill_everything(pid, task, SIGTERM);
+        task.term_sent_ms = now;
+      } else if (task.term_sent_ms != 0 && now - task.term_sent_ms > 5000) {
+        kill_everything(pid, task, SIGKILL);
+      }
+    }
+  }
+
+  void retry_cgroup_removal() {
+    std::vector<std::string> still;
+    for (const auto& group : leftover_cgroups_) {
+      if (::rmdir(group.c_str()) != 0 && errno == EBUSY) still.push_back(group);
+    }
+    leftover_cgroups_ = std::move(still);
+  }
+
+  int agent_fd_;
+  std::string agent_pid_file_;
+  std::map<pid_t, Supervised> tasks_;
+  std::vector<std::string> leftover_cgroups_;
+  int64_t orphaned_since_ = 0;
+};
+
+}  // namespace
+
+std::string encode_launch(const LaunchRequest& request) {
+  std::string out;
+  auto field = [&out](const std::string& value) {
+    out += value;
+    out.push_back('\0');
+  };
+  field("launch");
+  field(request.task_dir);
+  field(request.working_dir);
+  field(request.cgroup);
+  field(request.marker);
+  field(std::to_string(request.orphan_timeout_ms));
+  field(std::to_string(request.argv.size()));
+  for (const auto& arg : request.argv) field(arg);
+  for (const auto& var : request.envp) field(var);
+  return out;
+}
+
+std::optional<LaunchRequest> decode_launch(std::string_view bytes) {
+  std::vector<std::string> fields;
+  while (!bytes.empty()) {
+    size_t end = bytes.find('\0');
+    if (end == std::string_view::npos) return std::nullopt;  // every field ends with NUL
+    fields.emplace_back(bytes.substr(0, end));
+    bytes.remove_prefix(end + 1);
+  }
+  if (fields.size() < 7 || fields[0] != "launch") return std::nullopt;
+  LaunchRequest request;
+  request.task_dir = fields[1];
+  request.working_dir = fields[2];
+  request.cgroup = fields[3];
+  request.marker = fields[4];
+  char* end = nullptr;
+  request.orphan_timeout_ms = std::strtoll(fields[5].c_str(), &end, 10);
+  if (fields[5].empty() || *end) return std::nullopt;
+  size_t argc = std::strtoull(fields[6].c_str(), &end, 10);
+  if (fields[6].empty() || *end || argc > fields.size() - 7) return std::nullopt;
+  request.argv.assign(fields.begin() + 7, fields.begin() + 7 + static_cast<std::ptrdiff_t>(argc));
+  request.envp.assign(fields.begin() + 7 + static_cast<std::ptrdiff_t>(argc), fields.end());
+  return request;
+}
+
+void run_supervisor(int agent_fd, const std::string& agent_pid_file) {
+  ::setsid();
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGPIPE}) ::signal(sig, SIG_IGN);
+  Supervisor(agent_fd, agent_pid_file).run();
+}
+
+SupervisorClient::~SupervisorClient() {
+  // The supervisor stays: it goes on with the running tasks after this agent ends.
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status SupervisorClient::start(const std::string& agent_pid_file) {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+    return internal_error(std::string("cannot start the task supervisor: socketpair: ") + std::strerror(errno));
+  }
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    int e = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return internal_error(std::string("cannot start the task supervisor: fork: ") + std::strerror(e));
+  }
+  if (pid == 0) {
+    // Only its end of the socket stays open: not the agent's connection to the head,
+    // nor its inotify or signal descriptors.
+    ::dup3(fds[1], 3, O_CLOEXEC);
+    ::close_range(4, ~0U, 0);
+    run_supervisor(3, agent_pid_file);
+  }
+  ::close(fds[1]);
+  fd_ = fds[0];
+  pid_ = pid;
+  return {};
+}
+
+void SupervisorClient::drop() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+bool SupervisorClient::on_reaped(pid_t pid) {
+  if (pid_ == 0 || pid != pid_) return false;
+  drop();
+  pid_ = 0;
+  return true;
+}
+
+Result<int64_t> SupervisorClient::launch(const LaunchRequest& request, int output_fd,
+                                         const std::string& agent_pid_file) {
+  std::string payload = encode_launch(request);
+  for (int attempt = 0;; ++attempt) {
+    if (fd_ < 0) {
+      if (Status s = start(agent_pid_file); !s) return s.error();
+    }
+    if (write_frame(fd_, payload, output_fd)) break;
+    // The supervisor died since the last launch: once more with a new one.
+    drop();
+    if (attempt > 0) return internal_error("the task supervisor does not take launch requests");
+  }
+  pollfd pfd{fd_, POLLIN, 0};
+  int ready;
+  do {
+    ready = ::poll(&pfd, 1, kReplyTimeoutMs);
+  } while (ready < 0 && errno == EINTR);
+  std::string reply;
+  int unused_fd = -1;
+  if (ready <= 0 || !read_frame(fd_, &reply, &unused_fd)) {
+    drop();
+    return internal_error("the task supervisor did not answer the launch request");
+  }
+  if (reply.rfind("pid ", 0) == 0) return static_cast<int64_t>(std::atoll(reply.c_str() + 4));
+  return internal_error(reply.rfind("error ", 0) == 0 ? reply.substr(6) : reply);
 }
 
 }  // namespace ag::worker

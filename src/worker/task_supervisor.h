@@ -1,33 +1,74 @@
-// The per-task supervisor: the code a forked child of the agent runs for the life of
-// one task (see task_runner.h for the picture). It starts the task, reaps it and any
-// orphans it leaves (it is a child subreaper), records how it ended in `exit`, and
-// kills the task if no agent has been alive for the orphan timeout.
+// The task supervisor: one small process per agent process, forked from it, that
+// starts every task the agent launches, reaps it and whatever it leaves (it is a child
+// subreaper in its own session), records how each task ended in its `exit` file, and
+// kills the tasks once no agent has been alive for their orphan timeout. It outlives
+// its agent: a restarted agent adopts the tasks, and the supervisor goes on recording
+// their ends; it leaves once its agent is gone and its last task has ended.
 //
-// It runs between fork and exit of a child of the agent, so it keeps to plain system
-// calls and takes everything it needs, prepared, from the agent.
+//   agent ==(socket: launch request + output fd)==> supervisor --posix_spawn--> sh -c ENTRYPOINT
+//         <==(the task's pid, or why it could not start)==
+//
+// A long-lived supervisor, not one per task: forking a process of the agent's size and
+// tearing it down again cost more than the short tasks themselves.
+//
+// The child of a fork of the (multi-threaded) agent, it keeps to system calls and the
+// standard library; no logging.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "common/result.h"
 
 namespace ag::worker {
 
-struct SupervisorArgs {
-  std::string task_dir;        // where `exit` is written
-  std::string agent_pid_file;  // the agent's pid; no live agent there = orphaned
-  std::string marker;          // AG_TASK_MARKER value of the task's processes
-  std::string cgroup;          // the task's control group, or "" where there is none
+// One task for the supervisor to start.
+struct LaunchRequest {
+  std::string task_dir;     // where `exit` is written
+  std::string working_dir;  // the task's current directory
+  std::string cgroup;       // the task's control group, or "" where there is none
+  std::string marker;       // AG_TASK_MARKER value of the task's processes
   int64_t orphan_timeout_ms = 10000;
-  // The task's exec, prepared by the agent.
-  std::vector<char*> argv;
-  std::vector<char*> envp;
-  std::string working_dir;
-  int output_fd = -1;  // output.log, opened for appending
-  int error_fd = -1;   // close-on-exec pipe: why the task could not start
-  int report_fd = -1;  // pipe: the task's pid, once forked
+  std::vector<std::string> argv;
+  std::vector<std::string> envp;  // "NAME=value"
 };
 
-[[noreturn]] void run_supervisor(const SupervisorArgs& args);
+std::string encode_launch(const LaunchRequest& request);
+std::optional<LaunchRequest> decode_launch(std::string_view bytes);
+
+// The agent's end of its supervisor.
+class SupervisorClient {
+ public:
+  SupervisorClient() = default;
+  ~SupervisorClient();
+  SupervisorClient(const SupervisorClient&) = delete;
+  SupervisorClient& operator=(const SupervisorClient&) = delete;
+
+  // Starts the task through the supervisor (forked on first use, or again after one
+  // died), its stdout and stderr going to `output_fd`. Returns the task's pid.
+  // Errors: kInternal with the reason it could not start.
+  Result<int64_t> launch(const LaunchRequest& request, int output_fd, const std::string& agent_pid_file);
+
+  // The supervisor's pid, 0 before the first launch.
+  pid_t pid() const { return pid_; }
+  // Called when the agent reaped `pid`: true (and the next launch forks a new
+  // supervisor) when it was this supervisor.
+  bool on_reaped(pid_t pid);
+
+ private:
+  Status start(const std::string& agent_pid_file);
+  void drop();
+
+  pid_t pid_ = 0;
+  int fd_ = -1;
+};
+
+// The supervisor's main loop, on `agent_fd` (its end of the socket).
+[[noreturn]] void run_supervisor(int agent_fd, const std::string& agent_pid_file);
 
 }  // namespace ag::worker

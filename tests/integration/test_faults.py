@@ -280,3 +280,33 @@ def test_timeout_covers_all_attempts_unless_per_attempt(cluster):
     assert "timed out after 2.5s" in whole_job["message"] and whole_job["num_attempts"] == 2
     assert "timed out" not in per_job["message"] and per_job["num_attempts"] == 2
     assert "exited with code 1" in per_job["message"]
+
+
+def test_killed_task_supervisor_ends_its_task_as_lost_and_the_worker_goes_on(cluster):
+    import json
+    first = submit_no_wait(cluster, "--", "sleep 300")
+    second = submit_no_wait(cluster, "--", "sleep 300")
+    wait_until(lambda: all(cluster.job(j)["state"] == "RUNNING" and cluster.job(j)["attempts"][0]["tasks"][0]["pid"]
+                           for j in (first, second)), 15, message="both jobs running")
+    states = {}
+    for job_id in (first, second):
+        task = cluster.job(job_id)["attempts"][0]["tasks"][0]
+        path = cluster.worker_data_dir(task["node_address"]) / "tasks" / f"{job_id}.0.0" / "task.json"
+        states[job_id] = (task["node_address"], json.loads(path.read_text()))
+    node, state = states[first]
+    supervisor = state["supervisor_pid"]
+    # One supervisor per worker, in its own session, not the task itself.
+    assert supervisor not in (state["pid"], cluster.worker_pid(node))
+    assert os.getsid(supervisor) == supervisor
+    if states[second][0] == node:
+        assert states[second][1]["supervisor_pid"] == supervisor
+
+    os.kill(supervisor, signal.SIGKILL)
+
+    wait_until(lambda: cluster.job(first)["state"] == "FAILED", 15, message="the job of the lost task failed")
+    assert "supervisor" in cluster.job(first)["message"]
+    wait_until(lambda: not job_processes([first]), 10, message="the lost task's processes are gone")
+    # The worker starts the next task with a new supervisor.
+    proc = cluster.ag("submit", "--", "echo after the supervisor died")
+    assert "after the supervisor died" in proc.stdout
+    cluster.ag("stop-job", second, check=False)
