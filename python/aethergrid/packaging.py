@@ -1,12 +1,14 @@
-"""Packs a working_dir into a deterministic gzip'd tar and names it by its sha256.
+"""Packs a working_dir into a deterministic tar and names it by its sha256.
 
-The same folder content always gives the same bytes (with the same Python/zlib), so the
-head's content-addressed store sees an unchanged folder as already uploaded:
+The same folder content always gives the same bytes, so the head's content-addressed
+store sees an unchanged folder as already uploaded; `ag submit --working-dir` writes the
+very same bytes (src/cli/package_builder.cc), so the two share uploads:
 - entries sorted by path (bytes), folders included, no entry for the root itself;
 - mtime 0, uid/gid 0, empty user/group names;
 - modes normalised: 0o755 for folders and executable files, 0o644 for other files;
 - symlinks stored as symlinks (the head and workers refuse ones pointing outside);
-- gzip header with mtime 0 and no file name; compressed in fixed-size chunks (_gzip.py).
+- not compressed: on a cluster's network, compressing and unpacking a large folder
+  costs more time than the bytes it saves.
 
 Skipped: `.git` and `__pycache__` anywhere, what the folder's .gitignore files ignore
 (each applies to its own subtree) and the gitignore-style `excludes` patterns (relative
@@ -21,13 +23,10 @@ import stat
 import tarfile
 import tempfile
 
-from . import _gitignore, _gzip, _tar
+from . import _gitignore, _tar
 from .exceptions import AGValidationError
 
 ALWAYS_SKIPPED = frozenset([".git", "__pycache__"])
-# zlib level 1: packing speed matters more than a few percent of size here; data that
-# does not compress is stored (see _gzip.py). Changing it changes hashes.
-COMPRESS_LEVEL = 1
 # Packages up to this size stay in memory while they are packed and uploaded.
 _SPOOL_BYTES = 16 << 20
 BIGGEST_FILES_KEPT = 5
@@ -57,7 +56,7 @@ class Package:
     def names(self):
         """The entry names in the archive, in archive order (folders without "/")."""
         self.fileobj.seek(0)
-        with tarfile.open(fileobj=self.fileobj, mode="r:gz") as tar:
+        with tarfile.open(fileobj=self.fileobj, mode="r:") as tar:
             return [m.name for m in tar.getmembers()]
 
     def close(self):
@@ -171,9 +170,8 @@ def pack_working_dir(folder, excludes=None):
     writer = _HashingWriter(spool)
     biggest = []
     file_count = 0
-    gz = _gzip.GzipWriter(writer, level=COMPRESS_LEVEL)
     try:
-        tar = _tar.TarWriter(gz)
+        tar = _tar.TarWriter(writer)
         for rel, kind, path in entries:
             if kind == "dir":
                 tar.add_directory(rel)
@@ -187,9 +185,7 @@ def pack_working_dir(folder, excludes=None):
                 else:
                     heapq.heappushpop(biggest, (size, rel))
         tar.close()
-        gz.close()
     except BaseException:
-        gz.abort()
         spool.close()
         raise
     spool.seek(0)

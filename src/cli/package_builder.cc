@@ -1,12 +1,12 @@
 #include "cli/package_builder.h"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -46,7 +46,7 @@ void walk(const fs::path& root, const std::string& rel_dir, IgnoreRules& rules, 
     std::string rel = rel_dir.empty() ? name : rel_dir + "/" + name;
     fs::file_type type = entry.symlink_status().type();
     bool is_dir = type == fs::file_type::directory;
-    if (name == ".git" || (is_dir && name == "__pycache__") || rules.ignored(rel, is_dir)) continue;
+    if (name == ".git" || name == "__pycache__" || rules.ignored(rel, is_dir)) continue;
     if (type != fs::file_type::regular && type != fs::file_type::directory && type != fs::file_type::symlink) continue;
     if (type == fs::file_type::symlink) {
       // Workers unpack links only when they point downwards inside the folder; say so
@@ -65,6 +65,117 @@ void walk(const fs::path& root, const std::string& rel_dir, IgnoreRules& rules, 
   }
 }
 
+
+// The tar format of working_dir packages, byte for byte the SDK's
+// (python/aethergrid/_tar.py): POSIX ustar headers with fixed fields (mode normalised,
+// owners and mtime 0), a PAX header ("x", named "././@PaxHeader") only for a path or
+// link target over 100 bytes or not ASCII ("hdrcharset=BINARY" first when not ASCII)
+// or a size of 8 GiB or more, and the end padded to a 10 KiB record.
+constexpr size_t kTarBlock = 512;
+constexpr size_t kTarRecord = 20 * kTarBlock;
+constexpr int64_t kUstarMaxSize = int64_t{1} << 33;  // 8 ** 11
+
+class TarWriter {
+ public:
+  explicit TarWriter(std::string* out) : out_(out) {}
+
+  void add_directory(const std::string& name) { entry_header(name + "/", '5', 0755, 0, ""); }
+  void add_symlink(const std::string& name, const std::string& target) { entry_header(name, '2', 0777, 0, target); }
+
+  // Appends `size` bytes read from `fd`. Errors when the file holds fewer.
+  Status add_file(const std::string& name, int fd, int64_t size, bool executable) {
+    entry_header(name, '0', executable ? 0755 : 0644, size, "");
+    size_t at = out_->size();
+    out_->resize(at + static_cast<size_t>(size));
+    int64_t left = size;
+    while (left > 0) {
+      ssize_t got = ::read(fd, out_->data() + at, static_cast<size_t>(std::min<int64_t>(left, 1 << 20)));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) return internal_error("changed while it was being packed");
+      at += static_cast<size_t>(got);
+      left -= got;
+    }
+    pad(static_cast<size_t>(size));
+    return {};
+  }
+
+  void close() {
+    out_->append(2 * kTarBlock, '\0');
+    if (out_->size() % kTarRecord) out_->append(kTarRecord - out_->size() % kTarRecord, '\0');
+  }
+
+ private:
+  static bool is_ascii(const std::string& s) {
+    return std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+  }
+  static bool fits_ustar(const std::string& s) { return s.size() <= 100 && is_ascii(s); }
+
+  // What the ustar field holds when a PAX record carries the value: its last 100
+  // bytes, each non-ASCII byte as '?'.
+  static std::string ustar_fallback(const std::string& s) {
+    if (fits_ustar(s)) return s;
+    std::string ascii = s;
+    for (auto& c : ascii) {
+      if (static_cast<unsigned char>(c) >= 0x80) c = '?';
+    }
+    return ascii.size() > 100 ? ascii.substr(ascii.size() - 100) : ascii;
+  }
+
+  static std::string pax_record(const std::string& key, const std::string& value) {
+    std::string body = " " + key + "=" + value + "\n";
+    size_t length = body.size() + 1;
+    while (std::to_string(length).size() + body.size() != length) ++length;
+    return std::to_string(length) + body;
+  }
+
+  static void octal(char* field, size_t width, int64_t value) {
+    std::snprintf(field, width, "%0*llo", static_cast<int>(width - 1), static_cast<unsigned long long>(value));
+  }
+
+  void header(const std::string& name, char type, int mode, int64_t size, const std::string& link) {
+    char h[kTarBlock] = {};
+    std::memcpy(h, name.data(), std::min<size_t>(name.size(), 100));
+    octal(h + 100, 8, mode);
+    octal(h + 108, 8, 0);
+    octal(h + 116, 8, 0);
+    octal(h + 124, 12, size);
+    octal(h + 136, 12, 0);
+    std::memset(h + 148, ' ', 8);
+    h[156] = type;
+    std::memcpy(h + 157, link.data(), std::min<size_t>(link.size(), 100));
+    std::memcpy(h + 257, "ustar\0" "00", 8);
+    unsigned sum = 0;
+    for (unsigned char c : h) sum += c;
+    std::snprintf(h + 148, 8, "%06o", sum);  // six digits, NUL, and the space stays
+    out_->append(h, kTarBlock);
+  }
+
+  void entry_header(const std::string& name, char type, int mode, int64_t size, const std::string& link) {
+    std::string records;
+    bool binary = false;
+    for (const auto& [key, value] : {std::pair<const char*, const std::string&>{"path", name}, {"linkpath", link}}) {
+      if (!value.empty() && !fits_ustar(value)) {
+        binary = binary || !is_ascii(value);
+        records += pax_record(key, value);
+      }
+    }
+    if (size >= kUstarMaxSize) records += pax_record("size", std::to_string(size));
+    if (!records.empty()) {
+      if (binary) records = pax_record("hdrcharset", "BINARY") + records;
+      header("././@PaxHeader", 'x', 0644, static_cast<int64_t>(records.size()), "");
+      out_->append(records);
+      pad(records.size());
+    }
+    header(ustar_fallback(name), type, mode, size < kUstarMaxSize ? size : 0, ustar_fallback(link));
+  }
+
+  void pad(size_t size) {
+    if (size % kTarBlock) out_->append(kTarBlock - size % kTarBlock, '\0');
+  }
+
+  std::string* out_;
+};
+
 }  // namespace
 
 Result<Package> pack_directory(const std::string& dir, const std::vector<std::string>& excludes) {
@@ -82,92 +193,48 @@ Result<Package> pack_directory(const std::string& dir, const std::vector<std::st
     return invalid_argument(e.what());
   }
 
+  // Sorted by the whole path's bytes, as the SDK sorts: both pack a folder to the same
+  // bytes, so it uploads once whichever of them submits it.
+  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.rel < b.rel; });
+
   Package package;
-  std::unique_ptr<archive, decltype(&archive_write_free)> a(archive_write_new(), archive_write_free);
-  archive_write_set_format_pax_restricted(a.get());
-  // Names go in as the bytes the file system has, whatever the process locale.
-  archive_write_set_format_option(a.get(), "pax", "hdrcharset", "BINARY");
-  // Not compressed: on a cluster network, compressing and decompressing a large
-  // folder costs more time than the bytes it saves (workers read gzip'd tars too).
-  archive_write_set_bytes_in_last_block(a.get(), 1);
-  // Unblocked: the tar's bytes reach the writer as libarchive makes them, not copied
-  // into 10 KiB blocks first. (Same bytes either way, since the last block is not padded.)
-  archive_write_set_bytes_per_block(a.get(), 0);
-  // The bytes are hashed as they are made, while they are still in the CPU's cache.
-  struct Sink {
-    std::string* bytes;
-    Sha256 sha;
-  } sink{&package.bytes, {}};
-  auto writer = [](archive*, void* data, const void* buf, size_t size) -> la_ssize_t {
-    auto* out = static_cast<Sink*>(data);
-    out->bytes->append(static_cast<const char*>(buf), size);
-    out->sha.update(buf, size);
-    return static_cast<la_ssize_t>(size);
-  };
-  // Room for the whole tar up front (file bytes plus a generous allowance per entry
-  // for headers and padding): growing a large string copies it again and again.
-  size_t estimate = 0;
+  // Room for the whole tar up front (file bytes plus an allowance per entry for
+  // headers and padding): growing a large string copies it again and again.
+  size_t estimate = 2 * kTarRecord;
   for (const auto& item : items) {
-    estimate += 2048;
+    estimate += 4 * kTarBlock;
     if (item.type == fs::file_type::regular) estimate += static_cast<size_t>(fs::file_size(item.path, ec));
   }
   package.bytes.reserve(estimate);
-  if (archive_write_open(a.get(), &sink, nullptr, writer, nullptr) != ARCHIVE_OK) {
-    return internal_error(std::string("cannot start the package: ") + archive_error_string(a.get()));
-  }
+  TarWriter tar(&package.bytes);
   std::vector<std::pair<std::string, int64_t>> sizes;
-  std::vector<char> buffer(1 << 20);
   for (const auto& item : items) {
-    std::unique_ptr<archive_entry, decltype(&archive_entry_free)> e(archive_entry_new(), archive_entry_free);
-    archive_entry_set_pathname(e.get(), item.rel.c_str());
-    archive_entry_set_mtime(e.get(), 0, 0);
-    archive_entry_set_uid(e.get(), 0);
-    archive_entry_set_gid(e.get(), 0);
-    int64_t size = 0;
     if (item.type == fs::file_type::directory) {
-      archive_entry_set_filetype(e.get(), AE_IFDIR);
-      archive_entry_set_perm(e.get(), 0755);
-    } else if (item.type == fs::file_type::symlink) {
-      archive_entry_set_filetype(e.get(), AE_IFLNK);
-      archive_entry_set_perm(e.get(), 0777);
-      archive_entry_set_symlink(e.get(), fs::read_symlink(item.path, ec).c_str());
-    } else {
-      size = static_cast<int64_t>(fs::file_size(item.path, ec));
-      auto perms = fs::status(item.path, ec).permissions();
-      bool exec = (perms & fs::perms::owner_exec) != fs::perms::none;
-      archive_entry_set_filetype(e.get(), AE_IFREG);
-      archive_entry_set_perm(e.get(), exec ? 0755 : 0644);
-      archive_entry_set_size(e.get(), size);
-      sizes.emplace_back(item.rel, size);
-      ++package.files;
+      tar.add_directory(item.rel);
+      continue;
     }
-    if (archive_write_header(a.get(), e.get()) != ARCHIVE_OK) {
-      return internal_error("cannot pack " + item.rel + ": " + archive_error_string(a.get()));
+    if (item.type == fs::file_type::symlink) {
+      tar.add_symlink(item.rel, fs::read_symlink(item.path, ec).string());
+      continue;
     }
-    if (item.type == fs::file_type::regular) {
-      int fd = ::open(item.path.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) return internal_error("cannot read " + item.path.string() + ": " + std::strerror(errno));
-      int64_t left = size;
-      while (left > 0) {
-        ssize_t got = ::read(fd, buffer.data(), static_cast<size_t>(std::min<int64_t>(left, buffer.size())));
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) {
-          ::close(fd);
-          return internal_error(item.path.string() + " changed while it was being packed");
-        }
-        archive_write_data(a.get(), buffer.data(), static_cast<size_t>(got));
-        left -= got;
-      }
-      ::close(fd);
+    int fd = ::open(item.path.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st {};
+    if (fd < 0 || ::fstat(fd, &st) != 0) {
+      std::string why = std::strerror(errno);
+      if (fd >= 0) ::close(fd);
+      return internal_error("cannot read " + item.path.string() + ": " + why);
     }
+    Status added = tar.add_file(item.rel, fd, st.st_size, (st.st_mode & 0111) != 0);
+    ::close(fd);
+    if (!added) return internal_error(item.path.string() + " " + added.error().message);
+    sizes.emplace_back(item.rel, st.st_size);
+    ++package.files;
   }
-  if (archive_write_close(a.get()) != ARCHIVE_OK) {
-    return internal_error(std::string("cannot finish the package: ") + archive_error_string(a.get()));
-  }
+  tar.close();
   std::sort(sizes.begin(), sizes.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
   if (sizes.size() > 5) sizes.resize(5);
   package.biggest = std::move(sizes);
-  package.sha256 = sink.sha.finish_hex();
+  package.sha256 = sha256_hex(package.bytes);
   return package;
 }
 

@@ -233,3 +233,40 @@ def test_cli_shows_upload_progress_on_a_terminal_only(cluster, tmp_path):
     os.close(leader)
     assert proc.returncode == 0, shown
     assert b"100%" in shown and b"12.0 / 12.0 MiB" in shown, shown[-500:]
+
+
+def test_cli_and_sdk_pack_a_folder_to_the_same_package(cluster, tmp_path):
+    """`ag submit --working-dir` and the SDK write the same bytes for the same folder:
+    what one uploaded, the other finds on the head and does not send again."""
+    import sys
+    sys.path.insert(0, os.path.join(REPO, "python"))
+    from aethergrid import packaging
+    code = tmp_path / "code"
+    files = {
+        "a/b.txt": b"nested\n",
+        "a-c.txt": b"sorts before a/ by bytes\n",
+        "Z.txt": b"upper case first\n",
+        "d" * 60 + "/" + "e" * 70 + "/long.txt": b"a path over 100 bytes\n",
+        "donn\u00e9es \u00e9t\u00e9.txt": b"non-ASCII name\n",
+        "run.sh": b"#!/bin/sh\necho run\n",
+        "big.bin": os.urandom(3 << 20),
+        "ignored.log": b"left out by .gitignore\n",
+        ".gitignore": b"*.log\n",
+        "__pycache__/x.pyc": b"skipped\n",
+        ".git/HEAD": b"skipped\n",
+    }
+    for rel, data in files.items():
+        path = code / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    os.chmod(code / "run.sh", 0o750)
+    (code / "empty").mkdir()
+    os.symlink("run.sh", code / "link.sh")
+
+    with packaging.pack_working_dir(str(code)) as package:
+        sdk_hash = package.sha256
+        names = package.names()
+    assert "ignored.log" not in names and not any("__pycache__" in n or ".git/" in n for n in names)
+    proc = cluster.ag("submit", "--no-wait", "--working-dir", str(code), "--", "true")
+    job_id = proc.stdout.strip().splitlines()[-1]
+    assert cluster.job(job_id)["spec"]["runtime_env"]["working_dir"] == f"sha256:{sdk_hash}"
