@@ -461,6 +461,12 @@ def report(floor, latency, throughput, ddp, memory, command, working_dir=None, s
               "Popen and the same environment. Ranks other than 0 wait for rank 0's store to listen before "
               "`init_process_group` (torch's store client otherwise sleeps 1 s after a refused connection, "
               "which made runs where rank 1 won the race ~0.9 s slower whoever launched them).",
+              "- working_dir: a folder of 10 random 9 MiB files and 1,000 small text files; from the client's "
+              "clock before `ag submit` (or `submit_job`) to the later rank's `$EPOCHREALTIME`. The first "
+              "submission packs, uploads (the head syncs the package to disk before answering), downloads and "
+              "unpacks on both workers; the second finds the package on the head and in both workers' caches. "
+              "Each round rewrites one small file (so its first submission is a new package) and times its own "
+              "`tar c DIR | tar x` into a new folder on the same disk; medians of the rounds.",
               "- Memory: VmRSS of the head after 10,000 one-task jobs finished, then after `kill -9` and "
               "`ag start-head` on the same data dir (it reloads every job and event).",
               "- Dashboard: on the restarted head of the memory measure, each page's API calls (the ones its "
