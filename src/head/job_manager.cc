@@ -392,7 +392,7 @@ void JobManager::run_schedule() {
     }
     pending_.erase(job.queue_seq);
     active_.insert(job.id);
-    int port = allocate_master_port();
+    int port = allocate_master_port(tasks.empty() ? "" : tasks.front().node_id);
     apply(job, on_placed(job, tasks, port, deps_.clock.now_ms()));
     arm_timeout(job);
   }
@@ -502,12 +502,13 @@ void JobManager::send_kill(const Job& job, const TaskRef& ref) {
   deps_.nodes.send(ref.node_id, msg.dump());
 }
 
-int JobManager::allocate_master_port() {
+int JobManager::allocate_master_port(const std::string& node_id) {
+  const Node* node = deps_.nodes.find(node_id);
   int range = config_.master_port_last - config_.master_port_first + 1;
   for (int i = 0; i < range; ++i) {
     int port = next_port_;
     next_port_ = next_port_ >= config_.master_port_last ? config_.master_port_first : next_port_ + 1;
-    if (!ports_in_use_.count(port)) {
+    if (!ports_in_use_.count(port) && !(node && node->busy_ports.count(port))) {
       ports_in_use_.insert(port);
       return port;
     }

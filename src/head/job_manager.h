@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "api/protocol.h"
 #include "common/clock.h"
 #include "common/result.h"
 #include "head/job.h"
@@ -31,8 +32,9 @@
 namespace ag::head {
 
 struct JobManagerConfig {
-  int master_port_first = 29500;  // master ports are handed out from this range,
-  int master_port_last = 31499;   // never to two live attempts at once
+  int master_port_first = api::kMasterPortFirst;  // master ports are handed out from this range,
+  int master_port_last = api::kMasterPortLast;    // never to two live attempts at once, nor
+                                                  // one the node reports busy
   int64_t kill_grace_ms = 10000;  // SIGTERM -> SIGKILL grace for stopped tasks
 };
 
@@ -115,7 +117,8 @@ class JobManager {
   void add_event(Job& job, const std::string& message, std::vector<JobEvent>& out);
   void send_launch(const Job& job, const TaskRef& ref);
   void send_kill(const Job& job, const TaskRef& ref);
-  int allocate_master_port();
+  // A port of the range no live attempt holds and task 0's node does not report busy.
+  int allocate_master_port(const std::string& node_id);
   void release_master_port(int port);
   void arm_timeout(Job& job);
   void notify_waiters(const std::string& job_id);

@@ -11,6 +11,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,7 @@ struct Node {
   int64_t last_heartbeat_steady_ms = 0;
   std::shared_ptr<net::WsConnection> channel;  // null unless ALIVE
   std::deque<UsageSample> usage;               // oldest first, bounded by kUsageHistoryMs
+  std::set<int> busy_ports;  // master-port range ports held on the node (last report)
 
   // "node_ab12 (127.0.0.2)"
   std::string label() const { return node_id + " (" + address + ")"; }

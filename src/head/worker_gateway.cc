@@ -17,6 +17,16 @@ net::HttpResponse json_error(int status, const std::string& message) {
   return {status, "application/json", json{{"error", message}}.dump()};
 }
 
+// The "busy_ports" of a register or heartbeat message (none when absent).
+std::set<int> busy_ports_of(const json& msg) {
+  std::set<int> ports;
+  if (!msg.contains("busy_ports") || !msg["busy_ports"].is_array()) return ports;
+  for (const auto& port : msg["busy_ports"]) {
+    if (port.is_number_integer()) ports.insert(port.get<int>());
+  }
+  return ports;
+}
+
 // How a task ended, from a task_exited message (or an entry of a register's "exited").
 TaskExit parse_exit(const json& m) {
   TaskExit exit;
@@ -132,6 +142,9 @@ void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel
         }
         deps_.nodes.record_usage(*node_id, std::move(sample));
       }
+      if (Node* node = deps_.nodes.find(*node_id); node && msg.contains("busy_ports")) {
+        node->busy_ports = busy_ports_of(msg);
+      }
       return;
     }
     std::string job_id = msg.at("job_id").get<std::string>();
@@ -167,6 +180,7 @@ void WorkerGateway::on_register(const std::shared_ptr<net::WsConnection>& channe
     node.total.memory_bytes = res.at("memory_bytes").get<int64_t>();
     node.gpu_ids = res.at("gpu_ids").get<std::vector<int>>();
     node.total.gpus = static_cast<int64_t>(node.gpu_ids.size());
+    node.busy_ports = busy_ports_of(msg);
     for (const auto& r : msg.value("running", json::array())) {
       running.push_back({r.at("job_id").get<std::string>(), r.at("attempt").get<int>(),
                          r.at("task_index").get<int>(), r.at("pid").get<int64_t>()});

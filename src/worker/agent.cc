@@ -13,6 +13,7 @@
 #include "common/env_expand.h"
 #include "common/sha256.h"
 #include "net/ws_client.h"
+#include "worker/busy_ports.h"
 
 extern char** environ;
 
@@ -125,7 +126,8 @@ void Agent::on_connected(std::shared_ptr<net::WsConnection> channel) {
                              {"memory_bytes", config_.resources.memory_bytes},
                              {"gpu_ids", config_.gpu_ids}}},
               {"running", running},
-              {"exited", exited}};
+              {"exited", exited},
+              {"busy_ports", busy_ports(api::kMasterPortFirst, api::kMasterPortLast)}};
   channel_->send(msg.dump(), false);
 }
 
@@ -153,7 +155,8 @@ void Agent::heartbeat() {
                       {"memory_used_bytes", g.memory_used_bytes}, {"memory_total_bytes", g.memory_total_bytes}});
     }
     send(json{{"type", "heartbeat"},
-              {"usage", {{"cpu_percent", u.cpu_percent}, {"memory_used_bytes", u.memory_used_bytes}, {"gpus", gpus}}}}
+              {"usage", {{"cpu_percent", u.cpu_percent}, {"memory_used_bytes", u.memory_used_bytes}, {"gpus", gpus}}},
+              {"busy_ports", busy_ports(api::kMasterPortFirst, api::kMasterPortLast)}}
              .dump());
     heartbeat();
   });

@@ -345,3 +345,31 @@ def test_nodes_alive_then_dead_after_sigkill(cluster_factory):
     assert state_of("127.0.0.3") == "ALIVE"
     table = c.ag("list-nodes").stdout
     assert "DEAD" in [ln for ln in table.splitlines() if "127.0.0.2" in ln][0], table
+
+
+def test_master_port_is_never_one_already_held_on_the_node(cluster):
+    """Ports of the master range that something on the node listens on are reported
+    by its worker and skipped by the head."""
+    import socket
+    proc = cluster.ag("submit", "--", "echo port=$AG_MASTER_PORT")
+    last = int(proc.stdout.split("port=")[1].split()[0])
+    held, sockets = set(), []
+    try:
+        for port in range(last + 1, last + 21):
+            s = socket.socket()
+            try:
+                s.bind(("0.0.0.0", port))
+                s.listen()
+            except OSError:
+                s.close()
+                continue
+            sockets.append(s)
+            held.add(port)
+        assert len(held) >= 10
+        time.sleep(2.5)  # the workers report them with their next heartbeats (every second)
+        proc = cluster.ag("submit", "--", "echo port=$AG_MASTER_PORT")
+        port = int(proc.stdout.split("port=")[1].split()[0])
+        assert port not in held and last < port
+    finally:
+        for s in sockets:
+            s.close()
