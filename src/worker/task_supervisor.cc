@@ -379,6 +379,7 @@ std::optional<LaunchRequest> decode_launch(std::string_view bytes) {
 void run_supervisor(int agent_fd, const std::string& agent_pid_file) {
   ::setsid();
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  ::prctl(PR_SET_NAME, "ag-supervisor");  // what ps and top show for it
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGPIPE}) ::signal(sig, SIG_IGN);
   Supervisor(agent_fd, agent_pid_file).run();
 }
