@@ -74,6 +74,7 @@ std::optional<Error> read_string(const json& v, const std::string& field, size_t
     return field_error(field, "is " + std::to_string(s.size()) + " bytes; the limit is " +
                                   std::to_string(max_bytes));
   }
+  if (s.find('\0') != std::string::npos) return field_error(field, "must not contain a NUL character (\\u0000)");
   *out = s;
   return std::nullopt;
 }
@@ -90,6 +91,9 @@ std::optional<Error> read_string_map(const json& v, const std::string& field, si
     if (!it.value().is_string()) {
       return field_error(field + "." + it.key(),
                          std::string("must be a string, got ") + type_name(it.value()));
+    }
+    if (it.key().find('\0') != std::string::npos || it.value().get_ref<const std::string&>().find('\0') != std::string::npos) {
+      return field_error(field, "names and values must not contain a NUL character (\\u0000)");
     }
     (*out)[it.key()] = it.value().get<std::string>();
   }

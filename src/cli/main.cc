@@ -7,11 +7,16 @@
 
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <string>
 
 #include "cli/commands.h"
+#include "worker/task_supervisor.h"
 
 int main(int argc, char** argv) {
   using namespace ag::cli;
+  // The worker's task supervisor (worker/task_supervisor.h), started by the worker
+  // itself; not a user command, so not listed.
+  if (argc == 3 && std::string(argv[1]) == ag::worker::kSupervisorCommand) ag::worker::run_supervisor(3, argv[2]);
   // A closed pipe (ag logs | head) must end the command quietly, not kill it mid-write
   // of a socket; socket writes report EPIPE as an error instead.
   ::signal(SIGPIPE, SIG_IGN);

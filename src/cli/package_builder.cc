@@ -34,7 +34,11 @@ std::vector<std::string> read_lines(const fs::path& file) {
 }
 
 // Collects what goes into the package, depth first in sorted order.
-void walk(const fs::path& root, const std::string& rel_dir, IgnoreRules& rules, std::vector<Item>& out) {
+// `rules` gathers the .gitignore files on the way down; `excludes` are the user's
+// patterns. Either one leaving a path out is enough: a "!" in a .gitignore does not
+// bring back what the excludes leave out (as in the SDK).
+void walk(const fs::path& root, const std::string& rel_dir, IgnoreRules& rules, const IgnoreRules& excludes,
+          std::vector<Item>& out) {
   fs::path dir = rel_dir.empty() ? root : root / rel_dir;
   if (fs::exists(dir / ".gitignore")) rules.add(rel_dir, read_lines(dir / ".gitignore"));
   std::vector<fs::directory_entry> entries;
@@ -46,7 +50,7 @@ void walk(const fs::path& root, const std::string& rel_dir, IgnoreRules& rules, 
     std::string rel = rel_dir.empty() ? name : rel_dir + "/" + name;
     fs::file_type type = entry.symlink_status().type();
     bool is_dir = type == fs::file_type::directory;
-    if (name == ".git" || name == "__pycache__" || rules.ignored(rel, is_dir)) continue;
+    if (name == ".git" || name == "__pycache__" || rules.ignored(rel, is_dir) || excludes.ignored(rel, is_dir)) continue;
     if (type != fs::file_type::regular && type != fs::file_type::directory && type != fs::file_type::symlink) continue;
     if (type == fs::file_type::symlink) {
       // Workers unpack links only when they point downwards inside the folder; say so
@@ -61,7 +65,7 @@ void walk(const fs::path& root, const std::string& rel_dir, IgnoreRules& rules, 
       }
     }
     out.push_back({rel, entry.path(), type});
-    if (is_dir) walk(root, rel, rules, out);
+    if (is_dir) walk(root, rel, rules, excludes, out);
   }
 }
 
@@ -182,11 +186,11 @@ Result<Package> pack_directory(const std::string& dir, const std::vector<std::st
   std::error_code ec;
   if (!fs::exists(dir, ec)) return invalid_argument("working_dir '" + dir + "' does not exist");
   if (!fs::is_directory(dir, ec)) return invalid_argument("working_dir '" + dir + "' is not a folder");
-  IgnoreRules rules;
-  rules.add("", excludes);
+  IgnoreRules rules, excluded;
+  excluded.add("", excludes);
   std::vector<Item> items;
   try {
-    walk(fs::path(dir), "", rules, items);
+    walk(fs::path(dir), "", rules, excluded, items);
   } catch (const fs::filesystem_error& e) {
     return internal_error(std::string("cannot read working_dir: ") + e.what());
   } catch (const std::invalid_argument& e) {
@@ -214,7 +218,9 @@ Result<Package> pack_directory(const std::string& dir, const std::vector<std::st
       continue;
     }
     if (item.type == fs::file_type::symlink) {
-      tar.add_symlink(item.rel, fs::read_symlink(item.path, ec).string());
+      fs::path target = fs::read_symlink(item.path, ec);
+      if (ec) return internal_error("cannot read the link " + item.path.string() + ": " + ec.message());
+      tar.add_symlink(item.rel, target.string());
       continue;
     }
     int fd = ::open(item.path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -24,10 +24,14 @@ std::string mib(int64_t bytes) {
 PackageStore::PackageStore(std::string dir, int64_t max_package_bytes)
     : dir_(std::move(dir)), max_package_bytes_(max_package_bytes) {
   std::filesystem::create_directories(dir_);
-  // Uploads a previous run left unfinished (the head stopped mid-upload).
+  // Uploads a previous run left unfinished (the head stopped mid-upload), in this
+  // naming or the earlier ".tmp<pid>" one.
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
-    if (entry.path().filename().string().find(".upload-") != std::string::npos) std::filesystem::remove(entry.path(), ec);
+    std::string name = entry.path().filename().string();
+    if (name.find(".upload-") != std::string::npos || name.find(".tar.gz.tmp") != std::string::npos) {
+      std::filesystem::remove(entry.path(), ec);
+    }
   }
 }
 
@@ -113,6 +117,12 @@ Result<bool> PackageStore::finish_upload(PackageUpload& upload) {
     return internal_error("cannot store package: " + std::string(std::strerror(errno)));
   }
   upload.tmp_path_.clear();
+  // The new name itself is made durable too.
+  int dir_fd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    ::fsync(dir_fd);
+    ::close(dir_fd);
+  }
   return true;
 }
 

@@ -164,24 +164,32 @@ Result<HttpResponse> http_upload(const Endpoint& to, const std::string& method, 
   text << req.base();
   std::string header = text.str();
   size_t sent = 0;
+  beast::error_code body_error;
   std::function<void(beast::tcp_stream&, std::function<void(beast::error_code)>)> send_piece;
   send_piece = [&](beast::tcp_stream& stream, std::function<void(beast::error_code)> done) {
     if (sent == body.size()) return done({});
     size_t n = std::min(kPieceBytes, body.size() - sent);
     asio::async_write(stream, asio::buffer(body.data() + sent, n),
                       [&, n, done = std::move(done)](beast::error_code ec, size_t) mutable {
-                        if (ec) return done(ec);
+                        if (ec) {
+                          // The head may have answered before taking the whole body (it
+                          // refused it): read that answer rather than report the reset.
+                          body_error = ec;
+                          return done({});
+                        }
                         sent += n;
                         if (progress) progress(sent);
                         send_piece(stream, std::move(done));
                       });
   };
-  return call_reading_whole(to, timeout_ms, [&](beast::tcp_stream& stream, std::function<void(beast::error_code)> done) {
+  auto res = call_reading_whole(to, timeout_ms, [&](beast::tcp_stream& stream, std::function<void(beast::error_code)> done) {
     asio::async_write(stream, asio::buffer(header), [&, done = std::move(done)](beast::error_code ec, size_t) mutable {
       if (ec) return done(ec);
       send_piece(stream, std::move(done));
     });
   });
+  if (!res.ok() && body_error) return unreachable(to, body_error.message());
+  return res;
 }
 
 Result<HttpResponse> http_download(const Endpoint& to, const std::string& target, const std::string& token,

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <deque>
 #include <limits>
 #include <sstream>
@@ -53,6 +54,8 @@ class DiscardSink final : public BodySink {
 };
 
 constexpr size_t kBodyChunkBytes = 1 << 20;
+// Most of a refused (unauthenticated) body the server reads and drops.
+constexpr uint64_t kMaxRefusalDrainBytes = 8 << 20;
 
 template <class Body>
 void set_common_fields(http::response<Body>& out, const HttpResponse& res, bool keep_alive) {
@@ -233,6 +236,11 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         if (parse_target(request.target, &request.path, &request.query)) {
           BodyPlan plan = server->handlers.plan_body(request);
           if (plan.refusal) {
+            // A small body is read and dropped so that the client reads the answer;
+            // a large one is not worth taking from a client that may not send it.
+            if (!parser->content_length() || *parser->content_length() > kMaxRefusalDrainBytes) {
+              return write(*plan.refusal, header.version(), false);
+            }
             refusal = std::move(plan.refusal);
             plan.sink = std::make_shared<DiscardSink>();
           }
@@ -241,6 +249,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
             streamed_request = std::move(request);
             streamed_version = header.version();
             streamed_keep_alive = header.keep_alive();
+            body_taken = 0;
+            sink_failed = false;
             chunk.resize(kBodyChunkBytes);
             // With a Content-Length the body is read straight from the socket in large
             // pieces; the parser's small reads cost more than the bytes (chunked
@@ -249,10 +259,10 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
               body_left = *parser->content_length();
               size_t buffered = std::min<uint64_t>(body_left, buffer.size());
               if (buffered) {
-                Status written = streamed_request->body_sink->write(static_cast<const char*>(buffer.data().data()), buffered);
+                bool more = take_piece(static_cast<const char*>(buffer.data().data()), buffered);
                 buffer.consume(buffered);
                 body_left -= buffered;
-                if (!written) return streamed_body_read(false);
+                if (!more) return streamed_body_read(false);
               }
               return read_raw_body_piece();
             }
@@ -277,9 +287,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         if (ec == http::error::need_buffer) ec = {};
         if (ec) return self->on_read_error(ec);
         size_t got = self->chunk.size() - self->body_parser->get().body().size;
-        bool done = self->body_parser->is_done();
-        Status written = got ? self->streamed_request->body_sink->write(self->chunk.data(), got) : Status{};
-        if (!written || done) return self->streamed_body_read(done);
+        if (got && !self->take_piece(self->chunk.data(), got)) return self->streamed_body_read(false);
+        if (self->body_parser->is_done()) return self->streamed_body_read(true);
         self->read_body_piece();
       });
     }
@@ -291,16 +300,24 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
                              [self = shared_from_this()](beast::error_code ec, size_t got) {
                                if (ec) return self->close();
                                self->body_left -= got;
-                               if (Status s = self->streamed_request->body_sink->write(self->chunk.data(), got); !s) {
-                                 return self->streamed_body_read(false);
-                               }
+                               if (!self->take_piece(self->chunk.data(), got)) return self->streamed_body_read(false);
                                self->read_raw_body_piece();
                              });
     }
 
+    // Hands a piece to the sink. Once the sink failed (its error reaches the handler)
+    // the rest is read and dropped, so that the client, still sending, reads the
+    // answer rather than a reset. False: stop reading (a refused body past its cap).
+    bool take_piece(const char* data, size_t size) {
+      body_taken += size;
+      if (refusal && body_taken > kMaxRefusalDrainBytes) return false;
+      if (!sink_failed) sink_failed = !streamed_request->body_sink->write(data, size);
+      return true;
+    }
+
     void streamed_body_read(bool whole) {
       unsigned version = streamed_version;
-      // A body left unread (the sink failed) cannot be skipped: the connection ends.
+      // A body left unread cannot be skipped: the connection ends.
       bool keep_alive = whole && streamed_keep_alive;
       HttpRequest request = std::move(*streamed_request);
       streamed_request.reset();
@@ -319,6 +336,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     // the request to dispatch once the body is in (or the refusal to send).
     std::optional<http::request_parser<http::buffer_body>> body_parser;
     uint64_t body_left = 0;  // of a Content-Length body read straight from the socket
+    uint64_t body_taken = 0;
+    bool sink_failed = false;
     unsigned streamed_version = 11;
     bool streamed_keep_alive = false;
     std::vector<char> chunk;
@@ -405,7 +424,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         return write({500, "application/json", R"({"error":"cannot read the file to send: )" + why + R"("})"}, version,
                      keep_alive);
       }
-      auto file = std::make_shared<FileSend>();
+      auto file = std::make_shared<FileSend>(stream.get_executor());
       file->fd = fd;
       file->size = st.st_size;
       file->keep_alive = keep_alive;
@@ -423,11 +442,13 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     }
 
     struct FileSend {
+      explicit FileSend(const asio::any_io_executor& executor) : stalled(executor) {}
       int fd = -1;
       off_t offset = 0;
       off_t size = 0;
       bool keep_alive = false;
       std::string header;
+      asio::steady_timer stalled;  // a client that stops reading is dropped
       ~FileSend() {
         if (fd >= 0) ::close(fd);
       }
@@ -443,8 +464,14 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         if (n > 0) continue;
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && errno == EAGAIN) {
-          // The client's socket buffer is full: go on once it drains.
+          // The client's socket buffer is full: go on once it drains, or drop a client
+          // that has read nothing for the idle timeout.
+          file->stalled.expires_after(kIdleTimeout);
+          file->stalled.async_wait([self = shared_from_this()](beast::error_code tec) {
+            if (!tec) self->close();
+          });
           socket.async_wait(tcp::socket::wait_write, [self = shared_from_this(), file](beast::error_code wec) {
+            file->stalled.cancel();
             if (wec) return self->close();
             self->send_file_piece(file);
           });

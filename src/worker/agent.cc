@@ -148,6 +148,7 @@ void Agent::heartbeat() {
   heartbeat_timer_.expires_after(std::chrono::milliseconds(config_.heartbeat_ms));
   heartbeat_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || stopping_) return;
+    runner_.check_supervisors();
     UsageSample u = usage_.sample();
     json gpus = json::array();
     for (const auto& g : u.gpus) {
@@ -247,7 +248,8 @@ void Agent::handle_launch(const std::string& text) {
       return report_start_error(spec.id, "working_dir package sha256:" + package + ": " + dir.error().message);
     }
     spec.working_dir = dir.value();
-    package_tasks_.insert(spec.id);
+    // Counted once per task: a repeated launch of the same task must not keep it.
+    if (!package_tasks_.insert(spec.id).second) packages_.release(spec.id.job_id);
     start_task(std::move(spec));
   });
 }

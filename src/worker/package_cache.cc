@@ -307,6 +307,30 @@ void PackageCache::evict_over_budget(const std::string& keep) {
   }
 }
 
+bool PackageCache::unpack_cached(const std::string& path, const std::string& hash, const std::string& staging,
+                                 Status* extracted) {
+  // Hashed again as it is read: a file cut short by a crash, or changed on disk, is
+  // never taken for the package.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  Sha256 sha;
+  std::vector<char> buffer(1 << 20);
+  auto next = [&]() -> std::string_view {
+    ssize_t n;
+    do {
+      n = ::read(fd, buffer.data(), buffer.size());
+    } while (n < 0 && errno == EINTR);
+    if (n <= 0) return {};
+    sha.update(buffer.data(), static_cast<size_t>(n));
+    return {buffer.data(), static_cast<size_t>(n)};
+  };
+  *extracted = extract_package_stream(next, staging);
+  while (!next().empty()) {  // what the unpacker did not need (end padding)
+  }
+  ::close(fd);
+  return sha.finish_hex() == hash;
+}
+
 Result<std::string> PackageCache::prepare_blocking(const std::string& job_id, const std::string& hash) {
   std::string dest = config_.dir + "/jobs/" + job_id;
   std::error_code ec;
@@ -320,10 +344,18 @@ Result<std::string> PackageCache::prepare_blocking(const std::string& job_id, co
   std::string cached = archive_path(hash);
   Status extracted;
   bool downloaded = false;
-  if (fs::exists(cached, ec)) {
+  bool from_cache = fs::exists(cached, ec);
+  if (from_cache) {
     fs::last_write_time(cached, fs::file_time_type::clock::now(), ec);  // most recently used
-    extracted = extract_package(cached, staging);
-  } else {
+    if (!unpack_cached(cached, hash, staging, &extracted)) {
+      spdlog::warn("cached package sha256:{} does not match its hash (cut short by a crash?): downloading it again",
+                   hash.substr(0, 12));
+      fs::remove(cached, ec);
+      fs::remove_all(staging, ec);
+      from_cache = false;
+    }
+  }
+  if (!from_cache) {
     // Downloaded and unpacked in one pass: each piece goes to the cache file, into the
     // hash and to the unpacking thread as it arrives. The unpacked files count only
     // once the whole download matched its hash.

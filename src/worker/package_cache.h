@@ -61,6 +61,9 @@ class PackageCache {
  private:
   Result<std::string> prepare_blocking(const std::string& job_id, const std::string& hash);
   std::string archive_path(const std::string& hash) const;
+  // Unpacks the cached archive at `path` into `staging` (result in `extracted`) while
+  // hashing it; false when the file does not hash to `hash`.
+  bool unpack_cached(const std::string& path, const std::string& hash, const std::string& staging, Status* extracted);
   // Downloads the package into the archive cache, verifying its hash; every piece is
   // also handed to `tee` (may be empty) as it arrives. Returns the archive's path.
   Result<std::string> download_archive(const std::string& hash, const std::function<void(const char*, size_t)>& tee);

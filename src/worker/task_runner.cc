@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "common/dir_spread.h"
@@ -120,25 +121,50 @@ std::string TaskRunner::task_dir(const TaskId& id) const {
 std::string TaskRunner::log_path(const TaskId& id) const { return task_dir(id) + "/output.log"; }
 
 void TaskRunner::reap_children() {
-  // The supervisor is this agent's child. It leaves only once the agent is gone, so
-  // reaping it here means it died: its tasks can no longer record their ends.
+  // The agent's only children are task supervisors. One leaves only once its agent is
+  // gone, so reaping one here means it died (or was killed for not answering): its
+  // tasks can no longer record their ends.
   pid_t pid;
   while ((pid = ::waitpid(-1, nullptr, WNOHANG)) > 0) {
-    if (!supervisor_.on_reaped(pid)) continue;
-    spdlog::error("the task supervisor (pid {}) died; its tasks are ended as lost", pid);
-    std::vector<std::shared_ptr<Task>> orphans;
-    for (const auto& [_, task] : tasks_) {
-      if (task->supervisor_pid == pid) orphans.push_back(task);
-    }
-    for (const auto& task : orphans) {
-      signal_task(*task, SIGKILL);
-      remove_cgroup(task->cgroup);
-      finish(task, ExitStatus{std::nullopt, std::nullopt, "its supervisor on the node died"});
-    }
+    supervisor_.on_reaped(pid);
+    end_tasks_of_lost_supervisor(pid);
   }
   sigchld_.async_wait([this](const boost::system::error_code& ec, int) {
     if (!ec) reap_children();
   });
+}
+
+void TaskRunner::end_tasks_of_lost_supervisor(int64_t supervisor_pid) {
+  std::vector<std::shared_ptr<Task>> orphans;
+  for (const auto& [_, task] : tasks_) {
+    if (task->supervisor_pid == supervisor_pid) orphans.push_back(task);
+  }
+  if (orphans.empty()) return;
+  spdlog::error("the task supervisor (pid {}) died; its {} task(s) are ended as lost", supervisor_pid, orphans.size());
+  for (const auto& task : orphans) {
+    // An end it recorded just before dying still counts.
+    std::ifstream in(task->dir + "/exit");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (auto exit = parse_exit_record(ss.str())) {
+      finish(task, *exit);
+      continue;
+    }
+    signal_task(*task, SIGKILL);
+    remove_cgroup(task->cgroup);
+    finish(task, ExitStatus{std::nullopt, std::nullopt, "its supervisor on the node died"});
+  }
+}
+
+void TaskRunner::check_supervisors() {
+  // Supervisors of a previous agent are not this agent's children: their death is
+  // noticed here instead (the current one's by reaping it).
+  std::set<int64_t> gone;
+  for (const auto& [_, task] : tasks_) {
+    int64_t pid = task->supervisor_pid;
+    if (pid > 0 && pid != supervisor_.pid() && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) gone.insert(pid);
+  }
+  for (int64_t pid : gone) end_tasks_of_lost_supervisor(pid);
 }
 
 void TaskRunner::watch(const std::shared_ptr<Task>& task) {

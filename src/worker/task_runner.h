@@ -91,6 +91,10 @@ class TaskRunner {
   // The head has recorded the task's end: its folder can go.
   void forget(const TaskId& id);
 
+  // Ends, as lost, the tasks of a previous agent's supervisor that died meanwhile
+  // (call now and then: the agent's heartbeat).
+  void check_supervisors();
+
   struct Running {
     TaskId id;
     int64_t pid;
@@ -110,6 +114,7 @@ class TaskRunner {
   void drain_output(Task& task);
   void finish(const std::shared_ptr<Task>& task, const ExitStatus& exit);
   void reap_children();
+  void end_tasks_of_lost_supervisor(int64_t supervisor_pid);
   void signal_task(Task& task, int sig);
 
   boost::asio::io_context& io_;

@@ -16,6 +16,8 @@
 #include <cstring>
 #include <map>
 
+extern char** environ;
+
 #include "worker/task_cgroup.h"
 #include "worker/task_runner.h"
 
@@ -105,11 +107,17 @@ bool read_frame(int fd, std::string* payload, int* received_fd) {
   }
   if (static_cast<size_t>(n) < sizeof length &&
       !read_all(fd, reinterpret_cast<char*>(&length) + n, sizeof length - static_cast<size_t>(n))) {
+    if (*received_fd >= 0) ::close(*received_fd);
+    *received_fd = -1;
     return false;
   }
-  if (length > kMaxFrameBytes) return false;
-  payload->resize(length);
-  return read_all(fd, payload->data(), length);
+  payload->resize(length <= kMaxFrameBytes ? length : 0);
+  if (length > kMaxFrameBytes || !read_all(fd, payload->data(), length)) {
+    if (*received_fd >= 0) ::close(*received_fd);
+    *received_fd = -1;
+    return false;
+  }
+  return true;
 }
 
 // True when the pid in `pid_file` is a live `ag start-worker` process.
@@ -154,15 +162,35 @@ struct Supervised {
   int64_t term_sent_ms = 0;  // when the orphaned task was sent SIGTERM
 };
 
+// A task that ended while processes it left were still dying: its end is recorded
+// once they are gone (their output is then whole, their GPUs free), or at the deadline.
+struct Ending {
+  Supervised task;
+  std::string record;
+  int64_t deadline_ms = 0;
+};
+
+constexpr int64_t kLeftoverWaitMs = 2000;
+
 void kill_everything(pid_t task_pgid, const Supervised& task, int sig) {
   ::kill(-task_pgid, sig);
   // The control group holds every descendant; without one, the marker scan of /proc
-  // (the costly part) finds those that left the process group.
-  if (!task.cgroup.empty()) {
-    for (int pid : cgroup_pids(task.cgroup)) ::kill(pid, sig);
-  } else {
-    for (int pid : find_marked_processes(task.marker)) ::kill(pid, sig);
+  // (the costly part) finds those that left the process group. Never the supervisor
+  // itself, should it have failed to leave a task's group.
+  std::vector<int> pids = task.cgroup.empty() ? find_marked_processes(task.marker) : cgroup_pids(task.cgroup);
+  for (int pid : pids) {
+    if (pid != ::getpid()) ::kill(pid, sig);
   }
+}
+
+// True once no process of the task is left (its group is empty, or no process carries
+// its marker).
+bool all_gone(const Supervised& task) {
+  if (!task.cgroup.empty()) {
+    auto pids = cgroup_pids(task.cgroup);
+    return pids.empty() || (pids.size() == 1 && pids[0] == ::getpid());
+  }
+  return find_marked_processes(task.marker).empty();
 }
 
 // Starts the task with posix_spawn (which shares this process's memory until the
@@ -222,13 +250,14 @@ class Supervisor {
     int64_t last_check = monotonic_ms();
     for (;;) {
       pollfd fds[2] = {{signal_fd, POLLIN, 0}, {agent_fd_, POLLIN, 0}};
-      ::poll(fds, agent_fd_ >= 0 ? 2 : 1, 1000);
+      ::poll(fds, agent_fd_ >= 0 ? 2 : 1, endings_.empty() ? 1000 : 10);
       if (fds[0].revents & POLLIN) {
         signalfd_siginfo info;
         while (::read(signal_fd, &info, sizeof info) > 0) {
         }
       }
       reap();
+      finish_endings();
       if (agent_fd_ >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) take_request();
       int64_t now = monotonic_ms();
       if (now - last_check >= 1000) {
@@ -236,7 +265,7 @@ class Supervisor {
         check_orphaned(now);
         retry_cgroup_removal();
       }
-      if (agent_fd_ < 0 && tasks_.empty()) {
+      if (agent_fd_ < 0 && tasks_.empty() && endings_.empty()) {
         retry_cgroup_removal();
         ::_exit(0);
       }
@@ -290,12 +319,25 @@ class Supervisor {
       } else {
         std::snprintf(record, sizeof record, "exit %d\n", WEXITSTATUS(status));
       }
-      // A group still holding processes that are dying goes a little later.
-      if (!task.cgroup.empty() && ::rmdir(task.cgroup.c_str()) != 0 && errno == EBUSY) {
-        leftover_cgroups_.push_back(task.cgroup);
-      }
-      write_exit_record(task.task_dir, record);
+      endings_.push_back({std::move(task), record, monotonic_ms() + kLeftoverWaitMs});
     }
+  }
+
+  // Records the ends of tasks whose processes are all gone (the common case: at once).
+  void finish_endings() {
+    int64_t now = monotonic_ms();
+    std::vector<Ending> waiting;
+    for (auto& ending : endings_) {
+      if (!all_gone(ending.task) && now < ending.deadline_ms) {
+        waiting.push_back(std::move(ending));
+        continue;
+      }
+      // A group whose last processes are still being torn down goes a little later.
+      const std::string& group = ending.task.cgroup;
+      if (!group.empty() && ::rmdir(group.c_str()) != 0 && errno == EBUSY) leftover_cgroups_.push_back(group);
+      write_exit_record(ending.task.task_dir, ending.record.c_str());
+    }
+    endings_ = std::move(waiting);
   }
 
   // An agent that is gone for longer than a task's orphan timeout (the node timeout)
@@ -304,6 +346,7 @@ class Supervisor {
   void check_orphaned(int64_t now) {
     if (agent_fd_ >= 0 || agent_alive(agent_pid_file_)) {
       orphaned_since_ = 0;
+      for (auto& [_, task] : tasks_) task.term_sent_ms = 0;
       return;
     }
     if (orphaned_since_ == 0) orphaned_since_ = now;
@@ -329,10 +372,23 @@ class Supervisor {
   std::string agent_pid_file_;
   std::map<pid_t, Supervised> tasks_;
   std::vector<std::string> leftover_cgroups_;
+  std::vector<Ending> endings_;
   int64_t orphaned_since_ = 0;
 };
 
 }  // namespace
+
+bool has_nul(const LaunchRequest& request) {
+  auto nul = [](const std::string& s) { return s.find('\0') != std::string::npos; };
+  if (nul(request.task_dir) || nul(request.working_dir) || nul(request.cgroup) || nul(request.marker)) return true;
+  for (const auto& s : request.argv) {
+    if (nul(s)) return true;
+  }
+  for (const auto& s : request.envp) {
+    if (nul(s)) return true;
+  }
+  return false;
+}
 
 std::string encode_launch(const LaunchRequest& request) {
   std::string out;
@@ -377,6 +433,7 @@ std::optional<LaunchRequest> decode_launch(std::string_view bytes) {
 }
 
 void run_supervisor(int agent_fd, const std::string& agent_pid_file) {
+  ::close_range(static_cast<unsigned>(agent_fd) + 1, ~0U, 0);  // nothing inherited by mistake
   ::setsid();
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   ::prctl(PR_SET_NAME, "ag-supervisor");  // what ps and top show for it
@@ -394,21 +451,24 @@ Status SupervisorClient::start(const std::string& agent_pid_file) {
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
     return internal_error(std::string("cannot start the task supervisor: socketpair: ") + std::strerror(errno));
   }
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    int e = errno;
-    ::close(fds[0]);
-    ::close(fds[1]);
-    return internal_error(std::string("cannot start the task supervisor: fork: ") + std::strerror(e));
-  }
-  if (pid == 0) {
-    // Only its end of the socket stays open: not the agent's connection to the head,
-    // nor its inotify or signal descriptors.
-    ::dup3(fds[1], 3, O_CLOEXEC);
-    ::close_range(4, ~0U, 0);
-    run_supervisor(3, agent_pid_file);
-  }
+  // A fresh process of this same executable (not a fork of this multi-threaded one),
+  // with its end of the socket as descriptor 3 and nothing else of the agent's.
+  int child_end = ::fcntl(fds[1], F_DUPFD_CLOEXEC, 10);
   ::close(fds[1]);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, child_end, 3);
+  std::string name = "ag", mode = kSupervisorCommand;
+  std::string pid_file = agent_pid_file;
+  char* argv[] = {name.data(), mode.data(), pid_file.data(), nullptr};
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, executable_.c_str(), &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(child_end);
+  if (rc != 0) {
+    ::close(fds[0]);
+    return internal_error(std::string("cannot start the task supervisor: ") + std::strerror(rc));
+  }
   fd_ = fds[0];
   pid_ = pid;
   return {};
@@ -428,6 +488,7 @@ bool SupervisorClient::on_reaped(pid_t pid) {
 
 Result<int64_t> SupervisorClient::launch(const LaunchRequest& request, int output_fd,
                                          const std::string& agent_pid_file) {
+  if (has_nul(request)) return invalid_argument("the task's command line or environment holds a NUL byte");
   std::string payload = encode_launch(request);
   for (int attempt = 0;; ++attempt) {
     if (fd_ < 0) {
@@ -446,6 +507,10 @@ Result<int64_t> SupervisorClient::launch(const LaunchRequest& request, int outpu
   std::string reply;
   int unused_fd = -1;
   if (ready <= 0 || !read_frame(fd_, &reply, &unused_fd)) {
+    // A supervisor that does not answer is no longer trusted to start or record
+    // anything: it is killed (the agent ends its tasks once it reaps it) and the next
+    // launch starts a new one.
+    if (pid_ > 0) ::kill(pid_, SIGKILL);
     drop();
     return internal_error("the task supervisor did not answer the launch request");
   }

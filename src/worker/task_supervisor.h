@@ -1,4 +1,4 @@
-// The task supervisor: one small process per agent process, forked from it, that
+// The task supervisor: one small process per agent process, started by it, that
 // starts every task the agent launches, reaps it and whatever it leaves (it is a child
 // subreaper in its own session), records how each task ended in its `exit` file, and
 // kills the tasks once no agent has been alive for their orphan timeout. It outlives
@@ -9,10 +9,9 @@
 //         <==(the task's pid, or why it could not start)==
 //
 // A long-lived supervisor, not one per task: forking a process of the agent's size and
-// tearing it down again cost more than the short tasks themselves.
-//
-// The child of a fork of the (multi-threaded) agent, it keeps to system calls and the
-// standard library; no logging.
+// tearing it down again cost more than the short tasks themselves. It is the same
+// executable started afresh (`ag __task-supervisor AGENT_PID_FILE`, socket on fd 3),
+// not a fork of the multi-threaded agent. It does not log.
 #pragma once
 
 #include <sys/types.h>
@@ -38,20 +37,27 @@ struct LaunchRequest {
   std::vector<std::string> envp;  // "NAME=value"
 };
 
+// The hidden `ag` subcommand that runs a supervisor.
+inline constexpr const char* kSupervisorCommand = "__task-supervisor";
+
+// Requests travel as NUL-separated fields: none may hold a NUL itself.
+bool has_nul(const LaunchRequest& request);
 std::string encode_launch(const LaunchRequest& request);
 std::optional<LaunchRequest> decode_launch(std::string_view bytes);
 
 // The agent's end of its supervisor.
 class SupervisorClient {
  public:
-  SupervisorClient() = default;
+  // `executable`: the `ag` binary that runs supervisors (this very process's by default).
+  explicit SupervisorClient(std::string executable = "/proc/self/exe") : executable_(std::move(executable)) {}
   ~SupervisorClient();
   SupervisorClient(const SupervisorClient&) = delete;
   SupervisorClient& operator=(const SupervisorClient&) = delete;
 
-  // Starts the task through the supervisor (forked on first use, or again after one
+  // Starts the task through the supervisor (started on first use, or again after one
   // died), its stdout and stderr going to `output_fd`. Returns the task's pid.
-  // Errors: kInternal with the reason it could not start.
+  // Errors: kInvalidArgument for a NUL byte in the request; kInternal with the reason
+  // it could not start (a supervisor that does not answer within 10 s is killed).
   Result<int64_t> launch(const LaunchRequest& request, int output_fd, const std::string& agent_pid_file);
 
   // The supervisor's pid, 0 before the first launch.
@@ -64,6 +70,7 @@ class SupervisorClient {
   Status start(const std::string& agent_pid_file);
   void drop();
 
+  std::string executable_;
   pid_t pid_ = 0;
   int fd_ = -1;
 };

@@ -310,3 +310,22 @@ def test_killed_task_supervisor_ends_its_task_as_lost_and_the_worker_goes_on(clu
     proc = cluster.ag("submit", "--", "echo after the supervisor died")
     assert "after the supervisor died" in proc.stdout
     cluster.ag("stop-job", second, check=False)
+
+
+def test_upload_onto_a_full_disk_gets_the_heads_answer_not_a_reset(small_disk, cluster_factory, tmp_path):
+    cluster = cluster_factory("fullpkg", start_head=False)
+    small_disk(cluster.head_data_dir)
+    cluster.start()
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "weights.bin").write_bytes(os.urandom(64 << 20))  # far more than the head's disk and socket buffers
+
+    proc = cluster.ag("submit", "--no-wait", "--working-dir", str(code), "--", "true", check=False)
+
+    assert proc.returncode != 0
+    assert "No space left on device" in proc.stderr, proc.stderr
+    assert "cannot reach" not in proc.stderr
+    assert [p.name for p in (cluster.head_data_dir / "packages").iterdir()] == []
+    assert cluster.jobs() == []
+    kept = submit_no_wait(cluster, "--", "true")  # the head serves on
+    assert cluster.wait_state(kept, "SUCCEEDED", timeout=15)

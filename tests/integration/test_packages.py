@@ -251,7 +251,8 @@ def test_cli_and_sdk_pack_a_folder_to_the_same_package(cluster, tmp_path):
         "run.sh": b"#!/bin/sh\necho run\n",
         "big.bin": os.urandom(3 << 20),
         "ignored.log": b"left out by .gitignore\n",
-        ".gitignore": b"*.log\n",
+        "data/big.csv": b"left out by the excludes, whatever .gitignore says\n",
+        ".gitignore": b"*.log\n!data/\n",
         "__pycache__/x.pyc": b"skipped\n",
         ".git/HEAD": b"skipped\n",
     }
@@ -263,10 +264,40 @@ def test_cli_and_sdk_pack_a_folder_to_the_same_package(cluster, tmp_path):
     (code / "empty").mkdir()
     os.symlink("run.sh", code / "link.sh")
 
-    with packaging.pack_working_dir(str(code)) as package:
+    with packaging.pack_working_dir(str(code), excludes=["data/"]) as package:
         sdk_hash = package.sha256
         names = package.names()
     assert "ignored.log" not in names and not any("__pycache__" in n or ".git/" in n for n in names)
-    proc = cluster.ag("submit", "--no-wait", "--working-dir", str(code), "--", "true")
+    assert not any(n.startswith("data") for n in names)
+    proc = cluster.ag("submit", "--no-wait", "--working-dir", str(code), "--exclude", "data/", "--", "true")
     job_id = proc.stdout.strip().splitlines()[-1]
     assert cluster.job(job_id)["spec"]["runtime_env"]["working_dir"] == f"sha256:{sdk_hash}"
+
+
+def test_damaged_cached_package_is_downloaded_again(cluster, tmp_path):
+    code = tmp_path / "code"
+    code.mkdir()
+    payload = os.urandom(1 << 20)
+    (code / "data.bin").write_bytes(payload)
+    (code / "check.py").write_text(
+        "import hashlib; print('digest', hashlib.sha256(open('data.bin', 'rb').read()).hexdigest())\n")
+    want = "digest " + hashlib.sha256(payload).hexdigest()
+    args = ("submit", "-n", "2", "--placement", "spread", "--working-dir", str(code), "--", "/usr/bin/python3 check.py")
+    assert want in cluster.ag(*args).stdout
+    import sys
+    sys.path.insert(0, os.path.join(REPO, "python"))
+    from aethergrid import packaging
+    with packaging.pack_working_dir(str(code)) as package:  # the CLI packs the same bytes
+        digest = package.sha256
+    archives = [cluster.worker_data_dir(ip) / "packages" / "archives" / f"{digest}.tar.gz"
+                for ip in ("127.0.0.2", "127.0.0.3")]
+    assert all(a.exists() for a in archives)
+    for archive in archives:  # as a crash mid-write could leave them: cut short
+        with open(archive, "r+b") as f:
+            f.truncate(archive.stat().st_size // 2)
+
+    proc = cluster.ag(*args)
+
+    assert want in proc.stdout
+    for archive in archives:
+        assert hashlib.sha256(archive.read_bytes()).hexdigest() == digest

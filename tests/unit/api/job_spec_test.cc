@@ -76,6 +76,23 @@ void expect_same_spec(const JobSpec& actual, const JobSpec& expected) {
   EXPECT_EQ(actual.submission_id, expected.submission_id);
 }
 
+// A NUL cannot reach a task's command line or environment (they are C strings there):
+// refused where it arrives.
+TEST(ParseJobSpecTest, NulCharactersAreRefused) {
+  json entry = minimal_spec();
+  entry["entrypoint"] = std::string("echo a\0b", 8);
+  expect_invalid(entry, "entrypoint");
+  EXPECT_THAT(parse_error(entry).message, HasSubstr("NUL"));
+
+  json value = minimal_spec();
+  value["runtime_env"] = {{"env_vars", {{"A", std::string("x\0B=injected", 12)}}}};
+  expect_invalid(value, "runtime_env.env_vars");
+
+  json key = minimal_spec();
+  key["runtime_env"] = {{"env_vars", {{std::string("A\0B", 3), "x"}}}};
+  expect_invalid(key, "runtime_env.env_vars");
+}
+
 // --- Valid specs -----------------------------------------------------------------
 
 TEST(ParseJobSpecTest, MinimalSpecGetsDefaults) {

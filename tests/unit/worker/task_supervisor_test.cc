@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "worker/fs_fixtures.h"
+#include "worker/task_runner.h"
 
 namespace ag::worker {
 namespace {
@@ -60,6 +61,16 @@ TEST(LaunchRequestTest, EmptyEnvironmentRoundTrips) {
   EXPECT_EQ(decoded->argv.size(), 3u);
 }
 
+TEST(LaunchRequestTest, NulBytesAreFound) {
+  LaunchRequest request = sample_request();
+  EXPECT_FALSE(has_nul(request));
+  request.envp.push_back(std::string("X=a\0INJECTED=1", 15));
+  EXPECT_TRUE(has_nul(request));
+  request = sample_request();
+  request.argv[2] = std::string("echo\0", 5);
+  EXPECT_TRUE(has_nul(request));
+}
+
 TEST(LaunchRequestTest, MalformedRequestsAreRefused) {
   std::string good = encode_launch(sample_request());
   EXPECT_FALSE(decode_launch("").has_value());
@@ -73,7 +84,8 @@ TEST(LaunchRequestTest, MalformedRequestsAreRefused) {
   EXPECT_FALSE(decode_launch(text).has_value()) << "more arguments claimed than sent";
 }
 
-// A real supervisor (forked by the client), with its tasks in a temporary folder.
+// A real supervisor (the `ag` binary's, started by the client), with its tasks in a
+// temporary folder.
 class SupervisorProcessTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -105,7 +117,7 @@ class SupervisorProcessTest : public ::testing::Test {
 
   TempDir work_;
   std::string agent_pid_file_;
-  SupervisorClient client_;
+  SupervisorClient client_{AG_BINARY};
 };
 
 TEST_F(SupervisorProcessTest, StartsTheTaskAndRecordsItsExit) {
@@ -166,6 +178,31 @@ TEST_F(SupervisorProcessTest, ASupervisorThatDiedIsReplacedAtTheNextLaunch) {
   ASSERT_TRUE(pid.ok()) << pid.error().message;
   EXPECT_NE(client_.pid(), old);
   EXPECT_EQ(wait_for_exit_record(), "exit 3\n");
+}
+
+TEST_F(SupervisorProcessTest, EndIsRecordedOnlyOnceWhatTheTaskLeftIsGone) {
+  LaunchRequest r = request("sleep 30 & echo started; exit 4");
+  int fd = output_fd();
+  auto pid = client_.launch(r, fd, agent_pid_file_);
+  ::close(fd);
+  ASSERT_TRUE(pid.ok()) << pid.error().message;
+
+  EXPECT_EQ(wait_for_exit_record(), "exit 4\n");
+  EXPECT_TRUE(find_marked_processes(r.marker).empty()) << "the background sleep outlived its task's end";
+}
+
+TEST_F(SupervisorProcessTest, RequestWithANulByteIsRefusedBeforeItIsSent) {
+  LaunchRequest r = request("true");
+  r.envp.push_back(std::string("X=a\0B=c", 8));
+  int fd = output_fd();
+
+  auto pid = client_.launch(r, fd, agent_pid_file_);
+  ::close(fd);
+
+  ASSERT_FALSE(pid.ok());
+  EXPECT_EQ(pid.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(pid.error().message, HasSubstr("NUL"));
+  EXPECT_EQ(client_.pid(), 0) << "no supervisor was needed";
 }
 
 }  // namespace
