@@ -418,16 +418,19 @@ void ApiRoutes::handle_packages(const net::HttpRequest& req, net::Respond respon
   if (req.method != "PUT") return respond(error_response(405, "use HEAD, GET or PUT for /api/packages/{hash}"));
   // Uploads normally arrive streamed into the store (plan_body); a body held in
   // memory is stored the same way.
-  auto* upload = dynamic_cast<PackageUpload*>(req.body_sink.get());
+  auto upload = std::dynamic_pointer_cast<PackageUpload>(req.body_sink);
   if (req.body_sink && (!upload || upload->hash() != hash)) {
     return respond(error_response(500, "upload of sha256:" + hash + " was not streamed into the package store"));
   }
   int64_t size = upload ? upload->size() : static_cast<int64_t>(req.body.size());
-  auto stored = upload ? store.finish_upload(*upload) : store.put(hash, req.body);
-  if (!stored.ok()) return respond(error_response(stored.error()));
-  respond(json_response(stored.value() ? 201 : 200, {{"hash", "sha256:" + hash},
-                                                     {"size", size},
-                                                     {"stored", stored.value()}}));
+  auto answer = [respond, hash, size](Result<bool> stored) {
+    if (!stored.ok()) return respond(error_response(stored.error()));
+    respond(json_response(stored.value() ? 201 : 200, {{"hash", "sha256:" + hash},
+                                                       {"size", size},
+                                                       {"stored", stored.value()}}));
+  };
+  if (!upload) return answer(store.put(hash, req.body));
+  store.finish_upload_async(deps_.io, upload, answer);
 }
 
 }  // namespace ag::head

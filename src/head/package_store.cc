@@ -12,6 +12,8 @@
 
 #include "common/sha256.h"
 
+#include <boost/asio/post.hpp>
+
 namespace ag::head {
 namespace {
 std::string mib(int64_t bytes) {
@@ -98,7 +100,7 @@ Result<std::shared_ptr<PackageUpload>> PackageStore::begin_upload(const std::str
   return std::shared_ptr<PackageUpload>(new PackageUpload(hash, tmp, fd, max_package_bytes_));
 }
 
-Result<bool> PackageStore::finish_upload(PackageUpload& upload) {
+Result<bool> PackageStore::check_upload(PackageUpload& upload) {
   if (upload.error_) return *upload.error_;
   std::string actual = upload.sha_.finish_hex();
   upload.error_ = Error{ErrorCode::kInternal, "upload already finished"};
@@ -108,22 +110,44 @@ Result<bool> PackageStore::finish_upload(PackageUpload& upload) {
   }
   uploads_ += 1;
   bytes_uploaded_ += upload.size_;
-  if (contains(upload.hash_)) return false;
+  return !contains(upload.hash_);
+}
+
+Status PackageStore::make_durable(PackageUpload& upload, const std::string& path, const std::string& dir) {
   // Synced, then renamed: a package exists whole or not at all, even across a crash.
   bool synced = ::fdatasync(upload.fd_) == 0;
   ::close(upload.fd_);
   upload.fd_ = -1;
-  if (!synced || ::rename(upload.tmp_path_.c_str(), path_for(upload.hash_).c_str()) != 0) {
+  if (!synced || ::rename(upload.tmp_path_.c_str(), path.c_str()) != 0) {
     return internal_error("cannot store package: " + std::string(std::strerror(errno)));
   }
   upload.tmp_path_.clear();
   // The new name itself is made durable too.
-  int dir_fd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd >= 0) {
     ::fsync(dir_fd);
     ::close(dir_fd);
   }
+  return {};
+}
+
+Result<bool> PackageStore::finish_upload(PackageUpload& upload) {
+  auto needed = check_upload(upload);
+  if (!needed.ok() || !needed.value()) return needed;
+  if (Status s = make_durable(upload, path_for(upload.hash_), dir_); !s) return s.error();
   return true;
+}
+
+void PackageStore::finish_upload_async(boost::asio::io_context& io, std::shared_ptr<PackageUpload> upload,
+                                       std::function<void(Result<bool>)> done) {
+  auto needed = check_upload(*upload);
+  if (!needed.ok() || !needed.value()) return done(needed);
+  // The sync waits for the disk (seconds for a large package on a slow one): off the
+  // io thread, which keeps serving requests and heartbeats meanwhile.
+  boost::asio::post(syncer_, [&io, upload, path = path_for(upload->hash_), dir = dir_, done = std::move(done)] {
+    Status stored = make_durable(*upload, path, dir);
+    boost::asio::post(io, [stored, done] { done(stored ? Result<bool>(true) : Result<bool>(stored.error())); });
+  });
 }
 
 Result<bool> PackageStore::put(const std::string& hash, const std::string& bytes) {

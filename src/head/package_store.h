@@ -2,10 +2,14 @@
 // files), one file per SHA-256 under <data_dir>/packages/. Clients upload a package
 // once (HEAD first: an unchanged folder uploads nothing); workers download it by hash
 // and verify it. Uploads stream to disk while they are hashed, so a package never
-// sits whole in the head's memory. Io thread only.
+// sits whole in the head's memory. Io thread only (the final sync of an upload runs on
+// the store's own thread).
 #pragma once
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -58,6 +62,11 @@ class PackageStore {
   // when the bytes hash to something else (nothing is stored); kInternal.
   Result<bool> finish_upload(PackageUpload& upload);
 
+  // finish_upload with the sync and rename on the store's own thread; `done` runs on
+  // `io` (or at once, when nothing is left to write).
+  void finish_upload_async(boost::asio::io_context& io, std::shared_ptr<PackageUpload> upload,
+                           std::function<void(Result<bool>)> done);
+
   // begin_upload + write + finish_upload of bytes at hand.
   Result<bool> put(const std::string& hash, const std::string& bytes);
 
@@ -73,12 +82,18 @@ class PackageStore {
 
  private:
   std::string path_for(const std::string& hash) const { return dir_ + "/" + hash + ".tar.gz"; }
+  // Checks the bytes against the hash and counts the upload; true when the package
+  // still has to be stored.
+  Result<bool> check_upload(PackageUpload& upload);
+  // fdatasync, rename to `path`, fsync of `dir`. Any thread.
+  static Status make_durable(PackageUpload& upload, const std::string& path, const std::string& dir);
 
   std::string dir_;
   int64_t max_package_bytes_;
   int64_t bytes_uploaded_ = 0;
   int64_t uploads_ = 0;
   int64_t next_upload_ = 0;
+  boost::asio::thread_pool syncer_{1};
 };
 
 }  // namespace ag::head

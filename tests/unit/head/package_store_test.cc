@@ -6,7 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <chrono>
 #include <filesystem>
+#include <optional>
+#include <thread>
 #include <string>
 
 #include "common/sha256.h"
@@ -319,6 +324,46 @@ TEST_F(PackageStoreTest, UploadsLeftByAStoppedHeadAreRemovedAtStart) {
 
   EXPECT_THAT(list_tree(store_dir()), IsEmpty());
   EXPECT_FALSE(restarted.contains(hash));
+}
+
+TEST_F(PackageStoreTest, FinishInTheBackgroundAnswersOnTheIoContext) {
+  boost::asio::io_context io;
+  const std::string bytes(3 * kMiB, 'q');
+  const std::string hash = sha256_hex(bytes);
+  auto upload = store_.begin_upload(hash);
+  ASSERT_TRUE(upload.ok());
+  ASSERT_TRUE((*upload)->write(bytes.data(), bytes.size()).ok());
+  std::optional<Result<bool>> answer;
+  auto answered_on = std::this_thread::get_id();
+
+  store_.finish_upload_async(io, *upload, [&](Result<bool> stored) {
+    answer = stored;
+    answered_on = std::this_thread::get_id();
+  });
+  EXPECT_FALSE(answer.has_value()) << "the sync runs on the store's thread";
+  auto busy = boost::asio::make_work_guard(io);  // the answer is posted from that thread later
+  io.run_one_for(std::chrono::seconds(10));
+
+  ASSERT_TRUE(answer.has_value());
+  ASSERT_TRUE(answer->ok()) << answer->error().message;
+  EXPECT_TRUE(answer->value());
+  EXPECT_EQ(answered_on, std::this_thread::get_id());
+  EXPECT_EQ(*store_.read(hash), bytes);
+  upload->reset();
+  EXPECT_THAT(list_tree(store_dir()), ElementsAre(hash + ".tar.gz"));
+}
+
+TEST_F(PackageStoreTest, FinishInTheBackgroundOfAMismatchAnswersAtOnce) {
+  boost::asio::io_context io;
+  auto upload = store_.begin_upload(sha256_hex("claimed"));
+  ASSERT_TRUE(upload.ok());
+  ASSERT_TRUE((*upload)->write("other", 5).ok());
+  std::optional<Result<bool>> answer;
+
+  store_.finish_upload_async(io, *upload, [&](Result<bool> stored) { answer = stored; });
+
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->error().code, ErrorCode::kInvalidArgument);
 }
 
 }  // namespace
