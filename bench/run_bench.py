@@ -485,7 +485,7 @@ def main():
     parser.add_argument("--dashboard-log-mib", type=int, default=100,
                         help="size of the task log the dashboard measure reads (0: skip); needs --memory-jobs")
     parser.add_argument("--working-dir-mib", type=int, default=100)
-    parser.add_argument("--working-dir-rounds", type=int, default=3)
+    parser.add_argument("--working-dir-rounds", type=int, default=5)
     parser.add_argument("--sdk-runs", type=int, default=30)
     parser.add_argument("--write", action="store_true", help="write bench/RESULTS.md")
     args = parser.parse_args()
