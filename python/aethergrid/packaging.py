@@ -27,8 +27,11 @@ from . import _gitignore, _tar
 from .exceptions import AGValidationError
 
 ALWAYS_SKIPPED = frozenset([".git", "__pycache__"])
-# Packages up to this size stay in memory while they are packed and uploaded.
-_SPOOL_BYTES = 16 << 20
+# Packages up to this size stay in memory while they are packed and uploaded (the
+# head's default limit is 500 MiB); larger ones go through a temporary file. Writing
+# the package to disk only to read it back for the upload costs the most when the
+# disk is busy with the cluster's own writes.
+_SPOOL_BYTES = 512 << 20
 BIGGEST_FILES_KEPT = 5
 
 
