@@ -159,6 +159,21 @@ std::optional<Error> parse_runtime_env(const json& v, RuntimeEnv* env) {
 
 }  // namespace
 
+const char* to_string(Placement placement) {
+  switch (placement) {
+    case Placement::kPack: return "pack";
+    case Placement::kSpread: return "spread";
+  }
+  return "pack";
+}
+
+std::optional<Placement> parse_placement(std::string_view text) {
+  for (Placement p : {Placement::kPack, Placement::kSpread}) {
+    if (text == to_string(p)) return p;
+  }
+  return std::nullopt;
+}
+
 std::string RuntimeEnv::working_dir_hash() const {
   return working_dir.rfind("sha256:", 0) == 0 ? working_dir.substr(7) : std::string();
 }
@@ -233,10 +248,11 @@ Result<JobSpec> parse_job_spec(const json& body) {
     spec.timeout_per_attempt = body["timeout_per_attempt"].get<bool>();
   }
   if (body.contains("placement") && !body["placement"].is_null()) {
-    if (auto err = read_string(body["placement"], "placement", 16, &spec.placement)) return *err;
-    if (spec.placement != "pack" && spec.placement != "spread") {
-      return field_error("placement", "must be \"pack\" or \"spread\", got \"" + spec.placement + "\"");
-    }
+    std::string text;
+    if (auto err = read_string(body["placement"], "placement", 16, &text)) return *err;
+    std::optional<Placement> placement = parse_placement(text);
+    if (!placement) return field_error("placement", "must be \"pack\" or \"spread\", got \"" + text + "\"");
+    spec.placement = *placement;
   }
   if (body.contains("submission_id") && !body["submission_id"].is_null()) {
     if (auto err = read_string(body["submission_id"], "submission_id", 128, &spec.submission_id)) return *err;
@@ -262,7 +278,7 @@ json to_json(const JobSpec& spec) {
   j["max_retries"] = spec.max_retries;
   j["timeout"] = spec.timeout_s ? json(*spec.timeout_s) : json(nullptr);
   if (spec.timeout_per_attempt) j["timeout_per_attempt"] = true;
-  j["placement"] = spec.placement;
+  j["placement"] = to_string(spec.placement);
   if (!spec.submission_id.empty()) j["submission_id"] = spec.submission_id;
   return j;
 }

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -25,6 +26,20 @@ inline constexpr size_t kMaxNameBytes = 256;
 inline constexpr size_t kMaxLabels = 64;
 inline constexpr size_t kMaxEnvVars = 256;
 inline constexpr double kMaxTimeoutSeconds = 90.0 * 24 * 3600;
+
+// How a job's tasks are spread over nodes. On the wire (REST body, stored records) it
+// is the string "pack" or "spread", so that documents written before it was an enum
+// still load.
+enum class Placement {
+  kPack,    // fewest nodes, so that collective traffic stays local
+  kSpread,  // as many distinct nodes as possible
+};
+
+// "pack" or "spread".
+const char* to_string(Placement placement);
+// The placement a wire string names; nullopt for anything but "pack" and "spread"
+// (exact, lower case).
+std::optional<Placement> parse_placement(std::string_view text);
 
 struct RuntimeEnv {
   std::map<std::string, std::string> env_vars;
@@ -49,8 +64,8 @@ struct JobSpec {
   int max_retries = 0;
   std::optional<double> timeout_s;
   bool timeout_per_attempt = false;  // the timeout restarts with every attempt
-  std::string placement = "pack";  // "pack" or "spread"
-  std::string submission_id;       // client-chosen idempotency key, optional
+  Placement placement = Placement::kPack;
+  std::string submission_id;  // client-chosen idempotency key, optional
 
   Resources per_task() const;
 };

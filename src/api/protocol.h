@@ -1,24 +1,36 @@
-// The worker <-> head channel: one WebSocket per worker, opened by the worker at
+// The head <-> worker protocol: one WebSocket per worker, opened by the worker at
 // GET /api/workers/connect with the cluster token. Control messages are JSON text
-// frames with a "type"; task output travels in binary frames (log_frame.h).
+// frames, each an object with a "type"; task output travels in binary log frames.
+// This header is the whole protocol: one struct per message, encode() to the wire,
+// decode_*() back with an error that names the field. The head (head/worker_gateway.cc,
+// head/job_manager.cc) and the agent (worker/agent.cc) speak only through these.
 //
-//   worker -> head  register {node_id, address, hostname, resources, running[], busy_ports[]}
-//   head -> worker  registered {node_id}  |  error {message} then close
-//   head -> worker  launch {job_id, attempt, task_index, entrypoint, env{}, gpu_ids[]}
-//   worker -> head  task_started {job_id, attempt, task_index, pid}
-//   worker -> head  task_exited {job_id, attempt, task_index, exit_code|signal|start_error}
-//   head -> worker  kill {job_id, attempt, task_index, grace_ms}
-//   worker -> head  heartbeat {usage, busy_ports[]}
+//   worker                                   head
+//     register {node, running[], exited[]} ->
+//                                         <- registered {node_id, node_timeout_ms}
+//                                         <- log_resume {task, offset}   (per reported task)
+//                                         <- launch {task, entrypoint, env, ...}
+//     task_started {task, pid}             ->
+//     (binary) log frame {task, offset}    ->
+//                                         <- kill {task, grace_ms}
+//     task_exited {task, exit}             ->
+//                                         <- exit_ack {task}
+//     heartbeat {usage, busy_ports[]}      ->   (every second)
+//     error {message}                     <->   (a message the peer could not accept)
 //
-// busy_ports: the ports of the master-port range that something on the node already
-// holds (from /proc/net/tcp); the head hands out none of them as task 0's master port.
-//   worker -> head  (binary) log frame
+// A bad message is answered with an `error` naming what was wrong; a bad register is
+// answered with an `error` and the channel is closed.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
+#include <vector>
+
+#include "common/result.h"
 
 namespace ag::api {
 
@@ -28,18 +40,175 @@ inline constexpr const char* kWorkerConnectPath = "/api/workers/connect";
 inline constexpr int kMasterPortFirst = 29500;
 inline constexpr int kMasterPortLast = 31499;
 
-// Header of a binary log frame: which task's output, and where in its log it starts.
-struct LogFrameHeader {
+// Limits a decoded message is held to.
+inline constexpr size_t kMaxControlMessageBytes = 16 << 20;
+inline constexpr size_t kMaxIdBytes = 64;         // job and node ids
+inline constexpr int kMaxAttempt = 1'000'000;
+inline constexpr int kMaxTaskIndex = 1'000'000;
+
+// True for an id the head or a worker may build a path from: 1-64 characters of
+// [A-Za-z0-9_-] (never '/', '.', NUL).
+bool is_safe_id(std::string_view id);
+
+// One task of one attempt of a job: the identity every message about a task carries.
+struct TaskKey {
   std::string job_id;
   int attempt = 0;
   int task_index = 0;
+  auto operator<=>(const TaskKey&) const = default;
+  // "job_ab12/0/1"
+  std::string to_string() const;
+};
+
+// How a task ended: an exit code or a signal, or it could not start (start_error), or
+// it vanished without anyone seeing its end (lost).
+struct TaskExit {
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::string start_error;
+  std::string lost;
+  bool operator==(const TaskExit&) const = default;
+};
+
+struct GpuUsage {
+  int64_t index = 0;
+  int64_t utilization_percent = 0;
+  int64_t memory_used_bytes = 0;
+  int64_t memory_total_bytes = 0;
+  bool operator==(const GpuUsage&) const = default;
+};
+
+struct NodeUsage {
+  double cpu_percent = 0;
+  int64_t memory_used_bytes = 0;
+  std::vector<GpuUsage> gpus;
+  bool operator==(const NodeUsage&) const = default;
+};
+
+// ---- worker -> head ----
+
+struct RunningTask {
+  TaskKey task;
+  int64_t pid = 0;
+  bool operator==(const RunningTask&) const = default;
+};
+
+struct TaskStarted {
+  TaskKey task;
+  int64_t pid = 0;
+  bool operator==(const TaskStarted&) const = default;
+};
+
+struct TaskExited {
+  TaskKey task;
+  TaskExit exit;
+  bool operator==(const TaskExited&) const = default;
+};
+
+// The first message on a channel: who the node is, what it offers, and what it still
+// runs (`running`) or saw end while the head was away (`exited`, whose exits the
+// worker sends again once the head has the whole log).
+struct Register {
+  std::string node_id;
+  std::string address;
+  std::string hostname;
+  int64_t cpu_millis = 0;
+  int64_t memory_bytes = 0;
+  std::vector<int> gpu_ids;
+  std::vector<RunningTask> running;
+  std::vector<TaskExited> exited;
+  std::vector<int> busy_ports;  // master-port range ports already held on the node
+  bool operator==(const Register&) const = default;
+};
+
+struct Heartbeat {
+  NodeUsage usage;
+  std::vector<int> busy_ports;
+  bool operator==(const Heartbeat&) const = default;
+};
+
+// ---- head -> worker ----
+
+struct Registered {
+  std::string node_id;
+  int64_t node_timeout_ms = 0;
+  bool operator==(const Registered&) const = default;
+};
+
+struct Launch {
+  TaskKey task;
+  std::string entrypoint;
+  std::map<std::string, std::string> env;       // the head's half of the task environment
+  std::map<std::string, std::string> env_vars;  // runtime_env.env_vars, expanded on the worker
+  std::vector<int> gpu_ids;
+  std::string working_dir_hash;   // "" when the job has no working_dir package
+  std::string python_executable;  // "" for the node's own
+  bool operator==(const Launch&) const = default;
+};
+
+struct Kill {
+  TaskKey task;
+  int64_t grace_ms = 0;
+  bool operator==(const Kill&) const = default;
+};
+
+struct ExitAck {
+  TaskKey task;
+  bool operator==(const ExitAck&) const = default;
+};
+
+// Send the task's output from byte `offset` on (what the head already has).
+struct LogResume {
+  TaskKey task;
   int64_t offset = 0;
+  bool operator==(const LogResume&) const = default;
+};
+
+// ---- either way ----
+
+struct ErrorMessage {
+  std::string message;
+  bool operator==(const ErrorMessage&) const = default;
+};
+
+using WorkerMessage = std::variant<Register, Heartbeat, TaskStarted, TaskExited, ErrorMessage>;
+using HeadMessage = std::variant<Registered, Launch, Kill, ExitAck, LogResume, ErrorMessage>;
+
+std::string encode(const Register& m);
+std::string encode(const Heartbeat& m);
+std::string encode(const TaskStarted& m);
+std::string encode(const TaskExited& m);
+std::string encode(const Registered& m);
+std::string encode(const Launch& m);
+std::string encode(const Kill& m);
+std::string encode(const ExitAck& m);
+std::string encode(const LogResume& m);
+std::string encode(const ErrorMessage& m);
+std::string encode(const WorkerMessage& m);
+std::string encode(const HeadMessage& m);
+
+// Decodes a text frame. Errors (kInvalidArgument) say what was wrong and where:
+// "task_exited.attempt: expected an integer", "unknown message type 'foo'",
+// "message of 20000000 bytes is over the 16777216-byte limit".
+Result<WorkerMessage> decode_worker_message(std::string_view text);
+Result<HeadMessage> decode_head_message(std::string_view text);
+
+// The task a message of type `type` is about, when its job_id, attempt and task_index
+// read well even though the rest does not: lets a worker end a task whose launch it
+// cannot read.
+std::optional<TaskKey> task_key_of(std::string_view text, std::string_view type);
+
+// Header of a binary log frame: which task's output, and where in its log it starts.
+struct LogFrameHeader {
+  TaskKey task;
+  int64_t offset = 0;
+  bool operator==(const LogFrameHeader&) const = default;
 };
 
 // Encodes [u32 big-endian header length][header JSON][payload bytes].
 std::string encode_log_frame(const LogFrameHeader& header, std::string_view payload);
 
-// Decodes a frame; nullopt when it is malformed. `payload` views into `frame`.
-std::optional<LogFrameHeader> decode_log_frame(std::string_view frame, std::string_view* payload);
+// Decodes a frame; `payload` views into `frame`. Errors name what was wrong.
+Result<LogFrameHeader> decode_log_frame(std::string_view frame, std::string_view* payload);
 
 }  // namespace ag::api

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/session.h"
+#include "cli/submit_options.h"
 
 namespace ag::cli {
 
@@ -40,23 +41,6 @@ int start_worker(const StartWorkerOptions& options);
 
 int stop_daemons(double timeout_s);
 
-struct SubmitOptions {
-  int num_workers = 1;
-  std::optional<double> num_cpus;
-  std::optional<int> num_gpus;
-  std::optional<double> memory_gb;
-  std::string placement = "pack";
-  std::vector<std::string> env;  // K=V
-  std::string working_dir;       // local folder, packed and uploaded
-  std::vector<std::string> excludes;
-  std::string python;            // runtime_env.python.executable
-  std::string name;
-  int max_retries = 0;
-  std::optional<double> timeout_s;
-  bool timeout_per_attempt = false;
-  bool no_wait = false;
-  std::vector<std::string> command;
-};
 int submit(const ConnectionOptions& conn, const SubmitOptions& options);
 
 int cluster_status(const ConnectionOptions& conn);

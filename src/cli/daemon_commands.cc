@@ -22,6 +22,20 @@
 namespace ag::cli {
 namespace {
 
+constexpr const char* kNotStoppable = "`ag stop` will not find this daemon; stop it by its pid";
+
+// Session bookkeeping that fails leaves the daemon running: say what the user loses.
+void warn_if_failed(const Status& status, const std::string& consequence) {
+  if (!status) std::cerr << "warning: " << status.error().message << "; " << consequence << "\n";
+}
+
+Status make_data_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return internal_error("cannot create data dir " + dir + ": " + ec.message() + "; pass a writable --data-dir");
+  return {};
+}
+
 // Runs `body` as a background daemon. The daemon reports readiness with one line on a
 // pipe ("OK <text>" or "ERR <message>"); the parent waits for it so that the command
 // returns only once the daemon is serving, or says why it is not.
@@ -111,12 +125,16 @@ int start_head(const StartHeadOptions& options) {
   config.kill_grace_ms = static_cast<int64_t>(options.kill_grace_s * 1000);
   config.verbose = options.verbose;
   config.max_package_bytes = static_cast<int64_t>(options.max_package_mb * (1 << 20));
-  std::filesystem::create_directories(config.data_dir);
+  if (Status s = make_data_dir(config.data_dir); !s) {
+    std::cerr << "error: " << s.error().message << "\n";
+    return 1;
+  }
   std::string address = options.node_ip + ":" + std::to_string(options.port);
   std::string dashboard = "http://" + options.node_ip + ":" + std::to_string(options.dashboard_port);
 
   auto announce = [&](const std::string& token, int pid) {
-    write_session({address, dashboard, config.data_dir, config.data_dir + "/token"});
+    warn_if_failed(write_session({address, dashboard, config.data_dir, config.data_dir + "/token"}),
+                   "the CLI and SDK on this machine will not find the head by themselves");
     std::cout << "AetherGrid head started at " << address << " (pid " << pid << ")\n"
               << "  Dashboard and REST API: " << dashboard << "\n"
               << "  Sign in to the dashboard: " << dashboard << "/?token=" << token << "\n"
@@ -135,7 +153,7 @@ int start_head(const StartHeadOptions& options) {
         std::cerr << "error: " << status.error().message << "\n";
         return;
       }
-      record_daemon("head", ::getpid());
+      warn_if_failed(record_daemon("head", ::getpid()), kNotStoppable);
       announce(token, ::getpid());
       std::cout.flush();
     });
@@ -153,7 +171,7 @@ int start_head(const StartHeadOptions& options) {
     if (launch.pid > 0 && process_alive(launch.pid)) ::kill(launch.pid, SIGTERM);
     return 1;
   }
-  record_daemon("head", launch.pid);
+  warn_if_failed(record_daemon("head", launch.pid), kNotStoppable);
   announce(launch.text, launch.pid);
   return 0;
 }
@@ -187,12 +205,15 @@ int start_worker(const StartWorkerOptions& options) {
     std::cerr << "error: no cluster token: pass --token TOKEN (printed by `ag start-head`) or set AG_TOKEN\n";
     return 2;
   }
-  std::filesystem::create_directories(config.data_dir);
+  if (Status s = make_data_dir(config.data_dir); !s) {
+    std::cerr << "error: " << s.error().message << "\n";
+    return 1;
+  }
   std::string name = "worker-" + options.node_ip;
 
   if (options.block) {
     init_logging("", options.verbose);
-    record_daemon(name, ::getpid());
+    warn_if_failed(record_daemon(name, ::getpid()), kNotStoppable);
     return worker::run_worker(config, [&](const Status& status, const std::string& summary) {
       if (status) std::cout << "AetherGrid worker joined the cluster at " << options.head_node << ": " << summary << "\n";
       else std::cerr << "warning: " << status.error().message << "\n";
@@ -207,7 +228,7 @@ int start_worker(const StartWorkerOptions& options) {
     });
   });
   if (launch.ok) {
-    record_daemon(name, launch.pid);
+    warn_if_failed(record_daemon(name, launch.pid), kNotStoppable);
     std::cout << "AetherGrid worker started (pid " << launch.pid << "), joined the cluster at " << options.head_node
               << ": " << launch.text << "\n  Log: " << log_path << "\n";
     return 0;
@@ -219,7 +240,7 @@ int start_worker(const StartWorkerOptions& options) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   if (launch.pid > 0 && process_alive(launch.pid)) {
-    record_daemon(name, launch.pid);
+    warn_if_failed(record_daemon(name, launch.pid), kNotStoppable);
     std::cerr << "warning: " << (launch.text.empty() ? "the worker has not registered yet" : launch.text) << "\n"
               << "The worker (pid " << launch.pid << ") keeps retrying with backoff; its log: " << log_path
               << "\nStop it with `ag stop`.\n";

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <iostream>
 
+#include "api/job_spec.h"
+#include "api/job_state.h"
 #include "cli/api_client.h"
 #include "cli/commands.h"
 #include "cli/package_builder.h"
@@ -26,19 +28,6 @@ constexpr double kReconnectWindowS = 30;
 
 bool json_output(const ConnectionOptions& conn) { return conn.output == "json"; }
 
-// Quotes an argument for /bin/sh when it needs it.
-std::string shell_quote(const std::string& arg) {
-  if (!arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") == std::string::npos) {
-    return arg;
-  }
-  std::string out = "'";
-  for (char c : arg) {
-    if (c == '\'') out += "'\\''";
-    else out.push_back(c);
-  }
-  return out + "'";
-}
-
 std::string header_value(const net::HttpResponse& res, const std::string& name) {
   for (const auto& [k, v] : res.headers) {
     if (k == name) return v;
@@ -50,6 +39,19 @@ std::string str(const json& j, const char* key) {
   if (!j.contains(key) || j[key].is_null()) return "-";
   if (j[key].is_string()) return j[key].get<std::string>().empty() ? "-" : j[key].get<std::string>();
   return j[key].dump();
+}
+
+// The state a job document reports; nullopt when it names none this CLI knows (a newer
+// head), which callers treat as not finished yet.
+std::optional<api::JobState> job_state(const json& job) {
+  auto it = job.find("state");
+  if (it == job.end() || !it->is_string()) return std::nullopt;
+  return api::parse_job_state(it->get_ref<const std::string&>());
+}
+
+bool is_terminal(const json& job) {
+  std::optional<api::JobState> state = job_state(job);
+  return state && api::is_terminal(*state);
 }
 
 std::string cpus_text(double cpus) {
@@ -155,55 +157,28 @@ Result<std::string> upload_working_dir(const Connection& conn, const std::string
 int submit(const ConnectionOptions& options, const SubmitOptions& submit) {
   auto conn = resolve_connection(options);
   if (!conn.ok()) return fail(conn.error());
-  if (submit.command.empty()) {
-    std::cerr << "error: no command given: put the command after --, e.g. ag submit --num-workers 2 -- python train.py\n";
+  if (auto usage = check_submit_usage(submit)) {
+    std::cerr << "error: " << usage->message << "\n";
     return 2;
   }
-  std::string entrypoint;
-  if (submit.command.size() == 1) {
-    entrypoint = submit.command[0];  // one argument is taken as a shell command line
-  } else {
-    for (const auto& arg : submit.command) entrypoint += (entrypoint.empty() ? "" : " ") + shell_quote(arg);
-  }
-  json spec = {{"entrypoint", entrypoint}, {"num_workers", submit.num_workers}, {"placement", submit.placement},
-               {"max_retries", submit.max_retries}};
-  json task_options = json::object();
-  if (submit.num_cpus) task_options["num_cpus"] = *submit.num_cpus;
-  if (submit.num_gpus) task_options["num_gpus"] = *submit.num_gpus;
-  if (submit.memory_gb) task_options["memory"] = static_cast<int64_t>(*submit.memory_gb * (1ll << 30));
-  spec["task_options"] = task_options;
-  if (!submit.name.empty()) spec["job_name"] = submit.name;
-  if (submit.timeout_s) spec["timeout"] = *submit.timeout_s;
-  if (submit.timeout_per_attempt) spec["timeout_per_attempt"] = true;
-  json env_vars = json::object();
-  for (const auto& kv : submit.env) {
-    size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      std::cerr << "error: --env takes NAME=VALUE, got '" << kv << "'\n";
-      return 2;
-    }
-    env_vars[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  json runtime_env = json::object();
-  if (!env_vars.empty()) runtime_env["env_vars"] = env_vars;
-  if (!submit.python.empty()) runtime_env["python"] = {{"executable", submit.python}};
+  // Checked before anything is uploaded: a value the head would refuse fails here,
+  // with the head's message.
+  auto spec = spec_from_submit_options(submit);
+  if (!spec.ok()) return fail(spec.error());
   if (!submit.working_dir.empty()) {
     auto ref = upload_working_dir(conn.value(), submit.working_dir, submit.excludes);
     if (!ref.ok()) return fail(ref.error());
-    runtime_env["working_dir"] = ref.value();
-  } else if (!submit.excludes.empty()) {
-    std::cerr << "error: --exclude only applies with --working-dir\n";
-    return 2;
+    spec->runtime_env.working_dir = ref.value();
   }
-  if (!runtime_env.empty()) spec["runtime_env"] = runtime_env;
 
   // A client-chosen id makes the submit safe to repeat: if the head restarts while the
   // request is in flight, the retry finds the job the first try created.
-  spec["submission_id"] = "cli-" + random_hex(12);
-  auto created = call_json(conn.value(), "POST", "/api/jobs", spec.dump());
+  spec->submission_id = "cli-" + random_hex(12);
+  const std::string body = api::to_json(spec.value()).dump();
+  auto created = call_json(conn.value(), "POST", "/api/jobs", body);
   if (!created.ok() && created.error().code == ErrorCode::kUnavailable &&
       created.error().message.find("refused") == std::string::npos) {
-    created = call_json_retrying(conn.value(), "POST", "/api/jobs", spec.dump(), 30000, kReconnectWindowS);
+    created = call_json_retrying(conn.value(), "POST", "/api/jobs", body, 30000, kReconnectWindowS);
   }
   if (!created.ok()) return fail(created.error());
   std::string job_id = created.value()["job_id"].get<std::string>();
@@ -227,7 +202,7 @@ int submit(const ConnectionOptions& options, const SubmitOptions& submit) {
                                      "", 40000, kReconnectWindowS);
     if (!waited.ok()) return fail(waited.error());
     job = waited.value();
-    bool terminal = job["state"] == "SUCCEEDED" || job["state"] == "FAILED" || job["state"] == "STOPPED";
+    bool terminal = is_terminal(job);
     int attempts = job["num_attempts"].get<int>();
     if (attempts <= attempt) {
       if (terminal) break;  // stopped before it was ever placed
@@ -243,7 +218,7 @@ int submit(const ConnectionOptions& options, const SubmitOptions& submit) {
                                     "", 40000, kReconnectWindowS);
     if (!after.ok()) return fail(after.error());
     job = after.value();
-    terminal = job["state"] == "SUCCEEDED" || job["state"] == "FAILED" || job["state"] == "STOPPED";
+    terminal = is_terminal(job);
     if (job["num_attempts"].get<int>() > attempt + 1) {
       std::cerr << "Attempt " << attempt << " failed; following attempt " << attempt + 1 << ".\n";
       ++attempt;
@@ -259,7 +234,7 @@ int submit(const ConnectionOptions& options, const SubmitOptions& submit) {
     if (!job["message"].get<std::string>().empty()) std::cerr << ": " << job["message"].get<std::string>();
     std::cerr << "\n";
   }
-  return state == "SUCCEEDED" ? 0 : 1;
+  return job_state(job) == api::JobState::kSucceeded ? 0 : 1;
 }
 
 int cluster_status(const ConnectionOptions& options) {
@@ -280,8 +255,8 @@ int cluster_status(const ConnectionOptions& options) {
             << "Memory: " << (s["allocated"]["memory_bytes"].get<int64_t>() >> 30) << " / "
             << (s["resources"]["memory_bytes"].get<int64_t>() >> 30) << " GiB allocated\n"
             << "Jobs:";
-  for (const char* st : {"PENDING", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED"}) {
-    std::cout << " " << st << " " << s["jobs"][st];
+  for (api::JobState st : api::kJobStates) {
+    std::cout << " " << api::to_string(st) << " " << s["jobs"][api::to_string(st)];
   }
   std::cout << "\n";
   return 0;

@@ -1,5 +1,6 @@
 // Clock: the one way code reads time, so that logic can be driven by a fake clock in
-// tests. The head and worker pass a SystemClock; tests pass a FakeClock they advance.
+// tests. The head and worker pass a SystemClock; tests pass a FakeClock they advance
+// (tests/unit/fakes/fake_clock.h, which also implements Timers).
 #pragma once
 
 #include <cstdint>

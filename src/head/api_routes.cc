@@ -261,7 +261,7 @@ void ApiRoutes::handle_logs(const net::HttpRequest& req, const std::string& job_
       !query_int(req, "tail_bytes", 0, kMaxLogChunk, &tail_bytes, respond)) {
     return;
   }
-  LogKey key{job_id, static_cast<int>(attempt), static_cast<int>(task_index)};
+  api::TaskKey key{job_id, static_cast<int>(attempt), static_cast<int>(task_index)};
   if (tail_bytes >= 0) {
     // The end of the log, for viewers that must not load a huge log whole; with
     // wait_ms it waits only while the log is still empty.

@@ -17,6 +17,7 @@
 #include "head/package_store.h"
 #include "head/store/sqlite_store.h"
 #include "head/worker_gateway.h"
+#include "net/asio_timers.h"
 #include "net/auth.h"
 #include "net/http_server.h"
 
@@ -46,12 +47,13 @@ int run_head(const HeadConfig& config, const std::function<void(const Status&, c
   LogStore logs(config.data_dir + "/logs");
   JobManagerConfig jm_config;
   jm_config.kill_grace_ms = config.kill_grace_ms;
-  JobManager jobs({io, *store.value(), nodes, logs, clock}, jm_config);
+  net::AsioTimers timers(io);
+  JobManager jobs({timers, *store.value(), nodes, nodes, logs, clock}, jm_config);
   if (Status s = jobs.recover(); !s) {
     on_ready(s, "");
     return 1;
   }
-  WorkerGateway gateway({io, nodes, jobs, logs, clock, token.value()},
+  WorkerGateway gateway({timers, nodes, jobs, logs, clock, token.value()},
                         WorkerGatewayConfig{config.node_timeout_ms});
   PackageStore packages(config.data_dir + "/packages", config.max_package_bytes);
   dashboard::Metrics metrics({jobs, nodes, logs});

@@ -8,16 +8,17 @@
 #include <vector>
 
 #include "api/job_spec.h"
+#include "api/job_state.h"
+#include "head/scheduler/scheduler.h"
 
 namespace ag::head {
 
-enum class JobState { kPending, kRunning, kSucceeded, kFailed, kStopped };
-enum class TaskState { kStarting, kRunning, kSucceeded, kFailed, kStopped };
-
-const char* to_string(JobState state);
-const char* to_string(TaskState state);
-std::optional<JobState> parse_job_state(const std::string& text);
-std::optional<TaskState> parse_task_state(const std::string& text);
+// The states are the API's (clients read them too); the head names them unqualified.
+using api::JobState;
+using api::TaskState;
+using api::to_string;
+using api::parse_job_state;
+using api::parse_task_state;
 
 struct TaskRecord {
   int index = 0;
@@ -60,6 +61,7 @@ struct Job {
   JobState state = JobState::kPending;
   // FAILED/STOPPED: why. PENDING: the scheduler's latest reason it is waiting.
   std::string message;
+  std::optional<sched::PendingKind> pending_kind;  // PENDING: the kind of `message`
   std::vector<AttemptRecord> attempts;
   int64_t submitted_ms = 0;
   int64_t started_ms = 0;

@@ -2,12 +2,12 @@
 
 #include <spdlog/spdlog.h>
 
-#include <boost/asio/post.hpp>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "common/ids.h"
 #include "head/job_codec.h"
+#include "head/reconcile.h"
 #include "head/scheduler/scheduler.h"
 
 namespace ag::head {
@@ -25,14 +25,6 @@ const std::vector<JobEvent> kNoEvents;
 
 // How many queued jobs (oldest first) one scheduling pass considers.
 constexpr size_t kMaxJobsPerPass = 64;
-
-// The kind of a pending reason: its first two words ("waiting behind", "waiting for",
-// "cannot be", "no alive").
-std::string reason_kind(const std::string& message) {
-  size_t first = message.find(' ');
-  size_t second = first == std::string::npos ? first : message.find(' ', first + 1);
-  return message.substr(0, second);
-}
 
 }  // namespace
 
@@ -93,7 +85,7 @@ Status JobManager::recover() {
 void JobManager::submit(api::JobSpec spec, std::function<void(Result<std::string>)> done) {
   std::vector<api::JobSpec> specs;
   specs.push_back(std::move(spec));
-  submit_all(std::move(specs), [done](Result<std::vector<std::string>> ids) {
+  submit_all(std::move(specs), [done = std::move(done)](const Result<std::vector<std::string>>& ids) {
     if (!ids.ok()) return done(ids.error());
     done(ids.value().front());
   });
@@ -138,8 +130,9 @@ void JobManager::submit_all(std::vector<api::JobSpec> specs,
   if (accepted->empty()) return done(ids);
   auto alive = alive_;
   // The jobs become visible only once durable: acknowledging first could lose them.
-  deps_.store.write(std::move(batch), [this, alive, accepted, ids, done, reserved_submission_ids](Status status) {
-    boost::asio::post(deps_.io, [this, alive, accepted, ids, done, status, reserved_submission_ids] {
+  deps_.store.write(std::move(batch), [this, alive, accepted, ids, done = std::move(done),
+                                       reserved_submission_ids](const Status& status) {
+    deps_.timers.post([this, alive, accepted, ids, done, status, reserved_submission_ids] {
       if (!*alive) return;
       if (!status) {
         for (const auto& sid : reserved_submission_ids) submission_ids_.erase(sid);
@@ -241,68 +234,33 @@ void JobManager::notify_waiters(const std::string& job_id) {
   for (auto& fn : ready) fn();
 }
 
-void JobManager::on_node_registered(const std::string& node_id, const std::vector<ReportedTask>& running,
-                                    const std::vector<ReportedTask>& ended) {
-  // Adopt what the worker still runs for live attempts; kill what the head gave up on.
-  std::set<std::tuple<std::string, int, int>> reported;
-  for (const auto& r : running) {
-    reported.insert({r.job_id, r.attempt, r.task_index});
-    auto it = jobs_.find(r.job_id);
-    const AttemptRecord* attempt = it == jobs_.end() ? nullptr : it->second.current_attempt();
-    bool wanted = attempt && attempt->number == r.attempt && !attempt->finished() &&
-                  r.task_index < static_cast<int>(attempt->tasks.size()) &&
-                  !attempt->tasks[r.task_index].terminal() && !attempt->ending;
-    if (!wanted) {
-      json msg = {{"type", "kill"}, {"job_id", r.job_id}, {"attempt", r.attempt},
-                  {"task_index", r.task_index}, {"grace_ms", config_.kill_grace_ms}};
-      deps_.nodes.send(node_id, msg.dump());
-      continue;
-    }
-    if (attempt->tasks[r.task_index].state == TaskState::kStarting) {
-      on_task_started(r.job_id, r.attempt, r.task_index, r.pid);
-    }
-  }
-  for (const auto& r : ended) reported.insert({r.job_id, r.attempt, r.task_index});
-  // Tasks the head placed here that the worker neither runs nor reported as ended
-  // (their launch was lost with an old channel, or the worker restarted) are gone.
+void JobManager::on_node_registered(const std::string& node_id, const std::vector<api::RunningTask>& running,
+                                    const std::vector<api::TaskKey>& ended) {
+  Reconciliation plan = reconcile_node(jobs_, active_, node_id, running, ended, config_.kill_grace_ms);
+  for (const auto& kill : plan.kill) deps_.workers.send(node_id, kill);
+  for (const auto& task : plan.adopt) on_task_started(task.task, task.pid);
+  for (const auto& ref : plan.relaunch) send_launch(jobs_.at(ref.task.job_id), ref);
   const Node* node = deps_.nodes.find(node_id);
-  std::string label = node ? node->label() : node_id;
-  std::vector<std::pair<std::string, TaskRef>> lost;
-  for (const auto& id : active_) {
-    const AttemptRecord* attempt = jobs_[id].current_attempt();
-    if (!attempt) continue;
-    for (const auto& task : attempt->tasks) {
-      if (task.node_id != node_id || task.terminal()) continue;
-      if (reported.count({id, attempt->number, task.index})) continue;
-      TaskRef ref{attempt->number, task.index, node_id};
-      if (task.state == TaskState::kStarting && !attempt->ending) {
-        // Never reported as started: its launch went down with an old channel (or a
-        // head that crashed right after placing it). Nothing ran, so send it again.
-        send_launch(jobs_[id], ref);
-        continue;
-      }
-      lost.push_back({id, ref});
-    }
-  }
-  for (const auto& [job_id, ref] : lost) {
-    TaskExit exit;
+  const std::string label = node ? node->label() : node_id;
+  for (const auto& ref : plan.lost) {
+    api::TaskExit exit;
     exit.lost = "node " + label + " reconnected without it";
-    on_task_exited(job_id, ref.attempt, ref.task_index, exit);
+    on_task_exited(ref.task, exit);
   }
   request_schedule();
 }
 
-void JobManager::on_task_started(const std::string& job_id, int attempt, int task_index, int64_t pid) {
-  auto it = jobs_.find(job_id);
+void JobManager::on_task_started(const api::TaskKey& task, int64_t pid) {
+  auto it = jobs_.find(task.job_id);
   if (it == jobs_.end()) return;
-  apply(it->second, head::on_task_started(it->second, attempt, task_index, pid, deps_.clock.now_ms()));
+  apply(it->second, head::on_task_started(it->second, task.attempt, task.task_index, pid, deps_.clock.now_ms()));
 }
 
-void JobManager::on_task_exited(const std::string& job_id, int attempt, int task_index, const TaskExit& exit) {
-  deps_.logs.close({job_id, attempt, task_index});
-  auto it = jobs_.find(job_id);
+void JobManager::on_task_exited(const api::TaskKey& task, const api::TaskExit& exit) {
+  deps_.logs.close(task);
+  auto it = jobs_.find(task.job_id);
   if (it == jobs_.end()) return;
-  apply(it->second, head::on_task_exited(it->second, attempt, task_index, exit, deps_.clock.now_ms()));
+  apply(it->second, head::on_task_exited(it->second, task.attempt, task.task_index, exit, deps_.clock.now_ms()));
 }
 
 void JobManager::on_node_dead(const std::string& node_id) {
@@ -312,13 +270,12 @@ void JobManager::on_node_dead(const std::string& node_id) {
   for (const auto& id : affected) {
     Job& job = jobs_[id];
     Effects fx = on_node_lost(job, node_id, label, deps_.clock.now_ms());
-    for (const auto* attempt = job.current_attempt(); attempt;) {
+    if (const AttemptRecord* attempt = job.current_attempt()) {
       for (const auto& task : attempt->tasks) {
         if (task.node_id == node_id) deps_.logs.close({id, attempt->number, task.index});
       }
-      break;
     }
-    apply(job, std::move(fx));
+    apply(job, fx);
   }
   request_schedule();
 }
@@ -327,7 +284,7 @@ void JobManager::request_schedule() {
   if (schedule_posted_) return;
   schedule_posted_ = true;
   auto alive = alive_;
-  boost::asio::post(deps_.io, [this, alive] {
+  deps_.timers.post([this, alive] {
     if (!*alive) return;
     schedule_posted_ = false;
     run_schedule();
@@ -378,8 +335,8 @@ void JobManager::run_schedule() {
     if (queue.size() >= kMaxJobsPerPass) break;
     const Job& job = jobs_.at(id);
     queue.push_back({id, job.spec.num_workers, job.spec.per_task(),
-                     job.spec.placement == "spread" ? sched::PlacementPolicy::kSpread
-                                                    : sched::PlacementPolicy::kPack});
+                     job.spec.placement == api::Placement::kSpread ? sched::PlacementPolicy::kSpread
+                                                                   : sched::PlacementPolicy::kPack});
   }
   sched::Plan plan = sched::schedule(nodes, queue);
 
@@ -398,17 +355,7 @@ void JobManager::run_schedule() {
   }
   for (const auto& reason : plan.pending) {
     Job& job = jobs_[reason.job_id];
-    std::string message = (reason.infeasible ? "cannot be placed: " : "") + reason.reason;
-    if (job.message == message) continue;
-    // The reason is shown as it is now, but it is derived state: it is only logged (and
-    // written) when its kind changes, not each time the job ahead of it is another one.
-    // Otherwise a long queue would rewrite every pending job on every placement.
-    bool new_kind = reason_kind(job.message) != reason_kind(message);
-    job.message = message;
-    if (!new_kind) continue;
-    std::vector<JobEvent> added;
-    add_event(job, "pending: " + message, added);
-    persist(job, added);
+    apply(job, on_pending(job, reason.kind, reason.reason, deps_.clock.now_ms()));
   }
 }
 
@@ -427,17 +374,17 @@ void JobManager::persist(const Job& job, const std::vector<JobEvent>& new_events
                      event_to_json(new_events[i]).dump()});
   }
   std::string id = job.id;
-  deps_.store.write(std::move(batch), [id](Status status) {
+  deps_.store.write(std::move(batch), [id](const Status& status) {
     if (!status) spdlog::error("could not persist job {}: {}", id, status.error().message);
   });
 }
 
-void JobManager::apply(Job& job, Effects fx) {
+void JobManager::apply(Job& job, const Effects& fx) {
   std::vector<JobEvent> added;
   for (const auto& e : fx.events) add_event(job, e, added);
   if (fx.changed || !added.empty()) persist(job, added);
   for (const auto& ref : fx.launch) send_launch(job, ref);
-  for (const auto& ref : fx.kill) send_kill(job, ref);
+  for (const auto& ref : fx.kill) send_kill(ref);
   const AttemptRecord* attempt = job.current_attempt();
   if (fx.requeue || fx.finished) {
     if (attempt) release_master_port(attempt->master_port);
@@ -446,7 +393,10 @@ void JobManager::apply(Job& job, Effects fx) {
   if (fx.requeue) pending_[job.queue_seq] = job.id;
   if (fx.finished) {
     pending_.erase(job.queue_seq);
-    timeouts_.erase(job.id);
+    if (auto t = timeouts_.find(job.id); t != timeouts_.end()) {
+      deps_.timers.cancel(t->second.timer);
+      timeouts_.erase(t);
+    }
   }
   if (fx.changed || fx.finished) {
     notify_waiters(job.id);
@@ -457,49 +407,21 @@ void JobManager::apply(Job& job, Effects fx) {
 }
 
 void JobManager::send_launch(const Job& job, const TaskRef& ref) {
-  const AttemptRecord& attempt = job.attempts[ref.attempt];
-  const TaskRecord& task = attempt.tasks[ref.task_index];
-  int local_rank = 0, local_world = 0;
-  for (const auto& other : attempt.tasks) {
-    if (other.node_id != task.node_id) continue;
-    if (other.index < task.index) ++local_rank;
-    ++local_world;
-  }
-  std::string gpus;
-  for (size_t i = 0; i < task.gpu_ids.size(); ++i) gpus += (i ? "," : "") + std::to_string(task.gpu_ids[i]);
-  std::string world = std::to_string(job.spec.num_workers);
-  std::string port = std::to_string(attempt.master_port);
-  json env = {
-      {"AG_JOB_ID", job.id}, {"AG_ATTEMPT", std::to_string(attempt.number)},
-      {"AG_TASK_INDEX", std::to_string(task.index)}, {"AG_WORKER_NUM", world},
-      {"AG_MASTER_ADDR", attempt.master_addr}, {"AG_MASTER_PORT", port},
-      {"AG_NODE_ID", task.node_id}, {"AG_NODE_IP", task.node_address},
-      {"RANK", std::to_string(task.index)}, {"WORLD_SIZE", world},
-      {"LOCAL_RANK", std::to_string(local_rank)}, {"LOCAL_WORLD_SIZE", std::to_string(local_world)},
-      {"MASTER_ADDR", attempt.master_addr}, {"MASTER_PORT", port},
-      {"CUDA_VISIBLE_DEVICES", gpus}};
-  json msg = {{"type", "launch"}, {"job_id", job.id}, {"attempt", attempt.number},
-              {"task_index", task.index}, {"entrypoint", job.spec.entrypoint},
-              {"env", env}, {"env_vars", job.spec.runtime_env.env_vars}, {"gpu_ids", task.gpu_ids},
-              {"working_dir_hash", job.spec.runtime_env.working_dir_hash()},
-              {"python_executable", job.spec.runtime_env.python_executable}};
-  if (!deps_.nodes.send(ref.node_id, msg.dump())) {
-    // The node went away between placement and launch: the task never started.
-    auto alive = alive_;
-    std::string job_id = job.id;
-    boost::asio::post(deps_.io, [this, alive, job_id, ref] {
-      if (!*alive) return;
-      on_task_exited(job_id, ref.attempt, ref.task_index, TaskExit{{}, {}, "its node is not connected"});
-    });
-  }
+  if (deps_.workers.send(ref.node_id, launch_message(job, ref.task))) return;
+  // The node went away between placement and launch: the task never started.
+  auto alive = alive_;
+  deps_.timers.post([this, alive, task = ref.task] {
+    if (!*alive) return;
+    api::TaskExit exit;
+    exit.start_error = "its node is not connected";
+    on_task_exited(task, exit);
+  });
 }
 
-void JobManager::send_kill(const Job& job, const TaskRef& ref) {
-  json msg = {{"type", "kill"}, {"job_id", job.id}, {"attempt", ref.attempt},
-              {"task_index", ref.task_index}, {"grace_ms", config_.kill_grace_ms}};
+void JobManager::send_kill(const TaskRef& ref) {
   // An unreachable node is told again when it re-registers (its report lists the
   // task and the head answers with a kill), or its tasks die with it.
-  deps_.nodes.send(ref.node_id, msg.dump());
+  deps_.workers.send(ref.node_id, api::Kill{ref.task, config_.kill_grace_ms});
 }
 
 int JobManager::allocate_master_port(const std::string& node_id) {
@@ -520,31 +442,22 @@ int JobManager::allocate_master_port(const std::string& node_id) {
 void JobManager::release_master_port(int port) { ports_in_use_.erase(port); }
 
 void JobManager::arm_timeout(Job& job) {
-  if (!job.spec.timeout_s || job.terminal()) return;
-  // A job's timeout covers its whole run, retries and the waits between them
-  // included; with timeout_per_attempt it starts again with each attempt.
-  const AttemptRecord* attempt = job.current_attempt();
-  int64_t start_ms = job.spec.timeout_per_attempt && attempt ? attempt->started_ms : job.started_ms;
-  if (timeouts_.count(job.id) && !job.spec.timeout_per_attempt) return;
-  int64_t deadline_ms = start_ms + static_cast<int64_t>(*job.spec.timeout_s * 1000);
-  int64_t remaining = std::max<int64_t>(0, deadline_ms - deps_.clock.now_ms());
-  auto timer = std::make_unique<boost::asio::steady_timer>(deps_.io, std::chrono::milliseconds(remaining));
+  std::optional<Deadline> deadline = timeout_deadline(job);
+  auto armed = timeouts_.find(job.id);
+  if (armed != timeouts_.end()) {
+    if (deadline && armed->second.deadline == *deadline) return;
+    deps_.timers.cancel(armed->second.timer);
+    timeouts_.erase(armed);
+  }
+  if (!deadline) return;
   auto alive = alive_;
-  std::string id = job.id;
-  int attempt_number = attempt ? attempt->number : 0;
-  timer->async_wait([this, alive, id, attempt_number](const boost::system::error_code& ec) {
-    if (ec || !*alive) return;
+  Timers::Id timer = deps_.timers.start(deadline->at_ms - deps_.clock.now_ms(), [this, alive, id = job.id, d = *deadline] {
+    if (!*alive) return;
+    timeouts_.erase(id);
     auto it = jobs_.find(id);
-    if (it == jobs_.end()) return;
-    Job& timed_out = it->second;
-    // A per-attempt timer belongs to its attempt only.
-    const AttemptRecord* current = timed_out.current_attempt();
-    if (timed_out.spec.timeout_per_attempt && (!current || current->number != attempt_number || current->finished())) {
-      return;
-    }
-    apply(timed_out, on_timed_out(timed_out, deps_.clock.now_ms()));
+    if (it != jobs_.end()) apply(it->second, on_deadline(it->second, d, deps_.clock.now_ms()));
   });
-  timeouts_[job.id] = std::move(timer);  // replaces (and so cancels) an earlier attempt's timer
+  timeouts_[job.id] = ArmedDeadline{*deadline, timer};
 }
 
 }  // namespace ag::head

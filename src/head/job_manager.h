@@ -6,13 +6,17 @@
 //
 //   submit --> store (durable) --> ack + queue --> schedule() --> on_placed --> launch
 //   worker: task_started / task_exited / node lost --> state machine --> effects
+//   worker registers --> reconcile_node() --> adopt / kill / relaunch / lost
+//
+// Every decision is made by the pure core (scheduler, job state machine, reconcile.h);
+// this class only feeds it and carries out what it returns. Its collaborators come
+// from the head daemon (head_daemon.cc), so unit tests run it over a memory store, a
+// fake worker channel and a fake clock (tests/unit/head/job_manager_test.cc).
 //
 // Scheduling is pushed, never polled: any event that frees capacity or queues a job
-// posts one scheduling pass to the io thread. All methods run on the io thread.
+// posts one scheduling pass. All methods run on the owner's (io) thread.
 #pragma once
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <functional>
 #include <map>
 #include <memory>
@@ -23,11 +27,13 @@
 #include "api/protocol.h"
 #include "common/clock.h"
 #include "common/result.h"
+#include "common/timers.h"
 #include "head/job.h"
 #include "head/job_state_machine.h"
 #include "head/log_store.h"
 #include "head/node_registry.h"
 #include "head/store/kv_store.h"
+#include "head/worker_channel.h"
 
 namespace ag::head {
 
@@ -38,20 +44,13 @@ struct JobManagerConfig {
   int64_t kill_grace_ms = 10000;  // SIGTERM -> SIGKILL grace for stopped tasks
 };
 
-// What a worker reports about a task at registration.
-struct ReportedTask {
-  std::string job_id;
-  int attempt = 0;
-  int task_index = 0;
-  int64_t pid = 0;
-};
-
 class JobManager {
  public:
   struct Deps {
-    boost::asio::io_context& io;
+    Timers& timers;
     store::KvStore& store;
-    NodeRegistry& nodes;
+    NodeRegistry& nodes;      // what the cluster offers (read for scheduling)
+    WorkerChannel& workers;   // where launch and kill messages go
     LogStore& logs;
     const Clock& clock;
   };
@@ -88,10 +87,10 @@ class JobManager {
   // `running`: tasks the worker still runs (adopted, or killed when the head gave up on
   // them). `ended`: tasks that ended while the head was away, whose exits follow.
   // Any other task the head placed on the node is gone and fails as lost.
-  void on_node_registered(const std::string& node_id, const std::vector<ReportedTask>& running,
-                          const std::vector<ReportedTask>& ended);
-  void on_task_started(const std::string& job_id, int attempt, int task_index, int64_t pid);
-  void on_task_exited(const std::string& job_id, int attempt, int task_index, const TaskExit& exit);
+  void on_node_registered(const std::string& node_id, const std::vector<api::RunningTask>& running,
+                          const std::vector<api::TaskKey>& ended);
+  void on_task_started(const api::TaskKey& task, int64_t pid);
+  void on_task_exited(const api::TaskKey& task, const api::TaskExit& exit);
   void on_node_dead(const std::string& node_id);
 
   // What live tasks hold on each node (for node listings).
@@ -112,11 +111,11 @@ class JobManager {
  private:
   void request_schedule();
   void run_schedule();
-  void apply(Job& job, Effects fx);
+  void apply(Job& job, const Effects& fx);
   void persist(const Job& job, const std::vector<JobEvent>& new_events);
   void add_event(Job& job, const std::string& message, std::vector<JobEvent>& out);
   void send_launch(const Job& job, const TaskRef& ref);
-  void send_kill(const Job& job, const TaskRef& ref);
+  void send_kill(const TaskRef& ref);
   // A port of the range no live attempt holds and task 0's node does not report busy.
   int allocate_master_port(const std::string& node_id);
   void release_master_port(int port);
@@ -134,7 +133,11 @@ class JobManager {
   int next_port_;
   uint64_t next_seq_ = 1;
   bool schedule_posted_ = false;
-  std::map<std::string, std::unique_ptr<boost::asio::steady_timer>> timeouts_;
+  struct ArmedDeadline {
+    Deadline deadline;
+    Timers::Id timer = 0;
+  };
+  std::map<std::string, ArmedDeadline> timeouts_;
   struct Waiter {
     std::string job_id;
     std::function<void()> ready;

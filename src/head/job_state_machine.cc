@@ -26,10 +26,10 @@ std::string format_seconds(double s) {
 }
 
 // Kills every live task of the attempt except `except_index`.
-void kill_live_tasks(AttemptRecord& attempt, int except_index, Effects& fx) {
+void kill_live_tasks(const std::string& job_id, AttemptRecord& attempt, int except_index, Effects& fx) {
   for (auto& task : attempt.tasks) {
     if (task.index == except_index || task.terminal()) continue;
-    fx.kill.push_back({attempt.number, task.index, task.node_id});
+    fx.kill.push_back({{job_id, attempt.number, task.index}, task.node_id});
   }
 }
 
@@ -101,7 +101,7 @@ void fail_task(Job& job, AttemptRecord& attempt, TaskRecord& task, const std::st
   if (!attempt.ending) {
     attempt.ending = true;
     attempt.failure_reason = "task " + std::to_string(task.index) + " " + reason;
-    kill_live_tasks(attempt, task.index, fx);
+    kill_live_tasks(job.id, attempt, task.index, fx);
     if (!fx.kill.empty()) {
       fx.events.push_back("stopping the other " + std::to_string(fx.kill.size()) +
                           " task(s) of attempt " + std::to_string(attempt.number));
@@ -135,7 +135,7 @@ Effects stop_with(Job& job, int64_t now_ms, const std::string& reason, const std
     attempt->ending = true;
     attempt->failure_reason = reason;
   }
-  kill_live_tasks(*attempt, -1, fx);
+  kill_live_tasks(job.id, *attempt, -1, fx);
   maybe_finish_attempt(job, now_ms, fx);
   return fx;
 }
@@ -149,7 +149,7 @@ bool AttemptRecord::all_terminal() const {
   return true;
 }
 
-std::string describe_exit(const TaskExit& exit) {
+std::string describe_exit(const api::TaskExit& exit) {
   if (!exit.start_error.empty()) return "could not start: " + exit.start_error;
   if (!exit.lost.empty()) return "was lost: " + exit.lost;
   if (exit.signal) {
@@ -180,7 +180,7 @@ Effects on_placed(Job& job, const std::vector<PlacedTask>& tasks, int master_por
     task.node_id = tasks[i].node_id;
     task.node_address = tasks[i].node_address;
     task.gpu_ids = tasks[i].gpu_ids;
-    fx.launch.push_back({attempt.number, task.index, task.node_id});
+    fx.launch.push_back({{job.id, attempt.number, task.index}, task.node_id});
     if (i < 8) where += (i ? ", " : "") + task_label(task);
     attempt.tasks.push_back(std::move(task));
   }
@@ -188,6 +188,7 @@ Effects on_placed(Job& job, const std::vector<PlacedTask>& tasks, int master_por
   job.attempts.push_back(std::move(attempt));
   job.state = JobState::kRunning;
   job.message.clear();
+  job.pending_kind.reset();
   if (job.started_ms == 0) job.started_ms = now_ms;
   fx.events.push_back("attempt " + std::to_string(job.attempts.back().number) + " placed: " +
                       where + "; master " + job.attempts.back().master_addr + ":" +
@@ -209,11 +210,11 @@ Effects on_task_started(Job& job, int attempt_number, int task_index, int64_t pi
   task.started_ms = now_ms;
   fx.changed = true;
   // A task that starts after its attempt began tearing down must not live on.
-  if (attempt->ending) fx.kill.push_back({attempt->number, task.index, task.node_id});
+  if (attempt->ending) fx.kill.push_back({{job.id, attempt->number, task.index}, task.node_id});
   return fx;
 }
 
-Effects on_task_exited(Job& job, int attempt_number, int task_index, const TaskExit& exit,
+Effects on_task_exited(Job& job, int attempt_number, int task_index, const api::TaskExit& exit,
                        int64_t now_ms) {
   Effects fx;
   AttemptRecord* attempt = live_attempt(job, attempt_number);
@@ -279,42 +280,35 @@ Effects on_timed_out(Job& job, int64_t now_ms) {
   return stop_with(job, now_ms, reason, reason + "; stopping all tasks");
 }
 
-const char* to_string(JobState state) {
-  switch (state) {
-    case JobState::kPending: return "PENDING";
-    case JobState::kRunning: return "RUNNING";
-    case JobState::kSucceeded: return "SUCCEEDED";
-    case JobState::kFailed: return "FAILED";
-    case JobState::kStopped: return "STOPPED";
+std::optional<Deadline> timeout_deadline(const Job& job) {
+  // Once timed out or stopped, the job is only waiting for its tasks to end.
+  if (!job.spec.timeout_s || job.terminal() || job.started_ms == 0 || job.timed_out || job.stop_requested) {
+    return std::nullopt;
   }
-  return "UNKNOWN";
+  const auto timeout_ms = static_cast<int64_t>(*job.spec.timeout_s * 1000);
+  if (!job.spec.timeout_per_attempt) return Deadline{job.started_ms + timeout_ms, std::nullopt};
+  const AttemptRecord* attempt = job.current_attempt();
+  if (!attempt || attempt->finished()) return std::nullopt;
+  return Deadline{attempt->started_ms + timeout_ms, attempt->number};
 }
 
-const char* to_string(TaskState state) {
-  switch (state) {
-    case TaskState::kStarting: return "STARTING";
-    case TaskState::kRunning: return "RUNNING";
-    case TaskState::kSucceeded: return "SUCCEEDED";
-    case TaskState::kFailed: return "FAILED";
-    case TaskState::kStopped: return "STOPPED";
-  }
-  return "UNKNOWN";
+Effects on_deadline(Job& job, const Deadline& deadline, int64_t now_ms) {
+  if (timeout_deadline(job) != deadline) return {};
+  return on_timed_out(job, now_ms);
 }
 
-std::optional<JobState> parse_job_state(const std::string& text) {
-  for (auto s : {JobState::kPending, JobState::kRunning, JobState::kSucceeded, JobState::kFailed,
-                 JobState::kStopped}) {
-    if (text == to_string(s)) return s;
-  }
-  return std::nullopt;
-}
-
-std::optional<TaskState> parse_task_state(const std::string& text) {
-  for (auto s : {TaskState::kStarting, TaskState::kRunning, TaskState::kSucceeded,
-                 TaskState::kFailed, TaskState::kStopped}) {
-    if (text == to_string(s)) return s;
-  }
-  return std::nullopt;
+Effects on_pending(Job& job, sched::PendingKind kind, const std::string& reason, int64_t now_ms) {
+  Effects fx;
+  if (job.state != JobState::kPending) return fx;
+  std::string message = (kind == sched::PendingKind::kInfeasible ? "cannot be placed: " : "") + reason;
+  if (job.message == message && job.pending_kind == kind) return fx;
+  const bool new_kind = job.pending_kind != kind;
+  job.message = std::move(message);
+  job.pending_kind = kind;
+  if (!new_kind) return fx;
+  fx.changed = true;
+  fx.events.push_back("pending: " + job.message);
+  return fx;
 }
 
 }  // namespace ag::head

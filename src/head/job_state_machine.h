@@ -14,13 +14,14 @@
 #include <string>
 #include <vector>
 
+#include "api/protocol.h"
 #include "head/job.h"
 
 namespace ag::head {
 
+// A task of a job and the node it was placed on.
 struct TaskRef {
-  int attempt = 0;
-  int task_index = 0;
+  api::TaskKey task;
   std::string node_id;
 };
 
@@ -48,13 +49,7 @@ Effects on_task_started(Job& job, int attempt, int task_index, int64_t pid, int6
 
 // A task's process ended (exit code or signal), or it could not start at all
 // (`start_error` set, e.g. "working directory could not be created").
-struct TaskExit {
-  std::optional<int> exit_code;
-  std::optional<int> signal;
-  std::string start_error;
-  std::string lost;  // the process is gone and nobody saw how it ended: why
-};
-Effects on_task_exited(Job& job, int attempt, int task_index, const TaskExit& exit, int64_t now_ms);
+Effects on_task_exited(Job& job, int attempt, int task_index, const api::TaskExit& exit, int64_t now_ms);
 
 // The node stopped heart-beating; its tasks of the current attempt count as failed.
 Effects on_node_lost(Job& job, const std::string& node_id, const std::string& node_label,
@@ -68,7 +63,30 @@ Effects on_stop_requested(Job& job, int64_t now_ms);
 // "timed out after ...".
 Effects on_timed_out(Job& job, int64_t now_ms);
 
+// When a job's timeout fires. A whole-run timeout counts from the job's first
+// placement and covers its retries; a per-attempt one (timeout_per_attempt) counts from
+// the current attempt's start and belongs to that attempt alone.
+struct Deadline {
+  int64_t at_ms = 0;           // wall time
+  std::optional<int> attempt;  // set for a per-attempt deadline
+  bool operator==(const Deadline&) const = default;
+};
+
+// The job's deadline now, or nothing (no timeout, not started, finished, already
+// timed out or stopping, or between attempts of a per-attempt timeout).
+std::optional<Deadline> timeout_deadline(const Job& job);
+
+// `deadline` passed: on_timed_out, or no effects when it no longer applies (the job
+// finished, or it was an earlier attempt's).
+Effects on_deadline(Job& job, const Deadline& deadline, int64_t now_ms);
+
+// A scheduling pass left the job PENDING for `reason`. The reason shown is always the
+// latest, but it is derived state: it is logged (and the job written) only when its
+// kind changes, not each time the job ahead of it is another one; otherwise a long
+// queue would rewrite every pending job on every placement.
+Effects on_pending(Job& job, sched::PendingKind kind, const std::string& reason, int64_t now_ms);
+
 // Describes how a task ended, e.g. "exited with code 127 (command not found)".
-std::string describe_exit(const TaskExit& exit);
+std::string describe_exit(const api::TaskExit& exit);
 
 }  // namespace ag::head

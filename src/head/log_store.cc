@@ -20,12 +20,12 @@ LogStore::~LogStore() {
   }
 }
 
-std::string LogStore::path_for(const LogKey& key) const {
+std::string LogStore::path_for(const api::TaskKey& key) const {
   return root_ + "/" + key.job_id + "/" + std::to_string(key.attempt) + "." +
          std::to_string(key.task_index) + ".log";
 }
 
-LogStore::OpenLog& LogStore::open(const LogKey& key) {
+LogStore::OpenLog& LogStore::open(const api::TaskKey& key) {
   auto [it, inserted] = logs_.try_emplace(key);
   OpenLog& log = it->second;
   if (inserted) {
@@ -35,7 +35,7 @@ LogStore::OpenLog& LogStore::open(const LogKey& key) {
   return log;
 }
 
-Status LogStore::append(const LogKey& key, int64_t offset, std::string_view data) {
+Status LogStore::append(const api::TaskKey& key, int64_t offset, std::string_view data) {
   OpenLog& log = open(key);
   if (offset + static_cast<int64_t>(data.size()) <= log.size) return {};  // already have it
   if (offset > log.size) {
@@ -65,7 +65,7 @@ Status LogStore::append(const LogKey& key, int64_t offset, std::string_view data
   return {};
 }
 
-void LogStore::close(const LogKey& key) {
+void LogStore::close(const api::TaskKey& key) {
   OpenLog& log = open(key);
   log.closed = true;
   if (log.fd >= 0) {
@@ -76,14 +76,14 @@ void LogStore::close(const LogKey& key) {
   wake(key);
 }
 
-int64_t LogStore::size(const LogKey& key) { return open(key).size; }
+int64_t LogStore::size(const api::TaskKey& key) { return open(key).size; }
 
-bool LogStore::closed(const LogKey& key) const {
+bool LogStore::closed(const api::TaskKey& key) const {
   auto it = logs_.find(key);
   return it != logs_.end() && it->second.closed;
 }
 
-Result<std::string> LogStore::read(const LogKey& key, int64_t offset, int64_t max_bytes) {
+Result<std::string> LogStore::read(const api::TaskKey& key, int64_t offset, int64_t max_bytes) {
   int64_t end = size(key);
   if (offset >= end) return std::string();
   int64_t n = std::min(max_bytes, end - offset);
@@ -97,7 +97,7 @@ Result<std::string> LogStore::read(const LogKey& key, int64_t offset, int64_t ma
   return out;
 }
 
-uint64_t LogStore::wait(const LogKey& key, int64_t offset, std::function<void()> ready) {
+uint64_t LogStore::wait(const api::TaskKey& key, int64_t offset, std::function<void()> ready) {
   if (size(key) > offset || closed(key)) {
     ready();
     return 0;
@@ -109,7 +109,7 @@ uint64_t LogStore::wait(const LogKey& key, int64_t offset, std::function<void()>
 
 void LogStore::cancel_wait(uint64_t id) { waiters_.erase(id); }
 
-void LogStore::wake(const LogKey& key) {
+void LogStore::wake(const api::TaskKey& key) {
   std::vector<std::function<void()>> ready;
   for (auto it = waiters_.begin(); it != waiters_.end();) {
     if (it->second.key == key) {

@@ -11,16 +11,10 @@
 #include <tuple>
 #include <vector>
 
+#include "api/protocol.h"
 #include "common/result.h"
 
 namespace ag::head {
-
-struct LogKey {
-  std::string job_id;
-  int attempt = 0;
-  int task_index = 0;
-  auto operator<=>(const LogKey&) const = default;
-};
 
 class LogStore {
  public:
@@ -31,20 +25,20 @@ class LogStore {
   // Errors: kConflict when `offset` is past the end (bytes in between are missing: the
   // worker resends them on the head's request); kResourceExhausted / kInternal when
   // the file cannot be written.
-  Status append(const LogKey& key, int64_t offset, std::string_view data);
+  Status append(const api::TaskKey& key, int64_t offset, std::string_view data);
 
   // Marks the log complete (the task ended) and wakes its waiters.
-  void close(const LogKey& key);
+  void close(const api::TaskKey& key);
 
-  int64_t size(const LogKey& key);
-  bool closed(const LogKey& key) const;
+  int64_t size(const api::TaskKey& key);
+  bool closed(const api::TaskKey& key) const;
 
   // Up to `max_bytes` from `offset`. Errors: kInternal when the file cannot be read.
-  Result<std::string> read(const LogKey& key, int64_t offset, int64_t max_bytes);
+  Result<std::string> read(const api::TaskKey& key, int64_t offset, int64_t max_bytes);
 
   // Calls `ready` once the log has bytes past `offset` or is closed (immediately when
   // it already does). Returns an id usable with cancel_wait.
-  uint64_t wait(const LogKey& key, int64_t offset, std::function<void()> ready);
+  uint64_t wait(const api::TaskKey& key, int64_t offset, std::function<void()> ready);
   void cancel_wait(uint64_t id);
 
   // Bytes ingested since start (for metrics and benchmarks).
@@ -57,16 +51,16 @@ class LogStore {
     bool closed = false;
   };
   struct Waiter {
-    LogKey key;
+    api::TaskKey key;
     int64_t offset;
     std::function<void()> ready;
   };
-  std::string path_for(const LogKey& key) const;
-  OpenLog& open(const LogKey& key);
-  void wake(const LogKey& key);
+  std::string path_for(const api::TaskKey& key) const;
+  OpenLog& open(const api::TaskKey& key);
+  void wake(const api::TaskKey& key);
 
   std::string root_;
-  std::map<LogKey, OpenLog> logs_;
+  std::map<api::TaskKey, OpenLog> logs_;
   std::map<uint64_t, Waiter> waiters_;
   uint64_t next_waiter_ = 1;
   int64_t bytes_ingested_ = 0;

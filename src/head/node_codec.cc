@@ -27,7 +27,8 @@ json usage_to_json(const UsageSample& u) {
   json gpus = json::array();
   for (const auto& g : u.gpus) {
     gpus.push_back(
-        {{"index", g[0]}, {"utilization_percent", g[1]}, {"memory_used_bytes", g[2]}, {"memory_total_bytes", g[3]}});
+        {{"index", g.index}, {"utilization_percent", g.utilization_percent},
+         {"memory_used_bytes", g.memory_used_bytes}, {"memory_total_bytes", g.memory_total_bytes}});
   }
   return {{"time_ms", u.time_ms},
           {"cpu_percent", u.cpu_percent},

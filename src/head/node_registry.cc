@@ -28,17 +28,10 @@ Node* NodeRegistry::find(const std::string& node_id) {
   return it == nodes_.end() ? nullptr : &it->second;
 }
 
-bool NodeRegistry::send(const std::string& node_id, const std::string& text) {
+bool NodeRegistry::send(const std::string& node_id, const api::HeadMessage& message) {
   Node* node = find(node_id);
   if (!node || !node->channel) return false;
-  node->channel->send(text, /*binary=*/false);
-  return true;
-}
-
-bool NodeRegistry::send_binary(const std::string& node_id, const std::string& data) {
-  Node* node = find(node_id);
-  if (!node || !node->channel) return false;
-  node->channel->send(data, /*binary=*/true);
+  node->channel->send(api::encode(message), /*binary=*/false);
   return true;
 }
 

@@ -7,7 +7,6 @@
 // timeout). A DEAD node that registers again becomes ALIVE. Io thread only.
 #pragma once
 
-#include <array>
 #include <deque>
 #include <map>
 #include <memory>
@@ -15,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "api/protocol.h"
 #include "common/resources.h"
+#include "head/worker_channel.h"
 #include "net/ws_connection.h"
 
 namespace ag::head {
@@ -23,13 +24,12 @@ namespace ag::head {
 enum class NodeState { kAlive, kDisconnected, kDead };
 const char* to_string(NodeState state);
 
-// One heartbeat's report of what a node uses. `gpus` holds [index, utilization %,
-// memory used bytes, memory total bytes] per GPU.
+// One heartbeat's report of what a node uses, stamped with the head's time.
 struct UsageSample {
   int64_t time_ms = 0;
   double cpu_percent = 0;
   int64_t memory_used_bytes = 0;
-  std::vector<std::array<int64_t, 4>> gpus;
+  std::vector<api::GpuUsage> gpus;
 };
 
 // How much usage history a node keeps: the last 15 minutes.
@@ -52,7 +52,7 @@ struct Node {
   std::string label() const { return node_id + " (" + address + ")"; }
 };
 
-class NodeRegistry {
+class NodeRegistry final : public WorkerChannel {
  public:
   // Adds or refreshes a node from its registration; returns it.
   Node& upsert(Node node);
@@ -60,8 +60,7 @@ class NodeRegistry {
   const std::map<std::string, Node>& nodes() const { return nodes_; }
 
   // Sends a control message to a node; returns false when it has no open channel.
-  bool send(const std::string& node_id, const std::string& text);
-  bool send_binary(const std::string& node_id, const std::string& data);
+  bool send(const std::string& node_id, const api::HeadMessage& message) override;
 
   // Appends a usage sample and drops those older than kUsageHistoryMs.
   void record_usage(const std::string& node_id, UsageSample sample);

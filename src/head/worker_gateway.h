@@ -4,14 +4,14 @@
 // the NodeRegistry. It also expires nodes that stop heart-beating. Io thread only.
 #pragma once
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
 
+#include "api/protocol.h"
 #include "common/clock.h"
+#include "common/timers.h"
 #include "head/job_manager.h"
 #include "head/log_store.h"
 #include "head/node_registry.h"
@@ -27,7 +27,7 @@ struct WorkerGatewayConfig {
 class WorkerGateway {
  public:
   struct Deps {
-    boost::asio::io_context& io;
+    Timers& timers;
     NodeRegistry& nodes;
     JobManager& jobs;
     LogStore& logs;
@@ -41,19 +41,20 @@ class WorkerGateway {
 
   // For HttpServer::check_upgrade: 401/404 unless this is an authenticated worker join.
   std::optional<net::HttpResponse> check_upgrade(const net::HttpRequest& request) const;
-  void on_connection(std::shared_ptr<net::WsConnection> channel);
+  void on_connection(const std::shared_ptr<net::WsConnection>& channel);
 
  private:
   void on_message(const std::shared_ptr<net::WsConnection>& channel, std::string* node_id,
                   const std::string& data, bool binary);
   void on_register(const std::shared_ptr<net::WsConnection>& channel, std::string* node_id,
-                   const std::string& text);
+                   api::Register message);
+  void on_log_frame(const std::shared_ptr<net::WsConnection>& channel, const std::string& node_id,
+                    const std::string& frame);
   void schedule_expiry();
 
   Deps deps_;
   WorkerGatewayConfig config_;
-  boost::asio::steady_timer expiry_timer_;
-  std::set<LogKey> log_errors_reported_;
+  std::set<api::TaskKey> log_errors_reported_;
 };
 
 }  // namespace ag::head

@@ -32,7 +32,7 @@ void BeastWs::do_read() {
 }
 
 void BeastWs::send(std::string data, bool binary) {
-  if (closed_) return;
+  if (closed_ || closing_) return;
   queued_bytes_ += data.size();
   outbox_.emplace_back(std::move(data), binary);
   if (!writing_) do_write();
@@ -41,6 +41,7 @@ void BeastWs::send(std::string data, bool binary) {
 void BeastWs::do_write() {
   if (outbox_.empty() || closed_) {
     writing_ = false;
+    if (closing_) close_now();
     return;
   }
   writing_ = true;
@@ -51,6 +52,8 @@ void BeastWs::do_write() {
                       self->fail(ec.message());
                       return;
                     }
+                    // Closed meanwhile: the outbox is gone with it.
+                    if (self->closed_) return;
                     self->queued_bytes_ -= self->outbox_.front().first.size();
                     self->outbox_.pop_front();
                     self->do_write();
@@ -58,6 +61,17 @@ void BeastWs::do_write() {
 }
 
 void BeastWs::close() {
+  if (closed_) return;
+  // Frames already queued (an error message saying why) go out first, unless the peer
+  // is not reading them.
+  if (writing_ && queued_bytes_ <= kMaxFlushOnCloseBytes) {
+    closing_ = true;
+    return;
+  }
+  close_now();
+}
+
+void BeastWs::close_now() {
   if (closed_) return;
   beast::error_code ec;
   beast::get_lowest_layer(ws_).socket().shutdown(boost::asio::ip::tcp::socket::shutdown_both, ec);

@@ -28,6 +28,7 @@ class BeastWs final : public WsConnection, public std::enable_shared_from_this<B
   void do_read();
   void do_write();
   void fail(const std::string& reason);
+  void close_now();
 
   Stream ws_;
   std::string remote_;
@@ -35,7 +36,9 @@ class BeastWs final : public WsConnection, public std::enable_shared_from_this<B
   std::deque<std::pair<std::string, bool>> outbox_;
   size_t queued_bytes_ = 0;
   bool writing_ = false;
+  bool closing_ = false;  // close() was called: close once the outbox is written
   bool closed_ = false;
+  static constexpr size_t kMaxFlushOnCloseBytes = 1 << 20;
   MessageHandler on_message_;
   CloseHandler on_close_;
 };

@@ -1,54 +1,62 @@
 // Agent: the worker's side of the channel to the head. It dials the head, registers
 // this node (with what still runs), keeps the channel alive with heartbeats,
-// reconnects with backoff when it drops, and turns head messages into TaskRunner
-// calls and task events into messages. Io thread only.
+// reconnects with backoff when it drops, and turns head messages (api/protocol.h) into
+// TaskLauncher calls and task events into messages. Owner's (io) thread only.
 //
-//   dial -> register{resources, running} -> registered -> launch/kill ... -> (drop) -> backoff -> dial
+//   dial -> register{resources, running, exited} -> registered -> launch/kill ... -> (drop) -> backoff -> dial
+//
+// Its collaborators come from the worker daemon (worker_daemon.cc), so unit tests run
+// it over a fake dialer, launcher, packages and clock (tests/unit/worker/agent_test.cc).
 #pragma once
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <functional>
-#include <nlohmann/json_fwd.hpp>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "api/protocol.h"
+#include "api/task_environment.h"
 #include "common/resources.h"
 #include "common/result.h"
-#include "net/http_client.h"
+#include "common/timers.h"
 #include "net/ws_connection.h"
+#include "worker/head_dialer.h"
 #include "worker/package_cache.h"
-#include "worker/task_runner.h"
-#include "worker/usage_sampler.h"
+#include "worker/task_launcher.h"
 
 namespace ag::worker {
 
 struct AgentConfig {
-  net::Endpoint head;
-  std::string token;
   std::string node_id;
   std::string node_ip;
   std::string hostname;
   Resources resources;
   std::vector<int> gpu_ids;
   std::string data_dir;
+  api::Environment inherited_env;  // the agent's own environment, handed down to tasks
   int64_t heartbeat_ms = 1000;
   int64_t max_backoff_ms = 5000;
-  int64_t package_cache_bytes = int64_t{10} << 30;
-  std::string cgroup_root;  // per-task control groups go here; "" where there are none
 };
 
 class Agent {
  public:
+  struct Deps {
+    Timers& timers;
+    HeadDialer& head;
+    TaskLauncher& launcher;
+    PackageProvider& packages;
+    std::function<api::NodeUsage()> sample_usage;
+    std::function<std::vector<int>()> busy_ports;  // held ports of the master-port range
+    std::function<void()> exit;                    // the agent is done: stop the daemon
+  };
   // `on_first_result` is called once: ok after the first registration, or the first
   // failure (the agent keeps retrying unless the failure is kUnauthenticated).
-  Agent(boost::asio::io_context& io, AgentConfig config, std::function<void(const Status&)> on_first_result);
+  Agent(Deps deps, AgentConfig config, std::function<void(const Status&)> on_first_result);
 
   void start();
-  // Kills all tasks and closes the channel.
+  // Kills all tasks and closes the channel; calls deps.exit once they have ended.
   void shutdown(int64_t grace_ms);
 
  private:
@@ -58,38 +66,38 @@ class Agent {
   void on_closed(const std::string& reason);
   void retry_later();
   void heartbeat();
-  void handle_launch(const std::string& text);
+  void handle_launch(api::Launch launch);
+  void handle_kill(const api::Kill& kill);
+  void handle_exit_ack(const api::TaskKey& task);
   // Starts a task whose working dir is ready; reports task_started or the start error.
-  void start_task(LaunchSpec spec);
-  void report_start_error(const TaskId& id, const std::string& error);
-  // A directory with `python` and `python3` links to `executable`, for PATH.
+  void start_task(const LaunchSpec& spec);
+  void report_start_error(const api::TaskKey& id, const std::string& error);
+  // A directory with `python` and `python3` scripts that run `executable`, for PATH.
   Result<std::string> python_shim(const std::string& executable);
-  void resend_log(const TaskId& id, int64_t from_offset);
-  void send(const std::string& text);
+  void resend_log(const api::TaskKey& id, int64_t from_offset);
+  void send(const api::WorkerMessage& message);
   void report_first(const Status& status);
+  void stop_daemon();
 
-  void on_task_output(const TaskId& id, int64_t offset, std::string_view data);
-  void on_task_exit(const TaskId& id, const ExitStatus& exit);
-  static nlohmann::json exit_report(const TaskId& id, const ExitStatus& exit);
+  void on_task_output(const api::TaskKey& id, int64_t offset, std::string_view data);
+  void on_task_exit(const api::TaskKey& id, const api::TaskExit& exit);
 
-  boost::asio::io_context& io_;
+  Deps deps_;
   AgentConfig config_;
   std::function<void(const Status&)> on_first_result_;
-  TaskRunner runner_;
-  PackageCache packages_;
-  UsageSampler usage_;
   std::shared_ptr<net::WsConnection> channel_;
   bool registered_ = false;
   int64_t node_timeout_ms_ = 10000;  // the head's, learnt at registration
   bool stopping_ = false;
+  bool exited_ = false;
   int64_t backoff_ms_ = 250;
-  boost::asio::steady_timer retry_timer_;
-  boost::asio::steady_timer heartbeat_timer_;
+  Timers::Id retry_timer_ = 0;
+  Timers::Id heartbeat_timer_ = 0;
   // Exit reports the head has not acknowledged yet; resent after a reconnect.
-  std::map<TaskId, std::string> unacked_exits_;
+  std::map<api::TaskKey, api::TaskExited> unacked_exits_;
   // Tasks running in an unpacked working_dir package; their job directory is released
   // when their exit is acknowledged.
-  std::set<TaskId> package_tasks_;
+  std::set<api::TaskKey> package_tasks_;
 };
 
 }  // namespace ag::worker

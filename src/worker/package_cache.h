@@ -34,29 +34,42 @@ struct PackageCacheConfig {
   std::string token;
 };
 
-class PackageCache {
+// What the agent needs of working_dir packages: PackageCache in the product, a fake
+// in unit tests.
+class PackageProvider {
+ public:
+  virtual ~PackageProvider() = default;
+  virtual void prepare(const std::string& job_id, const std::string& hash,
+                       std::function<void(Result<std::string>)> done) = 0;
+  virtual void release(const std::string& job_id) = 0;
+  virtual bool retain(const std::string& job_id) = 0;
+  virtual void remove_unused() = 0;
+};
+
+class PackageCache final : public PackageProvider {
  public:
   PackageCache(boost::asio::io_context& io, PackageCacheConfig config);
-  ~PackageCache();
+  ~PackageCache() override;
 
   // Makes package `hash` available unpacked for `job_id`; `done` gets the directory,
   // or an error naming what was wrong (download failed, hash mismatch, unsafe entry).
   // Each successful prepare counts the job's directory as in use by one more task,
   // until release().
-  void prepare(const std::string& job_id, const std::string& hash, std::function<void(Result<std::string>)> done);
+  void prepare(const std::string& job_id, const std::string& hash,
+               std::function<void(Result<std::string>)> done) override;
 
   // A task that used the job's directory ended: once no task of the job uses it, the
   // directory is removed (soon enough, its pages are dropped before ever being written
   // back). A later task of the job unpacks it again from the cached archive.
-  void release(const std::string& job_id);
+  void release(const std::string& job_id) override;
 
   // Counts a task a previous agent left behind as using the job's directory. Returns
   // false when the job has no unpacked directory here (the task used none).
-  bool retain(const std::string& job_id);
+  bool retain(const std::string& job_id) override;
 
   // Removes unpacked job directories no task uses (left by a previous agent): call
   // once, after retain() for every recovered task.
-  void remove_unused();
+  void remove_unused() override;
 
  private:
   Result<std::string> prepare_blocking(const std::string& job_id, const std::string& hash);

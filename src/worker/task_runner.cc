@@ -29,12 +29,8 @@ namespace ag::worker {
 namespace asio = boost::asio;
 namespace fs = std::filesystem;
 
-std::string TaskId::to_string() const {
-  return job_id + "/" + std::to_string(attempt) + "/" + std::to_string(task_index);
-}
-
 struct TaskRunner::Task {
-  TaskId id;
+  api::TaskKey id;
   std::string dir;
   int64_t pid = 0;
   std::string marker;
@@ -83,29 +79,32 @@ std::vector<int> find_marked_processes(const std::string& marker) {
   return pids;
 }
 
-std::optional<ExitStatus> parse_exit_record(const std::string& text) {
+std::optional<api::TaskExit> parse_exit_record(const std::string& text) {
   std::istringstream in(text);
   std::string kind;
   int value = 0;
   if (!(in >> kind >> value)) return std::nullopt;
-  ExitStatus exit;
+  api::TaskExit exit;
   if (kind == "exit") exit.exit_code = value;
   else if (kind == "signal") exit.signal = value;
   else return std::nullopt;
   return exit;
 }
 
-TaskRunner::TaskRunner(asio::io_context& io, std::string data_dir, std::string cgroup_root, RunnerCallbacks callbacks)
-    : io_(io),
-      data_dir_(std::move(data_dir)),
-      cgroup_root_(std::move(cgroup_root)),
-      callbacks_(std::move(callbacks)),
-      sigchld_(io, SIGCHLD) {
-  fs::create_directories(data_dir_ + "/tasks");
-  spread_subdirectories(data_dir_ + "/tasks");
+Result<std::unique_ptr<TaskRunner>> TaskRunner::create(asio::io_context& io, std::string data_dir,
+                                                      std::string cgroup_root) {
+  std::error_code ec;
+  fs::create_directories(data_dir + "/tasks", ec);
+  if (ec) return internal_error("cannot create " + data_dir + "/tasks: " + ec.message());
+  spread_subdirectories(data_dir + "/tasks");
   int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  if (fd < 0) throw std::runtime_error(std::string("inotify_init1: ") + std::strerror(errno));
-  inotify_ = std::make_unique<asio::posix::stream_descriptor>(io_, fd);
+  if (fd < 0) return internal_error(std::string("cannot follow task output: inotify_init1: ") + std::strerror(errno));
+  return std::unique_ptr<TaskRunner>(new TaskRunner(io, std::move(data_dir), std::move(cgroup_root), fd));
+}
+
+TaskRunner::TaskRunner(asio::io_context& io, std::string data_dir, std::string cgroup_root, int inotify_fd)
+    : io_(io), data_dir_(std::move(data_dir)), cgroup_root_(std::move(cgroup_root)), sigchld_(io, SIGCHLD) {
+  inotify_ = std::make_unique<asio::posix::stream_descriptor>(io_, inotify_fd);
   read_inotify();
   sigchld_.async_wait([this](const boost::system::error_code& ec, int) {
     if (!ec) reap_children();
@@ -114,11 +113,24 @@ TaskRunner::TaskRunner(asio::io_context& io, std::string data_dir, std::string c
 
 TaskRunner::~TaskRunner() = default;
 
-std::string TaskRunner::task_dir(const TaskId& id) const {
+std::string TaskRunner::task_dir(const api::TaskKey& id) const {
   return data_dir_ + "/tasks/" + id.job_id + "." + std::to_string(id.attempt) + "." + std::to_string(id.task_index);
 }
 
-std::string TaskRunner::log_path(const TaskId& id) const { return task_dir(id) + "/output.log"; }
+std::string TaskRunner::log_path(const api::TaskKey& id) const { return task_dir(id) + "/output.log"; }
+
+Result<std::string> TaskRunner::read_output(const api::TaskKey& id, int64_t offset, int64_t max_bytes) const {
+  std::string path = log_path(id);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return not_found("no output kept for task " + id.to_string() + ": " + std::strerror(errno));
+  std::string out(static_cast<size_t>(std::max<int64_t>(0, max_bytes)), '\0');
+  ssize_t n = ::pread(fd, out.data(), out.size(), offset);
+  int err = errno;
+  ::close(fd);
+  if (n < 0) return internal_error("cannot read " + path + ": " + std::strerror(err));
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
 
 void TaskRunner::reap_children() {
   // The agent's only children are task supervisors. One leaves only once its agent is
@@ -152,11 +164,11 @@ void TaskRunner::end_tasks_of_lost_supervisor(int64_t supervisor_pid) {
     }
     signal_task(*task, SIGKILL);
     remove_cgroup(task->cgroup);
-    finish(task, ExitStatus{std::nullopt, std::nullopt, "its supervisor on the node died"});
+    finish(task, api::TaskExit{std::nullopt, std::nullopt, "its supervisor on the node died"});
   }
 }
 
-void TaskRunner::check_supervisors() {
+void TaskRunner::check() {
   // Supervisors of a previous agent are not this agent's children: their death is
   // noticed here instead (the current one's by reaping it).
   std::set<int64_t> gone;
@@ -190,7 +202,7 @@ void TaskRunner::read_inotify() {
         std::stringstream ss;
         ss << in.rdbuf();
         auto exit = parse_exit_record(ss.str());
-        finish(task, exit.value_or(ExitStatus{std::nullopt, std::nullopt, "its end could not be read"}));
+        finish(task, exit.value_or(api::TaskExit{std::nullopt, std::nullopt, "its end could not be read"}));
       }
     }
     read_inotify();
@@ -203,12 +215,12 @@ void TaskRunner::drain_output(Task& task) {
   for (;;) {
     ssize_t n = ::pread(task.output_fd, buf, sizeof buf, task.offset);
     if (n <= 0) return;
-    if (callbacks_.on_output) callbacks_.on_output(task.id, task.offset, std::string_view(buf, static_cast<size_t>(n)));
+    if (events_.on_output) events_.on_output(task.id, task.offset, std::string_view(buf, static_cast<size_t>(n)));
     task.offset += n;
   }
 }
 
-void TaskRunner::finish(const std::shared_ptr<Task>& task, const ExitStatus& exit) {
+void TaskRunner::finish(const std::shared_ptr<Task>& task, const api::TaskExit& exit) {
   if (task->finished) return;
   task->finished = true;
   drain_output(*task);  // the supervisor killed every writer first: this is the end
@@ -218,7 +230,7 @@ void TaskRunner::finish(const std::shared_ptr<Task>& task, const ExitStatus& exi
     by_watch_.erase(task->watch);
   }
   tasks_.erase(task->id);
-  if (callbacks_.on_exit) callbacks_.on_exit(task->id, exit);
+  if (events_.on_exit) events_.on_exit(task->id, exit);
 }
 
 Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
@@ -313,13 +325,13 @@ std::vector<TaskRunner::Recovered> TaskRunner::recover() {
       std::ifstream in(entry.path() / "exit");
       std::stringstream ss;
       ss << in.rdbuf();
-      r.exit = parse_exit_record(ss.str()).value_or(ExitStatus{});
+      r.exit = parse_exit_record(ss.str()).value_or(api::TaskExit{});
     } else if (supervisor <= 0 || ::kill(static_cast<pid_t>(supervisor), 0) != 0) {
       // Its supervisor is gone without recording an end: nothing may outlive it.
       for (int pid : cgroup_pids(task->cgroup)) ::kill(pid, SIGKILL);
       for (int pid : find_marked_processes(task->marker)) ::kill(pid, SIGKILL);
       remove_cgroup(task->cgroup);
-      r.exit = ExitStatus{std::nullopt, std::nullopt, "its supervisor on the node died"};
+      r.exit = api::TaskExit{std::nullopt, std::nullopt, "its supervisor on the node died"};
     }
     if (!r.exit) {
       watch(task);
@@ -334,7 +346,7 @@ std::vector<TaskRunner::Recovered> TaskRunner::recover() {
   return found;
 }
 
-void TaskRunner::forget(const TaskId& id) {
+void TaskRunner::forget(const api::TaskKey& id) {
   if (tasks_.count(id)) return;  // still running: keep its folder
   std::error_code ec;
   fs::remove_all(task_dir(id), ec);
@@ -346,7 +358,7 @@ void TaskRunner::signal_task(Task& task, int sig) {
   for (int pid : find_marked_processes(task.marker)) ::kill(pid, sig);
 }
 
-void TaskRunner::kill(const TaskId& id, int64_t grace_ms) {
+void TaskRunner::kill(const api::TaskKey& id, int64_t grace_ms) {
   auto it = tasks_.find(id);
   if (it == tasks_.end()) return;
   auto task = it->second;
@@ -361,12 +373,12 @@ void TaskRunner::kill(const TaskId& id, int64_t grace_ms) {
 }
 
 void TaskRunner::kill_all(int64_t grace_ms) {
-  std::vector<TaskId> ids;
+  std::vector<api::TaskKey> ids;
   for (const auto& [id, _] : tasks_) ids.push_back(id);
   for (const auto& id : ids) kill(id, grace_ms);
 }
 
-std::optional<int64_t> TaskRunner::output_offset(const TaskId& id) const {
+std::optional<int64_t> TaskRunner::output_offset(const api::TaskKey& id) const {
   auto it = tasks_.find(id);
   if (it == tasks_.end()) return std::nullopt;
   return it->second->offset;

@@ -29,90 +29,46 @@
 #include <string>
 #include <vector>
 
+#include "api/protocol.h"
 #include "common/result.h"
+#include "worker/task_launcher.h"
 #include "worker/task_supervisor.h"
 
 namespace ag::worker {
 
-struct TaskId {
-  std::string job_id;
-  int attempt = 0;
-  int task_index = 0;
-  auto operator<=>(const TaskId&) const = default;
-  std::string to_string() const;
-};
-
-struct LaunchSpec {
-  TaskId id;
-  std::string entrypoint;
-  std::map<std::string, std::string> env;  // complete environment of the task
-  std::string working_dir;                  // created if missing
-  int64_t orphan_timeout_ms = 10000;        // kill the task when no agent runs for this long
-};
-
-struct ExitStatus {
-  std::optional<int> exit_code;
-  std::optional<int> signal;
-  std::string lost;  // set when the task vanished without a recorded end
-};
-
-struct RunnerCallbacks {
-  std::function<void(const TaskId&, int64_t offset, std::string_view data)> on_output;
-  std::function<void(const TaskId&, const ExitStatus&)> on_exit;
-};
-
-class TaskRunner {
+class TaskRunner final : public TaskLauncher {
  public:
   // Task folders live under <data_dir>/tasks; supervisors read <data_dir>/agent.pid
   // (written by the worker daemon) to know whether an agent is alive.
   // `cgroup_root`: where per-task control groups go ("" for none; task_cgroup.h).
-  TaskRunner(boost::asio::io_context& io, std::string data_dir, std::string cgroup_root, RunnerCallbacks callbacks);
-  ~TaskRunner();
+  // Errors: kInternal when the tasks folder or the inotify instance cannot be made.
+  static Result<std::unique_ptr<TaskRunner>> create(boost::asio::io_context& io, std::string data_dir,
+                                                    std::string cgroup_root);
+  ~TaskRunner() override;
 
-  struct Recovered {
-    TaskId id;
-    int64_t pid = 0;
-    std::optional<ExitStatus> exit;  // set when it ended while no agent ran
-  };
-  // Finds the tasks a previous agent left: running ones are adopted (output and exit
-  // followed from now on), ended ones are returned with their exit for reporting.
-  std::vector<Recovered> recover();
-
-  // Starts the task; returns its pid. Errors: kConflict when that task already runs;
-  // kInternal with the reason when it could not start (working dir, fork, exec).
-  Result<int64_t> launch(const LaunchSpec& spec);
-
-  // Stops every process of the task: SIGTERM now, SIGKILL after `grace_ms`. Unknown
-  // or finished tasks are ignored.
-  void kill(const TaskId& id, int64_t grace_ms);
-  // Kills every task at once (worker shutdown).
-  void kill_all(int64_t grace_ms);
-
-  // The head has recorded the task's end: its folder can go.
-  void forget(const TaskId& id);
-
-  // Ends, as lost, the tasks of a previous agent's supervisor that died meanwhile
-  // (call now and then: the agent's heartbeat).
-  void check_supervisors();
-
-  struct Running {
-    TaskId id;
-    int64_t pid;
-  };
-  std::vector<Running> running() const;
-  bool idle() const { return tasks_.empty(); }
-  // Bytes of output a running task has produced so far; nullopt when not running.
-  std::optional<int64_t> output_offset(const TaskId& id) const;
-  // Where a task's output is kept.
-  std::string log_path(const TaskId& id) const;
+  void set_events(LauncherEvents events) override { events_ = std::move(events); }
+  std::vector<Recovered> recover() override;
+  Result<int64_t> launch(const LaunchSpec& spec) override;
+  void kill(const api::TaskKey& id, int64_t grace_ms) override;
+  void kill_all(int64_t grace_ms) override;
+  void forget(const api::TaskKey& id) override;
+  // Ends, as lost, the tasks of a previous agent's supervisor that died meanwhile.
+  void check() override;
+  std::vector<Running> running() const override;
+  bool idle() const override { return tasks_.empty(); }
+  std::optional<int64_t> output_offset(const api::TaskKey& id) const override;
+  Result<std::string> read_output(const api::TaskKey& id, int64_t offset, int64_t max_bytes) const override;
 
  private:
+  TaskRunner(boost::asio::io_context& io, std::string data_dir, std::string cgroup_root, int inotify_fd);
+  // Where a task's output is kept.
+  std::string log_path(const api::TaskKey& id) const;
   struct Task;
-  std::string task_dir(const TaskId& id) const;
+  std::string task_dir(const api::TaskKey& id) const;
   void watch(const std::shared_ptr<Task>& task);
   void read_inotify();
   void drain_output(Task& task);
-  void finish(const std::shared_ptr<Task>& task, const ExitStatus& exit);
+  void finish(const std::shared_ptr<Task>& task, const api::TaskExit& exit);
   void reap_children();
   void end_tasks_of_lost_supervisor(int64_t supervisor_pid);
   void signal_task(Task& task, int sig);
@@ -120,12 +76,12 @@ class TaskRunner {
   boost::asio::io_context& io_;
   std::string data_dir_;
   std::string cgroup_root_;
-  RunnerCallbacks callbacks_;
+  LauncherEvents events_;
   boost::asio::signal_set sigchld_;
   SupervisorClient supervisor_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> inotify_;
   std::array<char, 16384> inotify_buffer_{};
-  std::map<TaskId, std::shared_ptr<Task>> tasks_;
+  std::map<api::TaskKey, std::shared_ptr<Task>> tasks_;
   std::map<int, std::shared_ptr<Task>> by_watch_;
 };
 
@@ -133,6 +89,6 @@ class TaskRunner {
 std::vector<int> find_marked_processes(const std::string& marker);
 
 // Parses the supervisor's exit record ("exit 3", "signal 9").
-std::optional<ExitStatus> parse_exit_record(const std::string& text);
+std::optional<api::TaskExit> parse_exit_record(const std::string& text);
 
 }  // namespace ag::worker

@@ -39,8 +39,8 @@ UsageSampler::UsageSampler() {
 
 UsageSampler::~UsageSampler() { delete nvml_; }
 
-UsageSample UsageSampler::sample() {
-  UsageSample s;
+api::NodeUsage UsageSampler::sample() {
+  api::NodeUsage s;
   std::ifstream stat("/proc/stat");
   std::string cpu;
   uint64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
@@ -67,10 +67,10 @@ UsageSample UsageSampler::sample() {
       for (unsigned int i = 0; i < count; ++i) {
         void* h = nullptr;
         if (nvml_->handle(i, &h) != 0) continue;
-        GpuUsage g;
+        api::GpuUsage g;
         g.index = static_cast<int>(i);
         Nvml::Utilization u{};
-        if (nvml_->utilization && nvml_->utilization(h, &u) == 0) g.utilization_percent = static_cast<int>(u.gpu);
+        if (nvml_->utilization && nvml_->utilization(h, &u) == 0) g.utilization_percent = static_cast<int64_t>(u.gpu);
         Nvml::Memory m{};
         if (nvml_->memory && nvml_->memory(h, &m) == 0) {
           g.memory_used_bytes = static_cast<int64_t>(m.used);

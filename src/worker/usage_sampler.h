@@ -8,26 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "api/protocol.h"
+
 namespace ag::worker {
-
-struct GpuUsage {
-  int index = 0;
-  int utilization_percent = 0;
-  int64_t memory_used_bytes = 0;
-  int64_t memory_total_bytes = 0;
-};
-
-struct UsageSample {
-  double cpu_percent = 0;  // of the whole machine, 0-100
-  int64_t memory_used_bytes = 0;
-  std::vector<GpuUsage> gpus;
-};
 
 class UsageSampler {
  public:
   UsageSampler();
   ~UsageSampler();
-  UsageSample sample();
+  api::NodeUsage sample();
 
  private:
   struct Nvml;

@@ -11,10 +11,19 @@
 #include <filesystem>
 #include <fstream>
 
+#include "api/protocol.h"
 #include "common/ids.h"
+#include "net/asio_timers.h"
 #include "worker/agent.h"
+#include "worker/busy_ports.h"
+#include "worker/head_dialer.h"
+#include "worker/package_cache.h"
+#include "worker/task_runner.h"
+#include "worker/usage_sampler.h"
 #include "worker/resource_detector.h"
 #include "worker/task_cgroup.h"
+
+extern char** environ;
 
 namespace ag::worker {
 namespace {
@@ -30,6 +39,13 @@ Result<std::string> load_or_create_node_id(const std::string& data_dir) {
   out << id << "\n";
   if (!out) return internal_error("cannot write " + path);
   return id;
+}
+
+// The agent's own environment, handed down to its tasks (less its AG_* settings).
+api::Environment own_environment() {
+  std::vector<std::string> entries;
+  for (char** e = environ; *e; ++e) entries.emplace_back(*e);
+  return api::environment_from_entries(entries);
 }
 
 std::string hostname() {
@@ -62,17 +78,15 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
 
   AgentConfig agent_config;
-  agent_config.head = head.value();
-  agent_config.token = config.token;
   agent_config.node_id = node_id.value();
   agent_config.node_ip = config.node_ip;
   agent_config.hostname = hostname();
   agent_config.data_dir = config.data_dir;
-  agent_config.package_cache_bytes = config.package_cache_bytes;
-  agent_config.cgroup_root = prepare_cgroup_root(node_id.value());
-  spdlog::info("task control groups: {}", agent_config.cgroup_root.empty()
+  agent_config.inherited_env = own_environment();
+  const std::string cgroup_root = prepare_cgroup_root(node_id.value());
+  spdlog::info("task control groups: {}", cgroup_root.empty()
                                                ? "not available here (process groups and task markers only)"
-                                               : agent_config.cgroup_root);
+                                               : cgroup_root);
   double cpus = config.num_cpus.value_or(detect_cpus());
   agent_config.resources.cpu_millis = static_cast<int64_t>(std::llround(cpus * 1000));
   agent_config.resources.memory_bytes = config.memory_bytes.value_or(detect_memory_bytes());
@@ -94,8 +108,25 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
   std::ofstream(pid_file) << ::getpid() << "\n";
 
   boost::asio::io_context io(1);
+  auto runner = TaskRunner::create(io, config.data_dir, cgroup_root);
+  if (!runner.ok()) {
+    on_ready(runner.error(), "");
+    return 1;
+  }
+  net::AsioTimers timers(io);
+  WsHeadDialer dialer(io, head.value(), config.token, config.node_ip);
+  PackageCache packages(io, PackageCacheConfig{config.data_dir + "/packages", config.package_cache_bytes,
+                                               head.value(), config.token});
+  UsageSampler usage;
+  Agent::Deps deps{timers,
+                   dialer,
+                   *runner.value(),
+                   packages,
+                   [&usage] { return usage.sample(); },
+                   [] { return busy_ports(api::kMasterPortFirst, api::kMasterPortLast); },
+                   [&io] { io.stop(); }};
   bool ready_reported = false;
-  Agent agent(io, agent_config, [&](const Status& status) {
+  Agent agent(std::move(deps), agent_config, [&](const Status& status) {
     ready_reported = true;
     on_ready(status, "node " + node_id.value() + " (" + config.node_ip + "): " + summary);
   });
@@ -108,7 +139,7 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
   agent.start();
   io.run();
   std::filesystem::remove(pid_file, fs_error);
-  remove_cgroup(agent_config.cgroup_root);  // empty once every task has ended
+  remove_cgroup(cgroup_root);  // empty once every task has ended
   spdlog::info("worker stopped");
   return 0;
 }

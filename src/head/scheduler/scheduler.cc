@@ -397,7 +397,7 @@ std::optional<std::string> infeasible_reason(const std::vector<WorkingNode>& nod
 
 // Why a feasible job did not fit now. If it would fit were it not for reservations,
 // name the earliest blocked job holding resources on a node it could otherwise use.
-std::string waiting_reason(const std::vector<WorkingNode>& nodes,
+PendingReason waiting_reason(const std::vector<WorkingNode>& nodes,
                            const std::vector<PendingJob>& queue, const PendingJob& job,
                            int64_t unreserved_slots) {
   if (unreserved_slots >= job.num_tasks) {
@@ -411,12 +411,13 @@ std::string waiting_reason(const std::vector<WorkingNode>& nodes,
       }
     }
     if (blocker >= 0) {
-      return "waiting behind job " + queue[static_cast<size_t>(blocker)].job_id +
-             " (resources reserved for it)";
+      return {job.job_id, PendingKind::kWaitingBehind,
+              "waiting behind job " + queue[static_cast<size_t>(blocker)].job_id + " (resources reserved for it)"};
     }
   }
-  return "waiting for resources: needs " + tasks_of(job) + "; " + std::to_string(unreserved_slots) +
-         " fit on free capacity now";
+  return {job.job_id, PendingKind::kWaitingForResources,
+          "waiting for resources: needs " + tasks_of(job) + "; " + std::to_string(unreserved_slots) +
+              " fit on free capacity now"};
 }
 
 }  // namespace
@@ -430,14 +431,13 @@ Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>&
     const PendingJob& job = queue[q];
     // Waiting helps here: a worker may join at any moment.
     if (working.empty()) {
-      plan.pending.push_back(
-          {job.job_id, "no alive nodes in the cluster; start a worker with `ag start-worker`",
-           false});
+      plan.pending.push_back({job.job_id, PendingKind::kNoNodes,
+                              "no alive nodes in the cluster; start a worker with `ag start-worker`"});
       continue;
     }
     // Infeasible jobs reserve nothing, so they never hold up the jobs behind them.
     if (auto reason = infeasible_reason(working, largest, job)) {
-      plan.pending.push_back({job.job_id, std::move(*reason), true});
+      plan.pending.push_back({job.job_id, PendingKind::kInfeasible, std::move(*reason)});
       continue;
     }
 
@@ -461,8 +461,7 @@ Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>&
     const int64_t unreserved_slots = sum_slots_up_to(working, n, [&](const WorkingNode& node) {
       return slots_in(node.unreserved_free, job.per_task, n);
     });
-    plan.pending.push_back(
-        {job.job_id, waiting_reason(working, queue, job, unreserved_slots), false});
+    plan.pending.push_back(waiting_reason(working, queue, job, unreserved_slots));
     reserve(working, job, static_cast<int>(q));
   }
   return plan;

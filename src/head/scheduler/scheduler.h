@@ -50,12 +50,21 @@ struct JobPlacement {
   std::vector<TaskPlacement> tasks;
 };
 
-// Why a job was not placed in this pass. `infeasible` is true when no amount of
-// waiting helps (the cluster as it is could never hold the gang).
+// What a pending job waits for, so that callers compare kinds, never sentences.
+enum class PendingKind {
+  kNoNodes,              // no schedulable node in the cluster
+  kInfeasible,           // the cluster as it is could never hold the gang
+  kWaitingForResources,  // running tasks hold what it needs
+  kWaitingBehind,        // what it needs is reserved for a blocked job ahead of it
+};
+
+// Why a job was not placed in this pass, in plain words for users.
 struct PendingReason {
   std::string job_id;
+  PendingKind kind = PendingKind::kWaitingForResources;
   std::string reason;
-  bool infeasible = false;
+  // True when no amount of waiting helps.
+  bool infeasible() const { return kind == PendingKind::kInfeasible; }
 };
 
 struct Plan {

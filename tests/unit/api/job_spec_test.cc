@@ -109,7 +109,7 @@ TEST(ParseJobSpecTest, MinimalSpecGetsDefaults) {
   EXPECT_TRUE(spec->labels.empty());
   EXPECT_EQ(spec->max_retries, 0);
   EXPECT_FALSE(spec->timeout_s.has_value());
-  EXPECT_EQ(spec->placement, "pack");
+  EXPECT_EQ(spec->placement, Placement::kPack);
   EXPECT_EQ(spec->submission_id, "");
 }
 
@@ -128,7 +128,7 @@ TEST(ParseJobSpecTest, EveryFieldIsParsed) {
   EXPECT_EQ(spec->labels, (std::map<std::string, std::string>{{"priority", "high"}, {"team", "vision"}}));
   EXPECT_EQ(spec->max_retries, 3);
   EXPECT_EQ(spec->timeout_s, 3600.5);
-  EXPECT_EQ(spec->placement, "spread");
+  EXPECT_EQ(spec->placement, Placement::kSpread);
   EXPECT_EQ(spec->submission_id, "sub-42");
 }
 
@@ -160,7 +160,7 @@ TEST(ParseJobSpecTest, NullOptionalFieldsKeepDefaults) {
 
   ASSERT_TRUE(spec.ok()) << spec.error().message;
   EXPECT_FALSE(spec->timeout_s.has_value());
-  EXPECT_EQ(spec->placement, "pack");
+  EXPECT_EQ(spec->placement, Placement::kPack);
 }
 
 TEST(ParseJobSpecTest, LimitsThemselvesAreAccepted) {
@@ -309,6 +309,26 @@ TEST(ParseJobSpecErrorTest, UnknownPlacementIsRefused) {
   EXPECT_THAT(error.message, AllOf(HasSubstr("placement"), HasSubstr("\"pack\" or \"spread\""), HasSubstr("diagonal")));
 }
 
+// The message is part of the API (clients show it as is): it stays word for word what
+// it was while placement was a string.
+TEST(ParseJobSpecErrorTest, UnknownPlacementMessageIsExact) {
+  EXPECT_EQ(parse_error(spec_with("placement", "diagonal")).message,
+            "field 'placement': must be \"pack\" or \"spread\", got \"diagonal\"");
+}
+
+// Wire names are exact: no case folding, no trimming.
+TEST(ParseJobSpecErrorTest, PlacementInOtherSpellingsIsRefused) {
+  for (const char* text : {"Spread", "PACK", " pack", "spread ", ""}) {
+    const Error error = parse_error(spec_with("placement", text));
+    EXPECT_EQ(error.code, ErrorCode::kInvalidArgument) << text;
+    EXPECT_THAT(error.message, HasSubstr("\"pack\" or \"spread\"")) << text;
+  }
+}
+
+TEST(ParseJobSpecErrorTest, NonStringPlacementIsRefused) {
+  EXPECT_EQ(parse_error(spec_with("placement", 1)).message, "field 'placement': must be a string, got number");
+}
+
 TEST(ParseJobSpecErrorTest, MaxRetriesOutOfRangeIsRefused) {
   for (const json& n : {json(-1), json(1000)}) {
     const Error error = parse_error(spec_with("max_retries", n));
@@ -354,6 +374,38 @@ TEST(ParseJobSpecErrorTest, EnvVarWithNonStringValueNamesTheVariable) {
 
 TEST(ParseJobSpecErrorTest, OverlongJobNameIsRefused) {
   expect_invalid(spec_with("job_name", std::string(kMaxNameBytes + 1, 'n')), "job_name");
+}
+
+// --- Placement -------------------------------------------------------------------
+
+TEST(PlacementTest, WireNamesRoundTrip) {
+  for (Placement placement : {Placement::kPack, Placement::kSpread}) {
+    EXPECT_EQ(parse_placement(to_string(placement)), placement) << to_string(placement);
+  }
+  EXPECT_STREQ(to_string(Placement::kPack), "pack");
+  EXPECT_STREQ(to_string(Placement::kSpread), "spread");
+}
+
+TEST(PlacementTest, OnlyExactWireNamesParse) {
+  for (const char* text : {"", "Pack", "SPREAD", "spread ", "diagonal"}) {
+    EXPECT_EQ(parse_placement(text), std::nullopt) << text;
+  }
+}
+
+// Stored job records hold the spec as to_json wrote it; they must keep the string so
+// that heads before and after the enum read each other's databases.
+TEST(PlacementTest, ToJsonWritesTheWireName) {
+  JobSpec spec;
+  spec.entrypoint = "true";
+  EXPECT_EQ(to_json(spec)["placement"], "pack");
+
+  spec.placement = Placement::kSpread;
+  const json written = to_json(spec);
+
+  EXPECT_EQ(written["placement"], "spread");
+  const Result<JobSpec> again = parse_job_spec(written);
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(again->placement, Placement::kSpread);
 }
 
 // --- Round trip ------------------------------------------------------------------

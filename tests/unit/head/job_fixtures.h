@@ -48,19 +48,19 @@ inline void place_and_start(Job& job, int64_t now_ms = kPlacedAtMs) {
   for (int i = 0; i < job.spec.num_workers; ++i) on_task_started(job, attempt, i, 100 + i, now_ms + 1);
 }
 
-// How a task ended. Members are set by name so that new TaskExit fields default.
-inline TaskExit exit_code(int code) {
-  TaskExit exit;
+// How a task ended. Members are set by name so that new api::TaskExit fields default.
+inline api::TaskExit exit_code(int code) {
+  api::TaskExit exit;
   exit.exit_code = code;
   return exit;
 }
-inline TaskExit killed_by(int signal) {
-  TaskExit exit;
+inline api::TaskExit killed_by(int signal) {
+  api::TaskExit exit;
   exit.signal = signal;
   return exit;
 }
-inline TaskExit start_error(std::string why) {
-  TaskExit exit;
+inline api::TaskExit start_error(std::string why) {
+  api::TaskExit exit;
   exit.start_error = std::move(why);
   return exit;
 }
@@ -68,7 +68,7 @@ inline TaskExit start_error(std::string why) {
 // Task indexes of a list of task references, in order.
 inline std::vector<int> indexes(const std::vector<TaskRef>& refs) {
   std::vector<int> out;
-  for (const auto& ref : refs) out.push_back(ref.task_index);
+  for (const auto& ref : refs) out.push_back(ref.task.task_index);
   return out;
 }
 

@@ -34,8 +34,8 @@ TEST(PlacementTest, StartsAttemptZeroAndLaunchesEveryTask) {
   EXPECT_EQ(job.started_ms, 1'234);
   ASSERT_EQ(fx.launch.size(), 3u);
   for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(fx.launch[i].attempt, 0);
-    EXPECT_EQ(fx.launch[i].task_index, i);
+    EXPECT_EQ(fx.launch[i].task.attempt, 0);
+    EXPECT_EQ(fx.launch[i].task.task_index, i);
     EXPECT_EQ(fx.launch[i].node_id, node_id_for(i));
   }
   EXPECT_THAT(fx.kill, IsEmpty());
@@ -124,7 +124,7 @@ TEST(GangFailureTest, OneFailedTaskKillsEveryOtherLiveTask) {
   const Effects fx = on_task_exited(job, 0, 1, exit_code(1), 5'000);
 
   EXPECT_THAT(indexes(fx.kill), ElementsAre(0, 2));
-  EXPECT_EQ(fx.kill[0].attempt, 0);
+  EXPECT_EQ(fx.kill[0].task.attempt, 0);
   EXPECT_EQ(fx.kill[0].node_id, "node_0");
   EXPECT_EQ(fx.kill[1].node_id, "node_2");
   EXPECT_FALSE(fx.finished);
@@ -237,8 +237,8 @@ TEST(GangFailureTest, TaskThatStartsAfterTheAttemptBeganEndingIsKilled) {
 
   EXPECT_THAT(indexes(failure.kill), ElementsAre(1));  // still STARTING: killed by ref
   ASSERT_EQ(late_start.kill.size(), 1u);
-  EXPECT_EQ(late_start.kill[0].attempt, 0);
-  EXPECT_EQ(late_start.kill[0].task_index, 1);
+  EXPECT_EQ(late_start.kill[0].task.attempt, 0);
+  EXPECT_EQ(late_start.kill[0].task.task_index, 1);
   EXPECT_EQ(late_start.kill[0].node_id, "node_1");
   EXPECT_EQ(job.attempts[0].tasks[1].pid, 101);
 }
@@ -290,8 +290,8 @@ TEST(RetryTest, SecondPlacementStartsAttemptOneAndLaunchesItsTasks) {
   ASSERT_EQ(job.attempts.size(), 2u);
   EXPECT_EQ(job.attempts[1].number, 1);
   ASSERT_EQ(fx.launch.size(), 2u);
-  EXPECT_EQ(fx.launch[0].attempt, 1);
-  EXPECT_EQ(fx.launch[1].attempt, 1);
+  EXPECT_EQ(fx.launch[0].task.attempt, 1);
+  EXPECT_EQ(fx.launch[1].task.attempt, 1);
   EXPECT_EQ(job.started_ms, kPlacedAtMs);  // the job's first start is kept
   EXPECT_EQ(job.message, "");
 }
@@ -613,14 +613,90 @@ TEST(DescribeExitTest, SignalsAreNamed) {
 }
 
 TEST(DescribeExitTest, StartErrorWinsOverEverythingElse) {
-  TaskExit exit = start_error("no such user");
+  api::TaskExit exit = start_error("no such user");
   exit.exit_code = 1;
   exit.signal = SIGKILL;
 
   EXPECT_EQ(describe_exit(exit), "could not start: no such user");
 }
 
-TEST(DescribeExitTest, MissingExitCodeReadsAsMinusOne) { EXPECT_EQ(describe_exit(TaskExit{}), "exited with code -1"); }
+TEST(DescribeExitTest, MissingExitCodeReadsAsMinusOne) { EXPECT_EQ(describe_exit(api::TaskExit{}), "exited with code -1"); }
+
+// --- timeouts ----------------------------------------------------------------------
+
+TEST(TimeoutDeadlineTest, NoneWithoutATimeoutOrBeforeTheFirstPlacement) {
+  Job job = make_job(2);
+  EXPECT_EQ(timeout_deadline(job), std::nullopt);
+  job = make_job(2, 0, 30.0);
+  EXPECT_EQ(timeout_deadline(job), std::nullopt);  // PENDING: the clock has not started
+}
+
+TEST(TimeoutDeadlineTest, WholeRunCountsFromTheFirstPlacementAcrossRetries) {
+  Job job = make_job(1, 2, 30.0);
+  place_and_start(job, 1'000);
+  EXPECT_EQ(timeout_deadline(job), (Deadline{31'000, std::nullopt}));
+  on_task_exited(job, 0, 0, exit_code(1), 5'000);
+  place(job, 6'000);
+  EXPECT_EQ(timeout_deadline(job), (Deadline{31'000, std::nullopt}));
+}
+
+TEST(TimeoutDeadlineTest, PerAttemptBelongsToTheCurrentAttempt) {
+  Job job = make_job(1, 2, 30.0);
+  job.spec.timeout_per_attempt = true;
+  place_and_start(job, 1'000);
+  const Deadline first{31'000, 0};
+  EXPECT_EQ(timeout_deadline(job), first);
+  on_task_exited(job, 0, 0, exit_code(1), 5'000);
+  EXPECT_EQ(timeout_deadline(job), std::nullopt);  // between attempts
+  place(job, 6'000);
+  EXPECT_EQ(timeout_deadline(job), (Deadline{36'000, 1}));
+  // The first attempt's deadline firing late changes nothing.
+  Effects fx = on_deadline(job, first, 31'000);
+  EXPECT_FALSE(fx.changed);
+  EXPECT_TRUE(fx.kill.empty());
+  EXPECT_FALSE(job.timed_out);
+}
+
+TEST(TimeoutDeadlineTest, ADeadlineThatStillAppliesTimesTheJobOut) {
+  Job job = make_job(2, 0, 30.0);
+  place_and_start(job, 1'000);
+  Effects fx = on_deadline(job, *timeout_deadline(job), 31'000);
+  EXPECT_TRUE(job.timed_out);
+  EXPECT_EQ(indexes(fx.kill), (std::vector<int>{0, 1}));
+  EXPECT_EQ(timeout_deadline(job), std::nullopt) << "one timeout per run";
+}
+
+// --- pending reasons -----------------------------------------------------------------
+
+TEST(OnPendingTest, LoggedWhenTheKindChangesNotWhenOnlyTheWordsDo) {
+  Job job = make_job(1);
+  Effects fx = on_pending(job, sched::PendingKind::kWaitingBehind, "waiting behind job job_a (resources reserved for it)", 1);
+  EXPECT_TRUE(fx.changed);
+  EXPECT_EQ(fx.events, std::vector<std::string>{"pending: waiting behind job job_a (resources reserved for it)"});
+  fx = on_pending(job, sched::PendingKind::kWaitingBehind, "waiting behind job job_b (resources reserved for it)", 2);
+  EXPECT_FALSE(fx.changed);
+  EXPECT_TRUE(fx.events.empty());
+  EXPECT_EQ(job.message, "waiting behind job job_b (resources reserved for it)");  // shown as it is now
+  fx = on_pending(job, sched::PendingKind::kInfeasible, "needs 8 GPUs per task; largest node has 4", 3);
+  EXPECT_EQ(fx.events, std::vector<std::string>{"pending: cannot be placed: needs 8 GPUs per task; largest node has 4"});
+  EXPECT_EQ(job.pending_kind, sched::PendingKind::kInfeasible);
+}
+
+TEST(OnPendingTest, IgnoredForAJobThatIsNotPending) {
+  Job job = make_job(1);
+  place(job);
+  Effects fx = on_pending(job, sched::PendingKind::kNoNodes, "no alive nodes", 1);
+  EXPECT_FALSE(fx.changed);
+  EXPECT_EQ(job.message, "");
+}
+
+TEST(OnPendingTest, PlacementClearsTheReasonAndItsKind) {
+  Job job = make_job(1);
+  on_pending(job, sched::PendingKind::kNoNodes, "no alive nodes", 1);
+  place(job);
+  EXPECT_EQ(job.message, "");
+  EXPECT_EQ(job.pending_kind, std::nullopt);
+}
 
 }  // namespace
 }  // namespace ag::head

@@ -30,7 +30,7 @@ std::string describe(const Plan& plan) {
     out << "\n";
   }
   for (const auto& p : plan.pending)
-    out << p.job_id << " pending " << p.infeasible << " " << p.reason << "\n";
+    out << p.job_id << " pending " << p.infeasible() << " " << p.reason << "\n";
   return out.str();
 }
 
@@ -57,7 +57,7 @@ TEST(GangTest, FeasibleGangWithTooFewFreeSlotsIsNotPartiallyPlaced) {
 
   EXPECT_TRUE(plan.placements.empty());
   ASSERT_EQ(plan.pending.size(), 1u);
-  EXPECT_FALSE(plan.pending[0].infeasible);
+  EXPECT_FALSE(plan.pending[0].infeasible());
   EXPECT_EQ(plan.pending[0].reason,
             "waiting for resources: needs 3 tasks of {1 CPU, 1 GPU}; 2 fit on free capacity now");
 }
@@ -198,7 +198,7 @@ TEST(BackfillTest, SmallJobThatWouldTakeReservedResourcesWaitsBehindHead) {
   const PendingReason* small = find_pending(plan, "small");
   ASSERT_NE(small, nullptr);
   EXPECT_EQ(small->reason, "waiting behind job head (resources reserved for it)");
-  EXPECT_FALSE(small->infeasible);
+  EXPECT_FALSE(small->infeasible());
 }
 
 TEST(BackfillTest, SmallJobsUseOnlyNodesOutsideTheReservation) {
@@ -241,8 +241,8 @@ TEST(BackfillTest, InfeasibleJobsDoNotBlockLaterOnes) {
 
   ASSERT_EQ(plan.placements.size(), 1u);
   EXPECT_EQ(plan.placements[0].job_id, "ok");
-  EXPECT_TRUE(find_pending(plan, "huge")->infeasible);
-  EXPECT_TRUE(find_pending(plan, "many")->infeasible);
+  EXPECT_TRUE(find_pending(plan, "huge")->infeasible());
+  EXPECT_TRUE(find_pending(plan, "many")->infeasible());
 }
 
 // --- Reasons -----------------------------------------------------------------------
@@ -253,7 +253,7 @@ TEST(ReasonTest, GpusPerTaskBeyondLargestNodeIsInfeasible) {
   const Plan plan = schedule(nodes, {make_job("j", 1, 1, 4)});
 
   ASSERT_EQ(plan.pending.size(), 1u);
-  EXPECT_TRUE(plan.pending[0].infeasible);
+  EXPECT_TRUE(plan.pending[0].infeasible());
   EXPECT_EQ(plan.pending[0].reason, "needs 4 GPUs per task; largest node has 2");
 }
 
@@ -263,7 +263,7 @@ TEST(ReasonTest, MemoryPerTaskBeyondLargestNodeIsInfeasible) {
   const Plan plan = schedule(nodes, {make_job("j", 1, 1, 0, 64 * kGiB)});
 
   ASSERT_EQ(plan.pending.size(), 1u);
-  EXPECT_TRUE(plan.pending[0].infeasible);
+  EXPECT_TRUE(plan.pending[0].infeasible());
   EXPECT_EQ(plan.pending[0].reason, "needs 64 GiB memory per task; largest node has 32 GiB");
 }
 
@@ -273,7 +273,7 @@ TEST(ReasonTest, GangLargerThanWholeClusterIsInfeasible) {
   const Plan plan = schedule(nodes, {make_job("j", 8, 0, 2)});
 
   ASSERT_EQ(plan.pending.size(), 1u);
-  EXPECT_TRUE(plan.pending[0].infeasible);
+  EXPECT_TRUE(plan.pending[0].infeasible());
   EXPECT_EQ(plan.pending[0].reason,
             "needs 8 tasks of {2 GPUs}; the cluster can hold at most 2 such tasks");
 }
@@ -285,7 +285,7 @@ TEST(ReasonTest, TaskThatFitsNoSingleNodeIsInfeasible) {
   const Plan plan = schedule(nodes, {make_job("j", 1, 4, 1)});
 
   ASSERT_EQ(plan.pending.size(), 1u);
-  EXPECT_TRUE(plan.pending[0].infeasible);
+  EXPECT_TRUE(plan.pending[0].infeasible());
   EXPECT_EQ(plan.pending[0].reason,
             "needs {4 CPUs, 1 GPU} per task; no single node has that much in total");
 }
@@ -294,7 +294,7 @@ TEST(ReasonTest, NoNodesMeansWaitForAWorker) {
   const Plan plan = schedule({}, {make_job("j", 1, 1)});
 
   ASSERT_EQ(plan.pending.size(), 1u);
-  EXPECT_FALSE(plan.pending[0].infeasible);
+  EXPECT_FALSE(plan.pending[0].infeasible());
   EXPECT_EQ(plan.pending[0].reason,
             "no alive nodes in the cluster; start a worker with `ag start-worker`");
 }
@@ -303,7 +303,7 @@ TEST(ReasonTest, OnlyUnschedulableNodesCountsAsNoNodes) {
   const Plan plan = schedule({unschedulable(make_node("a", 64, 8))}, {make_job("j", 1, 1)});
 
   ASSERT_EQ(plan.pending.size(), 1u);
-  EXPECT_FALSE(plan.pending[0].infeasible);
+  EXPECT_FALSE(plan.pending[0].infeasible());
   EXPECT_EQ(plan.pending[0].reason,
             "no alive nodes in the cluster; start a worker with `ag start-worker`");
 }
@@ -396,7 +396,7 @@ TEST(ScaleTest, BackfillNeverDelaysTheFirstBlockedJob) {
     const Cluster cluster = make_busy_cluster(seed, 50, 200);
     const Plan plan = schedule(cluster.nodes, cluster.queue);
     const auto first_blocked = std::find_if(plan.pending.begin(), plan.pending.end(),
-                                            [](const PendingReason& p) { return !p.infeasible; });
+                                            [](const PendingReason& p) { return !p.infeasible(); });
     ASSERT_NE(first_blocked, plan.pending.end()) << "seed " << seed;
 
     std::vector<NodeView> after_running_tasks_end;

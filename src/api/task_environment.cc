@@ -1,0 +1,67 @@
+#include "api/task_environment.h"
+
+#include "common/env_expand.h"
+
+namespace ag::api {
+
+Environment head_task_environment(const TaskPlacement& p) {
+  std::string gpus;
+  for (size_t i = 0; i < p.gpu_ids.size(); ++i) gpus += (i ? "," : "") + std::to_string(p.gpu_ids[i]);
+  const std::string world = std::to_string(p.num_tasks);
+  const std::string rank = std::to_string(p.task_index);
+  const std::string port = std::to_string(p.master_port);
+  return {
+      {"AG_JOB_ID", p.job_id},
+      {"AG_ATTEMPT", std::to_string(p.attempt)},
+      {"AG_TASK_INDEX", rank},
+      {"AG_WORKER_NUM", world},
+      {"AG_MASTER_ADDR", p.master_addr},
+      {"AG_MASTER_PORT", port},
+      {"AG_NODE_ID", p.node_id},
+      {"AG_NODE_IP", p.node_address},
+      {"RANK", rank},
+      {"WORLD_SIZE", world},
+      {"LOCAL_RANK", std::to_string(p.local_rank)},
+      {"LOCAL_WORLD_SIZE", std::to_string(p.local_world_size)},
+      {"MASTER_ADDR", p.master_addr},
+      {"MASTER_PORT", port},
+      {"CUDA_VISIBLE_DEVICES", gpus},
+  };
+}
+
+Environment worker_task_environment(const Environment& inherited, const Environment& from_head,
+                                    const Environment& env_vars, const std::string& python_shim_dir) {
+  Environment env;
+  for (const auto& [name, value] : inherited) {
+    if (name.rfind("AG_", 0) == 0) continue;
+    env[name] = value;
+  }
+  for (const auto& [name, value] : from_head) env[name] = value;
+  // Output reaches the log as it is written, not when a buffer fills; a rank whose
+  // peer died errors out instead of hanging in a collective.
+  env.try_emplace("PYTHONUNBUFFERED", "1");
+  env.try_emplace("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+  env.try_emplace("NCCL_ASYNC_ERROR_HANDLING", "1");
+  if (!python_shim_dir.empty()) {
+    auto path = env.find("PATH");
+    env["PATH"] = python_shim_dir + (path != env.end() ? ":" + path->second : "");
+  }
+  // Expanded against the environment before any of them is applied, so their order
+  // does not matter.
+  Environment expanded;
+  for (const auto& [name, value] : env_vars) expanded[name] = expand_env_vars(value, env);
+  for (auto& [name, value] : expanded) env[name] = std::move(value);
+  return env;
+}
+
+Environment environment_from_entries(const std::vector<std::string>& entries) {
+  Environment env;
+  for (const auto& entry : entries) {
+    size_t eq = entry.find('=');
+    if (eq == std::string::npos) continue;
+    env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  return env;
+}
+
+}  // namespace ag::api

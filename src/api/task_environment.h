@@ -1,0 +1,50 @@
+// What a task sees: every environment variable a task process gets, built in one
+// place. The head decides the gang's variables (ranks, master address, GPUs) and sends
+// them in the launch message; the worker adds its own environment, the runtime
+// defaults, the python shim and runtime_env.env_vars. Both halves are pure functions,
+// and tests/unit/api/task_environment_test.cc checks the whole contract (DESIGN.md,
+// "What a task sees") by composing them.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ag::api {
+
+using Environment = std::map<std::string, std::string>;
+
+// Where one task of an attempt runs, as the head placed it.
+struct TaskPlacement {
+  std::string job_id;
+  int attempt = 0;
+  int task_index = 0;
+  int num_tasks = 1;
+  std::string master_addr;
+  int master_port = 0;
+  std::string node_id;
+  std::string node_address;
+  int local_rank = 0;        // this task's position among the gang's tasks on its node
+  int local_world_size = 1;  // how many of the gang's tasks share its node
+  std::vector<int> gpu_ids;  // the GPUs assigned to this task
+};
+
+// The head's half: AG_* and torchrun's variables and CUDA_VISIBLE_DEVICES.
+Environment head_task_environment(const TaskPlacement& placement);
+
+// The worker's half, completing the environment from
+//   `inherited`: the agent's own environment (its AG_* settings are dropped: they are
+//                the daemon's, not the task's);
+//   `from_head`: head_task_environment(), which wins over inherited values;
+//   runtime defaults (PYTHONUNBUFFERED, NCCL async error handling) unless set;
+//   `python_shim_dir`: put first on PATH when not empty, so `python` resolves to
+//                runtime_env.python.executable;
+//   `env_vars`: runtime_env.env_vars, each expanded ($VAR, ${VAR}) against the
+//                environment built so far, and winning over it.
+Environment worker_task_environment(const Environment& inherited, const Environment& from_head,
+                                    const Environment& env_vars, const std::string& python_shim_dir);
+
+// "NAME=value" entries (as in `environ`) as a map; entries without '=' are skipped.
+Environment environment_from_entries(const std::vector<std::string>& entries);
+
+}  // namespace ag::api

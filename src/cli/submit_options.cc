@@ -1,0 +1,76 @@
+#include "cli/submit_options.h"
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+
+namespace ag::cli {
+namespace {
+
+// Quotes an argument for /bin/sh when it needs it.
+std::string shell_quote(const std::string& arg) {
+  if (!arg.empty() &&
+      arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") ==
+          std::string::npos) {
+    return arg;
+  }
+  std::string out = "'";
+  for (char c : arg) {
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out.push_back(c);
+  }
+  return out + "'";
+}
+
+}  // namespace
+
+std::optional<Error> check_submit_usage(const SubmitOptions& options) {
+  if (options.command.empty()) {
+    return invalid_argument(
+        "no command given: put the command after --, e.g. ag submit --num-workers 2 -- python train.py");
+  }
+  for (const auto& kv : options.env) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) return invalid_argument("--env takes NAME=VALUE, got '" + kv + "'");
+  }
+  if (options.working_dir.empty() && !options.excludes.empty()) {
+    return invalid_argument("--exclude only applies with --working-dir");
+  }
+  return std::nullopt;
+}
+
+std::string entrypoint_from_command(const std::vector<std::string>& command) {
+  if (command.size() == 1) return command[0];
+  std::string entrypoint;
+  for (const auto& arg : command) entrypoint += (entrypoint.empty() ? "" : " ") + shell_quote(arg);
+  return entrypoint;
+}
+
+Result<api::JobSpec> spec_from_submit_options(const SubmitOptions& options) {
+  if (auto err = check_submit_usage(options)) return *err;
+  api::JobSpec spec;
+  spec.entrypoint = entrypoint_from_command(options.command);
+  spec.num_workers = options.num_workers;
+  if (options.num_cpus) spec.num_cpus = *options.num_cpus;
+  if (options.num_gpus) spec.num_gpus = *options.num_gpus;
+  if (options.memory_gb) spec.memory_bytes = static_cast<int64_t>(*options.memory_gb * (int64_t{1} << 30));
+  for (const auto& kv : options.env) {
+    size_t eq = kv.find('=');
+    spec.runtime_env.env_vars[kv.substr(0, eq)] = kv.substr(eq + 1);  // a later --env NAME wins
+  }
+  spec.runtime_env.python_executable = options.python;
+  // --exclude only shapes the package the CLI builds; the head has no use for it.
+  spec.name = options.name;
+  spec.max_retries = options.max_retries;
+  spec.timeout_s = options.timeout_s;
+  spec.timeout_per_attempt = options.timeout_per_attempt;
+
+  // The placement goes in as typed: main.cc lets only "pack" and "spread" through,
+  // and anything else is refused by the parser in the head's words.
+  nlohmann::json body = api::to_json(spec);
+  body["placement"] = options.placement;
+  return api::parse_job_spec(body);
+}
+
+}  // namespace ag::cli

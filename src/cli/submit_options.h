@@ -1,0 +1,52 @@
+// `ag submit`'s flags, as given, and the job spec they ask for. Turning flags into an
+// api::JobSpec here (not JSON by hand) means the CLI sends exactly what the head's own
+// parser reads back, and refuses a bad value with the head's message before anything
+// is uploaded.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/job_spec.h"
+#include "common/result.h"
+
+namespace ag::cli {
+
+// The flags as the user wrote them; main.cc fills it, CLI11 having checked ranges.
+struct SubmitOptions {
+  int num_workers = 1;
+  std::optional<double> num_cpus;
+  std::optional<int> num_gpus;
+  std::optional<double> memory_gb;
+  std::string placement = "pack";  // "pack" or "spread", as typed
+  std::vector<std::string> env;    // NAME=VALUE
+  std::string working_dir;         // local folder, packed and uploaded
+  std::vector<std::string> excludes;
+  std::string python;  // runtime_env.python.executable
+  std::string name;
+  int max_retries = 0;
+  std::optional<double> timeout_s;
+  bool timeout_per_attempt = false;
+  bool no_wait = false;
+  std::vector<std::string> command;
+};
+
+// Mistakes in how the flags were used, which no head would be asked about: no command
+// after `--`, an --env that is not NAME=VALUE, --exclude without --working-dir.
+// Returns the first one (kInvalidArgument; `ag submit` exits 2 for these), or nullopt.
+std::optional<Error> check_submit_usage(const SubmitOptions& options);
+
+// The command line each task runs: a single argument is taken as a shell command line
+// as it is; several are shell-quoted where needed and joined with spaces.
+std::string entrypoint_from_command(const std::vector<std::string>& command);
+
+// The job spec the flags ask for, validated by the head's own parser
+// (api::parse_job_spec), so a value the head would refuse fails here with the same
+// message. Two fields are left for the caller: runtime_env.working_dir (the uploaded
+// package, known only after packing options.working_dir) and submission_id (a fresh
+// idempotency key per invocation). Errors (kInvalidArgument): those of
+// check_submit_usage, then those of api::parse_job_spec.
+Result<api::JobSpec> spec_from_submit_options(const SubmitOptions& options);
+
+}  // namespace ag::cli

@@ -1,0 +1,78 @@
+#include "head/reconcile.h"
+
+#include "api/task_environment.h"
+
+namespace ag::head {
+
+api::Launch launch_message(const Job& job, const api::TaskKey& key) {
+  const AttemptRecord& attempt = job.attempts[static_cast<size_t>(key.attempt)];
+  const TaskRecord& task = attempt.tasks[static_cast<size_t>(key.task_index)];
+  api::TaskPlacement placement;
+  placement.job_id = job.id;
+  placement.attempt = attempt.number;
+  placement.task_index = task.index;
+  placement.num_tasks = job.spec.num_workers;
+  placement.master_addr = attempt.master_addr;
+  placement.master_port = attempt.master_port;
+  placement.node_id = task.node_id;
+  placement.node_address = task.node_address;
+  placement.gpu_ids = task.gpu_ids;
+  placement.local_rank = 0;
+  placement.local_world_size = 0;
+  for (const auto& other : attempt.tasks) {
+    if (other.node_id != task.node_id) continue;
+    if (other.index < task.index) ++placement.local_rank;
+    ++placement.local_world_size;
+  }
+  api::Launch launch;
+  launch.task = key;
+  launch.entrypoint = job.spec.entrypoint;
+  launch.env = api::head_task_environment(placement);
+  launch.env_vars = job.spec.runtime_env.env_vars;
+  launch.gpu_ids = task.gpu_ids;
+  launch.working_dir_hash = job.spec.runtime_env.working_dir_hash();
+  launch.python_executable = job.spec.runtime_env.python_executable;
+  return launch;
+}
+
+Reconciliation reconcile_node(const std::map<std::string, Job>& jobs, const std::set<std::string>& active,
+                              const std::string& node_id, const std::vector<api::RunningTask>& running,
+                              const std::vector<api::TaskKey>& ended, int64_t kill_grace_ms) {
+  Reconciliation out;
+  std::set<api::TaskKey> reported;
+  for (const auto& r : running) {
+    reported.insert(r.task);
+    auto it = jobs.find(r.task.job_id);
+    const AttemptRecord* attempt = it == jobs.end() ? nullptr : it->second.current_attempt();
+    const bool wanted = attempt && attempt->number == r.task.attempt && !attempt->finished() &&
+                        !attempt->ending && r.task.task_index < static_cast<int>(attempt->tasks.size()) &&
+                        attempt->tasks[static_cast<size_t>(r.task.task_index)].node_id == node_id &&
+                        !attempt->tasks[static_cast<size_t>(r.task.task_index)].terminal();
+    if (!wanted) {
+      out.kill.push_back({r.task, kill_grace_ms});
+      continue;
+    }
+    out.adopt.push_back(r);
+  }
+  reported.insert(ended.begin(), ended.end());
+  for (const auto& id : active) {
+    auto it = jobs.find(id);
+    if (it == jobs.end()) continue;
+    const AttemptRecord* attempt = it->second.current_attempt();
+    if (!attempt) continue;
+    for (const auto& task : attempt->tasks) {
+      if (task.node_id != node_id || task.terminal()) continue;
+      api::TaskKey key{id, attempt->number, task.index};
+      if (reported.count(key)) continue;
+      TaskRef ref{key, node_id};
+      if (task.state == TaskState::kStarting && !attempt->ending) {
+        out.relaunch.push_back(std::move(ref));
+      } else {
+        out.lost.push_back(std::move(ref));
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace ag::head

@@ -1,0 +1,18 @@
+// WorkerChannel: what the head's job manager sends to workers through. The product's
+// is the NodeRegistry (each node's WebSocket); unit tests pass a fake that records.
+#pragma once
+
+#include <string>
+
+#include "api/protocol.h"
+
+namespace ag::head {
+
+class WorkerChannel {
+ public:
+  virtual ~WorkerChannel() = default;
+  // Sends `message` to the node; false when the node has no open channel.
+  virtual bool send(const std::string& node_id, const api::HeadMessage& message) = 0;
+};
+
+}  // namespace ag::head

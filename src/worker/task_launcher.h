@@ -1,0 +1,83 @@
+// TaskLauncher: what the agent starts, stops and recovers tasks through. The product's
+// is TaskRunner (task_runner.h: a task supervisor, process groups, cgroups, output
+// files followed with inotify); unit tests pass a fake, and a container launcher
+// would be another implementation.
+//
+//   recover() -> adopted / ended tasks;  launch(spec) -> pid;  kill(task, grace)
+//   events: output bytes (with their offset in the task's log), exit
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "api/protocol.h"
+#include "common/result.h"
+
+namespace ag::worker {
+
+struct LaunchSpec {
+  api::TaskKey id;
+  std::string entrypoint;
+  std::map<std::string, std::string> env;  // complete environment of the task
+  std::string working_dir;                  // created if missing
+  int64_t orphan_timeout_ms = 10000;        // kill the task when no agent runs for this long
+};
+
+// What a launcher reports, on the owner's thread.
+struct LauncherEvents {
+  std::function<void(const api::TaskKey&, int64_t offset, std::string_view data)> on_output;
+  std::function<void(const api::TaskKey&, const api::TaskExit&)> on_exit;
+};
+
+class TaskLauncher {
+ public:
+  virtual ~TaskLauncher() = default;
+
+  // Where events go; set once, before recover() or launch().
+  virtual void set_events(LauncherEvents events) = 0;
+
+  struct Recovered {
+    api::TaskKey id;
+    int64_t pid = 0;
+    std::optional<api::TaskExit> exit;  // set when it ended while no agent ran
+  };
+  // Finds the tasks a previous agent left: running ones are adopted (output and exit
+  // followed from now on), ended ones are returned with their exit for reporting.
+  virtual std::vector<Recovered> recover() = 0;
+
+  // Starts the task; returns its pid. Errors: kConflict when that task already runs;
+  // kInvalidArgument / kInternal with the reason it could not start.
+  virtual Result<int64_t> launch(const LaunchSpec& spec) = 0;
+
+  // Stops every process of the task: SIGTERM now, SIGKILL after `grace_ms`. Unknown
+  // or finished tasks are ignored.
+  virtual void kill(const api::TaskKey& id, int64_t grace_ms) = 0;
+  // Kills every task at once (worker shutdown).
+  virtual void kill_all(int64_t grace_ms) = 0;
+
+  // The head has recorded the task's end: what the launcher kept of it can go.
+  virtual void forget(const api::TaskKey& id) = 0;
+
+  // Looks for tasks whose keeper died meanwhile and ends them as lost (called with
+  // every heartbeat).
+  virtual void check() = 0;
+
+  struct Running {
+    api::TaskKey id;
+    int64_t pid = 0;
+  };
+  virtual std::vector<Running> running() const = 0;
+  virtual bool idle() const = 0;
+  // Bytes of output a running task has produced so far; nullopt when not running.
+  virtual std::optional<int64_t> output_offset(const api::TaskKey& id) const = 0;
+  // Up to `max_bytes` of the task's output from `offset` (empty at its end), for as
+  // long as the task is not forgotten. Errors: kNotFound when nothing is kept.
+  virtual Result<std::string> read_output(const api::TaskKey& id, int64_t offset, int64_t max_bytes) const = 0;
+};
+
+}  // namespace ag::worker

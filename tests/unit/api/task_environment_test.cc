@@ -1,0 +1,91 @@
+// The whole task-environment contract (DESIGN.md, "What a task sees"): the head's half
+// composed with the worker's half, checked variable by variable in one table.
+#include "api/task_environment.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace ag::api {
+namespace {
+
+TaskPlacement rank_three_of_four() {
+  TaskPlacement p;
+  p.job_id = "job_0123456789ab";
+  p.attempt = 1;
+  p.task_index = 3;
+  p.num_tasks = 4;
+  p.master_addr = "127.0.0.2";
+  p.master_port = 29517;
+  p.node_id = "node_bbbbbbbbbbbb";
+  p.node_address = "127.0.0.3";
+  p.local_rank = 1;
+  p.local_world_size = 2;
+  p.gpu_ids = {2, 3};
+  return p;
+}
+
+TEST(TaskEnvironment, EveryVariableOfTheContract) {
+  Environment inherited = {{"PATH", "/usr/bin:/bin"}, {"HOME", "/root"}, {"AG_TOKEN", "secret"},
+                           {"AG_SESSION_DIR", "/tmp/s"}, {"RANK", "stale"}, {"PYTHONPATH", "/site"}};
+  Environment env_vars = {{"PYTHONPATH", "/code:$PYTHONPATH"}, {"WHO", "rank ${RANK} of $WORLD_SIZE"},
+                          {"PYTHONUNBUFFERED", "0"}};
+  Environment env = worker_task_environment(inherited, head_task_environment(rank_three_of_four()), env_vars,
+                                            "/data/python-shims/abc");
+  const std::map<std::string, std::string> expected = {
+      {"AG_JOB_ID", "job_0123456789ab"},
+      {"AG_ATTEMPT", "1"},
+      {"AG_TASK_INDEX", "3"},
+      {"AG_WORKER_NUM", "4"},
+      {"AG_MASTER_ADDR", "127.0.0.2"},
+      {"AG_MASTER_PORT", "29517"},
+      {"AG_NODE_ID", "node_bbbbbbbbbbbb"},
+      {"AG_NODE_IP", "127.0.0.3"},
+      {"RANK", "3"},  // the head's value wins over an inherited one
+      {"WORLD_SIZE", "4"},
+      {"LOCAL_RANK", "1"},
+      {"LOCAL_WORLD_SIZE", "2"},
+      {"MASTER_ADDR", "127.0.0.2"},
+      {"MASTER_PORT", "29517"},
+      {"CUDA_VISIBLE_DEVICES", "2,3"},
+      {"PATH", "/data/python-shims/abc:/usr/bin:/bin"},  // the python shim first
+      {"HOME", "/root"},                                 // the rest of the agent's environment
+      {"PYTHONPATH", "/code:/site"},                     // env_vars expand against it
+      {"WHO", "rank 3 of 4"},
+      {"PYTHONUNBUFFERED", "0"},  // env_vars win over the runtime defaults
+      {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
+      {"NCCL_ASYNC_ERROR_HANDLING", "1"},
+  };
+  EXPECT_EQ(env, expected);
+  // The agent's own settings, its token above all, never reach a task.
+  EXPECT_EQ(env.count("AG_TOKEN"), 0u);
+  EXPECT_EQ(env.count("AG_SESSION_DIR"), 0u);
+}
+
+TEST(TaskEnvironment, NoGpusIsAnEmptyStringAndNoShimLeavesPathAlone) {
+  TaskPlacement p = rank_three_of_four();
+  p.gpu_ids.clear();
+  Environment env = worker_task_environment({{"PATH", "/bin"}}, head_task_environment(p), {}, "");
+  EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "");
+  EXPECT_EQ(env.at("PATH"), "/bin");
+  EXPECT_EQ(env.at("PYTHONUNBUFFERED"), "1");
+}
+
+TEST(TaskEnvironment, ShimWithoutAnInheritedPath) {
+  Environment env = worker_task_environment({}, {}, {}, "/shim");
+  EXPECT_EQ(env.at("PATH"), "/shim");
+}
+
+TEST(TaskEnvironment, EnvVarsExpandAgainstTheEnvironmentBeforeThemNotEachOther) {
+  Environment env = worker_task_environment({{"A", "a"}}, {}, {{"A", "x$A"}, {"B", "$A"}}, "");
+  EXPECT_EQ(env.at("A"), "xa");
+  EXPECT_EQ(env.at("B"), "a");
+}
+
+TEST(TaskEnvironment, EntriesFromEnviron) {
+  Environment env = environment_from_entries({"A=1", "B==2", "NOEQUALS", "C="});
+  EXPECT_EQ(env, (Environment{{"A", "1"}, {"B", "=2"}, {"C", ""}}));
+}
+
+}  // namespace
+}  // namespace ag::api

@@ -1,0 +1,60 @@
+// FakeWsConnection: a net::WsConnection whose peer is the test. It records what is
+// sent, and the test delivers messages and closes it.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "net/ws_connection.h"
+
+namespace ag::testing {
+
+class FakeWsConnection final : public net::WsConnection {
+ public:
+  void start(MessageHandler on_message, CloseHandler on_close) override {
+    on_message_ = std::move(on_message);
+    on_close_ = std::move(on_close);
+  }
+  void send(std::string data, bool binary) override {
+    if (!closed) sent.emplace_back(std::move(data), binary);
+  }
+  void close() override { closed = true; }
+  std::string remote_address() const override { return "127.0.0.1"; }
+  size_t queued_bytes() const override { return 0; }
+
+  // The peer sends a text frame.
+  void deliver(const std::string& text) { on_message_(text, false); }
+  // The connection drops (the close handler runs once).
+  void drop(const std::string& reason) {
+    closed = true;
+    if (auto fn = std::move(on_close_)) {
+      on_close_ = nullptr;
+      fn(reason);
+    }
+  }
+
+  // Text frames sent so far, forgetting them; binary frames stay in `sent`.
+  std::vector<std::string> take_text() {
+    std::vector<std::string> out;
+    std::vector<std::pair<std::string, bool>> rest;
+    for (auto& [data, binary] : sent) {
+      if (binary) {
+        rest.emplace_back(std::move(data), binary);
+      } else {
+        out.push_back(std::move(data));
+      }
+    }
+    sent = std::move(rest);
+    return out;
+  }
+
+  std::vector<std::pair<std::string, bool>> sent;
+  bool closed = false;
+
+ private:
+  MessageHandler on_message_;
+  CloseHandler on_close_;
+};
+
+}  // namespace ag::testing

@@ -1,0 +1,419 @@
+// JobManager over its real collaborators' interfaces and no daemon: a memory store, a
+// node registry filled by hand, a fake worker channel and a fake clock. Each test
+// drives a job through the events a worker would send and checks what the head sends
+// back, what it records, and what it persists.
+#include "head/job_manager.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "fakes/fake_clock.h"
+#include "fakes/fake_worker_channel.h"
+#include "head/job_codec.h"
+#include "head/store/memory_store.h"
+
+namespace ag::head {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::FakeClock;
+using testing::FakeWorkerChannel;
+
+class JobManagerTest : public ::testing::Test {
+ protected:
+  JobManagerTest()
+      : log_dir_(std::filesystem::temp_directory_path() /
+                 ("ag-jm-test-" + std::to_string(::getpid()) + "-" +
+                  ::testing::UnitTest::GetInstance()->current_test_info()->name())),
+        logs_(log_dir_.string()) {
+    config_.kill_grace_ms = 3000;
+    make_manager();
+  }
+  ~JobManagerTest() override {
+    jobs_.reset();
+    std::filesystem::remove_all(log_dir_);
+  }
+
+  void make_manager() {
+    jobs_ = std::make_unique<JobManager>(JobManager::Deps{clock_, store_, nodes_, channel_, logs_, clock_}, config_);
+  }
+
+  void add_node(const std::string& id, int cpus = 4, std::vector<int> gpus = {}) {
+    Node node;
+    node.node_id = id;
+    node.address = "127.0.0." + std::to_string(2 + nodes_.nodes().size());
+    node.total.cpu_millis = cpus * 1000;
+    node.total.memory_bytes = int64_t{16} << 30;
+    node.gpu_ids = gpus;
+    node.total.gpus = static_cast<int64_t>(gpus.size());
+    node.state = NodeState::kAlive;
+    node.last_heartbeat_steady_ms = clock_.steady_ms();
+    nodes_.upsert(std::move(node));
+  }
+
+  api::JobSpec spec(int num_workers = 1, double cpus = 1) {
+    api::JobSpec s;
+    s.entrypoint = "python train.py";
+    s.num_workers = num_workers;
+    s.num_cpus = cpus;
+    return s;
+  }
+
+  // Submits and lets the store's acknowledgement and the scheduling pass run.
+  std::string submit(api::JobSpec s) {
+    std::optional<Result<std::string>> result;
+    jobs_->submit(std::move(s), [&](Result<std::string> id) { result = std::move(id); });
+    clock_.run_ready();
+    EXPECT_TRUE(result.has_value());
+    EXPECT_TRUE(result->ok()) << result->error().message;
+    return result->ok() ? result->value() : "";
+  }
+
+  const Job& job(const std::string& id) {
+    const Job* j = jobs_->find(id);
+    EXPECT_NE(j, nullptr);
+    return *j;
+  }
+
+  std::vector<std::string> event_texts(const std::string& id) {
+    std::vector<std::string> out;
+    for (const auto& e : jobs_->events(id)) out.push_back(e.message);
+    return out;
+  }
+
+  void start_all(const std::vector<std::pair<std::string, api::Launch>>& launches) {
+    for (const auto& [node, launch] : launches) jobs_->on_task_started(launch.task, 1000 + launch.task.task_index);
+    clock_.run_ready();
+  }
+
+  void exit_all(const std::string& id, int attempt, int count, int code) {
+    for (int i = 0; i < count; ++i) {
+      api::TaskExit exit;
+      exit.exit_code = code;
+      jobs_->on_task_exited({id, attempt, i}, exit);
+    }
+    clock_.run_ready();
+  }
+
+  // The job as the store holds it.
+  Job stored(const std::string& id) {
+    auto value = store_.get(store::kJobsTable, id);
+    EXPECT_TRUE(value.ok() && value.value().has_value());
+    auto j = job_from_json(nlohmann::json::parse(*value.value()));
+    EXPECT_TRUE(j.ok());
+    return j.ok() ? j.value() : Job{};
+  }
+
+  std::filesystem::path log_dir_;
+  FakeClock clock_;
+  store::MemoryStore store_;
+  NodeRegistry nodes_;
+  FakeWorkerChannel channel_;
+  LogStore logs_;
+  JobManagerConfig config_;
+  std::unique_ptr<JobManager> jobs_;
+};
+
+TEST_F(JobManagerTest, SubmitPlaceLaunchExitSucceeds) {
+  add_node("node_a");
+  add_node("node_b");
+  std::string id = submit(spec(2, 4));
+  EXPECT_EQ(job(id).state, JobState::kRunning);
+  auto launches = channel_.take<api::Launch>();
+  ASSERT_EQ(launches.size(), 2u);
+  // One 4-CPU task per node; task 0's node holds the master port.
+  std::set<std::string> nodes{launches[0].first, launches[1].first};
+  EXPECT_EQ(nodes, (std::set<std::string>{"node_a", "node_b"}));
+  const api::Launch& rank0 = launches[0].second;
+  EXPECT_EQ(rank0.task, (api::TaskKey{id, 0, 0}));
+  EXPECT_EQ(rank0.entrypoint, "python train.py");
+  EXPECT_EQ(rank0.env.at("WORLD_SIZE"), "2");
+  EXPECT_EQ(rank0.env.at("MASTER_PORT"), std::to_string(api::kMasterPortFirst));
+  EXPECT_EQ(launches[1].second.env.at("MASTER_ADDR"), rank0.env.at("AG_NODE_IP"));
+
+  start_all(launches);
+  EXPECT_EQ(job(id).attempts[0].tasks[1].pid, 1001);
+  exit_all(id, 0, 2, 0);
+  EXPECT_EQ(job(id).state, JobState::kSucceeded);
+  EXPECT_EQ(stored(id).state, JobState::kSucceeded);  // durable, not only in memory
+  EXPECT_TRUE(channel_.take<api::Kill>().empty());
+}
+
+TEST_F(JobManagerTest, StoreWriteFailureRefusesTheJobAndKeepsNothing) {
+  add_node("node_a");
+  store_.fail_next_writes(1);
+  std::optional<Result<std::string>> result;
+  jobs_->submit(spec(), [&](Result<std::string> id) { result = std::move(id); });
+  clock_.run_ready();
+  ASSERT_TRUE(result.has_value());
+  ASSERT_FALSE(result->ok());
+  EXPECT_EQ(result->error().code, ErrorCode::kResourceExhausted);
+  EXPECT_TRUE(jobs_->list().empty());
+  EXPECT_TRUE(channel_.sent.empty());
+  // The next submission goes through.
+  submit(spec());
+  EXPECT_EQ(jobs_->list().size(), 1u);
+}
+
+TEST_F(JobManagerTest, RetriedSubmissionIdReturnsTheSameJob) {
+  add_node("node_a");
+  api::JobSpec s = spec();
+  s.submission_id = "client-chosen-1";
+  std::string first = submit(s);
+  std::string second = submit(s);
+  EXPECT_EQ(first, second);
+  EXPECT_EQ(jobs_->list().size(), 1u);
+}
+
+TEST_F(JobManagerTest, PendingReasonIsLoggedOncePerKindAndPlacedWhenANodeJoins) {
+  std::string id = submit(spec());
+  EXPECT_EQ(job(id).state, JobState::kPending);
+  EXPECT_THAT(job(id).message, HasSubstr("no alive nodes"));
+  // More passes with the same reason log nothing new.
+  std::string other = submit(spec());
+  clock_.run_ready();
+  auto pending_events = [&] {
+    int n = 0;
+    for (const auto& e : event_texts(id)) n += e.rfind("pending: ", 0) == 0;
+    return n;
+  };
+  EXPECT_EQ(pending_events(), 1);
+  // A node too small for the job: the reason changes kind, and is logged again.
+  add_node("node_small", 1);
+  api::JobSpec big = spec(1, 2);
+  std::string too_big = submit(big);
+  EXPECT_THAT(job(too_big).message, HasSubstr("cannot be placed: needs 2 CPUs per task"));
+  EXPECT_EQ(job(too_big).pending_kind, sched::PendingKind::kInfeasible);
+  // The first two jobs were placed on the new node one after the other.
+  EXPECT_EQ(job(id).state, JobState::kRunning);
+  EXPECT_EQ(job(other).state, JobState::kPending);
+  EXPECT_EQ(job(other).pending_kind, sched::PendingKind::kWaitingForResources);
+}
+
+TEST_F(JobManagerTest, NodeLossFailsTheGangKillsTheRestAndRetries) {
+  add_node("node_a");
+  add_node("node_b");
+  api::JobSpec s = spec(2, 4);
+  s.max_retries = 1;
+  std::string id = submit(s);
+  auto launches = channel_.take<api::Launch>();
+  start_all(launches);
+  nodes_.find("node_b")->state = NodeState::kDead;
+  jobs_->on_node_dead("node_b");
+  clock_.run_ready();
+  auto kills = channel_.take<api::Kill>();
+  ASSERT_EQ(kills.size(), 1u);
+  EXPECT_EQ(kills[0].first, "node_a");
+  EXPECT_EQ(kills[0].second.grace_ms, 3000);
+  // The killed task's end completes the attempt; the retry waits for capacity.
+  const int survivor = kills[0].second.task.task_index;
+  api::TaskExit killed;
+  killed.signal = 15;
+  jobs_->on_task_exited({id, 0, survivor}, killed);
+  clock_.run_ready();
+  EXPECT_EQ(job(id).state, JobState::kPending);
+  EXPECT_THAT(job(id).attempts[0].failure_reason, HasSubstr("node_b"));
+  jobs_->on_task_exited({id, 0, survivor}, killed);  // a duplicate report changes nothing
+  clock_.run_ready();
+  EXPECT_EQ(job(id).state, JobState::kPending);
+  add_node("node_c");
+  jobs_->on_node_registered("node_c", {}, {});
+  clock_.run_ready();
+  EXPECT_EQ(job(id).state, JobState::kRunning);
+  EXPECT_EQ(job(id).attempts.size(), 2u);
+  EXPECT_EQ(channel_.take<api::Launch>().size(), 2u);
+}
+
+TEST_F(JobManagerTest, LaunchToAnUnreachableNodeEndsTheTaskAsNotStarted) {
+  add_node("node_a");
+  channel_.unreachable.insert("node_a");
+  std::string id = submit(spec());
+  clock_.run_ready();
+  EXPECT_EQ(job(id).state, JobState::kFailed);
+  EXPECT_THAT(job(id).message, HasSubstr("its node is not connected"));
+}
+
+class ReconnectTest : public JobManagerTest {
+ protected:
+  // A two-task job on node_a, placed (and, when `started`, running).
+  std::string placed_job(bool started) {
+    add_node("node_a", 8);
+    std::string id = submit(spec(2, 1));
+    auto launches = channel_.take<api::Launch>();
+    EXPECT_EQ(launches.size(), 2u);
+    if (started) start_all(launches);
+    return id;
+  }
+};
+
+TEST_F(ReconnectTest, RunningTasksTheHeadWantsAreAdoptedWithTheirPids) {
+  std::string id = placed_job(/*started=*/false);
+  jobs_->on_node_registered("node_a", {{{id, 0, 0}, 501}, {{id, 0, 1}, 502}}, {});
+  clock_.run_ready();
+  EXPECT_EQ(job(id).attempts[0].tasks[0].state, TaskState::kRunning);
+  EXPECT_EQ(job(id).attempts[0].tasks[1].pid, 502);
+  EXPECT_TRUE(channel_.sent.empty());  // nothing killed, nothing relaunched
+}
+
+TEST_F(ReconnectTest, RunningTasksOfFinishedOrUnknownJobsAreKilled) {
+  std::string id = placed_job(/*started=*/true);
+  exit_all(id, 0, 2, 0);
+  ASSERT_EQ(job(id).state, JobState::kSucceeded);
+  jobs_->on_node_registered("node_a", {{{id, 0, 1}, 502}, {{"job_unknown", 0, 0}, 7}}, {});
+  auto kills = channel_.take<api::Kill>();
+  ASSERT_EQ(kills.size(), 2u);
+  EXPECT_EQ(kills[0].second.task, (api::TaskKey{id, 0, 1}));
+  EXPECT_EQ(kills[1].second.task, (api::TaskKey{"job_unknown", 0, 0}));
+}
+
+TEST_F(ReconnectTest, ATaskReportedByANodeItWasNotPlacedOnIsKilledThere) {
+  std::string id = placed_job(/*started=*/true);
+  add_node("node_z");
+  jobs_->on_node_registered("node_z", {{{id, 0, 0}, 9}}, {});
+  auto kills = channel_.take<api::Kill>();
+  ASSERT_EQ(kills.size(), 1u);
+  EXPECT_EQ(kills[0].first, "node_z");
+  EXPECT_EQ(job(id).attempts[0].tasks[0].state, TaskState::kRunning);  // the real one is untouched
+}
+
+TEST_F(ReconnectTest, NeverStartedTasksAreLaunchedAgain) {
+  std::string id = placed_job(/*started=*/false);
+  jobs_->on_node_registered("node_a", {}, {});
+  auto launches = channel_.take<api::Launch>();
+  ASSERT_EQ(launches.size(), 2u);
+  EXPECT_EQ(launches[0].second.task, (api::TaskKey{id, 0, 0}));
+  EXPECT_EQ(job(id).state, JobState::kRunning);
+}
+
+TEST_F(ReconnectTest, StartedTasksTheNodeNoLongerHasAreLost) {
+  std::string id = placed_job(/*started=*/true);
+  // Task 1 still runs, task 0 is gone without a trace.
+  jobs_->on_node_registered("node_a", {{{id, 0, 1}, 1001}}, {});
+  clock_.run_ready();
+  const TaskRecord& lost = job(id).attempts[0].tasks[0];
+  EXPECT_EQ(lost.state, TaskState::kFailed);
+  EXPECT_THAT(lost.reason, HasSubstr("reconnected without it"));
+  auto kills = channel_.take<api::Kill>();
+  ASSERT_EQ(kills.size(), 1u);  // the gang fails as a whole
+  EXPECT_EQ(kills[0].second.task.task_index, 1);
+}
+
+TEST_F(ReconnectTest, EndedTasksWaitForTheirExitReports) {
+  std::string id = placed_job(/*started=*/true);
+  jobs_->on_node_registered("node_a", {}, {{id, 0, 0}, {id, 0, 1}});
+  clock_.run_ready();
+  EXPECT_EQ(job(id).state, JobState::kRunning);  // not lost: their exits follow
+  EXPECT_TRUE(channel_.sent.empty());
+  exit_all(id, 0, 2, 0);
+  EXPECT_EQ(job(id).state, JobState::kSucceeded);
+}
+
+TEST_F(JobManagerTest, WholeRunTimeoutCoversRetries) {
+  add_node("node_a");
+  api::JobSpec s = spec();
+  s.timeout_s = 10;
+  s.max_retries = 3;
+  std::string id = submit(s);
+  start_all(channel_.take<api::Launch>());
+  clock_.advance(6000);
+  exit_all(id, 0, 1, 1);  // attempt 0 fails after 6 s; attempt 1 starts at once
+  ASSERT_EQ(job(id).attempts.size(), 2u);
+  start_all(channel_.take<api::Launch>());
+  clock_.advance(3999);
+  EXPECT_TRUE(channel_.take<api::Kill>().empty());
+  clock_.advance(1);  // 10 s after the first start
+  auto kills = channel_.take<api::Kill>();
+  ASSERT_EQ(kills.size(), 1u);
+  EXPECT_EQ(kills[0].second.task, (api::TaskKey{id, 1, 0}));
+  api::TaskExit killed;
+  killed.signal = 15;
+  jobs_->on_task_exited({id, 1, 0}, killed);
+  clock_.run_ready();
+  EXPECT_EQ(job(id).state, JobState::kFailed);
+  EXPECT_THAT(job(id).message, HasSubstr("timed out after 10"));
+}
+
+TEST_F(JobManagerTest, PerAttemptTimeoutRestartsWithEachAttempt) {
+  add_node("node_a");
+  api::JobSpec s = spec();
+  s.timeout_s = 10;
+  s.timeout_per_attempt = true;
+  s.max_retries = 1;
+  std::string id = submit(s);
+  start_all(channel_.take<api::Launch>());
+  clock_.advance(6000);
+  exit_all(id, 0, 1, 1);
+  start_all(channel_.take<api::Launch>());
+  clock_.advance(9000);  // 15 s after the job started, 9 s into attempt 1
+  EXPECT_TRUE(channel_.take<api::Kill>().empty());
+  EXPECT_EQ(job(id).state, JobState::kRunning);
+  clock_.advance(1000);
+  ASSERT_EQ(channel_.take<api::Kill>().size(), 1u);
+  EXPECT_TRUE(job(id).timed_out);
+}
+
+TEST_F(JobManagerTest, TimeoutTimerIsCancelledWhenTheJobFinishes) {
+  add_node("node_a");
+  api::JobSpec s = spec();
+  s.timeout_s = 100;
+  std::string id = submit(s);
+  start_all(channel_.take<api::Launch>());
+  size_t armed = clock_.pending_timers();
+  EXPECT_GE(armed, 1u);
+  exit_all(id, 0, 1, 0);
+  EXPECT_EQ(clock_.pending_timers(), armed - 1);
+  clock_.advance(200'000);
+  EXPECT_EQ(job(id).state, JobState::kSucceeded);
+  EXPECT_TRUE(channel_.sent.empty());
+}
+
+TEST_F(JobManagerTest, StopKillsEveryTaskAndEndsStoppedOnceTheyAreGone) {
+  add_node("node_a", 8);
+  std::string id = submit(spec(3));
+  start_all(channel_.take<api::Launch>());
+  ASSERT_TRUE(jobs_->stop(id).ok());
+  EXPECT_EQ(channel_.take<api::Kill>().size(), 3u);
+  EXPECT_EQ(job(id).state, JobState::kRunning);
+  for (int i = 0; i < 3; ++i) jobs_->on_task_exited({id, 0, i}, api::TaskExit{std::nullopt, 15, "", ""});
+  EXPECT_EQ(job(id).state, JobState::kStopped);
+  Status again = jobs_->stop(id);
+  EXPECT_EQ(again.error().code, ErrorCode::kConflict);
+  EXPECT_EQ(jobs_->stop("job_nope").error().code, ErrorCode::kNotFound);
+}
+
+TEST_F(JobManagerTest, RecoverReloadsJobsAndTheirEvents) {
+  add_node("node_a");
+  std::string done = submit(spec());
+  start_all(channel_.take<api::Launch>());
+  exit_all(done, 0, 1, 0);
+  std::string running = submit(spec());
+  start_all(channel_.take<api::Launch>());
+  jobs_.reset();
+  NodeRegistry fresh;
+  nodes_ = std::move(fresh);
+  make_manager();
+  ASSERT_TRUE(jobs_->recover().ok());
+  EXPECT_EQ(job(done).state, JobState::kSucceeded);
+  EXPECT_EQ(job(running).state, JobState::kRunning);
+  EXPECT_FALSE(jobs_->events(done).empty());
+  // The running job's node is waited for, not forgotten.
+  ASSERT_NE(nodes_.find("node_a"), nullptr);
+  EXPECT_EQ(nodes_.find("node_a")->state, NodeState::kDisconnected);
+}
+
+TEST_F(JobManagerTest, WatchersAreWokenOnChange) {
+  add_node("node_a");
+  std::string id = submit(spec());
+  int woken = 0;
+  jobs_->watch(id, [&] { ++woken; });
+  start_all(channel_.take<api::Launch>());
+  EXPECT_EQ(woken, 1);
+}
+
+}  // namespace
+}  // namespace ag::head

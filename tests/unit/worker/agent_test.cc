@@ -1,0 +1,435 @@
+// Agent over fakes of everything it talks to: the head channel (a fake dialer handing
+// out fake WebSockets), the task launcher, the package cache and the clock. Each test
+// plays the head's side of the protocol and checks what the agent does and answers.
+#include "worker/agent.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <deque>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "fakes/fake_clock.h"
+#include "fakes/fake_ws_connection.h"
+
+namespace ag::worker {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::FakeClock;
+using testing::FakeWsConnection;
+
+class FakeDialer final : public HeadDialer {
+ public:
+  void dial(Done done) override { waiting.push_back(std::move(done)); }
+  std::string describe() const override { return "127.0.0.1:6379"; }
+
+  // Answers the oldest dial with a new connection.
+  std::shared_ptr<FakeWsConnection> accept() {
+    auto channel = std::make_shared<FakeWsConnection>();
+    auto done = std::move(waiting.front());
+    waiting.pop_front();
+    done(std::shared_ptr<net::WsConnection>(channel));
+    return channel;
+  }
+  void refuse(Error error) {
+    auto done = std::move(waiting.front());
+    waiting.pop_front();
+    done(std::move(error));
+  }
+  std::deque<Done> waiting;
+};
+
+class FakeLauncher final : public TaskLauncher {
+ public:
+  void set_events(LauncherEvents e) override { events = std::move(e); }
+  std::vector<Recovered> recover() override {
+    for (const auto& r : recovered) {
+      if (!r.exit) live[r.id] = r.pid;
+    }
+    return recovered;
+  }
+  Result<int64_t> launch(const LaunchSpec& spec) override {
+    launched.push_back(spec);
+    if (fail_launch) return *fail_launch;
+    int64_t pid = next_pid++;
+    live[spec.id] = pid;
+    output[spec.id] = "";
+    return pid;
+  }
+  void kill(const api::TaskKey& id, int64_t grace_ms) override { kills.emplace_back(id, grace_ms); }
+  void kill_all(int64_t grace_ms) override { killed_all = true; }
+  void forget(const api::TaskKey& id) override {
+    forgotten.push_back(id);
+    output.erase(id);
+  }
+  void check() override { ++checks; }
+  std::vector<Running> running() const override {
+    std::vector<Running> out;
+    for (const auto& [id, pid] : live) out.push_back({id, pid});
+    return out;
+  }
+  bool idle() const override { return live.empty(); }
+  std::optional<int64_t> output_offset(const api::TaskKey& id) const override {
+    if (!live.count(id)) return std::nullopt;
+    auto it = output.find(id);
+    return it == output.end() ? 0 : static_cast<int64_t>(it->second.size());
+  }
+  Result<std::string> read_output(const api::TaskKey& id, int64_t offset, int64_t max_bytes) const override {
+    auto it = output.find(id);
+    if (it == output.end()) return not_found("no output");
+    if (offset >= static_cast<int64_t>(it->second.size())) return std::string();
+    return it->second.substr(static_cast<size_t>(offset), static_cast<size_t>(max_bytes));
+  }
+
+  // The task writes `data`.
+  void write(const api::TaskKey& id, const std::string& data) {
+    int64_t offset = static_cast<int64_t>(output[id].size());
+    output[id] += data;
+    events.on_output(id, offset, data);
+  }
+  // The task ends.
+  void end(const api::TaskKey& id, api::TaskExit exit) {
+    live.erase(id);
+    events.on_exit(id, exit);
+  }
+
+  LauncherEvents events;
+  std::vector<Recovered> recovered;
+  std::vector<LaunchSpec> launched;
+  std::vector<std::pair<api::TaskKey, int64_t>> kills;
+  std::vector<api::TaskKey> forgotten;
+  std::map<api::TaskKey, int64_t> live;
+  std::map<api::TaskKey, std::string> output;
+  std::optional<Error> fail_launch;
+  int64_t next_pid = 4000;
+  int checks = 0;
+  bool killed_all = false;
+};
+
+class FakePackages final : public PackageProvider {
+ public:
+  void prepare(const std::string& job_id, const std::string& hash,
+               std::function<void(Result<std::string>)> done) override {
+    prepared.push_back(hash);
+    if (error) return done(*error);
+    done("/packages/jobs/" + job_id);
+  }
+  void release(const std::string& job_id) override { released.push_back(job_id); }
+  bool retain(const std::string& job_id) override { return retained_jobs.count(job_id) > 0; }
+  void remove_unused() override { ++cleanups; }
+
+  std::vector<std::string> prepared;
+  std::vector<std::string> released;
+  std::set<std::string> retained_jobs;
+  std::optional<Error> error;
+  int cleanups = 0;
+};
+
+const api::TaskKey kTask{"job_0123456789ab", 0, 1};
+
+class AgentTest : public ::testing::Test {
+ protected:
+  AgentTest()
+      : data_dir_(std::filesystem::temp_directory_path() /
+                  ("ag-agent-test-" + std::to_string(::getpid()) + "-" +
+                   ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
+    std::filesystem::create_directories(data_dir_);
+    config_.node_id = "node_abcdef012345";
+    config_.node_ip = "127.0.0.2";
+    config_.hostname = "box";
+    config_.resources.cpu_millis = 8000;
+    config_.resources.memory_bytes = int64_t{32} << 30;
+    config_.gpu_ids = {0, 1};
+    config_.data_dir = data_dir_.string();
+    config_.inherited_env = {{"PATH", "/usr/bin"}, {"AG_TOKEN", "secret"}, {"HOME", "/root"}};
+  }
+  ~AgentTest() override {
+    agent_.reset();
+    std::filesystem::remove_all(data_dir_);
+  }
+
+  void start() {
+    Agent::Deps deps{clock_,
+                     dialer_,
+                     launcher_,
+                     packages_,
+                     [] {
+                       api::NodeUsage u;
+                       u.cpu_percent = 12.5;
+                       return u;
+                     },
+                     [] { return std::vector<int>{29500}; },
+                     [this] { ++exits_; }};
+    agent_ = std::make_unique<Agent>(std::move(deps), config_, [this](const Status& s) { first_ = s; });
+    agent_->start();
+  }
+
+  // Starts the agent and completes its registration; returns the channel.
+  std::shared_ptr<FakeWsConnection> start_registered() {
+    start();
+    auto channel = dialer_.accept();
+    channel->take_text();  // the register message
+    channel->deliver(api::encode(api::Registered{config_.node_id, 7000}));
+    return channel;
+  }
+
+  static std::vector<api::WorkerMessage> decode_all(const std::vector<std::string>& texts) {
+    std::vector<api::WorkerMessage> out;
+    for (const auto& t : texts) {
+      auto m = api::decode_worker_message(t);
+      EXPECT_TRUE(m.ok()) << t;
+      if (m.ok()) out.push_back(m.value());
+    }
+    return out;
+  }
+
+  template <typename M>
+  static std::vector<M> only(const std::vector<api::WorkerMessage>& messages) {
+    std::vector<M> out;
+    for (const auto& m : messages) {
+      if (auto* x = std::get_if<M>(&m)) out.push_back(*x);
+    }
+    return out;
+  }
+
+  api::Launch launch_of(const api::TaskKey& task) {
+    api::Launch launch;
+    launch.task = task;
+    launch.entrypoint = "python train.py";
+    launch.env = {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"AG_JOB_ID", task.job_id}};
+    launch.env_vars = {{"PYTHONPATH", "/code:$HOME"}};
+    return launch;
+  }
+
+  std::filesystem::path data_dir_;
+  AgentConfig config_;
+  FakeClock clock_;
+  FakeDialer dialer_;
+  FakeLauncher launcher_;
+  FakePackages packages_;
+  std::unique_ptr<Agent> agent_;
+  std::optional<Status> first_;
+  int exits_ = 0;
+};
+
+TEST_F(AgentTest, RegistersWithResourcesAndWhatAPreviousAgentLeft) {
+  api::TaskExit ended;
+  ended.exit_code = 0;
+  launcher_.recovered = {{{"job_aaaaaaaaaaaa", 0, 0}, 77, std::nullopt}, {{"job_bbbbbbbbbbbb", 2, 3}, 78, ended}};
+  start();
+  EXPECT_EQ(packages_.cleanups, 1);
+  auto channel = dialer_.accept();
+  auto sent = decode_all(channel->take_text());
+  ASSERT_EQ(sent.size(), 1u);
+  auto reg = std::get<api::Register>(sent[0]);
+  EXPECT_EQ(reg.node_id, "node_abcdef012345");
+  EXPECT_EQ(reg.address, "127.0.0.2");
+  EXPECT_EQ(reg.cpu_millis, 8000);
+  EXPECT_EQ(reg.gpu_ids, (std::vector<int>{0, 1}));
+  EXPECT_EQ(reg.running, (std::vector<api::RunningTask>{{{"job_aaaaaaaaaaaa", 0, 0}, 77}}));
+  ASSERT_EQ(reg.exited.size(), 1u);
+  EXPECT_EQ(reg.exited[0].task, (api::TaskKey{"job_bbbbbbbbbbbb", 2, 3}));
+  EXPECT_EQ(reg.busy_ports, (std::vector<int>{29500}));
+  EXPECT_FALSE(first_.has_value());  // ready only once the head answers
+  channel->deliver(api::encode(api::Registered{config_.node_id, 7000}));
+  ASSERT_TRUE(first_.has_value());
+  EXPECT_TRUE(first_->ok());
+}
+
+TEST_F(AgentTest, LaunchStartsTheTaskWithItsWholeEnvironmentAndReportsThePid) {
+  auto channel = start_registered();
+  channel->deliver(api::encode(launch_of(kTask)));
+  ASSERT_EQ(launcher_.launched.size(), 1u);
+  const LaunchSpec& spec = launcher_.launched[0];
+  EXPECT_EQ(spec.id, kTask);
+  EXPECT_EQ(spec.entrypoint, "python train.py");
+  EXPECT_EQ(spec.orphan_timeout_ms, 7000);  // the head's node timeout
+  EXPECT_EQ(spec.working_dir, config_.data_dir + "/work/job_0123456789ab.0.1");
+  EXPECT_EQ(spec.env.at("RANK"), "1");
+  EXPECT_EQ(spec.env.at("PYTHONPATH"), "/code:/root");
+  EXPECT_EQ(spec.env.at("PYTHONUNBUFFERED"), "1");
+  EXPECT_EQ(spec.env.count("AG_TOKEN"), 0u);
+  auto started = only<api::TaskStarted>(decode_all(channel->take_text()));
+  EXPECT_EQ(started, (std::vector<api::TaskStarted>{{kTask, 4000}}));
+}
+
+TEST_F(AgentTest, OutputTravelsAsLogFramesAndTheExitUntilAcknowledged) {
+  auto channel = start_registered();
+  channel->deliver(api::encode(launch_of(kTask)));
+  channel->take_text();
+  launcher_.write(kTask, "epoch 1\n");
+  launcher_.write(kTask, "epoch 2\n");
+  ASSERT_EQ(channel->sent.size(), 2u);
+  std::string_view payload;
+  auto header = api::decode_log_frame(channel->sent[1].first, &payload);
+  ASSERT_TRUE(header.ok());
+  EXPECT_EQ(header->task, kTask);
+  EXPECT_EQ(header->offset, 8);
+  EXPECT_EQ(payload, "epoch 2\n");
+  api::TaskExit exit;
+  exit.exit_code = 3;
+  launcher_.end(kTask, exit);
+  auto exited = only<api::TaskExited>(decode_all(channel->take_text()));
+  EXPECT_EQ(exited, (std::vector<api::TaskExited>{{kTask, exit}}));
+  EXPECT_TRUE(launcher_.forgotten.empty());
+  channel->deliver(api::encode(api::ExitAck{kTask}));
+  EXPECT_EQ(launcher_.forgotten, std::vector<api::TaskKey>{kTask});
+}
+
+TEST_F(AgentTest, KillReachesTheLauncherOrSaysTheTaskIsNotHere) {
+  auto channel = start_registered();
+  channel->deliver(api::encode(launch_of(kTask)));
+  channel->take_text();
+  channel->deliver(api::encode(api::Kill{kTask, 2500}));
+  EXPECT_EQ(launcher_.kills, (std::vector<std::pair<api::TaskKey, int64_t>>{{kTask, 2500}}));
+  api::TaskKey unknown{"job_ffffffffffff", 0, 0};
+  channel->deliver(api::encode(api::Kill{unknown, 2500}));
+  auto exited = only<api::TaskExited>(decode_all(channel->take_text()));
+  ASSERT_EQ(exited.size(), 1u);
+  EXPECT_EQ(exited[0].task, unknown);
+  EXPECT_EQ(exited[0].exit.lost, "the worker does not run this task");
+}
+
+TEST_F(AgentTest, ALaunchItCannotReadEndsItsTaskWithTheReason) {
+  auto channel = start_registered();
+  nlohmann::json bad = nlohmann::json::parse(api::encode(launch_of(kTask)));
+  bad["env"] = "PATH=/bin";
+  channel->deliver(bad.dump());
+  EXPECT_TRUE(launcher_.launched.empty());
+  auto exited = only<api::TaskExited>(decode_all(channel->take_text()));
+  ASSERT_EQ(exited.size(), 1u);
+  EXPECT_EQ(exited[0].task, kTask);
+  EXPECT_THAT(exited[0].exit.start_error, HasSubstr("launch.env: expected an object of strings"));
+}
+
+TEST_F(AgentTest, AnyOtherBadMessageIsAnsweredWithAnError) {
+  auto channel = start_registered();
+  channel->deliver(R"({"type":"reboot"})");
+  channel->deliver("not json");
+  auto errors = only<api::ErrorMessage>(decode_all(channel->take_text()));
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_THAT(errors[0].message, HasSubstr("unknown message type 'reboot'"));
+  EXPECT_THAT(errors[1].message, HasSubstr("not valid JSON"));
+}
+
+TEST_F(AgentTest, LaunchFailuresAreReportedAsStartErrors) {
+  auto channel = start_registered();
+  launcher_.fail_launch = internal_error("cannot exec /bin/sh");
+  channel->deliver(api::encode(launch_of(kTask)));
+  api::Launch python = launch_of({"job_0123456789ab", 0, 2});
+  python.python_executable = "/no/such/python";
+  channel->deliver(api::encode(python));
+  auto exited = only<api::TaskExited>(decode_all(channel->take_text()));
+  ASSERT_EQ(exited.size(), 2u);
+  EXPECT_EQ(exited[0].exit.start_error, "cannot exec /bin/sh");
+  EXPECT_THAT(exited[1].exit.start_error, HasSubstr("python executable '/no/such/python' not found on node"));
+}
+
+TEST_F(AgentTest, PythonExecutableIsFirstOnPath) {
+  auto channel = start_registered();
+  api::Launch launch = launch_of(kTask);
+  launch.python_executable = "/bin/sh";  // any executable file
+  channel->deliver(api::encode(launch));
+  ASSERT_EQ(launcher_.launched.size(), 1u);
+  const std::string path = launcher_.launched[0].env.at("PATH");
+  EXPECT_THAT(path, HasSubstr(config_.data_dir + "/python-shims/"));
+  EXPECT_THAT(path, ::testing::EndsWith(":/usr/bin"));
+  std::string shim_dir = path.substr(0, path.find(':'));
+  EXPECT_TRUE(std::filesystem::exists(shim_dir + "/python"));
+  EXPECT_TRUE(std::filesystem::exists(shim_dir + "/python3"));
+}
+
+TEST_F(AgentTest, WorkingDirPackagesArePreparedAndReleasedWithTheExit) {
+  auto channel = start_registered();
+  api::Launch launch = launch_of(kTask);
+  launch.working_dir_hash = std::string(64, 'c');
+  channel->deliver(api::encode(launch));
+  EXPECT_EQ(packages_.prepared, std::vector<std::string>{std::string(64, 'c')});
+  ASSERT_EQ(launcher_.launched.size(), 1u);
+  EXPECT_EQ(launcher_.launched[0].working_dir, "/packages/jobs/job_0123456789ab");
+  launcher_.end(kTask, api::TaskExit{0, std::nullopt, "", ""});
+  channel->deliver(api::encode(api::ExitAck{kTask}));
+  EXPECT_EQ(packages_.released, std::vector<std::string>{"job_0123456789ab"});
+
+  packages_.error = invalid_argument("hash mismatch");
+  api::TaskKey second{"job_0123456789ab", 1, 0};
+  launch.task = second;
+  channel->take_text();
+  channel->deliver(api::encode(launch));
+  auto exited = only<api::TaskExited>(decode_all(channel->take_text()));
+  ASSERT_EQ(exited.size(), 1u);
+  EXPECT_EQ(exited[0].exit.start_error, "working_dir package sha256:" + std::string(64, 'c') + ": hash mismatch");
+}
+
+TEST_F(AgentTest, ReconnectsWithBackoffAndResendsWhatTheHeadMissed) {
+  auto channel = start_registered();
+  channel->deliver(api::encode(launch_of(kTask)));
+  channel->take_text();
+  channel->drop("connection reset");
+  // Output and the end happen while the head is away.
+  launcher_.write(kTask, "while away\n");
+  launcher_.end(kTask, api::TaskExit{1, std::nullopt, "", ""});
+  EXPECT_TRUE(channel->sent.empty());
+  EXPECT_TRUE(dialer_.waiting.empty());
+  clock_.advance(249);
+  EXPECT_TRUE(dialer_.waiting.empty());
+  clock_.advance(1);  // first retry after 250 ms
+  ASSERT_EQ(dialer_.waiting.size(), 1u);
+  dialer_.refuse(Error{ErrorCode::kUnavailable, "connection refused"});
+  clock_.advance(499);
+  EXPECT_TRUE(dialer_.waiting.empty());
+  clock_.advance(1);  // then 500 ms
+  auto again = dialer_.accept();
+  auto reg = std::get<api::Register>(decode_all(again->take_text())[0]);
+  ASSERT_EQ(reg.exited.size(), 1u);
+  EXPECT_EQ(reg.exited[0].exit.exit_code, 1);
+  again->deliver(api::encode(api::Registered{config_.node_id, 7000}));
+  // The head has 4 of the 11 bytes: the rest comes, then the exit again.
+  again->deliver(api::encode(api::LogResume{kTask, 4}));
+  ASSERT_EQ(again->sent.size(), 2u);
+  std::string_view payload;
+  auto header = api::decode_log_frame(again->sent[0].first, &payload);
+  ASSERT_TRUE(header.ok());
+  EXPECT_EQ(header->offset, 4);
+  EXPECT_EQ(payload, "e away\n");
+  auto exited = only<api::TaskExited>(decode_all({again->sent[1].first}));
+  EXPECT_EQ(exited.size(), 1u);
+}
+
+TEST_F(AgentTest, AWrongTokenStopsTheWorker) {
+  start();
+  dialer_.refuse(Error{ErrorCode::kUnauthenticated, "missing or wrong cluster token"});
+  ASSERT_TRUE(first_.has_value());
+  EXPECT_EQ(first_->error().code, ErrorCode::kUnauthenticated);
+  EXPECT_EQ(exits_, 1);
+  clock_.advance(60'000);
+  EXPECT_TRUE(dialer_.waiting.empty());  // it does not retry
+}
+
+TEST_F(AgentTest, HeartbeatsCarryUsageAndBusyPortsAndCheckTheLauncher) {
+  auto channel = start_registered();
+  clock_.advance(config_.heartbeat_ms * 3);
+  auto beats = only<api::Heartbeat>(decode_all(channel->take_text()));
+  ASSERT_EQ(beats.size(), 3u);
+  EXPECT_EQ(beats[0].usage.cpu_percent, 12.5);
+  EXPECT_EQ(beats[0].busy_ports, std::vector<int>{29500});
+  EXPECT_EQ(launcher_.checks, 3);
+}
+
+TEST_F(AgentTest, ShutdownKillsEverythingAndExitsOnceTheTasksEnded) {
+  auto channel = start_registered();
+  channel->deliver(api::encode(launch_of(kTask)));
+  agent_->shutdown(1000);
+  EXPECT_TRUE(launcher_.killed_all);
+  EXPECT_EQ(exits_, 0);
+  launcher_.end(kTask, api::TaskExit{std::nullopt, 15, "", ""});
+  EXPECT_EQ(exits_, 1);
+  clock_.advance(10'000);
+  EXPECT_TRUE(only<api::Heartbeat>(decode_all(channel->take_text())).empty());
+}
+
+}  // namespace
+}  // namespace ag::worker
