@@ -1,5 +1,6 @@
 // ag submit, status, list-nodes, list-jobs, logs, stop-job: the commands that talk to
 // a running head over its REST API.
+#include <charconv>
 #include <unistd.h>
 
 #include <chrono>
@@ -83,7 +84,10 @@ bool stream_log(const Connection& conn, const std::string& job_id, int task_inde
     out << res->body;
     out.flush();
     std::string next = header_value(res.value(), "X-AG-Next-Offset");
-    offset = next.empty() ? offset + static_cast<int64_t>(res->body.size()) : std::stoll(next);
+    int64_t next_offset = 0;
+    auto [end, ec] = std::from_chars(next.data(), next.data() + next.size(), next_offset);
+    const bool has_next = !next.empty() && ec == std::errc() && end == next.data() + next.size();
+    offset = has_next ? next_offset : offset + static_cast<int64_t>(res->body.size());
     bool complete = header_value(res.value(), "X-AG-Log-Complete") == "1";
     if (!follow && res->body.empty()) return true;
     if (complete) return true;

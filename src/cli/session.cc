@@ -19,7 +19,9 @@ std::string session_dir() {
 }
 
 Status write_session(const SessionInfo& info) {
-  std::filesystem::create_directories(session_dir());
+  std::error_code ec;
+  std::filesystem::create_directories(session_dir(), ec);
+  if (ec) return internal_error("cannot create session dir " + session_dir() + ": " + ec.message());
   nlohmann::json j = {{"address", info.address}, {"dashboard", info.dashboard},
                       {"data_dir", info.data_dir}, {"token_file", info.token_file}};
   std::string path = session_dir() + "/session.json";
@@ -27,7 +29,8 @@ Status write_session(const SessionInfo& info) {
   out << j.dump(2) << "\n";
   out.close();
   if (!out) return internal_error("cannot write " + path);
-  std::filesystem::rename(path + ".tmp", path);
+  std::filesystem::rename(path + ".tmp", path, ec);
+  if (ec) return internal_error("cannot write " + path + ": " + ec.message());
   return {};
 }
 
@@ -46,7 +49,9 @@ std::optional<SessionInfo> read_session() {
 
 Status record_daemon(const std::string& name, int pid) {
   std::string dir = session_dir() + "/daemons";
-  std::filesystem::create_directories(dir);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return internal_error("cannot create " + dir + ": " + ec.message());
   std::ofstream out(dir + "/" + name + ".pid");
   out << pid << "\n";
   if (!out) return internal_error("cannot write " + dir + "/" + name + ".pid");

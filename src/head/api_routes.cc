@@ -1,5 +1,6 @@
 #include "head/api_routes.h"
 
+#include <charconv>
 #include <boost/asio/steady_timer.hpp>
 #include <nlohmann/json.hpp>
 
@@ -37,18 +38,16 @@ bool query_int(const net::HttpRequest& req, const std::string& name, int64_t min
                int64_t* out, net::Respond& respond) {
   auto it = req.query.find(name);
   if (it == req.query.end()) return true;
-  try {
-    size_t used = 0;
-    long long v = std::stoll(it->second, &used);
-    if (used != it->second.size() || v < min || v > max) throw std::out_of_range("range");
+  const std::string& text = it->second;
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (!text.empty() && ec == std::errc() && end == text.data() + text.size() && v >= min && v <= max) {
     *out = v;
     return true;
-  } catch (const std::exception&) {
-    respond(error_response(400, "query parameter '" + name + "' must be a whole number between " +
-                                    std::to_string(min) + " and " + std::to_string(max) +
-                                    ", got '" + it->second + "'"));
-    return false;
   }
+  respond(error_response(400, "query parameter '" + name + "' must be a whole number between " +
+                                  std::to_string(min) + " and " + std::to_string(max) + ", got '" + text + "'"));
+  return false;
 }
 
 }  // namespace

@@ -63,6 +63,8 @@ json job_summary_json(const Job& job) {
   j["name"] = job.spec.name;
   j["state"] = to_string(job.state);
   j["message"] = job.message;
+  // What a PENDING job waits for, as a word a script can compare (message says it in full).
+  j["pending_kind"] = job.pending_kind ? json(sched::to_string(*job.pending_kind)) : json(nullptr);
   j["entrypoint"] = job.spec.entrypoint;
   j["num_workers"] = job.spec.num_workers;
   j["num_gpus"] = job.spec.num_gpus;
@@ -96,6 +98,9 @@ Result<Job> job_from_json(const json& j) {
     job.spec = std::move(spec.value());
     job.state = parse_job_state(j.at("state").get<std::string>()).value_or(JobState::kFailed);
     job.message = j.at("message").get<std::string>();
+    if (auto kind = j.find("pending_kind"); kind != j.end() && kind->is_string()) {
+      job.pending_kind = sched::parse_pending_kind(kind->get<std::string>());
+    }
     job.submitted_ms = j.at("submitted_ms").get<int64_t>();
     job.started_ms = j.at("started_ms").get<int64_t>();
     job.finished_ms = j.at("finished_ms").get<int64_t>();

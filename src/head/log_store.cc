@@ -11,7 +11,9 @@
 namespace ag::head {
 
 LogStore::LogStore(std::string root_dir) : root_(std::move(root_dir)) {
-  std::filesystem::create_directories(root_);
+  // A folder that cannot be made fails each append with the path and the reason.
+  std::error_code ec;
+  std::filesystem::create_directories(root_, ec);
 }
 
 LogStore::~LogStore() {
@@ -45,7 +47,8 @@ Status LogStore::append(const api::TaskKey& key, int64_t offset, std::string_vie
   }
   data.remove_prefix(static_cast<size_t>(log.size - offset));
   if (log.fd < 0) {
-    std::filesystem::create_directories(root_ + "/" + key.job_id);
+    std::error_code ec;
+    std::filesystem::create_directories(root_ + "/" + key.job_id, ec);
     log.fd = ::open(path_for(key).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
     if (log.fd < 0) return internal_error("cannot open log file " + path_for(key) + ": " + std::strerror(errno));
   }

@@ -25,10 +25,11 @@ std::string mib(int64_t bytes) {
 
 PackageStore::PackageStore(std::string dir, int64_t max_package_bytes)
     : dir_(std::move(dir)), max_package_bytes_(max_package_bytes) {
-  std::filesystem::create_directories(dir_);
+  // A folder that cannot be made fails each upload with the path and the reason.
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
   // Uploads a previous run left unfinished (the head stopped mid-upload), in this
   // naming or the earlier ".tmp<pid>" one.
-  std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
     std::string name = entry.path().filename().string();
     if (name.find(".upload-") != std::string::npos || name.find(".tar.gz.tmp") != std::string::npos) {

@@ -175,8 +175,10 @@ void PieceQueue::stop_reading() {
 
 PackageCache::PackageCache(boost::asio::io_context& io, PackageCacheConfig config)
     : io_(io), config_(std::move(config)) {
-  fs::create_directories(config_.dir + "/archives");
-  fs::create_directories(config_.dir + "/jobs");
+  // A folder that cannot be made fails each prepare() with the path and the reason.
+  std::error_code ec;
+  fs::create_directories(config_.dir + "/archives", ec);
+  fs::create_directories(config_.dir + "/jobs", ec);
   spread_subdirectories(config_.dir + "/jobs");
 }
 

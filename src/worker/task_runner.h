@@ -31,6 +31,7 @@
 
 #include "api/protocol.h"
 #include "common/result.h"
+#include "worker/marked_processes.h"
 #include "worker/task_launcher.h"
 #include "worker/task_supervisor.h"
 
@@ -84,9 +85,6 @@ class TaskRunner final : public TaskLauncher {
   std::map<api::TaskKey, std::shared_ptr<Task>> tasks_;
   std::map<int, std::shared_ptr<Task>> by_watch_;
 };
-
-// Pids of every live process whose environment holds AG_TASK_MARKER=`marker`.
-std::vector<int> find_marked_processes(const std::string& marker);
 
 // Parses the supervisor's exit record ("exit 3", "signal 9").
 std::optional<api::TaskExit> parse_exit_record(const std::string& text);

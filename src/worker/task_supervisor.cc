@@ -18,8 +18,8 @@
 
 extern char** environ;
 
+#include "worker/marked_processes.h"
 #include "worker/task_cgroup.h"
-#include "worker/task_runner.h"
 
 namespace ag::worker {
 namespace {

@@ -422,6 +422,24 @@ PendingReason waiting_reason(const std::vector<WorkingNode>& nodes,
 
 }  // namespace
 
+const char* to_string(PendingKind kind) {
+  switch (kind) {
+    case PendingKind::kNoNodes: return "no_nodes";
+    case PendingKind::kInfeasible: return "infeasible";
+    case PendingKind::kWaitingForResources: return "waiting_for_resources";
+    case PendingKind::kWaitingBehind: return "waiting_behind";
+  }
+  return "unknown";
+}
+
+std::optional<PendingKind> parse_pending_kind(std::string_view text) {
+  for (PendingKind kind : {PendingKind::kNoNodes, PendingKind::kInfeasible, PendingKind::kWaitingForResources,
+                           PendingKind::kWaitingBehind}) {
+    if (text == to_string(kind)) return kind;
+  }
+  return std::nullopt;
+}
+
 Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>& queue) {
   Plan plan;
   std::vector<WorkingNode> working = make_working_nodes(nodes);

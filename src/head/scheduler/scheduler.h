@@ -8,7 +8,9 @@
 // may call it; it keeps no state between calls.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/resources.h"
@@ -57,6 +59,10 @@ enum class PendingKind {
   kWaitingForResources,  // running tasks hold what it needs
   kWaitingBehind,        // what it needs is reserved for a blocked job ahead of it
 };
+
+// "no_nodes", "infeasible", "waiting_for_resources", "waiting_behind".
+const char* to_string(PendingKind kind);
+std::optional<PendingKind> parse_pending_kind(std::string_view text);
 
 // Why a job was not placed in this pass, in plain words for users.
 struct PendingReason {

@@ -406,6 +406,18 @@ TEST_F(JobManagerTest, RecoverReloadsJobsAndTheirEvents) {
   EXPECT_EQ(nodes_.find("node_a")->state, NodeState::kDisconnected);
 }
 
+TEST_F(JobManagerTest, APendingReasonIsNotLoggedAgainAfterARestart) {
+  std::string id = submit(spec());
+  ASSERT_EQ(job(id).pending_kind, sched::PendingKind::kNoNodes);
+  const size_t events = jobs_->events(id).size();
+  jobs_.reset();
+  make_manager();
+  ASSERT_TRUE(jobs_->recover().ok());
+  clock_.run_ready();
+  EXPECT_EQ(job(id).pending_kind, sched::PendingKind::kNoNodes);
+  EXPECT_EQ(jobs_->events(id).size(), events);
+}
+
 TEST_F(JobManagerTest, WatchersAreWokenOnChange) {
   add_node("node_a");
   std::string id = submit(spec());

@@ -186,6 +186,7 @@ TEST(BackfillTest, SmallJobPassesBlockedHeadWhenItUsesNoReservedResources) {
   ASSERT_NE(find_pending(plan, "head"), nullptr);
   EXPECT_EQ(find_pending(plan, "head")->reason,
             "waiting for resources: needs 1 task of {8 CPUs, 8 GPUs}; 0 fit on free capacity now");
+  EXPECT_EQ(find_pending(plan, "head")->kind, PendingKind::kWaitingForResources);
 }
 
 TEST(BackfillTest, SmallJobThatWouldTakeReservedResourcesWaitsBehindHead) {
@@ -198,6 +199,7 @@ TEST(BackfillTest, SmallJobThatWouldTakeReservedResourcesWaitsBehindHead) {
   const PendingReason* small = find_pending(plan, "small");
   ASSERT_NE(small, nullptr);
   EXPECT_EQ(small->reason, "waiting behind job head (resources reserved for it)");
+  EXPECT_EQ(small->kind, PendingKind::kWaitingBehind);
   EXPECT_FALSE(small->infeasible());
 }
 
@@ -294,6 +296,7 @@ TEST(ReasonTest, NoNodesMeansWaitForAWorker) {
   const Plan plan = schedule({}, {make_job("j", 1, 1)});
 
   ASSERT_EQ(plan.pending.size(), 1u);
+  EXPECT_EQ(plan.pending[0].kind, PendingKind::kNoNodes);
   EXPECT_FALSE(plan.pending[0].infeasible());
   EXPECT_EQ(plan.pending[0].reason,
             "no alive nodes in the cluster; start a worker with `ag start-worker`");
@@ -450,6 +453,22 @@ TEST(DeterminismTest, NodeOrderDoesNotMatter) {
 
   EXPECT_EQ(describe(schedule(cluster.nodes, cluster.queue)),
             describe(schedule(shuffled, cluster.queue)));
+}
+
+}  // namespace
+}  // namespace ag::sched
+
+namespace ag::sched {
+namespace {
+
+TEST(PendingKindTest, NamesRoundTripAndUnknownNamesAreRefused) {
+  for (PendingKind kind : {PendingKind::kNoNodes, PendingKind::kInfeasible, PendingKind::kWaitingForResources,
+                           PendingKind::kWaitingBehind}) {
+    EXPECT_EQ(parse_pending_kind(to_string(kind)), kind);
+  }
+  EXPECT_EQ(to_string(PendingKind::kWaitingBehind), std::string("waiting_behind"));
+  EXPECT_EQ(parse_pending_kind("waiting"), std::nullopt);
+  EXPECT_EQ(parse_pending_kind(""), std::nullopt);
 }
 
 }  // namespace
