@@ -15,6 +15,7 @@ int http_status_for(ErrorCode code) {
   switch (code) {
     case ErrorCode::kInvalidArgument: return 400;
     case ErrorCode::kUnauthenticated: return 401;
+    case ErrorCode::kPermissionDenied: return 403;
     case ErrorCode::kNotFound: return 404;
     case ErrorCode::kConflict: return 409;
     case ErrorCode::kTooLarge: return 413;

@@ -16,6 +16,7 @@ namespace ag {
 enum class ErrorCode {
   kInvalidArgument,     // the request itself is wrong (HTTP 400)
   kUnauthenticated,     // missing or wrong token (HTTP 401)
+  kPermissionDenied,    // authenticated, but not allowed to do this (HTTP 403)
   kNotFound,            // no such job / node / package (HTTP 404)
   kConflict,            // state does not allow it (HTTP 409)
   kTooLarge,            // body or package over its limit (HTTP 413)

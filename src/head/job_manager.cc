@@ -238,25 +238,41 @@ void JobManager::on_node_registered(const std::string& node_id, const std::vecto
                                     const std::vector<api::TaskKey>& ended) {
   Reconciliation plan = reconcile_node(jobs_, active_, node_id, running, ended, config_.kill_grace_ms);
   for (const auto& kill : plan.kill) deps_.workers.send(node_id, kill);
-  for (const auto& task : plan.adopt) on_task_started(task.task, task.pid);
+  for (const auto& task : plan.adopt) task_started(task.task, task.pid);
   for (const auto& ref : plan.relaunch) send_launch(jobs_.at(ref.task.job_id), ref);
   const Node* node = deps_.nodes.find(node_id);
   const std::string label = node ? node->label() : node_id;
   for (const auto& ref : plan.lost) {
     api::TaskExit exit;
     exit.lost = "node " + label + " reconnected without it";
-    on_task_exited(ref.task, exit);
+    task_exited(ref.task, exit);
   }
   request_schedule();
 }
 
-void JobManager::on_task_started(const api::TaskKey& task, int64_t pid) {
+Status JobManager::on_task_started(const std::string& node_id, const api::TaskKey& task, int64_t pid) {
+  Status allowed = check_reporter(jobs_, node_id, task);
+  if (allowed) task_started(task, pid);
+  return allowed;
+}
+
+Status JobManager::on_task_exited(const std::string& node_id, const api::TaskKey& task, const api::TaskExit& exit) {
+  Status allowed = check_reporter(jobs_, node_id, task);
+  if (allowed) task_exited(task, exit);
+  return allowed;
+}
+
+Status JobManager::may_report(const std::string& node_id, const api::TaskKey& task) const {
+  return check_reporter(jobs_, node_id, task);
+}
+
+void JobManager::task_started(const api::TaskKey& task, int64_t pid) {
   auto it = jobs_.find(task.job_id);
   if (it == jobs_.end()) return;
   apply(it->second, head::on_task_started(it->second, task.attempt, task.task_index, pid, deps_.clock.now_ms()));
 }
 
-void JobManager::on_task_exited(const api::TaskKey& task, const api::TaskExit& exit) {
+void JobManager::task_exited(const api::TaskKey& task, const api::TaskExit& exit) {
   deps_.logs.close(task);
   auto it = jobs_.find(task.job_id);
   if (it == jobs_.end()) return;
@@ -414,7 +430,7 @@ void JobManager::send_launch(const Job& job, const TaskRef& ref) {
     if (!*alive) return;
     api::TaskExit exit;
     exit.start_error = "its node is not connected";
-    on_task_exited(task, exit);
+    task_exited(task, exit);
   });
 }
 

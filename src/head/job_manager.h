@@ -89,8 +89,13 @@ class JobManager {
   // Any other task the head placed on the node is gone and fails as lost.
   void on_node_registered(const std::string& node_id, const std::vector<api::RunningTask>& running,
                           const std::vector<api::TaskKey>& ended);
-  void on_task_started(const api::TaskKey& task, int64_t pid);
-  void on_task_exited(const api::TaskKey& task, const api::TaskExit& exit);
+  // A node reports a task's start or end. Only the node the task is placed on may:
+  // kPermissionDenied (and nothing changes) otherwise; kNotFound for a task the head
+  // does not know (nothing to change either).
+  Status on_task_started(const std::string& node_id, const api::TaskKey& task, int64_t pid);
+  // Whether `node_id` may report on `task` (its output, too): see check_reporter().
+  Status may_report(const std::string& node_id, const api::TaskKey& task) const;
+  Status on_task_exited(const std::string& node_id, const api::TaskKey& task, const api::TaskExit& exit);
   void on_node_dead(const std::string& node_id);
 
   // What live tasks hold on each node (for node listings).
@@ -109,6 +114,9 @@ class JobManager {
   std::map<JobState, int> count_by_state() const;
 
  private:
+  // The start or end of a task, as reported by its own node or concluded by the head.
+  void task_started(const api::TaskKey& task, int64_t pid);
+  void task_exited(const api::TaskKey& task, const api::TaskExit& exit);
   void request_schedule();
   void run_schedule();
   void apply(Job& job, const Effects& fx);

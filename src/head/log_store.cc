@@ -113,9 +113,13 @@ uint64_t LogStore::wait(const api::TaskKey& key, int64_t offset, std::function<v
 void LogStore::cancel_wait(uint64_t id) { waiters_.erase(id); }
 
 void LogStore::wake(const api::TaskKey& key) {
+  // Only those whose offset the log has now passed (or every one, once it is closed):
+  // a reader past the end must not be woken by bytes that stop short of it.
+  const int64_t now = size(key);
+  const bool done = closed(key);
   std::vector<std::function<void()>> ready;
   for (auto it = waiters_.begin(); it != waiters_.end();) {
-    if (it->second.key == key) {
+    if (it->second.key == key && (done || now > it->second.offset)) {
       ready.push_back(std::move(it->second.ready));
       it = waiters_.erase(it);
     } else {

@@ -35,6 +35,20 @@ api::Launch launch_message(const Job& job, const api::TaskKey& key) {
   return launch;
 }
 
+Status check_reporter(const std::map<std::string, Job>& jobs, const std::string& node_id, const api::TaskKey& task) {
+  auto it = jobs.find(task.job_id);
+  const Job* job = it == jobs.end() ? nullptr : &it->second;
+  if (!job || task.attempt >= static_cast<int>(job->attempts.size()) ||
+      task.task_index >= static_cast<int>(job->attempts[static_cast<size_t>(task.attempt)].tasks.size())) {
+    return not_found("the head has no task " + task.to_string());
+  }
+  const TaskRecord& record = job->attempts[static_cast<size_t>(task.attempt)].tasks[static_cast<size_t>(task.task_index)];
+  if (record.node_id != node_id) {
+    return Error{ErrorCode::kPermissionDenied, "task " + task.to_string() + " is not placed on node " + node_id};
+  }
+  return {};
+}
+
 Reconciliation reconcile_node(const std::map<std::string, Job>& jobs, const std::set<std::string>& active,
                               const std::string& node_id, const std::vector<api::RunningTask>& running,
                               const std::vector<api::TaskKey>& ended, int64_t kill_grace_ms) {

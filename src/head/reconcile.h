@@ -37,6 +37,11 @@ struct Reconciliation {
   std::vector<TaskRef> lost;
 };
 
+// Whether node `node_id` may report on `task` (its start or its end): only the node
+// the task was placed on may. Errors: kNotFound when the head has no such task (a
+// job it no longer knows), kPermissionDenied when it is placed on another node.
+Status check_reporter(const std::map<std::string, Job>& jobs, const std::string& node_id, const api::TaskKey& task);
+
 // `jobs`: the head's job table; `active`: ids of jobs with a live attempt.
 // `running` / `ended`: the worker's report (ended tasks' exits follow separately).
 Reconciliation reconcile_node(const std::map<std::string, Job>& jobs, const std::set<std::string>& active,

@@ -19,6 +19,13 @@ void send(const std::shared_ptr<net::WsConnection>& channel, const api::HeadMess
   channel->send(api::encode(message), false);
 }
 
+// A message the node may not send (about another node's task): said to the node and
+// in the head's log; nothing changes.
+void refuse(const std::shared_ptr<net::WsConnection>& channel, const std::string& node_id, const Error& error) {
+  spdlog::warn("refused a message from node {}: {}", node_id, error.message);
+  send(channel, api::ErrorMessage{"the head refused a message: " + error.message});
+}
+
 void send_error_and_close(const std::shared_ptr<net::WsConnection>& channel, const std::string& message) {
   send(channel, api::ErrorMessage{message});
   channel->close();
@@ -99,9 +106,15 @@ void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel
                    deps_.nodes.record_usage(*node_id, std::move(sample));
                    if (Node* n = deps_.nodes.find(*node_id)) n->busy_ports = {m.busy_ports.begin(), m.busy_ports.end()};
                  },
-                 [&](const api::TaskStarted& m) { deps_.jobs.on_task_started(m.task, m.pid); },
+                 [&](const api::TaskStarted& m) {
+                   Status s = deps_.jobs.on_task_started(*node_id, m.task, m.pid);
+                   if (!s && s.error().code == ErrorCode::kPermissionDenied) refuse(channel, *node_id, s.error());
+                 },
                  [&](const api::TaskExited& m) {
-                   deps_.jobs.on_task_exited(m.task, m.exit);
+                   Status s = deps_.jobs.on_task_exited(*node_id, m.task, m.exit);
+                   if (!s && s.error().code == ErrorCode::kPermissionDenied) return refuse(channel, *node_id, s.error());
+                   // Acknowledged also when the head no longer knows the task, so that
+                   // the worker can let go of it.
                    send(channel, api::ExitAck{m.task});
                  },
                  [&](const api::Register&) {
@@ -121,6 +134,11 @@ void WorkerGateway::on_log_frame(const std::shared_ptr<net::WsConnection>& chann
     return send(channel, api::ErrorMessage{"the head could not accept a log frame: " + header.error().message});
   }
   const api::TaskKey& key = header->task;
+  // Output is taken only from the node the task runs on, and only for tasks the head
+  // placed: no node writes into another's log, and no made-up key opens a file.
+  if (Status allowed = deps_.jobs.may_report(node_id, key); !allowed) {
+    return refuse(channel, node_id, allowed.error());
+  }
   Status s = deps_.logs.append(key, header->offset, payload);
   if (!s && s.error().code == ErrorCode::kConflict) {
     spdlog::debug("{}", s.error().message);  // bytes still to come from the worker's resend

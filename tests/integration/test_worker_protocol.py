@@ -92,3 +92,31 @@ def test_bad_messages_after_registering_get_errors_and_lose_nothing(cluster, tmp
     job = cluster.wait_state(job_id, ("SUCCEEDED", "FAILED"), timeout=30)
     assert job["state"] == "SUCCEEDED", job
     assert [t["state"] for t in job["attempts"][-1]["tasks"]] == ["SUCCEEDED", "SUCCEEDED"]
+
+
+def test_a_node_cannot_report_on_another_nodes_task(cluster):
+    # A running job on the real workers; a second node (with the cluster token) forges
+    # that its tasks started and ended.
+    job_id, _ = cluster.submit("--no-wait", "--num-workers", "2", "--placement", "spread", "--", "sleep 3")
+    job = cluster.wait_state(job_id, "RUNNING")
+    peer = connect(cluster)
+    try:
+        peer.send_json(register_message("node_rogue"))
+        assert peer.recv_until("registered")["node_id"] == "node_rogue"
+        for index in (0, 1):
+            peer.send_json({"type": "task_exited", "job_id": job_id, "attempt": 0, "task_index": index,
+                            "exit_code": 0, "signal": None})
+            reply = peer.recv_until("error")
+            assert reply["message"] == (f"the head refused a message: task {job_id}/0/{index} "
+                                        "is not placed on node node_rogue")
+        peer.send_json({"type": "task_started", "job_id": job_id, "attempt": 0, "task_index": 0, "pid": 1})
+        assert peer.recv_until("error")["message"].startswith("the head refused a message: task ")
+        # Nothing changed: the job still runs, with its real pids.
+        now = cluster.job(job_id)
+        assert now["state"] == "RUNNING"
+        assert all(t["pid"] != 1 for t in now["attempts"][-1]["tasks"])
+    finally:
+        peer.close()
+    done = cluster.wait_state(job_id, ("SUCCEEDED", "FAILED"), timeout=30)
+    assert done["state"] == "SUCCEEDED", done
+    assert job["attempts"][-1]["tasks"][0]["node_id"] != "node_rogue"

@@ -25,6 +25,8 @@ class FakeWsConnection final : public net::WsConnection {
 
   // The peer sends a text frame.
   void deliver(const std::string& text) { on_message_(text, false); }
+  // The peer sends a binary frame (a log frame).
+  void deliver_binary(const std::string& data) { on_message_(data, true); }
   // The connection drops (the close handler runs once).
   void drop(const std::string& reason) {
     closed = true;

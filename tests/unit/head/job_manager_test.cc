@@ -87,7 +87,9 @@ class JobManagerTest : public ::testing::Test {
   }
 
   void start_all(const std::vector<std::pair<std::string, api::Launch>>& launches) {
-    for (const auto& [node, launch] : launches) jobs_->on_task_started(launch.task, 1000 + launch.task.task_index);
+    for (const auto& [node, launch] : launches) {
+      EXPECT_TRUE(jobs_->on_task_started(node, launch.task, 1000 + launch.task.task_index).ok());
+    }
     clock_.run_ready();
   }
 
@@ -95,9 +97,19 @@ class JobManagerTest : public ::testing::Test {
     for (int i = 0; i < count; ++i) {
       api::TaskExit exit;
       exit.exit_code = code;
-      jobs_->on_task_exited({id, attempt, i}, exit);
+      report_exit({id, attempt, i}, exit);
     }
     clock_.run_ready();
+  }
+
+  // The node a task was placed on.
+  std::string node_of(const api::TaskKey& task) {
+    return job(task.job_id).attempts.at(static_cast<size_t>(task.attempt)).tasks.at(static_cast<size_t>(task.task_index)).node_id;
+  }
+
+  // The task's node reports its end.
+  void report_exit(const api::TaskKey& task, const api::TaskExit& exit) {
+    EXPECT_TRUE(jobs_->on_task_exited(node_of(task), task, exit).ok());
   }
 
   // The job as the store holds it.
@@ -160,6 +172,31 @@ TEST_F(JobManagerTest, StoreWriteFailureRefusesTheJobAndKeepsNothing) {
   EXPECT_EQ(jobs_->list().size(), 1u);
 }
 
+TEST_F(JobManagerTest, OnlyTheTasksOwnNodeMayReportOnIt) {
+  add_node("node_a");
+  add_node("node_b");
+  std::string id = submit(spec(2, 4));
+  auto launches = channel_.take<api::Launch>();
+  start_all(launches);
+  const api::TaskKey task{id, 0, 0};
+  const std::string other = node_of(task) == "node_a" ? "node_b" : "node_a";
+  api::TaskExit success;
+  success.exit_code = 0;
+  Status forged = jobs_->on_task_exited(other, task, success);
+  ASSERT_FALSE(forged.ok());
+  EXPECT_EQ(forged.error().code, ErrorCode::kPermissionDenied);
+  EXPECT_EQ(forged.error().message, "task " + task.to_string() + " is not placed on node " + other);
+  EXPECT_EQ(job(id).attempts[0].tasks[0].state, TaskState::kRunning);
+  EXPECT_EQ(jobs_->on_task_started(other, task, 666).error().code, ErrorCode::kPermissionDenied);
+  EXPECT_EQ(job(id).attempts[0].tasks[0].pid, 1000);
+  Status unknown = jobs_->on_task_exited("node_a", {"job_nope", 0, 0}, success);
+  EXPECT_EQ(unknown.error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(jobs_->on_task_exited("node_a", {id, 7, 0}, success).error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(jobs_->on_task_exited("node_a", {id, 0, 9}, success).error().code, ErrorCode::kNotFound);
+  exit_all(id, 0, 2, 0);
+  EXPECT_EQ(job(id).state, JobState::kSucceeded);
+}
+
 TEST_F(JobManagerTest, RetriedSubmissionIdReturnsTheSameJob) {
   add_node("node_a");
   api::JobSpec s = spec();
@@ -214,11 +251,11 @@ TEST_F(JobManagerTest, NodeLossFailsTheGangKillsTheRestAndRetries) {
   const int survivor = kills[0].second.task.task_index;
   api::TaskExit killed;
   killed.signal = 15;
-  jobs_->on_task_exited({id, 0, survivor}, killed);
+  report_exit({id, 0, survivor}, killed);
   clock_.run_ready();
   EXPECT_EQ(job(id).state, JobState::kPending);
   EXPECT_THAT(job(id).attempts[0].failure_reason, HasSubstr("node_b"));
-  jobs_->on_task_exited({id, 0, survivor}, killed);  // a duplicate report changes nothing
+  report_exit({id, 0, survivor}, killed);  // a duplicate report changes nothing
   clock_.run_ready();
   EXPECT_EQ(job(id).state, JobState::kPending);
   add_node("node_c");
@@ -332,7 +369,7 @@ TEST_F(JobManagerTest, WholeRunTimeoutCoversRetries) {
   EXPECT_EQ(kills[0].second.task, (api::TaskKey{id, 1, 0}));
   api::TaskExit killed;
   killed.signal = 15;
-  jobs_->on_task_exited({id, 1, 0}, killed);
+  report_exit({id, 1, 0}, killed);
   clock_.run_ready();
   EXPECT_EQ(job(id).state, JobState::kFailed);
   EXPECT_THAT(job(id).message, HasSubstr("timed out after 10"));
@@ -379,7 +416,7 @@ TEST_F(JobManagerTest, StopKillsEveryTaskAndEndsStoppedOnceTheyAreGone) {
   ASSERT_TRUE(jobs_->stop(id).ok());
   EXPECT_EQ(channel_.take<api::Kill>().size(), 3u);
   EXPECT_EQ(job(id).state, JobState::kRunning);
-  for (int i = 0; i < 3; ++i) jobs_->on_task_exited({id, 0, i}, api::TaskExit{std::nullopt, 15, "", ""});
+  for (int i = 0; i < 3; ++i) report_exit({id, 0, i}, api::TaskExit{std::nullopt, 15, "", ""});
   EXPECT_EQ(job(id).state, JobState::kStopped);
   Status again = jobs_->stop(id);
   EXPECT_EQ(again.error().code, ErrorCode::kConflict);

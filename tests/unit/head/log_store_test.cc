@@ -1,0 +1,253 @@
+// LogStore over a real temporary folder: appends at offsets (resends skipped, gaps
+// refused), reads by range, completion, and the long-poll waiters woken by new bytes
+// or the log's end.
+#include "head/log_store.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+namespace ag::head {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+class LogStoreTest : public ::testing::Test {
+ protected:
+  LogStoreTest()
+      : dir_(fs::temp_directory_path() / ("ag-log-store-test-" + std::to_string(::getpid()) + "-" +
+                                          ::testing::UnitTest::GetInstance()->current_test_info()->name())),
+        logs_((dir_ / "logs").string()) {}
+  ~LogStoreTest() override { fs::remove_all(dir_); }
+
+  // What read() returns, or the error's message prefixed so a comparison fails loudly.
+  std::string read(const api::TaskKey& key, int64_t offset, int64_t max_bytes) {
+    auto data = logs_.read(key, offset, max_bytes);
+    return data.ok() ? data.value() : "<error: " + data.error().message + ">";
+  }
+
+  // Every file under the log folder's parent, relative to it.
+  std::vector<std::string> files() const {
+    std::vector<std::string> out;
+    for (const auto& entry : fs::recursive_directory_iterator(dir_)) {
+      if (entry.is_regular_file()) out.push_back(fs::relative(entry.path(), dir_).string());
+    }
+    return out;
+  }
+
+  fs::path dir_;
+  LogStore logs_;
+  const api::TaskKey key_{"job_a", 0, 1};
+};
+
+TEST_F(LogStoreTest, AppendsAtTheEndAndReadsBackInOrder) {
+  ASSERT_TRUE(logs_.append(key_, 0, "hello "));
+  ASSERT_TRUE(logs_.append(key_, 6, "world\n"));
+  EXPECT_EQ(logs_.size(key_), 12);
+  EXPECT_EQ(read(key_, 0, 1000), "hello world\n");
+  EXPECT_EQ(logs_.bytes_ingested(), 12);
+}
+
+TEST_F(LogStoreTest, WritesOneFilePerAttemptAndTaskUnderTheJobsFolder) {
+  ASSERT_TRUE(logs_.append({"job_a", 0, 1}, 0, "a01"));
+  ASSERT_TRUE(logs_.append({"job_a", 1, 0}, 0, "a10"));
+  ASSERT_TRUE(logs_.append({"job_b", 0, 1}, 0, "b01"));
+  logs_.close({"job_a", 0, 1});
+  logs_.close({"job_a", 1, 0});
+  logs_.close({"job_b", 0, 1});
+
+  std::vector<std::string> found = files();
+  std::sort(found.begin(), found.end());
+  EXPECT_EQ(found, (std::vector<std::string>{"logs/job_a/0.1.log", "logs/job_a/1.0.log", "logs/job_b/0.1.log"}));
+  std::ifstream in(dir_ / "logs/job_a/1.0.log");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "a10");
+  // Logs of different tasks do not mix.
+  EXPECT_EQ(read({"job_a", 0, 1}, 0, 100), "a01");
+  EXPECT_EQ(read({"job_b", 0, 1}, 0, 100), "b01");
+}
+
+TEST_F(LogStoreTest, AResendOfBytesAlreadyStoredIsSkipped) {
+  ASSERT_TRUE(logs_.append(key_, 0, "abcdef"));
+  // The whole chunk again, and a piece from its middle: nothing changes.
+  EXPECT_TRUE(logs_.append(key_, 0, "abcdef"));
+  EXPECT_TRUE(logs_.append(key_, 2, "cd"));
+  EXPECT_EQ(logs_.size(key_), 6);
+  EXPECT_EQ(read(key_, 0, 100), "abcdef");
+  EXPECT_EQ(logs_.bytes_ingested(), 6);
+}
+
+TEST_F(LogStoreTest, AResendThatOverlapsTheEndAddsOnlyTheNewBytes) {
+  ASSERT_TRUE(logs_.append(key_, 0, "abcdef"));
+  ASSERT_TRUE(logs_.append(key_, 4, "efGHI"));
+  EXPECT_EQ(logs_.size(key_), 9);
+  EXPECT_EQ(read(key_, 0, 100), "abcdefGHI");
+  EXPECT_EQ(logs_.bytes_ingested(), 9);
+}
+
+TEST_F(LogStoreTest, AGapIsRefusedWithConflictAndNothingIsWritten) {
+  ASSERT_TRUE(logs_.append(key_, 0, "abc"));
+  Status s = logs_.append(key_, 5, "xyz");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, ErrorCode::kConflict);
+  EXPECT_THAT(s.error().message, HasSubstr("job_a"));
+  EXPECT_EQ(logs_.size(key_), 3);
+  EXPECT_EQ(read(key_, 0, 100), "abc");
+  EXPECT_EQ(logs_.bytes_ingested(), 3);
+  // The missing bytes arrive: the log continues where it was.
+  ASSERT_TRUE(logs_.append(key_, 3, "de"));
+  ASSERT_TRUE(logs_.append(key_, 5, "xyz"));
+  EXPECT_EQ(read(key_, 0, 100), "abcdexyz");
+}
+
+TEST_F(LogStoreTest, AGapOnAnEmptyLogCreatesNoFile) {
+  Status s = logs_.append(key_, 10, "late");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, ErrorCode::kConflict);
+  EXPECT_EQ(logs_.size(key_), 0);
+  EXPECT_TRUE(files().empty());
+}
+
+TEST_F(LogStoreTest, ReadReturnsTheRangeAskedForBoundedByTheEnd) {
+  ASSERT_TRUE(logs_.append(key_, 0, "0123456789"));
+  EXPECT_EQ(read(key_, 0, 4), "0123");
+  EXPECT_EQ(read(key_, 3, 4), "3456");
+  EXPECT_EQ(read(key_, 8, 100), "89");
+  EXPECT_EQ(read(key_, 10, 100), "");  // at the end
+  EXPECT_EQ(read(key_, 50, 100), "");  // past the end
+}
+
+TEST_F(LogStoreTest, AnUnknownLogIsEmptyOpenAndReadsAsNothing) {
+  const api::TaskKey unknown{"job_never", 3, 7};
+  EXPECT_EQ(logs_.size(unknown), 0);
+  EXPECT_FALSE(logs_.closed(unknown));
+  auto data = logs_.read(unknown, 0, 100);
+  ASSERT_TRUE(data.ok()) << data.error().message;
+  EXPECT_EQ(data.value(), "");
+  EXPECT_TRUE(files().empty());  // reading makes no file
+}
+
+TEST_F(LogStoreTest, CloseMarksTheLogCompleteAndKeepsItsBytes) {
+  ASSERT_TRUE(logs_.append(key_, 0, "done\n"));
+  EXPECT_FALSE(logs_.closed(key_));
+  logs_.close(key_);
+  EXPECT_TRUE(logs_.closed(key_));
+  EXPECT_EQ(logs_.size(key_), 5);
+  EXPECT_EQ(read(key_, 0, 100), "done\n");
+  // Other tasks' logs stay open.
+  EXPECT_FALSE(logs_.closed({"job_a", 0, 0}));
+}
+
+TEST_F(LogStoreTest, ALogWrittenBeforeARestartIsReadWithItsSize) {
+  ASSERT_TRUE(logs_.append(key_, 0, "before restart\n"));
+  logs_.close(key_);
+  LogStore reopened((dir_ / "logs").string());
+  EXPECT_EQ(reopened.size(key_), 15);
+  auto data = reopened.read(key_, 7, 100);
+  ASSERT_TRUE(data.ok()) << data.error().message;
+  EXPECT_EQ(data.value(), "restart\n");
+  // A resend of what the file already holds is skipped; the rest continues it.
+  EXPECT_TRUE(reopened.append(key_, 0, "before restart\nafter\n"));
+  EXPECT_EQ(reopened.size(key_), 21);
+  EXPECT_EQ(reopened.bytes_ingested(), 6);
+}
+
+TEST_F(LogStoreTest, WaitFiresAtOnceWhenBytesPastTheOffsetExist) {
+  ASSERT_TRUE(logs_.append(key_, 0, "abc"));
+  int calls = 0;
+  logs_.wait(key_, 2, [&] { ++calls; });
+  EXPECT_EQ(calls, 1);
+}
+
+TEST_F(LogStoreTest, WaitFiresAtOnceWhenTheLogIsClosed) {
+  ASSERT_TRUE(logs_.append(key_, 0, "abc"));
+  logs_.close(key_);
+  int calls = 0;
+  logs_.wait(key_, 3, [&] { ++calls; });
+  EXPECT_EQ(calls, 1);
+}
+
+TEST_F(LogStoreTest, WaitAtTheEndFiresOnceTheNextBytesArrive) {
+  ASSERT_TRUE(logs_.append(key_, 0, "abc"));
+  int calls = 0;
+  logs_.wait(key_, 3, [&] { ++calls; });
+  EXPECT_EQ(calls, 0);
+  ASSERT_TRUE(logs_.append({"job_a", 0, 0}, 0, "other task"));  // another log: no wake
+  EXPECT_EQ(calls, 0);
+  ASSERT_TRUE(logs_.append(key_, 0, "abc"));  // a resend adds nothing: no wake
+  EXPECT_EQ(calls, 0);
+  ASSERT_TRUE(logs_.append(key_, 3, "d"));
+  EXPECT_EQ(calls, 1);
+  ASSERT_TRUE(logs_.append(key_, 4, "e"));
+  EXPECT_EQ(calls, 1);  // a waiter fires once
+}
+
+TEST_F(LogStoreTest, WaitFiresWhenTheLogIsClosedWithoutNewBytes) {
+  int calls = 0;
+  logs_.wait(key_, 0, [&] { ++calls; });
+  EXPECT_EQ(calls, 0);
+  logs_.close(key_);
+  EXPECT_EQ(calls, 1);
+}
+
+TEST_F(LogStoreTest, EveryWaiterOfTheLogIsWoken) {
+  int first = 0, second = 0;
+  logs_.wait(key_, 0, [&] { ++first; });
+  logs_.wait(key_, 0, [&] { ++second; });
+  ASSERT_TRUE(logs_.append(key_, 0, "x"));
+  EXPECT_EQ(first, 1);
+  EXPECT_EQ(second, 1);
+}
+
+TEST_F(LogStoreTest, WaitPastTheEndIsNotWokenByBytesThatStopShortOfItsOffset) {
+  ASSERT_TRUE(logs_.append(key_, 0, "abc"));
+  int calls = 0;
+  logs_.wait(key_, 10, [&] { ++calls; });
+  ASSERT_TRUE(logs_.append(key_, 3, "de"));  // size 5: still nothing past offset 10
+  EXPECT_EQ(calls, 0);
+  ASSERT_TRUE(logs_.append(key_, 5, "fghijkl"));  // size 12
+  EXPECT_EQ(calls, 1);
+}
+
+TEST_F(LogStoreTest, ACancelledWaitIsNeverCalled) {
+  int cancelled = 0, kept = 0;
+  uint64_t id = logs_.wait(key_, 0, [&] { ++cancelled; });
+  logs_.wait(key_, 0, [&] { ++kept; });
+  logs_.cancel_wait(id);
+  ASSERT_TRUE(logs_.append(key_, 0, "x"));
+  logs_.close(key_);
+  EXPECT_EQ(cancelled, 0);
+  EXPECT_EQ(kept, 1);
+}
+
+TEST_F(LogStoreTest, AWaiterMayWaitAgainFromItsCallback) {
+  // A long poll answered with no new bytes waits again from inside its callback.
+  int calls = 0;
+  logs_.wait(key_, 0, [&] {
+    ++calls;
+    logs_.wait(key_, logs_.size(key_), [&] { ++calls; });
+  });
+  ASSERT_TRUE(logs_.append(key_, 0, "a"));
+  EXPECT_EQ(calls, 1);
+  ASSERT_TRUE(logs_.append(key_, 1, "b"));
+  EXPECT_EQ(calls, 2);
+}
+
+TEST_F(LogStoreTest, BytesIngestedCountsNewBytesOfEveryLog) {
+  EXPECT_EQ(logs_.bytes_ingested(), 0);
+  ASSERT_TRUE(logs_.append({"job_a", 0, 0}, 0, "1234"));
+  ASSERT_TRUE(logs_.append({"job_b", 0, 0}, 0, "56"));
+  ASSERT_TRUE(logs_.append({"job_a", 0, 0}, 2, "34"));    // resend: not counted
+  EXPECT_FALSE(logs_.append({"job_b", 0, 0}, 9, "gap"));  // refused: not counted
+  EXPECT_EQ(logs_.bytes_ingested(), 6);
+}
+
+}  // namespace
+}  // namespace ag::head

@@ -1,0 +1,538 @@
+// WorkerGateway over its real collaborators (a NodeRegistry, a LogStore on a temporary
+// folder, a JobManager over a memory store) and a fake clock. Each test plays a
+// worker on a fake WebSocket: it sends what a worker sends and checks what the head
+// answers on the channel and what it records.
+#include "head/worker_gateway.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fakes/fake_clock.h"
+#include "fakes/fake_ws_connection.h"
+#include "head/job_manager.h"
+#include "head/log_store.h"
+#include "head/node_registry.h"
+#include "head/store/memory_store.h"
+
+namespace ag::head {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using testing::FakeClock;
+using testing::FakeWsConnection;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::StartsWith;
+
+constexpr int64_t kNodeTimeoutMs = 1000;
+constexpr int64_t kKillGraceMs = 3000;
+
+class WorkerGatewayTest : public ::testing::Test {
+ protected:
+  WorkerGatewayTest()
+      : dir_(fs::temp_directory_path() / ("ag-gateway-test-" + std::to_string(::getpid()) + "-" +
+                                          ::testing::UnitTest::GetInstance()->current_test_info()->name())),
+        logs_((dir_ / "logs").string()) {
+    JobManagerConfig jobs_config;
+    jobs_config.kill_grace_ms = kKillGraceMs;
+    jobs_ = std::make_unique<JobManager>(JobManager::Deps{clock_, store_, nodes_, nodes_, logs_, clock_}, jobs_config);
+    WorkerGatewayConfig config;
+    config.node_timeout_ms = kNodeTimeoutMs;
+    gateway_ =
+        std::make_unique<WorkerGateway>(WorkerGateway::Deps{clock_, nodes_, *jobs_, logs_, clock_, token_}, config);
+  }
+  ~WorkerGatewayTest() override {
+    gateway_.reset();
+    jobs_.reset();
+    fs::remove_all(dir_);
+  }
+
+  // A worker's channel, accepted by the gateway.
+  std::shared_ptr<FakeWsConnection> connect() {
+    auto channel = std::make_shared<FakeWsConnection>();
+    gateway_->on_connection(channel);
+    return channel;
+  }
+
+  static api::Register registration(const std::string& node_id) {
+    api::Register r;
+    r.node_id = node_id;
+    r.address = "127.0.0.2";
+    r.hostname = "gpu-box";
+    r.cpu_millis = 4000;
+    r.memory_bytes = int64_t{8} << 30;
+    r.gpu_ids = {0, 1};
+    r.busy_ports = {29500};
+    return r;
+  }
+
+  // Connects and registers `node_id`, forgetting the head's answers.
+  std::shared_ptr<FakeWsConnection> register_node(const std::string& node_id) {
+    auto channel = connect();
+    channel->deliver(api::encode(registration(node_id)));
+    clock_.run_ready();
+    channel->take_text();
+    return channel;
+  }
+
+  // Submits a one-task job and lets the store's acknowledgement run; returns its id.
+  std::string submit_job() {
+    api::JobSpec spec;
+    spec.entrypoint = "python train.py";
+    std::optional<Result<std::string>> submitted;
+    jobs_->submit(spec, [&](Result<std::string> id) { submitted = std::move(id); });
+    clock_.run_ready();
+    EXPECT_TRUE(submitted.has_value() && submitted->ok());
+    return submitted.has_value() && submitted->ok() ? submitted->value() : "";
+  }
+
+  // Registers `node_id` on a new channel and returns the task the head launches there
+  // (the one job submitted before).
+  std::pair<std::shared_ptr<FakeWsConnection>, api::TaskKey> register_and_place(const std::string& node_id) {
+    auto channel = connect();
+    channel->deliver(api::encode(registration(node_id)));
+    clock_.run_ready();  // the scheduling pass the new node triggers
+    auto launches = of_type<api::Launch>(received(*channel));
+    EXPECT_EQ(launches.size(), 1u);
+    return {channel, launches.empty() ? api::TaskKey{} : launches[0].task};
+  }
+
+  const TaskRecord& task_record(const api::TaskKey& key) {
+    static const TaskRecord kNone;
+    const Job* job = jobs_->find(key.job_id);
+    EXPECT_NE(job, nullptr);
+    if (!job || key.attempt >= static_cast<int>(job->attempts.size())) return kNone;
+    const auto& tasks = job->attempts[static_cast<size_t>(key.attempt)].tasks;
+    return key.task_index < static_cast<int>(tasks.size()) ? tasks[static_cast<size_t>(key.task_index)] : kNone;
+  }
+
+  // The text messages the head sent on `channel` since the last call, decoded.
+  static std::vector<api::HeadMessage> received(FakeWsConnection& channel) {
+    std::vector<api::HeadMessage> out;
+    for (const auto& text : channel.take_text()) {
+      auto message = api::decode_head_message(text);
+      EXPECT_TRUE(message.ok()) << text << ": " << message.error().message;
+      if (message.ok()) out.push_back(std::move(message.value()));
+    }
+    return out;
+  }
+
+  template <typename M>
+  static std::vector<M> of_type(const std::vector<api::HeadMessage>& messages) {
+    std::vector<M> out;
+    for (const auto& m : messages) {
+      if (const auto* typed = std::get_if<M>(&m)) out.push_back(*typed);
+    }
+    return out;
+  }
+
+  // The error messages among `messages`, as text.
+  static std::vector<std::string> errors(const std::vector<api::HeadMessage>& messages) {
+    std::vector<std::string> out;
+    for (const auto& e : of_type<api::ErrorMessage>(messages)) out.push_back(e.message);
+    return out;
+  }
+
+  std::string read_log(const api::TaskKey& key) {
+    auto data = logs_.read(key, 0, 1 << 20);
+    return data.ok() ? data.value() : "<error: " + data.error().message + ">";
+  }
+
+  static net::HttpRequest upgrade_request(const std::string& path, const std::string& authorization) {
+    net::HttpRequest request;
+    request.method = "GET";
+    request.path = path;
+    request.target = path;
+    request.remote_address = "127.0.0.2";
+    if (!authorization.empty()) request.headers["authorization"] = authorization;
+    return request;
+  }
+
+  fs::path dir_;
+  const std::string token_ = "s3cret-cluster-token";
+  FakeClock clock_;
+  store::MemoryStore store_;
+  NodeRegistry nodes_;
+  LogStore logs_;
+  std::unique_ptr<JobManager> jobs_;
+  std::unique_ptr<WorkerGateway> gateway_;
+};
+
+// ---- registration ----
+
+TEST_F(WorkerGatewayTest, AValidRegisterIsAnsweredAndAddsAnAliveNode) {
+  auto channel = connect();
+  channel->deliver(api::encode(registration("node_a")));
+
+  EXPECT_THAT(received(*channel), ElementsAre(api::HeadMessage{api::Registered{"node_a", kNodeTimeoutMs}}));
+  EXPECT_FALSE(channel->closed);
+  const Node* node = nodes_.find("node_a");
+  ASSERT_NE(node, nullptr);
+  EXPECT_EQ(node->state, NodeState::kAlive);
+  EXPECT_EQ(node->address, "127.0.0.2");
+  EXPECT_EQ(node->hostname, "gpu-box");
+  EXPECT_EQ(node->total.cpu_millis, 4000);
+  EXPECT_EQ(node->total.memory_bytes, int64_t{8} << 30);
+  EXPECT_EQ(node->total.gpus, 2);
+  EXPECT_THAT(node->gpu_ids, ElementsAre(0, 1));
+  EXPECT_THAT(node->busy_ports, ElementsAre(29500));
+  EXPECT_EQ(node->registered_ms, clock_.now_ms());
+  EXPECT_EQ(node->channel, channel);
+}
+
+TEST_F(WorkerGatewayTest, AFirstMessageThatIsNotARegisterIsRefusedAndClosed) {
+  auto channel = connect();
+  channel->deliver(api::encode(api::Heartbeat{}));
+  EXPECT_THAT(errors(received(*channel)), ElementsAre("the first message must be a register message"));
+  EXPECT_TRUE(channel->closed);
+  EXPECT_TRUE(nodes_.nodes().empty());
+}
+
+TEST_F(WorkerGatewayTest, AFirstBinaryFrameIsRefusedAndClosed) {
+  auto channel = connect();
+  channel->deliver_binary(api::encode_log_frame({{"job_a", 0, 0}, 0}, "out"));
+  EXPECT_THAT(errors(received(*channel)), ElementsAre("the first message must be a register message"));
+  EXPECT_TRUE(channel->closed);
+  EXPECT_TRUE(nodes_.nodes().empty());
+  EXPECT_EQ(logs_.size({"job_a", 0, 0}), 0);
+}
+
+TEST_F(WorkerGatewayTest, ARegisterWithABadFieldIsRefusedNamingItAndClosed) {
+  api::Register bad = registration("node/../a");
+  const std::string text = api::encode(bad);
+  auto decoded = api::decode_worker_message(text);
+  ASSERT_FALSE(decoded.ok());  // the field error the head must pass on
+  ASSERT_THAT(decoded.error().message, HasSubstr("node_id"));
+
+  auto channel = connect();
+  channel->deliver(text);
+  EXPECT_THAT(errors(received(*channel)), ElementsAre("bad register message: " + decoded.error().message));
+  EXPECT_TRUE(channel->closed);
+  EXPECT_TRUE(nodes_.nodes().empty());
+}
+
+TEST_F(WorkerGatewayTest, AFirstMessageThatIsNotJsonIsABadRegister) {
+  auto channel = connect();
+  channel->deliver("hello?");
+  auto errs = errors(received(*channel));
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_THAT(errs[0], StartsWith("bad register message: "));
+  EXPECT_TRUE(channel->closed);
+  EXPECT_TRUE(nodes_.nodes().empty());
+}
+
+TEST_F(WorkerGatewayTest, ASecondRegisterOnTheSameChannelIsRefusedButTheChannelStays) {
+  auto channel = register_node("node_a");
+  api::Register again = registration("node_b");
+  channel->deliver(api::encode(again));
+  EXPECT_THAT(errors(received(*channel)), ElementsAre("register is only accepted as the first message of a channel"));
+  EXPECT_FALSE(channel->closed);
+  EXPECT_EQ(nodes_.find("node_b"), nullptr);
+  EXPECT_EQ(nodes_.find("node_a")->channel, channel);
+}
+
+TEST_F(WorkerGatewayTest, AReconnectOnANewChannelReplacesTheOldOne) {
+  auto old_channel = register_node("node_a");
+  auto new_channel = register_node("node_a");
+  EXPECT_TRUE(old_channel->closed);
+  EXPECT_EQ(nodes_.find("node_a")->channel, new_channel);
+
+  // What still arrives on the old channel is ignored.
+  const api::TaskKey key{"job_a", 0, 0};
+  old_channel->deliver_binary(api::encode_log_frame({key, 0}, "stale"));
+  EXPECT_EQ(logs_.size(key), 0);
+  // Its late close does not disconnect the node.
+  old_channel->drop("gone");
+  EXPECT_EQ(nodes_.find("node_a")->state, NodeState::kAlive);
+  EXPECT_EQ(nodes_.find("node_a")->channel, new_channel);
+}
+
+TEST_F(WorkerGatewayTest, ADroppedChannelLeavesTheNodeDisconnected) {
+  auto channel = register_node("node_a");
+  channel->drop("connection reset");
+  const Node* node = nodes_.find("node_a");
+  ASSERT_NE(node, nullptr);
+  EXPECT_EQ(node->state, NodeState::kDisconnected);
+  EXPECT_EQ(node->channel, nullptr);
+}
+
+TEST_F(WorkerGatewayTest, RunningTasksOfAJobTheHeadDoesNotKnowAreKilled) {
+  const api::TaskKey orphan{"job_gone", 0, 2};
+  ASSERT_TRUE(logs_.append(orphan, 0, "1234567"));  // what the head already has of it
+  api::Register r = registration("node_a");
+  r.running = {{orphan, 4242}};
+
+  auto channel = connect();
+  channel->deliver(api::encode(r));
+  clock_.run_ready();
+
+  auto messages = received(*channel);
+  ASSERT_FALSE(messages.empty());
+  EXPECT_EQ(messages[0], api::HeadMessage{(api::Registered{"node_a", kNodeTimeoutMs})});
+  // The head asks for the output it lacks, from where its copy ends.
+  EXPECT_THAT(of_type<api::LogResume>(messages), ElementsAre(api::LogResume{orphan, 7}));
+  EXPECT_THAT(of_type<api::Kill>(messages), ElementsAre(api::Kill{orphan, kKillGraceMs}));
+  EXPECT_FALSE(channel->closed);
+}
+
+TEST_F(WorkerGatewayTest, TasksThatEndedWhileTheHeadWasAwayAreAskedForTheirMissingOutput) {
+  const api::TaskKey ended{"job_a", 0, 0};
+  ASSERT_TRUE(logs_.append(ended, 0, "abc"));
+  api::Register r = registration("node_a");
+  api::TaskExited exited;
+  exited.task = ended;
+  exited.exit.exit_code = 0;
+  r.exited = {exited};
+
+  auto channel = connect();
+  channel->deliver(api::encode(r));
+  auto messages = received(*channel);
+  EXPECT_THAT(of_type<api::LogResume>(messages), ElementsAre(api::LogResume{ended, 3}));
+  EXPECT_THAT(of_type<api::ExitAck>(messages), IsEmpty());  // the exit itself comes later
+  EXPECT_FALSE(logs_.closed(ended));
+}
+
+// ---- messages after registering ----
+
+TEST_F(WorkerGatewayTest, AMalformedMessageIsAnsweredAndTheChannelStaysOpen) {
+  auto channel = register_node("node_a");
+  channel->deliver("{not json");
+  channel->deliver(R"({"type":"task_exited","job_id":"job_a","attempt":"zero","task_index":0})");
+  auto errs = errors(received(*channel));
+  ASSERT_EQ(errs.size(), 2u);
+  EXPECT_THAT(errs[0], StartsWith("the head could not accept a message:"));
+  EXPECT_THAT(errs[1], StartsWith("the head could not accept a message:"));
+  EXPECT_THAT(errs[1], HasSubstr("attempt"));
+  EXPECT_FALSE(channel->closed);
+
+  // The channel still carries messages.
+  channel->deliver(api::encode(api::Heartbeat{}));
+  EXPECT_EQ(nodes_.find("node_a")->usage.size(), 1u);
+}
+
+TEST_F(WorkerGatewayTest, TaskStartedAndExitedReachTheJobAndTheExitIsAcknowledged) {
+  const std::string job_id = submit_job();
+  auto [channel, key] = register_and_place("node_a");
+  ASSERT_EQ(key.job_id, job_id);
+
+  channel->deliver(api::encode(api::TaskStarted{key, 4321}));
+  clock_.run_ready();
+  EXPECT_EQ(task_record(key).state, TaskState::kRunning);
+  EXPECT_THAT(received(*channel), IsEmpty());  // a start is not answered
+
+  channel->deliver_binary(api::encode_log_frame({key, 0}, "done\n"));
+  api::TaskExited exited;
+  exited.task = key;
+  exited.exit.exit_code = 0;
+  channel->deliver(api::encode(exited));
+  clock_.run_ready();
+
+  EXPECT_THAT(of_type<api::ExitAck>(received(*channel)), ElementsAre(api::ExitAck{key}));
+  EXPECT_EQ(task_record(key).state, TaskState::kSucceeded);
+  EXPECT_TRUE(logs_.closed(key));
+  EXPECT_EQ(read_log(key), "done\n");
+}
+
+TEST_F(WorkerGatewayTest, TheExitOfATaskTheHeadDoesNotKnowIsStillAcknowledged) {
+  auto channel = register_node("node_a");
+  const api::TaskKey key{"job_forgotten", 1, 3};
+  api::TaskExited exited;
+  exited.task = key;
+  exited.exit.signal = 9;
+  channel->deliver(api::encode(exited));
+  // The worker may let go of it.
+  EXPECT_THAT(received(*channel), ElementsAre(api::HeadMessage{api::ExitAck{key}}));
+  EXPECT_FALSE(channel->closed);
+}
+
+TEST_F(WorkerGatewayTest, ANodeMayNotReportOnAnotherNodesTask) {
+  submit_job();
+  auto [owner, key] = register_and_place("node_a");
+  auto other = register_node("node_b");
+
+  other->deliver(api::encode(api::TaskStarted{key, 666}));
+  api::TaskExited exited;
+  exited.task = key;
+  exited.exit.exit_code = 1;
+  other->deliver(api::encode(exited));
+  clock_.run_ready();
+
+  auto messages = received(*other);
+  EXPECT_THAT(of_type<api::ExitAck>(messages), IsEmpty());
+  auto errs = errors(messages);
+  ASSERT_EQ(errs.size(), 2u);
+  EXPECT_THAT(errs[0], StartsWith("the head refused a message:"));
+  EXPECT_THAT(errs[1], StartsWith("the head refused a message:"));
+  EXPECT_FALSE(other->closed);
+  // Nothing changed for the task.
+  EXPECT_EQ(task_record(key).state, TaskState::kStarting);
+  EXPECT_FALSE(logs_.closed(key));
+  EXPECT_THAT(received(*owner), IsEmpty());
+}
+
+TEST_F(WorkerGatewayTest, ALogFrameIsAppendedToTheTasksLog) {
+  submit_job();
+  auto [channel, key] = register_and_place("node_a");
+  channel->deliver_binary(api::encode_log_frame({key, 0}, "hello\n"));
+  channel->deliver_binary(api::encode_log_frame({key, 3}, "lo\nworld\n"));  // overlaps: a resend
+
+  EXPECT_EQ(read_log(key), "hello\nworld\n");
+  EXPECT_EQ(logs_.bytes_ingested(), 12);
+  EXPECT_THAT(received(*channel), IsEmpty());  // log frames are not answered
+  EXPECT_TRUE(fs::exists(dir_ / "logs" / key.job_id / "0.0.log"));
+}
+
+TEST_F(WorkerGatewayTest, ALogFramePastTheEndIsDroppedUntilTheGapIsResent) {
+  submit_job();
+  auto [channel, key] = register_and_place("node_a");
+  channel->deliver_binary(api::encode_log_frame({key, 0}, "abc"));
+  channel->deliver_binary(api::encode_log_frame({key, 10}, "late"));
+  EXPECT_EQ(read_log(key), "abc");
+  EXPECT_THAT(received(*channel), IsEmpty());  // the worker resends the gap on its own
+  EXPECT_FALSE(channel->closed);
+}
+
+TEST_F(WorkerGatewayTest, OutputOfAnotherNodesTaskOrOfAnUnknownTaskIsRefused) {
+  submit_job();
+  auto [owner, key] = register_and_place("node_a");
+  auto other = register_node("node_b");
+  other->deliver_binary(api::encode_log_frame({key, 0}, "forged\n"));
+  other->deliver_binary(api::encode_log_frame({{"job_madeup", 0, 0}, 0}, "junk\n"));
+
+  auto errs = errors(received(*other));
+  ASSERT_EQ(errs.size(), 2u);
+  EXPECT_EQ(errs[0], "the head refused a message: task " + key.to_string() + " is not placed on node node_b");
+  EXPECT_EQ(errs[1], "the head refused a message: the head has no task job_madeup/0/0");
+  EXPECT_EQ(read_log(key), "");
+  EXPECT_EQ(logs_.bytes_ingested(), 0);
+  EXPECT_FALSE(fs::exists(dir_ / "logs" / "job_madeup"));
+}
+
+TEST_F(WorkerGatewayTest, ALogFrameWithAnUnsafeJobIdIsRefusedAndWritesNothing) {
+  auto channel = register_node("node_a");
+  channel->deliver_binary(api::encode_log_frame({{"../x", 0, 0}, 0}, "escaped\n"));
+
+  auto errs = errors(received(*channel));
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_THAT(errs[0], StartsWith("the head could not accept a log frame:"));
+  EXPECT_THAT(errs[0], HasSubstr("job_id"));
+  EXPECT_FALSE(channel->closed);
+  // "<logs>/../x" would be this folder.
+  EXPECT_FALSE(fs::exists(dir_ / "x"));
+  std::vector<std::string> files;
+  for (const auto& entry : fs::recursive_directory_iterator(dir_)) {
+    if (entry.is_regular_file()) files.push_back(entry.path().string());
+  }
+  EXPECT_THAT(files, IsEmpty());
+  EXPECT_EQ(logs_.bytes_ingested(), 0);
+}
+
+TEST_F(WorkerGatewayTest, AFrameTooShortForAHeaderIsRefused) {
+  auto channel = register_node("node_a");
+  channel->deliver_binary("ab");
+  auto errs = errors(received(*channel));
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_THAT(errs[0], StartsWith("the head could not accept a log frame:"));
+  EXPECT_FALSE(channel->closed);
+}
+
+TEST_F(WorkerGatewayTest, AHeartbeatRecordsAUsageSampleAndTheBusyPorts) {
+  auto channel = register_node("node_a");
+  clock_.advance(500);
+  api::Heartbeat hb;
+  hb.usage.cpu_percent = 42.5;
+  hb.usage.memory_used_bytes = int64_t{3} << 30;
+  hb.usage.gpus = {{0, 80, int64_t{10} << 30, int64_t{80} << 30}};
+  hb.busy_ports = {29501, 29502};
+  channel->deliver(api::encode(hb));
+
+  const Node* node = nodes_.find("node_a");
+  ASSERT_NE(node, nullptr);
+  ASSERT_EQ(node->usage.size(), 1u);
+  const UsageSample& s = node->usage.back();
+  EXPECT_EQ(s.time_ms, clock_.now_ms());
+  EXPECT_EQ(s.cpu_percent, 42.5);
+  EXPECT_EQ(s.memory_used_bytes, int64_t{3} << 30);
+  EXPECT_EQ(s.gpus, hb.usage.gpus);
+  // The report replaces what the registration said.
+  EXPECT_THAT(node->busy_ports, ElementsAre(29501, 29502));
+  EXPECT_THAT(received(*channel), IsEmpty());  // heartbeats are not answered
+}
+
+// ---- the upgrade ----
+
+TEST_F(WorkerGatewayTest, CheckUpgradeAdmitsOnlyTheClusterTokenAtTheConnectPath) {
+  EXPECT_EQ(gateway_->check_upgrade(upgrade_request(api::kWorkerConnectPath, "Bearer " + token_)), std::nullopt);
+
+  auto missing = gateway_->check_upgrade(upgrade_request(api::kWorkerConnectPath, ""));
+  ASSERT_TRUE(missing.has_value());
+  EXPECT_EQ(missing->status, 401);
+  EXPECT_THAT(missing->body, HasSubstr("token"));
+
+  auto wrong = gateway_->check_upgrade(upgrade_request(api::kWorkerConnectPath, "Bearer not-the-token"));
+  ASSERT_TRUE(wrong.has_value());
+  EXPECT_EQ(wrong->status, 401);
+
+  auto no_scheme = gateway_->check_upgrade(upgrade_request(api::kWorkerConnectPath, token_));
+  ASSERT_TRUE(no_scheme.has_value());
+  EXPECT_EQ(no_scheme->status, 401);
+
+  auto elsewhere = gateway_->check_upgrade(upgrade_request("/api/jobs", "Bearer " + token_));
+  ASSERT_TRUE(elsewhere.has_value());
+  EXPECT_EQ(elsewhere->status, 404);
+}
+
+// ---- expiry ----
+
+TEST_F(WorkerGatewayTest, ANodeThatStopsHeartBeatingIsMarkedDeadAndItsChannelClosed) {
+  gateway_->start();
+  auto channel = register_node("node_a");
+  clock_.advance(kNodeTimeoutMs);  // silent for exactly the timeout: not yet
+  EXPECT_EQ(nodes_.find("node_a")->state, NodeState::kAlive);
+  clock_.advance(kNodeTimeoutMs / 2);
+  EXPECT_EQ(nodes_.find("node_a")->state, NodeState::kDead);
+  EXPECT_TRUE(channel->closed);
+  EXPECT_EQ(nodes_.find("node_a")->channel, nullptr);
+}
+
+TEST_F(WorkerGatewayTest, HeartbeatsKeepANodeAlive) {
+  gateway_->start();
+  auto channel = register_node("node_a");
+  for (int i = 0; i < 5; ++i) {
+    clock_.advance(kNodeTimeoutMs * 8 / 10);
+    channel->deliver(api::encode(api::Heartbeat{}));
+  }
+  EXPECT_EQ(nodes_.find("node_a")->state, NodeState::kAlive);
+  EXPECT_FALSE(channel->closed);
+  clock_.advance(kNodeTimeoutMs * 3 / 2);
+  EXPECT_EQ(nodes_.find("node_a")->state, NodeState::kDead);
+}
+
+TEST_F(WorkerGatewayTest, ADeadNodesTasksAreEndedByTheJobManager) {
+  gateway_->start();
+  const std::string job_id = submit_job();
+  auto [channel, key] = register_and_place("node_a");
+  ASSERT_EQ(key.job_id, job_id);
+  channel->deliver(api::encode(api::TaskStarted{key, 777}));
+  channel->deliver_binary(api::encode_log_frame({key, 0}, "step 1\n"));
+  clock_.run_ready();
+  ASSERT_EQ(task_record(key).state, TaskState::kRunning);
+
+  clock_.advance(kNodeTimeoutMs * 2);
+  EXPECT_EQ(nodes_.find("node_a")->state, NodeState::kDead);
+  EXPECT_TRUE(task_record(key).terminal());
+  EXPECT_TRUE(logs_.closed(key));
+  EXPECT_EQ(read_log(key), "step 1\n");
+}
+
+}  // namespace
+}  // namespace ag::head
