@@ -1,5 +1,6 @@
 #include "api/protocol.h"
 
+#include <algorithm>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -69,6 +70,14 @@ class Fields {
         out->push_back(static_cast<int>(*n));
       }
     }
+  }
+
+  // Fails when `values` (read from field `name`) holds a value twice.
+  void distinct(const char* name, std::vector<int> values) {
+    if (!ok()) return;
+    std::sort(values.begin(), values.end());
+    auto twice = std::adjacent_find(values.begin(), values.end());
+    if (twice != values.end()) fail(where(name), "holds " + std::to_string(*twice) + " twice");
   }
 
   void string_map(const char* name, std::map<std::string, std::string>* out, bool required = true) {
@@ -310,9 +319,10 @@ Result<WorkerMessage> decode_worker_message(std::string_view text) {
       f.string("address", &m.address);
       f.string("hostname", &m.hostname, false);
       Fields res = f.object("resources");
-      res.integer("cpu_millis", &m.cpu_millis, 0, kMaxInt64);
-      res.integer("memory_bytes", &m.memory_bytes, 0, kMaxInt64);
-      res.integers("gpu_ids", &m.gpu_ids, 0, 1 << 20);
+      res.integer("cpu_millis", &m.cpu_millis, 0, kMaxNodeCpuMillis);
+      res.integer("memory_bytes", &m.memory_bytes, 0, kMaxNodeMemoryBytes);
+      res.integers("gpu_ids", &m.gpu_ids, 0, kMaxNodeGpus - 1);
+      res.distinct("gpu_ids", m.gpu_ids);
       f.merge(res);
       f.objects("running", [&](Fields& r) {
         RunningTask task;

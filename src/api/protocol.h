@@ -45,6 +45,11 @@ inline constexpr size_t kMaxControlMessageBytes = 16 << 20;
 inline constexpr size_t kMaxIdBytes = 64;         // job and node ids
 inline constexpr int kMaxAttempt = 1'000'000;
 inline constexpr int kMaxTaskIndex = 1'000'000;
+// What one node may advertise: more than any machine has, so that a node cannot claim
+// the whole queue's work (and its env_vars) with an absurd offer.
+inline constexpr int64_t kMaxNodeCpuMillis = int64_t{100'000} * 1000;  // 100,000 CPUs
+inline constexpr int64_t kMaxNodeMemoryBytes = int64_t{1} << 50;       // 1 PiB
+inline constexpr int kMaxNodeGpus = 1024;                              // ids 0..1023, each once
 
 // True for an id the head or a worker may build a path from: 1-64 characters of
 // [A-Za-z0-9_-] (never '/', '.', NUL).

@@ -2,15 +2,42 @@
 // subcommands in commands.h. Global options (--address, --token, --output) are
 // accepted before or after the subcommand.
 #include <signal.h>
+#include <unistd.h>
 
 #include <clocale>
+#include <cstdlib>
+#include <cstring>
 
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <string>
 
+#include "api/protocol.h"
 #include "cli/commands.h"
 #include "worker/task_supervisor.h"
+
+namespace {
+
+// The worker daemon keeps the cluster token in memory only. Its command line (`ps`)
+// and its environment (/proc/PID/environ) are readable by other processes on the
+// machine, its own tasks first, so the token is overwritten in both once it has been
+// read, and AG_TOKEN is not passed on to the processes it starts.
+void hide_token(int argc, char** argv) {
+  auto blank = [](char* text) { std::memset(text, 'x', std::strlen(text)); };
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--token") == 0 && i + 1 < argc) {
+      blank(argv[++i]);
+    } else if (std::strncmp(argv[i], "--token=", 8) == 0) {
+      blank(argv[i] + 8);
+    }
+  }
+  for (char** e = environ; *e; ++e) {
+    if (std::strncmp(*e, "AG_TOKEN=", 9) == 0) blank(*e + 9);
+  }
+  ::unsetenv("AG_TOKEN");
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace ag::cli;
@@ -50,9 +77,9 @@ int main(int argc, char** argv) {
   auto* start_worker_cmd = app.add_subcommand("start-worker", "Start a worker daemon that joins a head");
   start_worker_cmd->add_option("--head-node", worker.head_node, "Head address HOST:PORT")->required();
   start_worker_cmd->add_option("--node-ip-address", worker.node_ip, "This node's IP address (tasks' MASTER_ADDR)")->capture_default_str();
-  start_worker_cmd->add_option("--num-cpus", worker.num_cpus, "CPUs to offer (default: detected)")->check(CLI::Range(0.0, 100000.0));
-  start_worker_cmd->add_option("--num-gpus", worker.num_gpus, "GPUs to offer (default: detected with NVML)")->check(CLI::Range(0, 1024));
-  start_worker_cmd->add_option("--memory", worker.memory_gb, "Memory to offer, GiB (default: detected)")->check(CLI::Range(0.0, 1e6));
+  start_worker_cmd->add_option("--num-cpus", worker.num_cpus, "CPUs to offer (default: detected)")->check(CLI::Range(0.0, ag::api::kMaxNodeCpuMillis / 1000.0));
+  start_worker_cmd->add_option("--num-gpus", worker.num_gpus, "GPUs to offer (default: detected with NVML)")->check(CLI::Range(0, ag::api::kMaxNodeGpus));
+  start_worker_cmd->add_option("--memory", worker.memory_gb, "Memory to offer, GiB (default: detected)")->check(CLI::Range(0.0, static_cast<double>(ag::api::kMaxNodeMemoryBytes >> 30)));
   start_worker_cmd->add_option("--data-dir", worker.data_dir, "Where the worker keeps task dirs and logs");
   start_worker_cmd->add_option("--kill-grace", worker.kill_grace_s, "Seconds between SIGTERM and SIGKILL at shutdown")->capture_default_str();
   start_worker_cmd->add_option("--package-cache-gb", worker.package_cache_gb, "Disk budget for cached working_dir packages, GiB")->capture_default_str()->check(CLI::Range(0.0, 1e6));
@@ -122,7 +149,11 @@ int main(int argc, char** argv) {
 
   if (worker.token.empty()) worker.token = conn.token;
   if (*start_head_cmd) return start_head(head);
-  if (*start_worker_cmd) return start_worker(worker);
+  if (*start_worker_cmd) {
+    if (const char* env = std::getenv("AG_TOKEN"); worker.token.empty() && env && *env) worker.token = env;
+    hide_token(argc, argv);
+    return start_worker(worker);
+  }
   if (*stop_cmd) return stop_daemons(stop_timeout);
   if (*status_cmd) return status_job.empty() ? cluster_status(conn) : job_status(conn, status_job, status_verbose);
   if (app.got_subcommand("list-nodes")) return list_nodes(conn);

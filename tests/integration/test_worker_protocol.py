@@ -34,6 +34,11 @@ def test_a_register_with_a_bad_field_is_refused_naming_the_field(head_only):
         ({"resources": {"cpu_millis": "lots", "memory_bytes": 1, "gpu_ids": []}},
          "register.resources.cpu_millis: expected an integer"),
         ({"address": None}, "register.address: expected a string"),
+        # An absurd offer would draw every queued job (and its env_vars) to this node.
+        ({"resources": {"cpu_millis": 9 * 10**15, "memory_bytes": 1, "gpu_ids": []}},
+         f"register.resources.cpu_millis: must be between 0 and 100000000, got {9 * 10**15}"),
+        ({"resources": {"cpu_millis": 1000, "memory_bytes": 1, "gpu_ids": [0, 0]}},
+         "register.resources.gpu_ids: holds 0 twice"),
     ]
     for change, expected in cases:
         peer = connect(head_only)

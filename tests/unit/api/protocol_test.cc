@@ -174,6 +174,20 @@ TEST(ProtocolErrors, OutOfRangeValuesAreRefused) {
   EXPECT_EQ(worker_error(hb), "heartbeat.busy_ports[0]: must be between 0 and 65535, got 70000");
 }
 
+TEST(ProtocolErrors, AbsurdResourceOffersAreRefused) {
+  auto offer = [](int64_t cpu_millis, int64_t memory_bytes, std::vector<int> gpus) {
+    return worker_error(json::parse(encode(Register{"node_1", "127.0.0.2", "h", cpu_millis, memory_bytes, gpus, {}, {}, {}})));
+  };
+  EXPECT_EQ(offer(kMaxNodeCpuMillis, kMaxNodeMemoryBytes, {0, 1023}), "(accepted)");
+  EXPECT_EQ(offer(9'000'000'000'000'000'000, 1, {}),
+            "register.resources.cpu_millis: must be between 0 and 100000000, got 9000000000000000000");
+  EXPECT_EQ(offer(1000, kMaxNodeMemoryBytes + 1, {}),
+            "register.resources.memory_bytes: must be between 0 and 1125899906842624, got 1125899906842625");
+  EXPECT_EQ(offer(1000, 1, {0, 1024}), "register.resources.gpu_ids[1]: must be between 0 and 1023, got 1024");
+  EXPECT_EQ(offer(1000, 1, {0, 3, 0}), "register.resources.gpu_ids: holds 0 twice");
+  EXPECT_EQ(offer(-1, 1, {}), "register.resources.cpu_millis: must be between 0 and 100000000, got -1");
+}
+
 TEST(ProtocolErrors, UnsafeIdsAreRefused) {
   for (const std::string& bad : {std::string("../../x"), std::string("a/b"), std::string(""), std::string(65, 'a'),
                                  std::string("job\0x", 5), std::string("job.1")}) {
