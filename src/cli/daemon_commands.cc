@@ -140,7 +140,8 @@ int start_head(const StartHeadOptions& options) {
               << "  Sign in to the dashboard: " << dashboard << "/?token=" << token << "\n"
               << "  Data dir: " << config.data_dir << "  (log: " << config.data_dir << "/head.log)\n\n"
               << "To add a worker on another machine, run there:\n"
-              << "  ag start-worker --head-node " << address << " --token " << token << "\n\n"
+              << "  (umask 077; echo " << token << " > ~/.aethergrid-token)\n"
+              << "  ag start-worker --head-node " << address << " --token-file ~/.aethergrid-token\n\n"
               << "Open TCP ports " << options.port << " (workers, CLI, SDK) and " << options.dashboard_port
               << " (dashboard) on this machine to the workers and users.\n"
               << "Stop the daemons started here with `ag stop`.\n";
@@ -192,6 +193,18 @@ int start_worker(const StartWorkerOptions& options) {
     return 2;
   }
   config.token = options.token;
+  if (!options.token_file.empty()) {
+    if (!options.token.empty()) {
+      std::cerr << "error: give --token-file or --token, not both\n";
+      return 2;
+    }
+    auto token = net::read_private_token_file(options.token_file);
+    if (!token.ok()) {
+      std::cerr << "error: --token-file: " << token.error().message << "\n";
+      return 2;
+    }
+    config.token = token.value();
+  }
   if (config.token.empty()) {
     if (const char* env = std::getenv("AG_TOKEN"); env && *env) config.token = env;
   }

@@ -83,6 +83,8 @@ int main(int argc, char** argv) {
   start_worker_cmd->add_option("--data-dir", worker.data_dir, "Where the worker keeps task dirs and logs");
   start_worker_cmd->add_option("--kill-grace", worker.kill_grace_s, "Seconds between SIGTERM and SIGKILL at shutdown")->capture_default_str();
   start_worker_cmd->add_option("--package-cache-gb", worker.package_cache_gb, "Disk budget for cached working_dir packages, GiB")->capture_default_str()->check(CLI::Range(0.0, 1e6));
+  start_worker_cmd->add_option("--token-file", worker.token_file,
+                               "File holding the cluster token (mode 0600); keeps it out of `ps`");
   start_worker_cmd->add_flag("--block", worker.block, "Stay in the foreground");
   start_worker_cmd->add_flag("--verbose", worker.verbose, "Debug logging");
   worker.token.clear();
@@ -150,7 +152,8 @@ int main(int argc, char** argv) {
   if (worker.token.empty()) worker.token = conn.token;
   if (*start_head_cmd) return start_head(head);
   if (*start_worker_cmd) {
-    if (const char* env = std::getenv("AG_TOKEN"); worker.token.empty() && env && *env) worker.token = env;
+    const char* env = std::getenv("AG_TOKEN");
+    if (worker.token.empty() && worker.token_file.empty() && env && *env) worker.token = env;
     hide_token(argc, argv);
     return start_worker(worker);
   }

@@ -126,6 +126,30 @@ Result<std::string> read_token_file(const std::string& path) {
   return token;
 }
 
+Result<std::string> read_private_token_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return Error{errno == ENOENT ? ErrorCode::kNotFound : ErrorCode::kInternal,
+                 "cannot read token file " + path + ": " + std::strerror(errno)};
+  }
+  struct stat st {};
+  const bool stat_ok = ::fstat(fd, &st) == 0;
+  ::close(fd);
+  if (!stat_ok) return internal_error("cannot stat token file " + path + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return invalid_argument("token file " + path + " is not a regular file");
+  if (st.st_uid != ::geteuid()) {
+    return Error{ErrorCode::kPermissionDenied, "token file " + path + " belongs to uid " + std::to_string(st.st_uid) +
+                                                   ", not to this user; use a file of your own"};
+  }
+  if ((st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return Error{ErrorCode::kPermissionDenied, "token file " + path + " can be read by other users (mode " + mode +
+                                                   "); run `chmod 600 " + path + "`"};
+  }
+  return read_token_file(path);
+}
+
 Result<std::string> load_or_create_token(const std::string& data_dir) {
   std::string path = data_dir + "/token";
   auto existing = read_token_file(path);

@@ -62,4 +62,10 @@ Result<std::string> load_or_create_token(const std::string& data_dir);
 // Reads a token file. Errors: kNotFound / kInternal naming the path.
 Result<std::string> read_token_file(const std::string& path);
 
+// Reads a token file a user handed over (`--token-file`), refusing one that other users
+// can read or that belongs to someone else, as ssh does with keys. Errors:
+// kPermissionDenied saying what to change, kNotFound / kInvalidArgument / kInternal
+// naming the path.
+Result<std::string> read_private_token_file(const std::string& path);
+
 }  // namespace ag::net

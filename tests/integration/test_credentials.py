@@ -2,6 +2,11 @@
 own environment and in the environment and command line of every process above it
 (its supervisor, the worker daemon, ...), and finds nothing. (Files are still readable
 to a task that runs as the worker's own user: that part of issue 10 is not done.)"""
+import os
+import shlex
+import stat
+import subprocess
+
 from conftest import PYTHON, read_environ, proc_cmdline
 
 LOOK_FOR_TOKEN = r'''
@@ -42,3 +47,47 @@ def test_a_job_finds_no_token_in_any_environment_or_command_line_above_it(cluste
     assert proc.returncode == 0, proc.stderr
     out = c.ag("logs", job_id).stdout
     assert "CLEAN" in out, out
+
+
+def test_a_worker_joins_with_a_private_token_file_and_refuses_a_shared_one(cluster_factory, tmp_path):
+    c = cluster_factory("tokfile", workers=())
+    base = ["start-worker", "--head-node", c.address, "--node-ip-address", "127.0.0.2", "--num-cpus", 1,
+            "--data-dir", c.worker_data_dir("127.0.0.2")]
+    token_file = tmp_path / "token"
+    token_file.write_text(c.token + "\n")
+    os.chmod(token_file, 0o644)
+    refused = c.ag(*base, "--token-file", token_file, check=False)
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == (f"error: --token-file: token file {token_file} can be read by other users "
+                                      f"(mode 0644); run `chmod 600 {token_file}`")
+    missing = c.ag(*base, "--token-file", tmp_path / "nope", check=False)
+    assert missing.returncode == 2
+    assert "cannot read token file" in missing.stderr and "No such file" in missing.stderr
+    both = c.ag(*base, "--token-file", token_file, "--token", c.token, check=False)
+    assert both.returncode == 2 and "give --token-file or --token, not both" in both.stderr
+    assert c.nodes() == []  # none of those joined
+    os.chmod(token_file, 0o600)
+    joined = c.ag(*base, "--token-file", token_file)
+    assert "joined the cluster" in joined.stdout
+    assert [n["state"] for n in c.nodes()] == ["ALIVE"]
+
+
+def test_the_join_line_start_head_prints_works_as_printed(cluster_factory, tmp_path):
+    c = cluster_factory("joinline", start_head=False)
+    out = c.start_head().stdout
+    lines = out.splitlines()
+    i = lines.index("To add a worker on another machine, run there:")
+    save, join = lines[i + 1].strip(), lines[i + 2].strip()
+    assert save == f"(umask 077; echo {c.token} > ~/.aethergrid-token)"
+    assert join == f"ag start-worker --head-node {c.address} --token-file ~/.aethergrid-token"
+    # Run both as printed, with a home of the test's own.
+    home = tmp_path / "home"
+    home.mkdir()
+    env = dict(c.env, HOME=str(home))
+    subprocess.run(["bash", "-c", save], env=env, check=True, timeout=10)
+    token_file = home / ".aethergrid-token"
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    args = shlex.split(join)[1:] + ["--node-ip-address", "127.0.0.2", "--data-dir", c.worker_data_dir("127.0.0.2")]
+    args = [str(token_file) if a == "~/.aethergrid-token" else a for a in args]
+    c.ag(*args, env={"HOME": str(home)})
+    assert [n["state"] for n in c.nodes()] == ["ALIVE"]

@@ -2,6 +2,11 @@
 #include "net/auth.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 namespace ag::net {
 namespace {
@@ -73,6 +78,36 @@ TEST(Auth, CsrfCheckWantsTheSameOriginOrTheCustomHeader) {
   EXPECT_FALSE(passes_csrf_check(request_with({{"host", host}, {"origin", "null"}, {"x-ag-csrf", "1"}}, "POST")));
   EXPECT_FALSE(
       passes_csrf_check(request_with({{"host", host}, {"origin", "http://evil.example"}, {"x-ag-csrf", "1"}}, "POST")));
+}
+
+TEST(Auth, PrivateTokenFileMustBeThisUsersAndUnreadableToOthers) {
+  std::string path = std::filesystem::temp_directory_path() / ("ag-token-test-" + std::to_string(::getpid()));
+  {
+    std::ofstream out(path);
+    out << "sekrit\n";
+  }
+  ::chmod(path.c_str(), 0600);
+  auto ok = read_private_token_file(path);
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_EQ(ok.value(), "sekrit");
+
+  ::chmod(path.c_str(), 0640);
+  auto shared = read_private_token_file(path);
+  ASSERT_FALSE(shared.ok());
+  EXPECT_EQ(shared.error().code, ErrorCode::kPermissionDenied);
+  EXPECT_EQ(shared.error().message,
+            "token file " + path + " can be read by other users (mode 0640); run `chmod 600 " + path + "`");
+
+  ::chmod(path.c_str(), 0600);
+  if (::geteuid() == 0 && ::chown(path.c_str(), 65534, 65534) == 0) {
+    auto foreign = read_private_token_file(path);
+    ASSERT_FALSE(foreign.ok());
+    EXPECT_EQ(foreign.error().code, ErrorCode::kPermissionDenied);
+    EXPECT_NE(foreign.error().message.find("belongs to uid 65534"), std::string::npos);
+  }
+  std::filesystem::remove(path);
+  EXPECT_EQ(read_private_token_file(path).error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(read_private_token_file("/tmp").error().code, ErrorCode::kInvalidArgument);
 }
 
 }  // namespace
