@@ -23,7 +23,10 @@ std::optional<Error> check_known_keys(const json& obj, const std::string& where,
   for (auto it = obj.begin(); it != obj.end(); ++it) {
     if (!known.count(it.key())) {
       std::string list;
-      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      for (const auto& k : known) {
+        if (!list.empty()) list += ", ";
+        list += k;
+      }
       return invalid_argument("unknown field '" + where + it.key() + "'; known fields are: " +
                               list);
     }

@@ -39,7 +39,9 @@ void hide_token(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   using namespace ag::cli;
   // The worker's task supervisor (worker/task_supervisor.h), started by the worker
   // itself; not a user command, so not listed.
@@ -172,4 +174,17 @@ int main(int argc, char** argv) {
   if (*submit_cmd) return submit(conn, submit_opts);
   if (*stop_job_cmd) return stop_job(conn, stop_job_id);
   return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Errors are values inside AetherGrid; this is the last line of defence for a library
+  // that throws (out of memory, a filesystem call), so that a user sees why, not a trace.
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
 }

@@ -37,6 +37,12 @@ std::vector<std::string> read_lines(const fs::path& file) {
 // `rules` gathers the .gitignore files on the way down; `excludes` are the user's
 // patterns. Either one leaving a path out is enough: a "!" in a .gitignore does not
 // bring back what the excludes leave out (as in the SDK).
+[[noreturn]] void throw_link_outside(const std::string& rel, const std::string& target) {
+  throw std::invalid_argument("working_dir holds the link '" + rel + "' -> '" + target +
+                              "', which points outside its folder; workers would refuse it. Exclude it "
+                              "(--exclude '" + rel + "' or .gitignore) or replace it with what it points to");
+}
+
 void walk(const fs::path& root, const std::string& rel_dir, IgnoreRules& rules, const IgnoreRules& excludes,
           std::vector<Item>& out) {
   fs::path dir = rel_dir.empty() ? root : root / rel_dir;
@@ -47,7 +53,9 @@ void walk(const fs::path& root, const std::string& rel_dir, IgnoreRules& rules, 
             [](const auto& a, const auto& b) { return a.path().filename().string() < b.path().filename().string(); });
   for (const auto& entry : entries) {
     std::string name = entry.path().filename().string();
-    std::string rel = rel_dir.empty() ? name : rel_dir + "/" + name;
+    std::string rel = rel_dir;
+    if (!rel.empty()) rel += '/';
+    rel += name;
     fs::file_type type = entry.symlink_status().type();
     bool is_dir = type == fs::file_type::directory;
     if (name == ".git" || name == "__pycache__" || rules.ignored(rel, is_dir) || excludes.ignored(rel, is_dir)) continue;
@@ -59,9 +67,7 @@ void walk(const fs::path& root, const std::string& rel_dir, IgnoreRules& rules, 
       bool goes_up = false;
       for (const auto& part : target) goes_up |= part == "..";
       if (target.is_absolute() || goes_up) {
-        throw std::invalid_argument("working_dir holds the link '" + rel + "' -> '" + target.string() +
-                                    "', which points outside its folder; workers would refuse it. Exclude it "
-                                    "(--exclude '" + rel + "' or .gitignore) or replace it with what it points to");
+        throw_link_outside(rel, target.string());
       }
     }
     out.push_back({rel, entry.path(), type});
@@ -138,7 +144,8 @@ class TarWriter {
 
   void header(const std::string& name, char type, int mode, int64_t size, const std::string& link) {
     char h[kTarBlock] = {};
-    std::memcpy(h, name.data(), std::min<size_t>(name.size(), 100));
+    // Tar fields are fixed-width and NUL-padded by the zeroed block, not terminated.
+    std::memcpy(h, name.data(), std::min<size_t>(name.size(), 100));  // NOLINT(bugprone-not-null-terminated-result)
     octal(h + 100, 8, mode);
     octal(h + 108, 8, 0);
     octal(h + 116, 8, 0);
@@ -146,8 +153,8 @@ class TarWriter {
     octal(h + 136, 12, 0);
     std::memset(h + 148, ' ', 8);
     h[156] = type;
-    std::memcpy(h + 157, link.data(), std::min<size_t>(link.size(), 100));
-    std::memcpy(h + 257, "ustar\0" "00", 8);
+    std::memcpy(h + 157, link.data(), std::min<size_t>(link.size(), 100));  // NOLINT(bugprone-not-null-terminated-result)
+    std::memcpy(h + 257, "ustar\0" "00", 8);  // NOLINT(bugprone-not-null-terminated-result): magic and version
     unsigned sum = 0;
     for (unsigned char c : h) sum += c;
     std::snprintf(h + 148, 8, "%06o", sum);  // six digits, NUL, and the space stays

@@ -72,7 +72,7 @@ std::optional<net::HttpResponse> ApiRoutes::refuse_unauthorized(const net::HttpR
   return std::nullopt;
 }
 
-void ApiRoutes::handle(net::HttpRequest req, net::Respond respond) {
+void ApiRoutes::handle(const net::HttpRequest& req, net::Respond respond) {
   if (req.path == "/api/healthz") return respond(json_response(200, {{"status", "ok"}}));
   if (deps_.dashboard.handle_public(req, respond)) return;
   if (auto refusal = refuse_unauthorized(req)) return respond(std::move(*refusal));
@@ -153,10 +153,10 @@ void ApiRoutes::handle_authenticated(const net::HttpRequest& req, net::Respond r
   }
   if (path.rfind("/api/nodes/", 0) == 0) {
     if (req.method != "GET") return respond(error_response(405, "use GET for /api/nodes/{id}"));
-    return handle_node(path.substr(std::string("/api/nodes/").size()), std::move(respond));
+    return handle_node(path.substr(std::string("/api/nodes/").size()), respond);
   }
-  if (path == "/api/jobs/batch") return handle_submit_batch(req, std::move(respond));
-  if (path == "/api/packages" || path.rfind("/api/packages/", 0) == 0) return handle_packages(req, std::move(respond));
+  if (path == "/api/jobs/batch") return handle_submit_batch(req, respond);
+  if (path == "/api/packages" || path.rfind("/api/packages/", 0) == 0) return handle_packages(req, respond);
   static const std::string kJobsPrefix = "/api/jobs/";
   if (path.rfind(kJobsPrefix, 0) == 0) {
     std::string rest = path.substr(kJobsPrefix.size());
@@ -193,7 +193,7 @@ void ApiRoutes::handle_list_jobs(const net::HttpRequest& req, net::Respond respo
   respond(json_response(200, {{"jobs", jobs}, {"total", total}, {"offset", offset}, {"limit", limit}}));
 }
 
-void ApiRoutes::handle_node(const std::string& node_id, net::Respond respond) {
+void ApiRoutes::handle_node(const std::string& node_id, const net::Respond& respond) {
   const Node* node = deps_.nodes.find(node_id);
   if (!node) return respond(error_response(404, "no node with id '" + node_id + "'; list nodes with `ag list-nodes`"));
   json out = node_to_json(*node, deps_.jobs.allocations()[node_id]);
@@ -370,7 +370,7 @@ std::optional<Error> ApiRoutes::check_references(const api::JobSpec& spec) const
   return std::nullopt;
 }
 
-void ApiRoutes::handle_submit_batch(const net::HttpRequest& req, net::Respond respond) {
+void ApiRoutes::handle_submit_batch(const net::HttpRequest& req, const net::Respond& respond) {
   if (req.method != "POST") return respond(error_response(405, "use POST for /api/jobs/batch"));
   json body = json::parse(req.body, nullptr, false);
   if (body.is_discarded() || !body.is_object() || !body.contains("jobs") || !body["jobs"].is_array()) {
@@ -395,7 +395,7 @@ void ApiRoutes::handle_submit_batch(const net::HttpRequest& req, net::Respond re
   });
 }
 
-void ApiRoutes::handle_packages(const net::HttpRequest& req, net::Respond respond) {
+void ApiRoutes::handle_packages(const net::HttpRequest& req, const net::Respond& respond) {
   PackageStore& store = deps_.packages;
   if (req.path == "/api/packages") {
     if (req.method != "GET") return respond(error_response(405, "use GET for /api/packages"));

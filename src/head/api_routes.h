@@ -55,7 +55,7 @@ class ApiRoutes {
   };
   explicit ApiRoutes(Deps deps) : deps_(deps) {}
 
-  void handle(net::HttpRequest request, net::Respond respond);
+  void handle(const net::HttpRequest& request, net::Respond respond);
   // Where a request's body goes, from its header (net::ServerHandlers::plan_body):
   // a package upload streams into the package store once its token is checked.
   net::BodyPlan plan_body(const net::HttpRequest& header);
@@ -66,13 +66,13 @@ class ApiRoutes {
   std::optional<net::HttpResponse> refuse_unauthorized(const net::HttpRequest& request) const;
   void handle_authenticated(const net::HttpRequest& request, net::Respond respond);
   void handle_list_jobs(const net::HttpRequest& request, net::Respond respond);
-  void handle_node(const std::string& node_id, net::Respond respond);
+  void handle_node(const std::string& node_id, const net::Respond& respond);
   void handle_job(const net::HttpRequest& request, const std::string& job_id,
                   const std::string& action, net::Respond respond);
   void handle_logs(const net::HttpRequest& request, const std::string& job_id, net::Respond respond);
   void handle_wait(const net::HttpRequest& request, const std::string& job_id, net::Respond respond);
-  void handle_packages(const net::HttpRequest& request, net::Respond respond);
-  void handle_submit_batch(const net::HttpRequest& request, net::Respond respond);
+  void handle_packages(const net::HttpRequest& request, const net::Respond& respond);
+  void handle_submit_batch(const net::HttpRequest& request, const net::Respond& respond);
   // Checks what the spec refers to on the head (its working_dir package exists, no
   // container image). Errors: kInvalidArgument naming the field.
   std::optional<Error> check_references(const api::JobSpec& spec) const;

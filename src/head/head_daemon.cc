@@ -66,9 +66,9 @@ int run_head(const HeadConfig& config, const std::function<void(const Status&, c
   ApiRoutes routes({io, jobs, nodes, logs, packages, token.value(), clock, dashboard});
 
   net::ServerHandlers handlers;
-  handlers.on_request = [&routes, &metrics](net::HttpRequest req, net::Respond respond) {
+  handlers.on_request = [&routes, &metrics](const net::HttpRequest& req, net::Respond respond) {
     net::Respond counted = metrics.count_request(req, std::move(respond));
-    routes.handle(std::move(req), std::move(counted));
+    routes.handle(req, std::move(counted));
   };
   handlers.body_limit = [&config](const std::string& method, const std::string& target) -> size_t {
     if (method == "PUT" && target.rfind("/api/packages/", 0) == 0) return static_cast<size_t>(config.max_package_bytes);
@@ -76,8 +76,8 @@ int run_head(const HeadConfig& config, const std::function<void(const Status&, c
   };
   handlers.plan_body = [&routes](const net::HttpRequest& req) { return routes.plan_body(req); };
   handlers.check_upgrade = [&gateway](const net::HttpRequest& req) { return gateway.check_upgrade(req); };
-  handlers.on_websocket = [&gateway](std::shared_ptr<net::WsConnection> ch, const net::HttpRequest&) {
-    gateway.on_connection(std::move(ch));
+  handlers.on_websocket = [&gateway](const std::shared_ptr<net::WsConnection>& ch, const net::HttpRequest&) {
+    gateway.on_connection(ch);
   };
   net::HttpServer api_server(io, handlers, config.max_body_bytes);
   net::HttpServer dashboard_server(io, handlers, config.max_body_bytes);

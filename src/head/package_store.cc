@@ -139,7 +139,7 @@ Result<bool> PackageStore::finish_upload(PackageUpload& upload) {
   return true;
 }
 
-void PackageStore::finish_upload_async(boost::asio::io_context& io, std::shared_ptr<PackageUpload> upload,
+void PackageStore::finish_upload_async(boost::asio::io_context& io, const std::shared_ptr<PackageUpload>& upload,
                                        std::function<void(Result<bool>)> done) {
   auto needed = check_upload(*upload);
   if (!needed.ok() || !needed.value()) return done(needed);

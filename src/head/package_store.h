@@ -64,7 +64,7 @@ class PackageStore {
 
   // finish_upload with the sync and rename on the store's own thread; `done` runs on
   // `io` (or at once, when nothing is left to write).
-  void finish_upload_async(boost::asio::io_context& io, std::shared_ptr<PackageUpload> upload,
+  void finish_upload_async(boost::asio::io_context& io, const std::shared_ptr<PackageUpload>& upload,
                            std::function<void(Result<bool>)> done);
 
   // begin_upload + write + finish_upload of bytes at hand.

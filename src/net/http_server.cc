@@ -373,7 +373,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
       std::weak_ptr<Session> weak = weak_from_this();
       auto responded = std::make_shared<bool>(false);
       stream.expires_never();  // long polls may hold the request open
-      server->handlers.on_request(std::move(request), [weak, version, keep_alive, responded](HttpResponse res) {
+      server->handlers.on_request(std::move(request), [weak, version, keep_alive, responded](const HttpResponse& res) {
         if (*responded) return;
         *responded = true;
         if (auto self = weak.lock()) self->write(res, version, keep_alive);

@@ -4,7 +4,7 @@
 
 namespace ag::worker {
 
-WsHeadDialer::WsHeadDialer(boost::asio::io_context& io, net::Endpoint head, std::string token,
+WsHeadDialer::WsHeadDialer(boost::asio::io_context& io, net::Endpoint head, const std::string& token,
                            std::string bind_address)
     : io_(io) {
   options_.to = std::move(head);

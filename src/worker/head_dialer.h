@@ -29,7 +29,7 @@ class HeadDialer {
 // Dials GET /api/workers/connect on the head with the cluster token, from `bind_address`.
 class WsHeadDialer final : public HeadDialer {
  public:
-  WsHeadDialer(boost::asio::io_context& io, net::Endpoint head, std::string token, std::string bind_address);
+  WsHeadDialer(boost::asio::io_context& io, net::Endpoint head, const std::string& token, std::string bind_address);
   void dial(Done done) override;
   std::string describe() const override { return options_.to.to_string(); }
 

@@ -230,7 +230,12 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   request.marker = task->marker;
   request.orphan_timeout_ms = spec.orphan_timeout_ms;
   request.argv = {"/bin/sh", "-c", spec.entrypoint};
-  for (const auto& [k, v] : spec.env) request.envp.push_back(k + "=" + v);
+  for (const auto& [k, v] : spec.env) {
+    std::string entry = k;
+    entry += '=';
+    entry += v;
+    request.envp.push_back(std::move(entry));
+  }
   request.envp.push_back("AG_TASK_MARKER=" + task->marker);
   // One descriptor serves both sides: the task appends through it, the runner reads
   // from it by offset.
