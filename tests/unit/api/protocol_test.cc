@@ -144,6 +144,51 @@ TEST(ProtocolErrors, MissingFieldIsNamed) {
   EXPECT_EQ(worker_error(reg), "register.resources.cpu_millis: missing");
 }
 
+// Every required field of every message: without it the message is refused, naming it.
+TEST(ProtocolErrors, EachRequiredFieldOfEachMessageIsNamedWhenMissing) {
+  Register reg{"node_1", "127.0.0.2", "h", 1000, 1, {0}, {{kTask, 1}}, {}, {}};
+  Heartbeat beat;
+  beat.usage.gpus = {{0, 1, 2, 3}};
+  const std::vector<std::pair<std::string, std::vector<std::string>>> worker_messages = {
+      {encode(reg), {"node_id", "address", "resources"}},
+      {encode(beat), {"usage"}},
+      {encode(TaskStarted{kTask, 1}), {"job_id", "attempt", "task_index", "pid"}},
+      {encode(TaskExited{kTask, {}}), {"job_id", "attempt", "task_index"}},
+      {encode(ErrorMessage{"x"}), {"message"}},
+  };
+  for (const auto& [text, fields] : worker_messages) {
+    const json full = json::parse(text);
+    for (const auto& field : fields) {
+      json j = full;
+      j.erase(field);
+      EXPECT_EQ(worker_error(j), full["type"].get<std::string>() + "." + field + ": missing");
+    }
+  }
+  const std::vector<std::pair<std::string, std::vector<std::string>>> head_messages = {
+      {encode(Registered{"node_1", 1000}), {"node_id", "node_timeout_ms"}},
+      {encode(Launch{kTask, "true", {}, {}, {}, "", ""}), {"job_id", "attempt", "task_index", "entrypoint", "env"}},
+      {encode(Kill{kTask, 1}), {"job_id", "attempt", "task_index", "grace_ms"}},
+      {encode(ExitAck{kTask}), {"job_id", "attempt", "task_index"}},
+      {encode(LogResume{kTask, 0}), {"job_id", "attempt", "task_index", "offset"}},
+      {encode(ErrorMessage{"x"}), {"message"}},
+  };
+  for (const auto& [text, fields] : head_messages) {
+    const json full = json::parse(text);
+    for (const auto& field : fields) {
+      json j = full;
+      j.erase(field);
+      EXPECT_EQ(head_error(j), full["type"].get<std::string>() + "." + field + ": missing");
+    }
+  }
+  // Nested ones too.
+  json r = json::parse(encode(reg));
+  r["running"][0].erase("pid");
+  EXPECT_EQ(worker_error(r), "register.running[0].pid: missing");
+  json b = json::parse(encode(beat));
+  b["usage"]["gpus"][0].erase("memory_total_bytes");
+  EXPECT_EQ(worker_error(b), "heartbeat.usage.gpus[0].memory_total_bytes: missing");
+}
+
 TEST(ProtocolErrors, WrongTypeIsNamed) {
   json j = json::parse(encode(TaskExited{kTask, {}}));
   j["attempt"] = "2";
