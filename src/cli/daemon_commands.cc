@@ -15,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "common/logging.h"
+#include "common/private_dir.h"
 #include "head/head_daemon.h"
 #include "net/auth.h"
 #include "worker/worker_daemon.h"
@@ -29,10 +30,13 @@ void warn_if_failed(const Status& status, const std::string& consequence) {
   if (!status) std::cerr << "warning: " << status.error().message << "; " << consequence << "\n";
 }
 
+// The session dir first (the data dirs default to folders in it), then the data dir;
+// both private to this user.
 Status make_data_dir(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return internal_error("cannot create data dir " + dir + ": " + ec.message() + "; pass a writable --data-dir");
+  if (Status s = ensure_private_dir(session_dir()); !s) return Error{s.error().code, "session dir: " + s.error().message};
+  if (Status s = ensure_private_dir(dir); !s) {
+    return Error{s.error().code, "data dir: " + s.error().message + " (or pass another --data-dir)"};
+  }
   return {};
 }
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/private_dir.h"
 #include "net/auth.h"
 
 namespace ag::cli {
@@ -19,9 +20,8 @@ std::string session_dir() {
 }
 
 Status write_session(const SessionInfo& info) {
+  if (Status s = ensure_private_dir(session_dir()); !s) return s;
   std::error_code ec;
-  std::filesystem::create_directories(session_dir(), ec);
-  if (ec) return internal_error("cannot create session dir " + session_dir() + ": " + ec.message());
   nlohmann::json j = {{"address", info.address}, {"dashboard", info.dashboard},
                       {"data_dir", info.data_dir}, {"token_file", info.token_file}};
   std::string path = session_dir() + "/session.json";
@@ -49,9 +49,8 @@ std::optional<SessionInfo> read_session() {
 
 Status record_daemon(const std::string& name, int pid) {
   std::string dir = session_dir() + "/daemons";
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return internal_error("cannot create " + dir + ": " + ec.message());
+  if (Status s = ensure_private_dir(session_dir()); !s) return s;
+  if (Status s = ensure_private_dir(dir); !s) return s;
   std::ofstream out(dir + "/" + name + ".pid");
   out << pid << "\n";
   if (!out) return internal_error("cannot write " + dir + "/" + name + ".pid");

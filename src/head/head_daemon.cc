@@ -1,6 +1,7 @@
 #include "head/head_daemon.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -24,6 +25,9 @@
 namespace ag::head {
 
 int run_head(const HeadConfig& config, const std::function<void(const Status&, const std::string&)>& on_ready) {
+  // Everything the head writes (its database holds jobs' env_vars, its logs the jobs'
+  // output) is for its own user only.
+  ::umask(077);
   std::error_code fs_error;
   std::filesystem::create_directories(config.data_dir, fs_error);
   if (fs_error) {

@@ -152,8 +152,17 @@ Result<std::string> read_private_token_file(const std::string& path) {
 
 Result<std::string> load_or_create_token(const std::string& data_dir) {
   std::string path = data_dir + "/token";
-  auto existing = read_token_file(path);
-  if (existing.ok() || existing.error().code != ErrorCode::kNotFound) return existing;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    // Only a token file the head made itself: never one reached through a link, nor
+    // one others can read or that another user planted.
+    if (S_ISLNK(st.st_mode)) {
+      return Error{ErrorCode::kPermissionDenied, "token file " + path +
+                                                     " is a symbolic link; the head uses only a token file it "
+                                                     "created: remove the link"};
+    }
+    return read_private_token_file(path);
+  }
   std::string token = random_hex(24);
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return internal_error("cannot create token file " + path + ": " + std::strerror(errno));

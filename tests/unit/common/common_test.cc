@@ -3,6 +3,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -11,6 +16,7 @@
 #include "common/dir_spread.h"
 #include "common/env_expand.h"
 #include "common/ids.h"
+#include "common/private_dir.h"
 #include "common/sha256.h"
 #include "net/http_client.h"
 #include "net/http_types.h"
@@ -269,6 +275,35 @@ TEST(ParseEndpointTest, EmptyAddressIsRefused) {
     EXPECT_EQ(ep.error().code, ErrorCode::kInvalidArgument);
     EXPECT_THAT(ep.error().message, HasSubstr("empty"));
   }
+}
+
+TEST(PrivateDir, MadeWith0700TightenedWhenOpenRefusedWhenALinkOrNotAFolder) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / ("ag-private-dir-" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  auto mode = [](const fs::path& p) {
+    struct stat st {};
+    ::lstat(p.c_str(), &st);
+    return st.st_mode & 07777;
+  };
+  const fs::path made = root / "a" / "session";
+  ASSERT_TRUE(ensure_private_dir(made.string()).ok());
+  EXPECT_EQ(mode(made), 0700u);
+  ::chmod(made.c_str(), 0755);
+  ASSERT_TRUE(ensure_private_dir(made.string()).ok());
+  EXPECT_EQ(mode(made), 0700u);
+
+  const fs::path link = root / "link";
+  fs::create_directory_symlink(made, link);
+  Status s = ensure_private_dir(link.string());
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, ErrorCode::kPermissionDenied);
+  EXPECT_THAT(s.error().message, ::testing::HasSubstr("is a symbolic link, not a folder"));
+
+  const fs::path file = root / "file";
+  { std::ofstream(file.string()) << "x"; }
+  EXPECT_EQ(ensure_private_dir(file.string()).error().code, ErrorCode::kInvalidArgument);
+  fs::remove_all(root);
 }
 
 }  // namespace
