@@ -177,9 +177,20 @@ void WorkerGateway::on_register(const std::shared_ptr<net::WsConnection>& channe
   // Ask for the output the head missed while the channel was down. For tasks that
   // ended meanwhile the worker sends the missing bytes and then the exit again, so
   // the head records the end only once the log is whole.
+  // Only for tasks placed on this node: a made-up or foreign key opens no log (a
+  // running one is killed by the reconciliation below; an ended one the head does
+  // not know is acknowledged at once, so the worker lets go of it).
   std::vector<api::TaskKey> ended;
-  for (const auto& task : message.running) send(channel, api::LogResume{task.task, deps_.logs.size(task.task)});
+  for (const auto& task : message.running) {
+    if (deps_.jobs.may_report(added.node_id, task.task)) {
+      send(channel, api::LogResume{task.task, deps_.logs.size(task.task)});
+    }
+  }
   for (const auto& exited : message.exited) {
+    if (!deps_.jobs.may_report(added.node_id, exited.task)) {
+      send(channel, api::ExitAck{exited.task});
+      continue;
+    }
     send(channel, api::LogResume{exited.task, deps_.logs.size(exited.task)});
     ended.push_back(exited.task);
   }

@@ -21,14 +21,22 @@ def test_what_the_head_keeps_is_private(cluster):
     assert mode(cluster.worker_data_dir("127.0.0.2")) == 0o700
 
 
-def test_a_token_file_others_can_read_is_refused(tmp_path):
+def start_head_over_planted_token(tmp_path, file_mode, owner=None):
+    """A head started where someone left a token file first; returns (cluster, token
+    path, the CompletedProcess). The caller tears the cluster down."""
     c = Cluster(tmp_path / "c")
     c.head_data_dir.mkdir(parents=True)
     token = c.head_data_dir / "token"
     token.write_text("planted-token\n")
-    os.chmod(token, 0o644)
+    os.chmod(token, file_mode)
+    if owner is not None:
+        os.chown(token, owner, owner)
+    return c, token, c.start_head(check=False)
+
+
+def test_a_token_file_others_can_read_is_refused(tmp_path):
+    c, token, proc = start_head_over_planted_token(tmp_path, 0o644)
     try:
-        proc = c.start_head(check=False)
         assert proc.returncode != 0
         assert (f"token file {token} can be read by other users (mode 0644); run `chmod 600 {token}`"
                 in proc.stderr), proc.stderr
@@ -38,14 +46,8 @@ def test_a_token_file_others_can_read_is_refused(tmp_path):
 
 
 def test_a_token_file_of_another_user_is_refused(tmp_path):
-    c = Cluster(tmp_path / "c")
-    c.head_data_dir.mkdir(parents=True)
-    token = c.head_data_dir / "token"
-    token.write_text("planted-token\n")
-    os.chmod(token, 0o600)
-    os.chown(token, 65534, 65534)
+    c, token, proc = start_head_over_planted_token(tmp_path, 0o600, owner=65534)
     try:
-        proc = c.start_head(check=False)
         assert proc.returncode != 0
         assert f"token file {token} belongs to uid 65534, not to this user" in proc.stderr, proc.stderr
     finally:

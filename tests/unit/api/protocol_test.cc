@@ -144,6 +144,21 @@ TEST(ProtocolErrors, MissingFieldIsNamed) {
   EXPECT_EQ(worker_error(reg), "register.resources.cpu_millis: missing");
 }
 
+// For each (encoded message, its required fields): the message without the field is
+// refused by `error_of` with "<type>.<field>: missing".
+template <typename ErrorOf>
+void expect_each_missing_field_named(const std::vector<std::pair<std::string, std::vector<std::string>>>& messages,
+                                     ErrorOf error_of) {
+  for (const auto& [text, fields] : messages) {
+    const json full = json::parse(text);
+    for (const auto& field : fields) {
+      json j = full;
+      j.erase(field);
+      EXPECT_EQ(error_of(j), full["type"].get<std::string>() + "." + field + ": missing");
+    }
+  }
+}
+
 // Every required field of every message: without it the message is refused, naming it.
 TEST(ProtocolErrors, EachRequiredFieldOfEachMessageIsNamedWhenMissing) {
   Register reg{"node_1", "127.0.0.2", "h", 1000, 1, {0}, {{kTask, 1}}, {}, {}};
@@ -156,14 +171,7 @@ TEST(ProtocolErrors, EachRequiredFieldOfEachMessageIsNamedWhenMissing) {
       {encode(TaskExited{kTask, {}}), {"job_id", "attempt", "task_index"}},
       {encode(ErrorMessage{"x"}), {"message"}},
   };
-  for (const auto& [text, fields] : worker_messages) {
-    const json full = json::parse(text);
-    for (const auto& field : fields) {
-      json j = full;
-      j.erase(field);
-      EXPECT_EQ(worker_error(j), full["type"].get<std::string>() + "." + field + ": missing");
-    }
-  }
+  expect_each_missing_field_named(worker_messages, worker_error);
   const std::vector<std::pair<std::string, std::vector<std::string>>> head_messages = {
       {encode(Registered{"node_1", 1000}), {"node_id", "node_timeout_ms"}},
       {encode(Launch{kTask, "true", {}, {}, {}, "", ""}), {"job_id", "attempt", "task_index", "entrypoint", "env"}},
@@ -172,14 +180,7 @@ TEST(ProtocolErrors, EachRequiredFieldOfEachMessageIsNamedWhenMissing) {
       {encode(LogResume{kTask, 0}), {"job_id", "attempt", "task_index", "offset"}},
       {encode(ErrorMessage{"x"}), {"message"}},
   };
-  for (const auto& [text, fields] : head_messages) {
-    const json full = json::parse(text);
-    for (const auto& field : fields) {
-      json j = full;
-      j.erase(field);
-      EXPECT_EQ(head_error(j), full["type"].get<std::string>() + "." + field + ": missing");
-    }
-  }
+  expect_each_missing_field_named(head_messages, head_error);
   // Nested ones too.
   json r = json::parse(encode(reg));
   r["running"][0].erase("pid");

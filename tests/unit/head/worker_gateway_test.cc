@@ -278,13 +278,13 @@ TEST_F(WorkerGatewayTest, RunningTasksOfAJobTheHeadDoesNotKnowAreKilled) {
   auto messages = received(*channel);
   ASSERT_FALSE(messages.empty());
   EXPECT_EQ(messages[0], api::HeadMessage{(api::Registered{"node_a", kNodeTimeoutMs})});
-  // The head asks for the output it lacks, from where its copy ends.
-  EXPECT_THAT(of_type<api::LogResume>(messages), ElementsAre(api::LogResume{orphan, 7}));
+  // No output is wanted of a task the head does not know: it is only killed.
+  EXPECT_THAT(of_type<api::LogResume>(messages), IsEmpty());
   EXPECT_THAT(of_type<api::Kill>(messages), ElementsAre(api::Kill{orphan, kKillGraceMs}));
   EXPECT_FALSE(channel->closed);
 }
 
-TEST_F(WorkerGatewayTest, TasksThatEndedWhileTheHeadWasAwayAreAskedForTheirMissingOutput) {
+TEST_F(WorkerGatewayTest, EndedTasksOfAJobTheHeadDoesNotKnowAreAcknowledgedAtOnce) {
   const api::TaskKey ended{"job_a", 0, 0};
   ASSERT_TRUE(logs_.append(ended, 0, "abc"));
   api::Register r = registration("node_a");
@@ -296,8 +296,8 @@ TEST_F(WorkerGatewayTest, TasksThatEndedWhileTheHeadWasAwayAreAskedForTheirMissi
   auto channel = connect();
   channel->deliver(api::encode(r));
   auto messages = received(*channel);
-  EXPECT_THAT(of_type<api::LogResume>(messages), ElementsAre(api::LogResume{ended, 3}));
-  EXPECT_THAT(of_type<api::ExitAck>(messages), IsEmpty());  // the exit itself comes later
+  EXPECT_THAT(of_type<api::LogResume>(messages), IsEmpty());
+  EXPECT_THAT(of_type<api::ExitAck>(messages), ElementsAre(api::ExitAck{ended}));  // the worker may let go
   EXPECT_FALSE(logs_.closed(ended));
 }
 
@@ -352,6 +352,26 @@ TEST_F(WorkerGatewayTest, TheExitOfATaskTheHeadDoesNotKnowIsStillAcknowledged) {
   // The worker may let go of it.
   EXPECT_THAT(received(*channel), ElementsAre(api::HeadMessage{api::ExitAck{key}}));
   EXPECT_FALSE(channel->closed);
+}
+
+TEST_F(WorkerGatewayTest, ItsOwnTasksThatEndedWhileAwayAreAskedForTheirMissingOutput) {
+  submit_job();
+  auto [first, key] = register_and_place("node_a");
+  first->deliver(api::encode(api::TaskStarted{key, 42}));
+  first->deliver_binary(api::encode_log_frame({key, 0}, "abc"));
+  first->drop("connection reset");
+  api::Register r = registration("node_a");
+  api::TaskExited exited;
+  exited.task = key;
+  exited.exit.exit_code = 0;
+  r.exited = {exited};
+  auto channel = connect();
+  channel->deliver(api::encode(r));
+  clock_.run_ready();
+  auto messages = received(*channel);
+  EXPECT_THAT(of_type<api::LogResume>(messages), ElementsAre(api::LogResume{key, 3}));
+  EXPECT_THAT(of_type<api::ExitAck>(messages), IsEmpty());  // the exit itself comes again, after the output
+  EXPECT_EQ(task_record(key).state, TaskState::kRunning);
 }
 
 TEST_F(WorkerGatewayTest, ANodeMayNotReportOnAnotherNodesTask) {
