@@ -17,7 +17,7 @@
   // app by the head). Say so, and take the token out of the address bar.
   const params = new URLSearchParams(location.search);
   if (params.has("token")) {
-    showError("The token in the sign-in link is wrong. Paste the cluster token below.");
+    showError("The token in the sign-in link is wrong. Paste your user token below.");
     history.replaceState(null, "", location.pathname + location.hash);
   }
 

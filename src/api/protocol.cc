@@ -270,7 +270,9 @@ std::string encode(const TaskStarted& m) {
 std::string encode(const TaskExited& m) { return dump(exit_json(m)); }
 
 std::string encode(const Registered& m) {
-  return dump({{"type", "registered"}, {"node_id", m.node_id}, {"node_timeout_ms", m.node_timeout_ms}});
+  json j{{"type", "registered"}, {"node_id", m.node_id}, {"node_timeout_ms", m.node_timeout_ms}};
+  if (!m.node_credential.empty()) j["node_credential"] = m.node_credential;
+  return dump(j);
 }
 
 std::string encode(const Launch& m) {
@@ -392,6 +394,7 @@ Result<HeadMessage> decode_head_message(std::string_view text) {
       Registered m;
       f.id("node_id", &m.node_id);
       f.integer("node_timeout_ms", &m.node_timeout_ms, 1, kMaxInt64);
+      f.string("node_credential", &m.node_credential, false);
       return m;
     });
   }

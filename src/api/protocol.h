@@ -137,6 +137,9 @@ struct Heartbeat {
 struct Registered {
   std::string node_id;
   int64_t node_timeout_ms = 0;
+  // The node's own credential, when this registration used a join token: the node
+  // keeps it (and forgets the join token) and uses it for every later connection.
+  std::string node_credential;
   bool operator==(const Registered&) const = default;
 };
 

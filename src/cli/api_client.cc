@@ -16,7 +16,10 @@ Error from_response(const Connection& conn, const net::HttpResponse& res) {
   if (res.status == 401) {
     code = ErrorCode::kUnauthenticated;
     message = "the head at " + conn.endpoint.to_string() + " refused the request (HTTP 401): " + message +
-              ". Pass the cluster token with --token or AG_TOKEN.";
+              ". Pass your user token with --token-file FILE or AG_TOKEN_FILE (or --token / AG_TOKEN).";
+  } else if (res.status == 403) {
+    code = ErrorCode::kPermissionDenied;
+    message = "refused (HTTP 403): " + message;
   } else if (res.status == 404) {
     code = ErrorCode::kNotFound;
   } else if (res.status == 400) {

@@ -53,4 +53,19 @@ int logs(const ConnectionOptions& conn, const std::string& job_id, int task_inde
 int head_logs();
 int stop_job(const ConnectionOptions& conn, const std::string& job_id);
 
+// Users, join tokens, nodes and the audit log (admin_commands.cc).
+int user_add(const ConnectionOptions& conn, const std::string& name, const std::string& role,
+             const std::vector<std::string>& groups);
+int user_list(const ConnectionOptions& conn);
+int user_set_enabled(const ConnectionOptions& conn, const std::string& name, bool enabled);
+int user_rotate(const ConnectionOptions& conn, const std::string& name);
+int token_create_join(const ConnectionOptions& conn, const std::string& ttl);
+int token_list(const ConnectionOptions& conn);
+int token_revoke(const ConnectionOptions& conn, const std::string& id);
+int remove_node(const ConnectionOptions& conn, const std::string& node_id);
+int audit(const ConnectionOptions& conn, int limit);
+int whoami(const ConnectionOptions& conn);
+// "24h", "30m", "7d", "90s" or "0" (never) in seconds. Errors: kInvalidArgument.
+Result<int64_t> parse_duration_s(const std::string& text);
+
 }  // namespace ag::cli

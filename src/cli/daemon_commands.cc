@@ -2,6 +2,7 @@
 // the foreground with --block) and stopping the ones this machine started.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -139,13 +140,15 @@ int start_head(const StartHeadOptions& options) {
   auto announce = [&](const std::string& token, int pid) {
     warn_if_failed(write_session({address, dashboard, config.data_dir, config.data_dir + "/token"}),
                    "the CLI and SDK on this machine will not find the head by themselves");
+    auto join = net::read_private_token_file(config.data_dir + "/join-token");
     std::cout << "AetherGrid head started at " << address << " (pid " << pid << ")\n"
               << "  Dashboard and REST API: " << dashboard << "\n"
-              << "  Sign in to the dashboard: " << dashboard << "/?token=" << token << "\n"
+              << "  Sign in to the dashboard (as admin): " << dashboard << "/?token=" << token << "\n"
+              << "  Admin token: " << config.data_dir << "/token; add users with `ag user add NAME`\n"
               << "  Data dir: " << config.data_dir << "  (log: " << config.data_dir << "/head.log)\n\n"
-              << "To add a worker on another machine, run there:\n"
-              << "  (umask 077; echo " << token << " > ~/.aethergrid-token)\n"
-              << "  ag start-worker --head-node " << address << " --token-file ~/.aethergrid-token\n\n"
+              << "To add a worker on another machine, run there (the join token can only add nodes):\n"
+              << "  (umask 077; echo " << (join.ok() ? join.value() : "JOIN_TOKEN") << " > ~/.aethergrid-join-token)\n"
+              << "  ag start-worker --head-node " << address << " --token-file ~/.aethergrid-join-token\n\n"
               << "Open TCP ports " << options.port << " (workers, CLI, SDK) and " << options.dashboard_port
               << " (dashboard) on this machine to the workers and users.\n"
               << "Stop the daemons started here with `ag stop`.\n";
@@ -213,13 +216,17 @@ int start_worker(const StartWorkerOptions& options) {
     if (const char* env = std::getenv("AG_TOKEN"); env && *env) config.token = env;
   }
   if (config.token.empty()) {
-    // A head started on this machine shares its token through the session.
-    if (auto session = read_session(); session && !session->token_file.empty()) {
-      if (auto token = net::read_token_file(session->token_file); token.ok()) config.token = token.value();
+    // A head started on this machine shares its join token through the session.
+    if (auto session = read_session(); session && !session->data_dir.empty()) {
+      if (auto token = net::read_private_token_file(session->data_dir + "/join-token"); token.ok()) {
+        config.token = token.value();
+      }
     }
   }
-  if (config.token.empty()) {
-    std::cerr << "error: no cluster token: pass --token TOKEN (printed by `ag start-head`) or set AG_TOKEN\n";
+  struct stat credential {};
+  if (config.token.empty() && ::lstat((config.data_dir + "/node-credential").c_str(), &credential) != 0) {
+    std::cerr << "error: no join token: pass --token-file FILE holding the join token `ag start-head` printed (or "
+                 "make one with `ag token create --join`)\n";
     return 2;
   }
   if (Status s = make_data_dir(config.data_dir); !s) {

@@ -287,6 +287,7 @@ int job_status(const ConnectionOptions& options, const std::string& job_id, bool
   std::cout << "Job " << j["job_id"].get<std::string>() << (j["name"].get<std::string>().empty() ? "" : " (" + j["name"].get<std::string>() + ")")
             << ": " << j["state"].get<std::string>() << "\n";
   if (!j["message"].get<std::string>().empty()) std::cout << "  " << j["message"].get<std::string>() << "\n";
+  std::cout << "  Owner: " << str(j, "owner") << "\n";
   std::cout << "  Entrypoint: " << j["entrypoint"].get<std::string>() << "\n"
             << "  Tasks: " << j["num_workers"] << " x {" << cpus_text(j["num_cpus"].get<double>()) << " CPU, "
             << j["num_gpus"] << " GPU}\n"
@@ -351,12 +352,13 @@ int list_jobs(const ConnectionOptions& options, const std::string& state) {
     std::cout << jobs.value().dump(2) << "\n";
     return 0;
   }
-  Table table({"JOB", "NAME", "STATE", "TASKS", "SUBMITTED", "DURATION", "ENTRYPOINT"});
+  Table table({"JOB", "NAME", "OWNER", "STATE", "TASKS", "SUBMITTED", "DURATION", "ENTRYPOINT"});
   for (const auto& j : jobs.value()["jobs"]) {
     int64_t started = j["started_ms"].get<int64_t>(), finished = j["finished_ms"].get<int64_t>();
     std::string entry = j["entrypoint"].get<std::string>();
     if (entry.size() > 48) entry = entry.substr(0, 45) + "...";
-    table.add({j["job_id"].get<std::string>(), str(j, "name"), j["state"].get<std::string>(), j["num_workers"].dump(),
+    table.add({j["job_id"].get<std::string>(), str(j, "name"), str(j, "owner"), j["state"].get<std::string>(),
+               j["num_workers"].dump(),
                format_time_ms(j["submitted_ms"].get<int64_t>()),
                started && finished ? format_duration_ms(finished - started) : "-", entry});
   }

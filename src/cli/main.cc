@@ -60,7 +60,9 @@ int run(int argc, char** argv) {
   app.fallthrough();
   ConnectionOptions conn;
   app.add_option("--address", conn.address, "Head address HOST:PORT (default: AG_ADDRESS, then this machine's session)");
-  app.add_option("--token", conn.token, "Cluster token (default: AG_TOKEN, then this machine's session)");
+  app.add_option("--token", conn.token, "Your token (prefer --token-file: a command line is visible in `ps`)");
+  app.add_option("--token-file", conn.token_file,
+                 "File holding your token, mode 0600 (default: AG_TOKEN, AG_TOKEN_FILE, then this machine's session)");
   app.add_option("--output,-o", conn.output, "Output format")->check(CLI::IsMember({"table", "json"}));
 
   StartHeadOptions head;
@@ -86,7 +88,7 @@ int run(int argc, char** argv) {
   start_worker_cmd->add_option("--kill-grace", worker.kill_grace_s, "Seconds between SIGTERM and SIGKILL at shutdown")->capture_default_str();
   start_worker_cmd->add_option("--package-cache-gb", worker.package_cache_gb, "Disk budget for cached working_dir packages, GiB")->capture_default_str()->check(CLI::Range(0.0, 1e6));
   start_worker_cmd->add_option("--token-file", worker.token_file,
-                               "File holding the cluster token (mode 0600); keeps it out of `ps`");
+                               "File holding a join token (mode 0600; default: AG_TOKEN_FILE); keeps it out of `ps`");
   start_worker_cmd->add_flag("--block", worker.block, "Stay in the foreground");
   start_worker_cmd->add_flag("--verbose", worker.verbose, "Debug logging");
   worker.token.clear();
@@ -140,6 +142,42 @@ int run(int argc, char** argv) {
   auto* stop_job_cmd = app.add_subcommand("stop-job", "Stop a job: every process of every task");
   stop_job_cmd->add_option("job_id", stop_job_id, "Job id")->required();
 
+  std::string user_name, user_role = "user";
+  std::vector<std::string> user_groups;
+  auto* user_cmd = app.add_subcommand("user", "Manage users and their tokens (admin)");
+  user_cmd->require_subcommand(1);
+  auto* user_add_cmd = user_cmd->add_subcommand("add", "Add a user; prints their token once");
+  user_add_cmd->add_option("name", user_name, "User name: lowercase letters, digits, '_' or '-'")->required();
+  user_add_cmd->add_option("--role", user_role, "admin, user or viewer")->capture_default_str()->check(CLI::IsMember({"admin", "user", "viewer"}));
+  user_add_cmd->add_option("--group", user_groups, "A group whose members share access to each other's jobs (repeatable)");
+  auto* user_list_cmd = user_cmd->add_subcommand("list", "List users");
+  auto* user_disable_cmd = user_cmd->add_subcommand("disable", "Disable a user: their token and sessions stop working");
+  user_disable_cmd->add_option("name", user_name, "User name")->required();
+  auto* user_enable_cmd = user_cmd->add_subcommand("enable", "Enable a disabled user again");
+  user_enable_cmd->add_option("name", user_name, "User name")->required();
+  auto* user_rotate_cmd = user_cmd->add_subcommand("rotate", "Give a user a new token; the old one stops working");
+  user_rotate_cmd->add_option("name", user_name, "User name")->required();
+
+  std::string token_ttl = "24h", token_id;
+  bool token_join = false;
+  auto* token_cmd = app.add_subcommand("token", "Manage join tokens, which only add nodes (admin)");
+  token_cmd->require_subcommand(1);
+  auto* token_create_cmd = token_cmd->add_subcommand("create", "Make a join token: ag token create --join [--ttl 24h]");
+  token_create_cmd->add_flag("--join", token_join, "A join token (the only kind made here)")->required();
+  token_create_cmd->add_option("--ttl", token_ttl, "How long it works: 30m, 24h, 7d; 0 for until revoked")->capture_default_str();
+  auto* token_list_cmd = token_cmd->add_subcommand("list", "List join tokens");
+  auto* token_revoke_cmd = token_cmd->add_subcommand("revoke", "Revoke a join token");
+  token_revoke_cmd->add_option("id", token_id, "Token id (from `ag token list`)")->required();
+
+  std::string remove_node_id;
+  auto* remove_node_cmd = app.add_subcommand("remove-node", "Remove a node: revoke its credential, end its tasks (admin)");
+  remove_node_cmd->add_option("node_id", remove_node_id, "Node id (from `ag list-nodes`)")->required();
+
+  int audit_limit = 100;
+  auto* audit_cmd = app.add_subcommand("audit", "Who changed what, when, from where (admin)");
+  audit_cmd->add_option("--limit", audit_limit, "Newest entries to show")->capture_default_str()->check(CLI::Range(1, 10000));
+  auto* whoami_cmd = app.add_subcommand("whoami", "The user your token belongs to, and its role");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -152,10 +190,13 @@ int run(int argc, char** argv) {
   }
 
   if (worker.token.empty()) worker.token = conn.token;
+  if (worker.token_file.empty()) worker.token_file = conn.token_file;
   if (*start_head_cmd) return start_head(head);
   if (*start_worker_cmd) {
     const char* env = std::getenv("AG_TOKEN");
     if (worker.token.empty() && worker.token_file.empty() && env && *env) worker.token = env;
+    const char* env_file = std::getenv("AG_TOKEN_FILE");
+    if (worker.token.empty() && worker.token_file.empty() && env_file && *env_file) worker.token_file = env_file;
     hide_token(argc, argv);
     return start_worker(worker);
   }
@@ -173,6 +214,17 @@ int run(int argc, char** argv) {
   }
   if (*submit_cmd) return submit(conn, submit_opts);
   if (*stop_job_cmd) return stop_job(conn, stop_job_id);
+  if (*user_add_cmd) return user_add(conn, user_name, user_role, user_groups);
+  if (*user_list_cmd) return user_list(conn);
+  if (*user_disable_cmd) return user_set_enabled(conn, user_name, false);
+  if (*user_enable_cmd) return user_set_enabled(conn, user_name, true);
+  if (*user_rotate_cmd) return user_rotate(conn, user_name);
+  if (*token_create_cmd) return token_create_join(conn, token_ttl);
+  if (*token_list_cmd) return token_list(conn);
+  if (*token_revoke_cmd) return token_revoke(conn, token_id);
+  if (*remove_node_cmd) return remove_node(conn, remove_node_id);
+  if (*audit_cmd) return audit(conn, audit_limit);
+  if (*whoami_cmd) return whoami(conn);
   return 2;
 }
 

@@ -84,8 +84,28 @@ Result<Connection> resolve_connection(const ConnectionOptions& options) {
   auto endpoint = net::parse_endpoint(address, 6379);
   if (!endpoint.ok()) return endpoint.error();
   Connection conn{endpoint.value(), options.token};
+  if (!options.token.empty() && !options.token_file.empty()) {
+    return invalid_argument("give --token or --token-file, not both");
+  }
+  auto from_file = [](const std::string& flag, const std::string& path) -> Result<std::string> {
+    auto token = net::read_private_token_file(path);
+    if (!token.ok()) return Error{token.error().code, flag + ": " + token.error().message};
+    return token;
+  };
+  if (conn.token.empty() && !options.token_file.empty()) {
+    auto token = from_file("--token-file", options.token_file);
+    if (!token.ok()) return token.error();
+    conn.token = token.value();
+  }
   if (conn.token.empty()) {
     if (const char* env = std::getenv("AG_TOKEN"); env && *env) conn.token = env;
+  }
+  if (conn.token.empty()) {
+    if (const char* env = std::getenv("AG_TOKEN_FILE"); env && *env) {
+      auto token = from_file("AG_TOKEN_FILE", env);
+      if (!token.ok()) return token.error();
+      conn.token = token.value();
+    }
   }
   if (conn.token.empty() && session && !session->token_file.empty()) {
     auto token = net::read_token_file(session->token_file);

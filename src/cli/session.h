@@ -39,7 +39,10 @@ std::vector<DaemonRecord> recorded_daemons();
 // Options every command that talks to the head accepts.
 struct ConnectionOptions {
   std::string address;  // --address, else AG_ADDRESS, else the session's head
-  std::string token;    // --token, else AG_TOKEN, else the session's token file
+  // --token, else --token-file, else AG_TOKEN, else AG_TOKEN_FILE, else the session's
+  // token file (the first admin's, on the head's machine)
+  std::string token;
+  std::string token_file;
   std::string output = "table";  // --output table|json
 };
 
@@ -50,7 +53,8 @@ struct Connection {
 
 // Resolves where the head is and which token to use. Errors: kInvalidArgument when
 // no address is known ("no cluster found: start one with `ag start-head` or pass
-// --address"), or the address is malformed.
+// --address"), the address is malformed, or both --token and --token-file are given;
+// a token file others can read is refused (kPermissionDenied), as ssh does with keys.
 Result<Connection> resolve_connection(const ConnectionOptions& options);
 
 }  // namespace ag::cli

@@ -52,33 +52,118 @@ bool query_int(const net::HttpRequest& req, const std::string& name, int64_t min
 
 }  // namespace
 
-std::optional<net::HttpResponse> ApiRoutes::refuse_unauthorized(const net::HttpRequest& req) const {
-  net::AuthMethod auth = net::authenticate(req, deps_.token, deps_.clock.now_ms() / 1000);
-  if (auth == net::AuthMethod::kNone) {
+Principal ApiRoutes::authenticate(const net::HttpRequest& req) const {
+  std::string_view bearer = net::bearer_token(req);
+  if (!bearer.empty() || !req.header("authorization").empty()) return deps_.access.authenticate_token(bearer);
+  std::string session = net::cookie_value(req, deps_.access.cookie_name());
+  if (session.empty()) return {};
+  return deps_.access.authenticate_session(session);
+}
+
+std::optional<net::HttpResponse> ApiRoutes::refuse_unauthorized(const net::HttpRequest& req,
+                                                                const Principal& who) const {
+  if (who.kind == Principal::Kind::kNone) {
     if (req.method == "GET" && dashboard::DashboardRoutes::is_page(req.path)) return deps_.dashboard.sign_in_page(401);
-    return error_response(401, req.header("authorization").empty()
-                                   ? "missing cluster token: send 'Authorization: Bearer <token>' (the token is in the "
-                                     "head's data dir, file 'token'), or sign in to the dashboard"
-                                   : "wrong cluster token");
+    return error_response(401, who.refusal.empty()
+                                   ? "missing credential: send 'Authorization: Bearer <token>' with your user token "
+                                     "(`ag user add` makes one; the first admin's is in the head's data dir, file "
+                                     "'token'), or sign in to the dashboard"
+                                   : "the head refused the credential: " + who.refusal);
   }
   // The browser attaches the cookie to requests other sites make it send; only the
   // head's own pages may change state with it. A bearer token is never attached by a
   // browser on its own, so it needs no such check.
-  if (auth == net::AuthMethod::kCookie && net::is_state_changing(req.method) && !net::passes_csrf_check(req)) {
+  if (who.via_cookie() && net::is_state_changing(req.method) && !net::passes_csrf_check(req)) {
     return error_response(403, "cross-site request refused: a " + req.method +
                                    " signed in by the dashboard cookie must come from the dashboard's own "
                                    "pages (matching Origin, or the X-AG-CSRF header)");
   }
+  if (who.kind == Principal::Kind::kJoin) {
+    return error_response(403, "a join token can only register a worker node (`ag start-worker --token-file FILE`); "
+                               "use a user token for the API");
+  }
+  if (who.kind == Principal::Kind::kNode &&
+      !((req.method == "GET" || req.method == "HEAD") && req.path.rfind("/api/packages/", 0) == 0)) {
+    return error_response(403, "node " + who.name +
+                                   "'s credential can only speak the worker protocol and fetch packages; use a "
+                                   "user token for the API");
+  }
   return std::nullopt;
+}
+
+net::Respond ApiRoutes::audited(const net::HttpRequest& req, const Principal& who, net::Respond respond) {
+  if (!net::is_state_changing(req.method)) return respond;
+  std::string action = req.method + " " + req.path;
+  if (req.method == "POST" && req.path == "/api/users") {
+    json body = json::parse(req.body, nullptr, false);
+    if (body.is_object() && body.contains("name") && body["name"].is_string()) {
+      action += " (" + body["name"].get<std::string>().substr(0, 64) + ")";
+    }
+  }
+  bool submit = req.method == "POST" && (req.path == "/api/jobs" || req.path == "/api/jobs/batch");
+  return [this, action, submit, actor = who.name, from = req.remote_address,
+          respond = std::move(respond)](net::HttpResponse res) {
+    // Accepted submissions are on record with their jobs (owner, address, time).
+    if (!(submit && res.status < 300)) {
+      std::string outcome = "ok";
+      if (res.status >= 300) {
+        json body = json::parse(res.body, nullptr, false);
+        std::string message = body.is_object() && body.contains("error") && body["error"].is_string()
+                                  ? body["error"].get<std::string>()
+                                  : "";
+        if (message.size() > 300) message = message.substr(0, 300) + "...";
+        outcome = "HTTP " + std::to_string(res.status) + (message.empty() ? "" : ": " + message);
+      }
+      deps_.audit.record({deps_.clock.now_ms(), actor, from, action, outcome});
+    }
+    respond(std::move(res));
+  };
 }
 
 void ApiRoutes::handle(const net::HttpRequest& req, net::Respond respond) {
   if (req.path == "/api/healthz") return respond(json_response(200, {{"status", "ok"}}));
   if (deps_.dashboard.handle_public(req, respond)) return;
-  if (auto refusal = refuse_unauthorized(req)) return respond(std::move(*refusal));
-  if (deps_.dashboard.handle(req, respond)) return;
-  handle_authenticated(req, std::move(respond));
+  Principal who = authenticate(req);
+  if (auto refusal = refuse_unauthorized(req, who)) {
+    // A refused change by a known caller is on record; an unknown one is only logged,
+    // so that a stranger cannot flood the audit log.
+    if (who.kind != Principal::Kind::kNone) return audited(req, who, std::move(respond))(std::move(*refusal));
+    return respond(std::move(*refusal));
+  }
+  respond = audited(req, who, std::move(respond));
+  if (deps_.dashboard.handle(req, who, respond)) return;
+  handle_authenticated(req, who, std::move(respond));
 }
+
+bool ApiRoutes::may_act_on(const Principal& who, const Job& job) const {
+  return may_act_on_job(who, job.owner, deps_.access.groups_of(job.owner));
+}
+
+json ApiRoutes::job_view(const Principal& who, const Job& job) const {
+  json doc = job_to_json(job);
+  const bool may_act = may_act_on(who, job);
+  // For pages that offer a stop button or logs only to those who may use them.
+  doc["caller_may_act"] = may_act;
+  if (!may_act) {
+    json& env = doc["spec"]["runtime_env"];
+    if (env.is_object() && env.contains("env_vars")) {
+      env.erase("env_vars");
+      env["env_vars_hidden"] = true;
+    }
+  }
+  return doc;
+}
+
+namespace {
+HttpResponse forbidden(const std::string& message) { return error_response(403, message); }
+
+HttpResponse not_your_job(const Job& job, const std::string& what) {
+  return forbidden("job " + job.id + " belongs to " + (job.owner.empty() ? "no user" : job.owner) +
+                   "; only its owner, members of the owner's groups and admins can " + what);
+}
+
+const char* kAdminOnly = "only an admin can do this; ask one, or use an admin's token";
+}  // namespace
 
 namespace {
 const std::string kPackagesPrefix = "/api/packages/";
@@ -98,7 +183,9 @@ HttpResponse bad_hash(const std::string& hash) {
 net::BodyPlan ApiRoutes::plan_body(const net::HttpRequest& req) {
   if (req.method != "PUT" || req.path.rfind(kPackagesPrefix, 0) != 0) return {};
   // Checked before a byte of the upload is taken: a refused upload is never stored.
-  if (auto refusal = refuse_unauthorized(req)) return {nullptr, std::move(refusal)};
+  Principal who = authenticate(req);
+  if (auto refusal = refuse_unauthorized(req, who)) return {nullptr, std::move(refusal)};
+  if (!may_submit(who)) return {nullptr, forbidden("user " + who.name + " is a viewer: viewers cannot upload packages")};
   std::string hash = package_hash(req.path);
   if (!is_sha256_hex(hash)) return {nullptr, bad_hash(hash)};
   auto upload = deps_.packages.begin_upload(hash);
@@ -106,8 +193,21 @@ net::BodyPlan ApiRoutes::plan_body(const net::HttpRequest& req) {
   return {std::move(upload.value()), std::nullopt};
 }
 
-void ApiRoutes::handle_authenticated(const net::HttpRequest& req, net::Respond respond) {
+void ApiRoutes::handle_authenticated(const net::HttpRequest& req, const Principal& who, net::Respond respond) {
   const std::string& path = req.path;
+  if (path.rfind("/api/packages", 0) == 0) return handle_packages(req, who, respond);
+  if (path == "/api/whoami") {
+    return respond(json_response(200, {{"name", who.name}, {"role", to_string(who.role)}, {"groups", who.groups}}));
+  }
+  if (path == "/api/users" || path.rfind("/api/users/", 0) == 0) return handle_users(req, who, respond);
+  if (path == "/api/tokens" || path.rfind("/api/tokens/", 0) == 0) {
+    if (!who.is_admin()) return respond(forbidden(std::string("join tokens: ") + kAdminOnly));
+    return handle_tokens(req, who, respond);
+  }
+  if (path == "/api/audit") {
+    if (!who.is_admin()) return respond(forbidden(std::string("the audit log: ") + kAdminOnly));
+    return handle_audit(req, std::move(respond));
+  }
   if (path == "/api/nodes" || path == "/api/cluster") {
     if (req.method != "GET") return respond(error_response(405, "use GET for " + path));
     auto alloc = deps_.jobs.allocations();
@@ -138,6 +238,7 @@ void ApiRoutes::handle_authenticated(const net::HttpRequest& req, net::Respond r
   if (path == "/api/jobs") {
     if (req.method == "GET") return handle_list_jobs(req, std::move(respond));
     if (req.method != "POST") return respond(error_response(405, "use GET or POST for /api/jobs"));
+    if (!may_submit(who)) return respond(forbidden("user " + who.name + " is a viewer: viewers cannot submit jobs"));
     json body = json::parse(req.body, nullptr, false);
     if (body.is_discarded()) {
       return respond(error_response(400, "request body is not valid JSON; send a job spec object such as {\"entrypoint\": \"python train.py\", \"num_workers\": 2}"));
@@ -145,25 +246,24 @@ void ApiRoutes::handle_authenticated(const net::HttpRequest& req, net::Respond r
     auto spec = api::parse_job_spec(body);
     if (!spec.ok()) return respond(error_response(spec.error()));
     if (auto err = check_references(spec.value())) return respond(error_response(*err));
-    deps_.jobs.submit(std::move(spec.value()), [respond](Result<std::string> id) {
-      if (!id.ok()) return respond(error_response(id.error()));
-      respond(json_response(201, {{"job_id", id.value()}}));
-    });
+    deps_.jobs.submit(
+        std::move(spec.value()),
+        [respond](Result<std::string> id) {
+          if (!id.ok()) return respond(error_response(id.error()));
+          respond(json_response(201, {{"job_id", id.value()}}));
+        },
+        {who.name, req.remote_address});
     return;
   }
-  if (path.rfind("/api/nodes/", 0) == 0) {
-    if (req.method != "GET") return respond(error_response(405, "use GET for /api/nodes/{id}"));
-    return handle_node(path.substr(std::string("/api/nodes/").size()), respond);
-  }
-  if (path == "/api/jobs/batch") return handle_submit_batch(req, respond);
-  if (path == "/api/packages" || path.rfind("/api/packages/", 0) == 0) return handle_packages(req, respond);
+  if (path.rfind("/api/nodes/", 0) == 0) return handle_node(req, who, path.substr(std::string("/api/nodes/").size()), respond);
+  if (path == "/api/jobs/batch") return handle_submit_batch(req, who, respond);
   static const std::string kJobsPrefix = "/api/jobs/";
   if (path.rfind(kJobsPrefix, 0) == 0) {
     std::string rest = path.substr(kJobsPrefix.size());
     size_t slash = rest.find('/');
     std::string id = rest.substr(0, slash);
     std::string action = slash == std::string::npos ? "" : rest.substr(slash + 1);
-    return handle_job(req, id, action, std::move(respond));
+    return handle_job(req, who, id, action, std::move(respond));
   }
   respond(error_response(404, "no route for " + req.method + " " + path));
 }
@@ -193,7 +293,16 @@ void ApiRoutes::handle_list_jobs(const net::HttpRequest& req, net::Respond respo
   respond(json_response(200, {{"jobs", jobs}, {"total", total}, {"offset", offset}, {"limit", limit}}));
 }
 
-void ApiRoutes::handle_node(const std::string& node_id, const net::Respond& respond) {
+void ApiRoutes::handle_node(const net::HttpRequest& req, const Principal& who, const std::string& node_id,
+                            const net::Respond& respond) {
+  if (req.method == "DELETE") {
+    if (!who.is_admin()) return respond(forbidden(std::string("removing a node: ") + kAdminOnly));
+    return deps_.gateway.remove_node(node_id, [respond, node_id](const Status& s) {
+      if (!s) return respond(error_response(s.error()));
+      respond(json_response(200, {{"node_id", node_id}, {"removed", true}}));
+    });
+  }
+  if (req.method != "GET") return respond(error_response(405, "use GET for /api/nodes/{id}, DELETE to remove the node"));
   const Node* node = deps_.nodes.find(node_id);
   if (!node) return respond(error_response(404, "no node with id '" + node_id + "'; list nodes with `ag list-nodes`"));
   json out = node_to_json(*node, deps_.jobs.allocations()[node_id]);
@@ -224,13 +333,13 @@ void ApiRoutes::handle_node(const std::string& node_id, const net::Respond& resp
   respond(json_response(200, out));
 }
 
-void ApiRoutes::handle_job(const net::HttpRequest& req, const std::string& job_id,
+void ApiRoutes::handle_job(const net::HttpRequest& req, const Principal& who, const std::string& job_id,
                            const std::string& action, net::Respond respond) {
   const Job* job = deps_.jobs.find(job_id);
   if (!job) return respond(error_response(404, "no job with id '" + job_id + "'; list jobs with `ag list-jobs`"));
   if (action.empty()) {
     if (req.method != "GET") return respond(error_response(405, "use GET for /api/jobs/{id}"));
-    return respond(json_response(200, job_to_json(*job)));
+    return respond(json_response(200, job_view(who, *job)));
   }
   if (action == "events") {
     json events = json::array();
@@ -239,12 +348,16 @@ void ApiRoutes::handle_job(const net::HttpRequest& req, const std::string& job_i
   }
   if (action == "stop") {
     if (req.method != "POST") return respond(error_response(405, "use POST to stop a job"));
-    Status s = deps_.jobs.stop(job_id);
+    if (!may_act_on(who, *job)) return respond(not_your_job(*job, "stop it"));
+    Status s = deps_.jobs.stop(job_id, who.name);
     if (!s) return respond(error_response(s.error()));
     return respond(json_response(200, {{"job_id", job_id}, {"state", to_string(deps_.jobs.find(job_id)->state)}}));
   }
-  if (action == "logs") return handle_logs(req, job_id, std::move(respond));
-  if (action == "wait") return handle_wait(req, job_id, std::move(respond));
+  if (action == "logs") {
+    if (!may_act_on(who, *job)) return respond(not_your_job(*job, "read its logs"));
+    return handle_logs(req, job_id, std::move(respond));
+  }
+  if (action == "wait") return handle_wait(req, who, job_id, std::move(respond));
   respond(error_response(404, "no route for " + req.method + " " + req.path));
 }
 
@@ -312,7 +425,8 @@ void ApiRoutes::handle_logs(const net::HttpRequest& req, const std::string& job_
   });
 }
 
-void ApiRoutes::handle_wait(const net::HttpRequest& req, const std::string& job_id, net::Respond respond) {
+void ApiRoutes::handle_wait(const net::HttpRequest& req, const Principal& who, const std::string& job_id,
+                            net::Respond respond) {
   int64_t timeout_ms = 30000, attempts_at_least = INT64_MAX;
   if (!query_int(req, "timeout_ms", 0, kMaxWaitMs, &timeout_ms, respond) ||
       !query_int(req, "attempts_at_least", 0, INT64_MAX, &attempts_at_least, respond)) {
@@ -329,13 +443,13 @@ void ApiRoutes::handle_wait(const net::HttpRequest& req, const std::string& job_
   // keeps a finished wait alive and a callback never destroys itself while it runs.
   auto state = std::make_shared<WaitState>(deps_.io);
   std::weak_ptr<WaitState> weak = state;
-  auto finish = [this, job_id, respond, weak]() {
+  auto finish = [this, who, job_id, respond, weak]() {
     auto s = weak.lock();
     if (!s || s->done) return;
     s->done = true;
     s->timer.cancel();
     deps_.jobs.cancel_watch(s->watch_id);
-    respond(json_response(200, job_to_json(*deps_.jobs.find(job_id))));
+    respond(json_response(200, job_view(who, *deps_.jobs.find(job_id))));
   };
   // Answers once the job is finished or has the asked number of attempts; otherwise
   // waits for the job's next change and looks again.
@@ -370,8 +484,9 @@ std::optional<Error> ApiRoutes::check_references(const api::JobSpec& spec) const
   return std::nullopt;
 }
 
-void ApiRoutes::handle_submit_batch(const net::HttpRequest& req, const net::Respond& respond) {
+void ApiRoutes::handle_submit_batch(const net::HttpRequest& req, const Principal& who, const net::Respond& respond) {
   if (req.method != "POST") return respond(error_response(405, "use POST for /api/jobs/batch"));
+  if (!may_submit(who)) return respond(forbidden("user " + who.name + " is a viewer: viewers cannot submit jobs"));
   json body = json::parse(req.body, nullptr, false);
   if (body.is_discarded() || !body.is_object() || !body.contains("jobs") || !body["jobs"].is_array()) {
     return respond(error_response(400, "request body must be {\"jobs\": [job spec, ...]}"));
@@ -389,14 +504,22 @@ void ApiRoutes::handle_submit_batch(const net::HttpRequest& req, const net::Resp
     }
     specs.push_back(std::move(spec.value()));
   }
-  deps_.jobs.submit_all(std::move(specs), [respond](Result<std::vector<std::string>> ids) {
-    if (!ids.ok()) return respond(error_response(ids.error()));
-    respond(json_response(201, {{"job_ids", ids.value()}}));
-  });
+  deps_.jobs.submit_all(
+      std::move(specs),
+      [respond](Result<std::vector<std::string>> ids) {
+        if (!ids.ok()) return respond(error_response(ids.error()));
+        respond(json_response(201, {{"job_ids", ids.value()}}));
+      },
+      {who.name, req.remote_address});
 }
 
-void ApiRoutes::handle_packages(const net::HttpRequest& req, const net::Respond& respond) {
+void ApiRoutes::handle_packages(const net::HttpRequest& req, const Principal& who, const net::Respond& respond) {
   PackageStore& store = deps_.packages;
+  // Packages hold jobs' code: nodes fetch them, users upload and fetch them; viewers
+  // see only the counters.
+  if (req.path != "/api/packages" && who.kind == Principal::Kind::kUser && who.role == Role::kViewer) {
+    return respond(forbidden("user " + who.name + " is a viewer: viewers cannot read or upload packages"));
+  }
   if (req.path == "/api/packages") {
     if (req.method != "GET") return respond(error_response(405, "use GET for /api/packages"));
     return respond(json_response(200, {{"packages", store.count()},
@@ -430,6 +553,150 @@ void ApiRoutes::handle_packages(const net::HttpRequest& req, const net::Respond&
   };
   if (!upload) return answer(store.put(hash, req.body));
   store.finish_upload_async(deps_.io, upload, answer);
+}
+
+namespace {
+
+json user_json(const UserRecord& u) {
+  return {{"name", u.name},         {"role", to_string(u.role)}, {"groups", u.groups},
+          {"disabled", u.disabled}, {"created_ms", u.created_ms}, {"token_issued_ms", u.token_issued_ms},
+          {"created_by", u.created_by}};
+}
+
+// Reads {"groups": ["a", ...]} (optional). Returns false with a 400 on bad input.
+bool read_groups(const json& body, std::vector<std::string>* groups, const net::Respond& respond) {
+  if (!body.contains("groups") || body["groups"].is_null()) return true;
+  const json& g = body["groups"];
+  if (!g.is_array() || g.size() > 32) {
+    respond(error_response(400, "field 'groups': expected a list of at most 32 group names"));
+    return false;
+  }
+  for (const auto& name : g) {
+    if (!name.is_string()) {
+      respond(error_response(400, "field 'groups': expected a list of group names (strings)"));
+      return false;
+    }
+    groups->push_back(name.get<std::string>());
+  }
+  return true;
+}
+
+}  // namespace
+
+void ApiRoutes::handle_users(const net::HttpRequest& req, const Principal& who, const net::Respond& respond) {
+  static const std::string kPrefix = "/api/users/";
+  if (req.path == "/api/users") {
+    if (!who.is_admin()) return respond(forbidden(std::string("managing users: ") + kAdminOnly));
+    if (req.method == "GET") {
+      json users = json::array();
+      for (const auto& u : deps_.access.users()) users.push_back(user_json(u));
+      return respond(json_response(200, {{"users", users}}));
+    }
+    if (req.method != "POST") return respond(error_response(405, "use GET or POST for /api/users"));
+    json body = json::parse(req.body, nullptr, false);
+    if (!body.is_object() || !body.contains("name") || !body["name"].is_string()) {
+      return respond(error_response(400, "send {\"name\": \"alice\", \"role\": \"user\", \"groups\": [...]}"));
+    }
+    UserRecord user;
+    user.name = body["name"].get<std::string>();
+    std::string role = body.value("role", std::string("user"));
+    auto parsed = body.contains("role") && !body["role"].is_string() ? std::nullopt : parse_role(role);
+    if (!parsed) return respond(error_response(400, "field 'role': use admin, user or viewer"));
+    user.role = *parsed;
+    if (!read_groups(body, &user.groups, respond)) return;
+    user.created_by = who.name;
+    UserRecord shown = user;
+    return deps_.access.add_user(std::move(user), [respond, shown](Result<std::string> token) {
+      if (!token.ok()) return respond(error_response(token.error()));
+      json out = user_json(shown);
+      out["token"] = token.value();
+      respond(json_response(201, out));
+    });
+  }
+  std::string rest = req.path.substr(kPrefix.size());
+  size_t slash = rest.find('/');
+  std::string name = rest.substr(0, slash);
+  std::string action = slash == std::string::npos ? "" : rest.substr(slash + 1);
+  // Anyone may rotate their own token; everything else about users is an admin's.
+  bool self = who.name == name && action == "rotate";
+  if (!who.is_admin() && !self) return respond(forbidden(std::string("managing users: ") + kAdminOnly));
+  if (action.empty()) {
+    if (req.method != "GET") return respond(error_response(405, "use GET for /api/users/{name}"));
+    const UserRecord* user = deps_.access.find_user(name);
+    if (!user) return respond(error_response(404, "no user '" + name + "'; see `ag user list`"));
+    return respond(json_response(200, user_json(*user)));
+  }
+  if (req.method != "POST") return respond(error_response(405, "use POST for /api/users/{name}/" + action));
+  if (action == "rotate") {
+    return deps_.access.rotate_user(name, [respond, name](Result<std::string> token) {
+      if (!token.ok()) return respond(error_response(token.error()));
+      respond(json_response(200, {{"name", name}, {"token", token.value()}}));
+    });
+  }
+  if (action == "disable" || action == "enable") {
+    return deps_.access.set_user_disabled(name, action == "disable", [respond, name, action](Result<bool> done) {
+      if (!done.ok()) return respond(error_response(done.error()));
+      respond(json_response(200, {{"name", name}, {"disabled", action == "disable"}}));
+    });
+  }
+  respond(error_response(404, "no route for " + req.method + " " + req.path + "; use rotate, disable or enable"));
+}
+
+void ApiRoutes::handle_tokens(const net::HttpRequest& req, const Principal& who, const net::Respond& respond) {
+  int64_t now = deps_.clock.now_ms();
+  auto token_json = [now](const JoinTokenRecord& t) {
+    return json{{"id", t.id},
+                {"kind", "join"},
+                {"created_ms", t.created_ms},
+                {"expires_ms", t.expires_ms},
+                {"expired", t.expires_ms != 0 && t.expires_ms <= now},
+                {"created_by", t.created_by}};
+  };
+  if (req.path == "/api/tokens") {
+    if (req.method == "GET") {
+      json tokens = json::array();
+      for (const auto& t : deps_.access.join_tokens()) tokens.push_back(token_json(t));
+      return respond(json_response(200, {{"tokens", tokens}}));
+    }
+    if (req.method != "POST") return respond(error_response(405, "use GET or POST for /api/tokens"));
+    json body = json::parse(req.body, nullptr, false);
+    if (!body.is_object() || body.value("kind", std::string("join")) != "join") {
+      return respond(error_response(400, "send {\"kind\": \"join\", \"ttl_s\": SECONDS}; only join tokens are made "
+                                         "here (user tokens come with `ag user add`)"));
+    }
+    int64_t ttl_s = 0;
+    if (body.contains("ttl_s")) {
+      const json& ttl = body["ttl_s"];
+      if (!ttl.is_number_integer() || ttl.get<int64_t>() < 0 || ttl.get<int64_t>() > 10LL * 365 * 24 * 3600) {
+        return respond(error_response(400, "field 'ttl_s': expected whole seconds from 0 (never expires) to 10 years"));
+      }
+      ttl_s = ttl.get<int64_t>();
+    }
+    return deps_.access.create_join_token(
+        ttl_s * 1000, who.name, [respond, token_json](Result<AccessControl::NewJoinToken> made) {
+          if (!made.ok()) return respond(error_response(made.error()));
+          json out = token_json(made->record);
+          out["token"] = made->token;
+          respond(json_response(201, out));
+        });
+  }
+  std::string id = req.path.substr(std::string("/api/tokens/").size());
+  if (req.method != "DELETE") return respond(error_response(405, "use DELETE /api/tokens/{id} to revoke a join token"));
+  deps_.access.revoke_join_token(id, [respond, id](Result<bool> done) {
+    if (!done.ok()) return respond(error_response(done.error()));
+    respond(json_response(200, {{"id", id}, {"revoked", true}}));
+  });
+}
+
+void ApiRoutes::handle_audit(const net::HttpRequest& req, net::Respond respond) {
+  int64_t limit = 100;
+  if (!query_int(req, "limit", 1, static_cast<int64_t>(AuditLog::kKeep), &limit, respond)) return;
+  json entries = json::array();
+  for (const auto& e : deps_.audit.recent(static_cast<size_t>(limit))) {
+    entries.push_back(
+        {{"time_ms", e.time_ms}, {"actor", e.actor}, {"from", e.from}, {"action", e.action}, {"outcome", e.outcome}});
+  }
+  respond(json_response(200, {{"entries", entries}}));
 }
 
 }  // namespace ag::head

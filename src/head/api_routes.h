@@ -18,25 +18,38 @@
 //   POST /api/jobs/batch                   {"jobs": [spec, ...]}: all accepted or none
 //   GET  /api/packages                     package store counters and limit
 //   HEAD|GET|PUT /api/packages/{sha256}    working_dir packages (content-addressed)
+//   GET  /api/whoami                       the caller: name, role, groups
+//   GET|POST /api/users                    list / add (admin)
+//   POST /api/users/{name}/rotate|disable|enable   (admin; rotate also for oneself)
+//   GET|POST /api/tokens, DELETE /api/tokens/{id}  join tokens (admin)
+//   DELETE /api/nodes/{id}                 remove a node and revoke its credential (admin)
+//   GET  /api/audit?limit=N                who changed what (admin)
 //
 // plus the dashboard's pages, sign-in, live stream and /metrics (dashboard/).
 //
-// Every route but the health check and the dashboard's sign-in needs the cluster
-// token: as a bearer token, or as the dashboard's session cookie (net/auth.h). A
+// Every route but the health check and the dashboard's sign-in needs a credential
+// (head/access_control.h): a bearer token, or the dashboard's session cookie. A
 // cookie-authenticated POST/PUT/PATCH/DELETE must also pass the CSRF check (403
-// otherwise). Io thread only.
+// otherwise). What each role may do is the policy in access_control.h; a job's logs
+// and env vars are its owner's (and their groups' and admins'); other callers see
+// the job without its env vars. A node credential may only fetch packages; a join
+// token nothing here. Every mutating call is audited (AuditLog). Io thread only.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 
 #include "common/clock.h"
+#include "head/access_control.h"
+#include "head/audit_log.h"
 #include "head/dashboard/dashboard_routes.h"
 #include "head/job_manager.h"
 #include "head/log_store.h"
 #include "head/node_registry.h"
 #include "head/package_store.h"
+#include "head/worker_gateway.h"
 #include "net/http_types.h"
 
 namespace ag::head {
@@ -49,7 +62,9 @@ class ApiRoutes {
     NodeRegistry& nodes;
     LogStore& logs;
     PackageStore& packages;
-    const std::string& token;
+    AccessControl& access;
+    AuditLog& audit;
+    WorkerGateway& gateway;
     const Clock& clock;
     dashboard::DashboardRoutes& dashboard;
   };
@@ -61,18 +76,32 @@ class ApiRoutes {
   net::BodyPlan plan_body(const net::HttpRequest& header);
 
  private:
-  // The 401/403 answer for a request without a valid token (or a cross-site cookie
-  // request), or nullopt when it may go on.
-  std::optional<net::HttpResponse> refuse_unauthorized(const net::HttpRequest& request) const;
-  void handle_authenticated(const net::HttpRequest& request, net::Respond respond);
+  // Who sent the request: its bearer token, else its session cookie.
+  Principal authenticate(const net::HttpRequest& request) const;
+  // The 401/403 answer for a request without a valid credential, a cross-site cookie
+  // request, or a worker's credential used for anything but packages; nullopt when it
+  // may go on.
+  std::optional<net::HttpResponse> refuse_unauthorized(const net::HttpRequest& request, const Principal& who) const;
+  // Records a mutating call in the audit log once it is answered.
+  net::Respond audited(const net::HttpRequest& request, const Principal& who, net::Respond respond);
+  void handle_authenticated(const net::HttpRequest& request, const Principal& who, net::Respond respond);
   void handle_list_jobs(const net::HttpRequest& request, net::Respond respond);
-  void handle_node(const std::string& node_id, const net::Respond& respond);
-  void handle_job(const net::HttpRequest& request, const std::string& job_id,
+  void handle_node(const net::HttpRequest& request, const Principal& who, const std::string& node_id,
+                   const net::Respond& respond);
+  void handle_job(const net::HttpRequest& request, const Principal& who, const std::string& job_id,
                   const std::string& action, net::Respond respond);
+  void handle_users(const net::HttpRequest& request, const Principal& who, const net::Respond& respond);
+  void handle_tokens(const net::HttpRequest& request, const Principal& who, const net::Respond& respond);
+  void handle_audit(const net::HttpRequest& request, net::Respond respond);
+  // Whether `who` may stop the job and read its logs and env vars.
+  bool may_act_on(const Principal& who, const Job& job) const;
+  // The job as `who` may see it (no env vars unless may_act_on).
+  nlohmann::json job_view(const Principal& who, const Job& job) const;
   void handle_logs(const net::HttpRequest& request, const std::string& job_id, net::Respond respond);
-  void handle_wait(const net::HttpRequest& request, const std::string& job_id, net::Respond respond);
-  void handle_packages(const net::HttpRequest& request, const net::Respond& respond);
-  void handle_submit_batch(const net::HttpRequest& request, const net::Respond& respond);
+  void handle_wait(const net::HttpRequest& request, const Principal& who, const std::string& job_id,
+                   net::Respond respond);
+  void handle_packages(const net::HttpRequest& request, const Principal& who, const net::Respond& respond);
+  void handle_submit_batch(const net::HttpRequest& request, const Principal& who, const net::Respond& respond);
   // Checks what the spec refers to on the head (its working_dir package exists, no
   // container image). Errors: kInvalidArgument naming the field.
   std::optional<Error> check_references(const api::JobSpec& spec) const;

@@ -8,6 +8,9 @@
 #include <filesystem>
 
 #include "common/clock.h"
+#include "common/ids.h"
+#include "head/access_control.h"
+#include "head/audit_log.h"
 #include "head/api_routes.h"
 #include "head/dashboard/dashboard_routes.h"
 #include "head/dashboard/event_hub.h"
@@ -34,7 +37,8 @@ int run_head(const HeadConfig& config, const std::function<void(const Status&, c
     on_ready(internal_error("cannot create data dir " + config.data_dir + ": " + fs_error.message()), "");
     return 1;
   }
-  auto token = net::load_or_create_token(config.data_dir);
+  // The first admin's token; `ag` on this machine reads it through the session.
+  auto token = net::load_or_create_token(config.data_dir + "/token", "agu_");
   if (!token.ok()) {
     on_ready(token.error(), "");
     return 1;
@@ -47,18 +51,52 @@ int run_head(const HeadConfig& config, const std::function<void(const Status&, c
 
   boost::asio::io_context io(1);
   SystemClock clock;
+  net::AsioTimers timers(io);
+  AccessControl access({*store.value(), timers, clock});
+  if (Status s = access.recover(); !s) {
+    on_ready(s, "");
+    return 1;
+  }
+  // The join token `ag start-head` prints, kept beside the admin's; made again when
+  // it is missing or was revoked.
+  std::optional<std::string> new_join_token;
+  const std::string join_path = config.data_dir + "/join-token";
+  struct stat join_stat {};
+  const bool join_file_existed = ::lstat(join_path.c_str(), &join_stat) == 0;
+  auto join_token = net::load_or_create_token(join_path, "agj_");
+  if (!join_token.ok()) {
+    on_ready(join_token.error(), "");
+    return 1;
+  }
+  if (access.authenticate_token(join_token.value()).kind != Principal::Kind::kJoin) {
+    new_join_token = join_token.value();
+    if (join_file_existed) {  // revoked, or another head's: never brought back
+      new_join_token = "agj_" + random_hex(24);
+      if (Status s = net::write_token_file(join_path, *new_join_token); !s) {
+        on_ready(s, "");
+        return 1;
+      }
+    }
+  }
+  if (Status s = access.bootstrap(token.value(), new_join_token); !s) {
+    on_ready(s, "");
+    return 1;
+  }
   NodeRegistry nodes;
   LogStore logs(config.data_dir + "/logs");
   JobManagerConfig jm_config;
   jm_config.kill_grace_ms = config.kill_grace_ms;
-  net::AsioTimers timers(io);
   JobManager jobs({timers, *store.value(), nodes, nodes, logs, clock}, jm_config);
   if (Status s = jobs.recover(); !s) {
     on_ready(s, "");
     return 1;
   }
-  WorkerGateway gateway({timers, nodes, jobs, logs, clock, token.value()},
-                        WorkerGatewayConfig{config.node_timeout_ms});
+  AuditLog audit(*store.value(), jobs);
+  if (Status s = audit.recover(); !s) {
+    on_ready(s, "");
+    return 1;
+  }
+  WorkerGateway gateway({timers, nodes, jobs, logs, clock, access, audit}, WorkerGatewayConfig{config.node_timeout_ms});
   PackageStore packages(config.data_dir + "/packages", config.max_package_bytes);
   dashboard::Metrics metrics({jobs, nodes, logs});
   dashboard::EventHub live_events({io, jobs, nodes, clock});
@@ -66,8 +104,8 @@ int run_head(const HeadConfig& config, const std::function<void(const Status&, c
     metrics.on_job_changed(job);
     live_events.on_job_changed(job);
   });
-  dashboard::DashboardRoutes dashboard({token.value(), clock, metrics, live_events});
-  ApiRoutes routes({io, jobs, nodes, logs, packages, token.value(), clock, dashboard});
+  dashboard::DashboardRoutes dashboard({access, audit, clock, metrics, live_events});
+  ApiRoutes routes({io, jobs, nodes, logs, packages, access, audit, gateway, clock, dashboard});
 
   net::ServerHandlers handlers;
   handlers.on_request = [&routes, &metrics](const net::HttpRequest& req, net::Respond respond) {
@@ -80,8 +118,8 @@ int run_head(const HeadConfig& config, const std::function<void(const Status&, c
   };
   handlers.plan_body = [&routes](const net::HttpRequest& req) { return routes.plan_body(req); };
   handlers.check_upgrade = [&gateway](const net::HttpRequest& req) { return gateway.check_upgrade(req); };
-  handlers.on_websocket = [&gateway](const std::shared_ptr<net::WsConnection>& ch, const net::HttpRequest&) {
-    gateway.on_connection(ch);
+  handlers.on_websocket = [&gateway](const std::shared_ptr<net::WsConnection>& ch, const net::HttpRequest& req) {
+    gateway.on_connection(ch, req);
   };
   net::HttpServer api_server(io, handlers, config.max_body_bytes);
   net::HttpServer dashboard_server(io, handlers, config.max_body_bytes);

@@ -58,6 +58,8 @@ struct AttemptRecord {
 struct Job {
   std::string id;
   api::JobSpec spec;
+  std::string owner;           // the user who submitted it ("" for jobs from before users)
+  std::string submitted_from;  // the address the submission came from
   JobState state = JobState::kPending;
   // FAILED/STOPPED: why. PENDING: the scheduler's latest reason it is waiting.
   std::string message;

@@ -61,6 +61,7 @@ json job_summary_json(const Job& job) {
   json j;
   j["job_id"] = job.id;
   j["name"] = job.spec.name;
+  j["owner"] = job.owner;
   j["state"] = to_string(job.state);
   j["message"] = job.message;
   // What a PENDING job waits for, as a word a script can compare (message says it in full).
@@ -82,6 +83,7 @@ json job_to_json(const Job& job) {
   j["stop_requested"] = job.stop_requested;
   j["timed_out"] = job.timed_out;
   j["queue_seq"] = job.queue_seq;
+  j["submitted_from"] = job.submitted_from;
   json attempts = json::array();
   for (const auto& a : job.attempts) attempts.push_back(attempt_to_json(a));
   j["attempts"] = attempts;
@@ -107,6 +109,8 @@ Result<Job> job_from_json(const json& j) {
     job.stop_requested = j.at("stop_requested").get<bool>();
     job.timed_out = j.at("timed_out").get<bool>();
     job.queue_seq = j.at("queue_seq").get<uint64_t>();
+    job.owner = j.value("owner", "");
+    job.submitted_from = j.value("submitted_from", "");
     for (const auto& a : j.at("attempts")) job.attempts.push_back(attempt_from_json(a));
     return job;
   } catch (const json::exception& e) {

@@ -44,7 +44,7 @@ Status JobManager::recover() {
       continue;
     }
     next_seq_ = std::max(next_seq_, job->queue_seq + 1);
-    if (!job->spec.submission_id.empty()) submission_ids_[job->spec.submission_id] = job->id;
+    if (!job->spec.submission_id.empty()) submission_ids_[job->owner + "\n" + job->spec.submission_id] = job->id;
     jobs_[job->id] = std::move(job.value());
   }
   auto events = deps_.store.scan(store::kEventsTable);
@@ -82,17 +82,17 @@ Status JobManager::recover() {
   return {};
 }
 
-void JobManager::submit(api::JobSpec spec, std::function<void(Result<std::string>)> done) {
+void JobManager::submit(api::JobSpec spec, std::function<void(Result<std::string>)> done, const Submitter& by) {
   std::vector<api::JobSpec> specs;
   specs.push_back(std::move(spec));
   submit_all(std::move(specs), [done = std::move(done)](const Result<std::vector<std::string>>& ids) {
     if (!ids.ok()) return done(ids.error());
     done(ids.value().front());
-  });
+  }, by);
 }
 
 void JobManager::submit_all(std::vector<api::JobSpec> specs,
-                            std::function<void(Result<std::vector<std::string>>)> done) {
+                            std::function<void(Result<std::vector<std::string>>)> done, const Submitter& by) {
   struct Accepted {
     Job job;
     JobEvent event;
@@ -104,8 +104,10 @@ void JobManager::submit_all(std::vector<api::JobSpec> specs,
   int64_t now = deps_.clock.now_ms();
   for (auto& spec : specs) {
     // A retried submit (same client-chosen id) returns the job it created before.
-    if (!spec.submission_id.empty()) {
-      auto it = submission_ids_.find(spec.submission_id);
+    // Per owner: one user's submission id never finds another's job.
+    const std::string submission_key = spec.submission_id.empty() ? "" : by.owner + "\n" + spec.submission_id;
+    if (!submission_key.empty()) {
+      auto it = submission_ids_.find(submission_key);
       if (it != submission_ids_.end()) {
         ids.push_back(it->second);
         continue;
@@ -114,15 +116,18 @@ void JobManager::submit_all(std::vector<api::JobSpec> specs,
     Job job;
     job.id = new_job_id();
     job.spec = std::move(spec);
+    job.owner = by.owner;
+    job.submitted_from = by.from;
     job.submitted_ms = now;
     job.queue_seq = next_seq_++;
-    JobEvent event{now, "submitted: " + std::to_string(job.spec.num_workers) +
-                            " task(s), entrypoint: " + job.spec.entrypoint};
+    JobEvent event{now, "submitted" + (by.owner.empty() ? "" : " by " + by.owner) +
+                            (by.from.empty() ? "" : " from " + by.from) + ": " +
+                            std::to_string(job.spec.num_workers) + " task(s), entrypoint: " + job.spec.entrypoint};
     batch.push_back({store::kJobsTable, job.id, job_to_json(job).dump()});
     batch.push_back({store::kEventsTable, event_key(job.id, 0), event_to_json(event).dump()});
-    if (!job.spec.submission_id.empty()) {
-      submission_ids_[job.spec.submission_id] = job.id;
-      reserved_submission_ids.push_back(job.spec.submission_id);
+    if (!submission_key.empty()) {
+      submission_ids_[submission_key] = job.id;
+      reserved_submission_ids.push_back(submission_key);
     }
     ids.push_back(job.id);
     accepted->push_back({std::move(job), event});
@@ -197,14 +202,14 @@ std::map<JobState, int> JobManager::count_by_state() const {
   return counts;
 }
 
-Status JobManager::stop(const std::string& job_id) {
+Status JobManager::stop(const std::string& job_id, const std::string& by) {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return not_found("no job with id '" + job_id + "'; list jobs with `ag list-jobs`");
   Job& job = it->second;
   if (job.terminal()) {
     return Error{ErrorCode::kConflict, "job " + job_id + " already finished (" + to_string(job.state) + ")"};
   }
-  apply(job, on_stop_requested(job, deps_.clock.now_ms()));
+  apply(job, on_stop_requested(job, deps_.clock.now_ms(), by));
   return {};
 }
 

@@ -65,18 +65,25 @@ class JobManager {
   // Accepts a job: persists it, then calls `done` with its id (or the store's error,
   // e.g. kResourceExhausted on a full disk; nothing is kept then). A spec whose
   // submission_id was seen before returns the earlier job's id.
-  void submit(api::JobSpec spec, std::function<void(Result<std::string>)> done);
+  // The submitter becomes the job's owner; submission ids are per owner.
+  struct Submitter {
+    std::string owner;
+    std::string from;  // the client's address, kept for the audit log
+  };
+  void submit(api::JobSpec spec, std::function<void(Result<std::string>)> done, const Submitter& by = {});
 
   // Accepts several jobs in one durable write: all or none.
-  void submit_all(std::vector<api::JobSpec> specs, std::function<void(Result<std::vector<std::string>>)> done);
+  void submit_all(std::vector<api::JobSpec> specs, std::function<void(Result<std::vector<std::string>>)> done,
+                  const Submitter& by = {});
 
   const Job* find(const std::string& job_id) const;
   // Newest first.
   std::vector<const Job*> list() const;
   const std::vector<JobEvent>& events(const std::string& job_id) const;
 
-  // Errors: kNotFound, kConflict when the job already finished.
-  Status stop(const std::string& job_id);
+  // Errors: kNotFound, kConflict when the job already finished. `by` names who asked,
+  // in the job's events.
+  Status stop(const std::string& job_id, const std::string& by = "");
 
   // Calls `changed` once, at the job's next change of state, attempt or task (at once
   // when the job is finished or unknown). Returns an id for cancel_watch.

@@ -264,10 +264,11 @@ Effects on_node_lost(Job& job, const std::string& node_id, const std::string& no
   return fx;
 }
 
-Effects on_stop_requested(Job& job, int64_t now_ms) {
+Effects on_stop_requested(Job& job, int64_t now_ms, const std::string& by) {
   if (job.terminal()) return {};
   job.stop_requested = true;
-  return stop_with(job, now_ms, "stopped by user", "stop requested by user");
+  const std::string who = by.empty() ? "user" : by;
+  return stop_with(job, now_ms, "stopped by " + who, "stop requested by " + who);
 }
 
 Effects on_timed_out(Job& job, int64_t now_ms) {

@@ -57,7 +57,7 @@ Effects on_node_lost(Job& job, const std::string& node_id, const std::string& no
 
 // The user asked to stop the job. A PENDING job stops at once; a running one once all
 // its tasks are confirmed dead. Returns no effects for a job already finished.
-Effects on_stop_requested(Job& job, int64_t now_ms);
+Effects on_stop_requested(Job& job, int64_t now_ms, const std::string& by = "");
 
 // The job's timeout passed: stopped like on_stop_requested, but ends FAILED with
 // "timed out after ...".

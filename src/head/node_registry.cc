@@ -50,6 +50,16 @@ void NodeRegistry::disconnected(const std::string& node_id, const net::WsConnect
   if (node->state == NodeState::kAlive) node->state = NodeState::kDisconnected;
 }
 
+bool NodeRegistry::mark_dead(const std::string& node_id) {
+  Node* node = find(node_id);
+  if (!node) return false;
+  bool was_live = node->state != NodeState::kDead;
+  node->state = NodeState::kDead;
+  if (node->channel) node->channel->close();
+  node->channel.reset();
+  return was_live;
+}
+
 std::vector<std::string> NodeRegistry::expire(int64_t steady_now_ms, int64_t timeout_ms) {
   std::vector<std::string> dead;
   for (auto& [id, node] : nodes_) {

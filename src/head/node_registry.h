@@ -68,6 +68,11 @@ class NodeRegistry final : public WorkerChannel {
   // Marks the node's channel closed (keeps the node; it may come back).
   void disconnected(const std::string& node_id, const net::WsConnection* channel);
 
+  // Marks the node DEAD and closes its channel (`ag remove-node`); returns whether it
+  // was live before. erase() then forgets it.
+  bool mark_dead(const std::string& node_id);
+  void erase(const std::string& node_id) { nodes_.erase(node_id); }
+
   // Nodes whose last heartbeat is older than `timeout_ms`, newly marked DEAD.
   std::vector<std::string> expire(int64_t steady_now_ms, int64_t timeout_ms);
 

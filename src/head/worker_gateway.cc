@@ -55,38 +55,51 @@ std::optional<net::HttpResponse> WorkerGateway::check_upgrade(const net::HttpReq
   if (request.path != api::kWorkerConnectPath) {
     return json_error(404, "no WebSocket endpoint at " + request.path);
   }
-  if (!net::has_valid_token(request, deps_.token)) {
-    spdlog::warn("refused a worker join from {}: missing or wrong cluster token", request.remote_address);
-    return json_error(401, "missing or wrong cluster token; pass the token printed by `ag start-head` with --token");
+  Principal who = deps_.access.authenticate_token(net::bearer_token(request));
+  if (who.kind == Principal::Kind::kNone) {
+    spdlog::warn("refused a worker join from {}: {}", request.remote_address, who.refusal);
+    return json_error(401, "the head refused the token: " + who.refusal +
+                               "; start the worker with a join token (`ag start-head` prints one, `ag token create "
+                               "--join` makes more): `ag start-worker --head-node HOST:PORT --token-file FILE`");
+  }
+  if (who.kind == Principal::Kind::kUser && !who.is_admin()) {
+    spdlog::warn("refused a worker join from {}: user {} is not an admin", request.remote_address, who.name);
+    return json_error(403, "user " + who.name + "'s token cannot register a node; use a join token (`ag token create --join`)");
   }
   return std::nullopt;
 }
 
-void WorkerGateway::on_connection(const std::shared_ptr<net::WsConnection>& channel) {
-  auto node_id = std::make_shared<std::string>();
+void WorkerGateway::on_connection(const std::shared_ptr<net::WsConnection>& channel, const net::HttpRequest& request) {
+  auto state = std::make_shared<ChannelState>();
+  state->who = deps_.access.authenticate_token(net::bearer_token(request));
+  state->from = request.remote_address;
   std::weak_ptr<net::WsConnection> weak = channel;
   channel->start(
-      [this, weak, node_id](const std::string& data, bool binary) {
-        if (auto ch = weak.lock()) on_message(ch, node_id.get(), data, binary);
-      },
-      [this, weak, node_id](const std::string& reason) {
-        if (node_id->empty()) return;
-        spdlog::info("node {} disconnected: {}", *node_id, reason);
+      [this, weak, state](const std::string& data, bool binary) {
         auto ch = weak.lock();
-        deps_.nodes.disconnected(*node_id, ch.get());
+        if (!ch) return;
+        if (state->node_id.empty() && !state->registering) {
+          if (binary) return send_error_and_close(ch, "the first message must be a register message");
+          auto message = api::decode_worker_message(data);
+          if (!message.ok()) return send_error_and_close(ch, "bad register message: " + message.error().message);
+          auto* reg = std::get_if<api::Register>(&message.value());
+          if (!reg) return send_error_and_close(ch, "the first message must be a register message");
+          return on_register(ch, state, std::move(*reg));
+        }
+        on_message(ch, *state, data, binary);
+      },
+      [this, weak, state](const std::string& reason) {
+        if (state->node_id.empty()) return;
+        spdlog::info("node {} disconnected: {}", state->node_id, reason);
+        auto ch = weak.lock();
+        deps_.nodes.disconnected(state->node_id, ch.get());
       });
 }
 
-void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel, std::string* node_id,
+void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel, ChannelState& state,
                                const std::string& data, bool binary) {
-  if (node_id->empty()) {
-    if (binary) return send_error_and_close(channel, "the first message must be a register message");
-    auto message = api::decode_worker_message(data);
-    if (!message.ok()) return send_error_and_close(channel, "bad register message: " + message.error().message);
-    auto* reg = std::get_if<api::Register>(&message.value());
-    if (!reg) return send_error_and_close(channel, "the first message must be a register message");
-    return on_register(channel, node_id, std::move(*reg));
-  }
+  if (state.node_id.empty()) return;  // its registration is still being stored
+  const std::string* node_id = &state.node_id;
   Node* node = deps_.nodes.find(*node_id);
   if (!node || node->channel != channel) return;  // superseded by a newer channel
   node->last_heartbeat_steady_ms = deps_.clock.steady_ms();
@@ -153,8 +166,49 @@ void WorkerGateway::on_log_frame(const std::shared_ptr<net::WsConnection>& chann
   }
 }
 
-void WorkerGateway::on_register(const std::shared_ptr<net::WsConnection>& channel, std::string* node_id,
-                                api::Register message) {
+void WorkerGateway::on_register(const std::shared_ptr<net::WsConnection>& channel,
+                                const std::shared_ptr<ChannelState>& state, api::Register message) {
+  const Principal& who = state->who;
+  const std::string id = message.node_id;  // a copy: `message` moves into a callback below
+  if (who.kind == Principal::Kind::kNode) {
+    // A node's own credential: its own id only, whether or not it is live.
+    if (who.name != id) {
+      spdlog::warn("refused a registration from {}: node {}'s credential used for node id {}", state->from, who.name, id);
+      return send_error_and_close(channel, "this node credential belongs to node " + who.name +
+                                               ", not to node " + id + "; registration refused");
+    }
+    return complete_register(channel, *state, message, "");
+  }
+  // A join (or admin) token: only for a node id that is not live.
+  const Node* existing = deps_.nodes.find(id);
+  if (existing && existing->state != NodeState::kDead) {
+    spdlog::warn("refused a registration from {} as live node {}: no node credential", state->from, existing->label());
+    deps_.audit.record({deps_.clock.now_ms(), who.name, state->from, "register node " + id,
+                        "refused: the node id is live"});
+    return send_error_and_close(
+        channel, "node id " + id + " is already registered and live (" + existing->address +
+                     "); only that node's own credential can register it again. If this is a new machine, give it "
+                     "its own --data-dir; if it replaces that node, run `ag remove-node " + id + "` first");
+  }
+  state->registering = true;
+  std::weak_ptr<net::WsConnection> weak = channel;
+  deps_.access.issue_node_credential(id, [this, weak, state, message = std::move(message)](Result<std::string> credential) {
+    state->registering = false;
+    auto ch = weak.lock();
+    if (!ch) return;
+    if (!credential.ok()) {
+      return send_error_and_close(ch, "the head could not store this node's credential: " +
+                                          credential.error().message + "; try again later");
+    }
+    deps_.audit.record({deps_.clock.now_ms(), state->who.name, state->from, "register node " + message.node_id,
+                        "ok: node credential issued"});
+    complete_register(ch, *state, message, credential.value());
+  });
+}
+
+void WorkerGateway::complete_register(const std::shared_ptr<net::WsConnection>& channel, ChannelState& state,
+                                      const api::Register& message, const std::string& credential) {
+  std::string* node_id = &state.node_id;
   Node node;
   node.node_id = message.node_id;
   node.address = message.address;
@@ -173,7 +227,7 @@ void WorkerGateway::on_register(const std::shared_ptr<net::WsConnection>& channe
   spdlog::info("node {} registered: {} CPUs, {} MiB memory, {} GPUs, {} running task(s)", added.label(),
                added.total.cpu_millis / 1000.0, added.total.memory_bytes >> 20, added.total.gpus,
                message.running.size());
-  send(channel, api::Registered{added.node_id, config_.node_timeout_ms});
+  send(channel, api::Registered{added.node_id, config_.node_timeout_ms, credential});
   // Ask for the output the head missed while the channel was down. For tasks that
   // ended meanwhile the worker sends the missing bytes and then the exit again, so
   // the head records the end only once the log is whole.
@@ -195,6 +249,25 @@ void WorkerGateway::on_register(const std::shared_ptr<net::WsConnection>& channe
     ended.push_back(exited.task);
   }
   deps_.jobs.on_node_registered(added.node_id, message.running, ended);
+}
+
+}  // namespace ag::head
+
+namespace ag::head {
+
+void WorkerGateway::remove_node(const std::string& node_id, std::function<void(Status)> done) {
+  if (!deps_.nodes.find(node_id) && !deps_.access.has_node_credential(node_id)) {
+    return done(not_found("no node with id '" + node_id + "'; list nodes with `ag list-nodes`"));
+  }
+  deps_.access.revoke_node_credential(node_id, [this, node_id, done](Result<bool> revoked) {
+    if (!revoked.ok()) return done(revoked.error());
+    if (Node* node = deps_.nodes.find(node_id)) {
+      spdlog::warn("node {} removed: its credential is revoked and its tasks are lost", node->label());
+      if (deps_.nodes.mark_dead(node_id)) deps_.jobs.on_node_dead(node_id);
+      deps_.nodes.erase(node_id);
+    }
+    done({});
+  });
 }
 
 }  // namespace ag::head

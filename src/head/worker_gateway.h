@@ -2,6 +2,15 @@
 // WebSocket upgrade, turns the worker's registration into a Node, and routes every
 // message: task events to the JobManager, log frames to the LogStore, heartbeats to
 // the NodeRegistry. It also expires nodes that stop heart-beating. Io thread only.
+//
+// Who may register which node:
+//   - a join token (or an admin's token) registers a node id that is not live (never
+//     seen, or DEAD); the node is then given its own credential, bound to its id,
+//     sent in `registered` once it is durable. A live node id (ALIVE or DISCONNECTED)
+//     is refused: only its own credential may take its place.
+//   - a node credential registers its own node id only, at any time (a restarted
+//     worker).
+// After that a node may report only on the tasks placed on it (JobManager::may_report).
 #pragma once
 
 #include <memory>
@@ -12,6 +21,8 @@
 #include "api/protocol.h"
 #include "common/clock.h"
 #include "common/timers.h"
+#include "head/access_control.h"
+#include "head/audit_log.h"
 #include "head/job_manager.h"
 #include "head/log_store.h"
 #include "head/node_registry.h"
@@ -32,22 +43,37 @@ class WorkerGateway {
     JobManager& jobs;
     LogStore& logs;
     const Clock& clock;
-    const std::string& token;
+    AccessControl& access;
+    AuditLog& audit;
   };
   WorkerGateway(Deps deps, WorkerGatewayConfig config);
 
   // Starts the expiry timer.
   void start();
 
-  // For HttpServer::check_upgrade: 401/404 unless this is an authenticated worker join.
+  // For HttpServer::check_upgrade: 404 for another path; 401 without a valid join
+  // token, node credential or admin token; 403 for a token of another kind.
   std::optional<net::HttpResponse> check_upgrade(const net::HttpRequest& request) const;
-  void on_connection(const std::shared_ptr<net::WsConnection>& channel);
+  void on_connection(const std::shared_ptr<net::WsConnection>& channel, const net::HttpRequest& request);
+
+  // `ag remove-node`: revokes the node's credential (durable), closes its channel and
+  // forgets it; its tasks are lost (and retried like any lost task). Errors:
+  // kNotFound for a node the head neither knows nor holds a credential for.
+  void remove_node(const std::string& node_id, std::function<void(Status)> done);
 
  private:
-  void on_message(const std::shared_ptr<net::WsConnection>& channel, std::string* node_id,
+  struct ChannelState {
+    Principal who;
+    std::string from;
+    std::string node_id;  // once registered
+    bool registering = false;
+  };
+  void on_message(const std::shared_ptr<net::WsConnection>& channel, ChannelState& state,
                   const std::string& data, bool binary);
-  void on_register(const std::shared_ptr<net::WsConnection>& channel, std::string* node_id,
+  void on_register(const std::shared_ptr<net::WsConnection>& channel, const std::shared_ptr<ChannelState>& state,
                    api::Register message);
+  void complete_register(const std::shared_ptr<net::WsConnection>& channel, ChannelState& state,
+                         const api::Register& message, const std::string& credential);
   void on_log_frame(const std::shared_ptr<net::WsConnection>& channel, const std::string& node_id,
                     const std::string& frame);
   void schedule_expiry();

@@ -1,50 +1,41 @@
-// Authentication for every API call, dashboard page and worker join.
+// The HTTP side of authentication: where a request carries its credential, the
+// dashboard's session cookie, the CSRF rule, and token files. Which credential is
+// whose, and what it may do, is the head's (head/access_control.h).
 //
-// Two ways to prove knowledge of the cluster token:
+// Two ways a request carries a credential:
 //   - "Authorization: Bearer <token>": the CLI, the SDK, workers, Prometheus.
 //   - the dashboard's session cookie, set by the sign-in endpoint after the browser
-//     sent the token once. The cookie holds an expiry and an HMAC of it keyed by the
-//     token, not the token: it survives a head restart, dies with a new token, and a
-//     leaked cookie does not reveal the token.
+//     sent a user token once. The cookie holds a random session id the head keeps
+//     server-side (so signing out ends it), not the token.
 // A cookie rides along on requests that other sites make the browser send, so a
 // cookie-authenticated request that changes state must also pass passes_csrf_check().
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "common/result.h"
 #include "net/http_types.h"
 
 namespace ag::net {
 
-// True when the request carries `token` as "Authorization: Bearer <token>".
-// Compares in constant time.
-bool has_valid_token(const HttpRequest& request, const std::string& token);
+// The token of an "Authorization: Bearer <token>" header, or "" without one.
+std::string_view bearer_token(const HttpRequest& request);
 
-// True when `candidate` equals `token` (constant time; false for an empty token).
-bool token_matches(const std::string& candidate, const std::string& token);
-
-enum class AuthMethod { kNone, kBearer, kCookie };
-
-// How the request authenticates: a valid bearer token, a valid unexpired session
-// cookie, or neither. `now_s` is Unix time in seconds.
-AuthMethod authenticate(const HttpRequest& request, const std::string& token, int64_t now_s);
+// The value of cookie `name` in the request's Cookie header, or "" when absent.
+std::string cookie_value(const HttpRequest& request, const std::string& name);
 
 // How long a dashboard sign-in lasts.
 inline constexpr int64_t kSessionCookieLifetimeS = 7 * 24 * 3600;
 
-// The session cookie's name. It is derived from the token, so that several heads on
-// one host (cookies are shared across ports) each keep their own cookie.
-std::string session_cookie_name(const std::string& token);
-
-// A Set-Cookie header value that signs the browser in until now_s +
+// A Set-Cookie header value that signs the browser in with session `value` for
 // kSessionCookieLifetimeS: HttpOnly (page scripts cannot read it), SameSite=Strict
 // (other sites' requests do not carry it), Path=/.
-std::string session_set_cookie(const std::string& token, int64_t now_s);
+std::string session_set_cookie(const std::string& name, const std::string& value);
 
 // A Set-Cookie header value that removes the session cookie (sign-out).
-std::string session_clear_cookie(const std::string& token);
+std::string session_clear_cookie(const std::string& name);
 
 // POST, PUT, PATCH and DELETE (and anything unknown): methods that may change state.
 bool is_state_changing(const std::string& method);
@@ -55,9 +46,15 @@ bool is_state_changing(const std::string& method);
 // cannot add without a CORS preflight the head never grants.
 bool passes_csrf_check(const HttpRequest& request);
 
-// Creates the cluster token file in `data_dir` (mode 0600) if absent and returns the
-// token. Errors: kInternal when the file cannot be written or read.
-Result<std::string> load_or_create_token(const std::string& data_dir);
+// Reads the token file at `path`, or creates it (mode 0600, never through a link)
+// with a new random token starting with `prefix` when absent. An existing file is
+// used only when this user made it: not a link, not another user's, unreadable to
+// others (kPermissionDenied otherwise). Errors: kInternal when it cannot be written.
+Result<std::string> load_or_create_token(const std::string& path, const std::string& prefix);
+
+// Replaces the file at `path` with `token` (mode 0600; written aside and renamed, so
+// a reader sees the old token or the new one). Errors: kInternal.
+Status write_token_file(const std::string& path, const std::string& token);
 
 // Reads a token file. Errors: kNotFound / kInternal naming the path.
 Result<std::string> read_token_file(const std::string& path);

@@ -68,6 +68,10 @@ struct Dial : std::enable_shared_from_this<Dial> {
           return self->fail(ErrorCode::kUnauthenticated,
                             "the head refused the worker's token (HTTP 401): " + self->response.body());
         }
+        if (status == 403) {
+          return self->fail(ErrorCode::kPermissionDenied,
+                            "the head does not let this token register a node (HTTP 403): " + self->response.body());
+        }
         std::string detail = status ? "HTTP " + std::to_string(status) + " " + self->response.body() : ec.message();
         return self->fail(ErrorCode::kUnavailable, "websocket handshake failed: " + detail);
       }

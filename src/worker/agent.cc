@@ -64,14 +64,17 @@ void Agent::dial() {
   deps_.head.dial([this](Result<std::shared_ptr<net::WsConnection>> result) {
     if (stopping_) return;
     if (!result.ok()) {
-      spdlog::warn("{}; retrying in {} ms", result.error().message, backoff_ms_);
-      report_first(result.error());
-      if (result.error().code == ErrorCode::kUnauthenticated) {
-        spdlog::error("giving up: the cluster token is wrong");
+      const Error& error = result.error();
+      if (error.code == ErrorCode::kUnauthenticated || error.code == ErrorCode::kPermissionDenied) {
+        std::string hint = deps_.head.refused_hint();
+        spdlog::error("{}; giving up: {}", error.message, hint);
+        report_first(Error{error.code, error.message + "; " + hint});
         stopping_ = true;
         stop_daemon();
         return;
       }
+      spdlog::warn("{}; retrying in {} ms", error.message, backoff_ms_);
+      report_first(error);
       return retry_later();
     }
     on_connected(std::move(result.value()));
@@ -149,6 +152,14 @@ void Agent::on_message(const std::string& text) {
                  [&](const api::Registered& m) {
                    registered_ = true;
                    node_timeout_ms_ = m.node_timeout_ms;
+                   if (!m.node_credential.empty()) {
+                     // The join token is done with: from now on the node is known by its own.
+                     if (Status s = deps_.head.adopt_credential(m.node_credential); !s) {
+                       spdlog::error("could not keep this node's credential ({}); the worker will need a join token "
+                                     "again after a restart",
+                                     s.error().message);
+                     }
+                   }
                    backoff_ms_ = 250;
                    spdlog::info("registered with the head at {} as {}", deps_.head.describe(), config_.node_id);
                    report_first({});
@@ -157,7 +168,10 @@ void Agent::on_message(const std::string& text) {
                  [&](const api::Kill& m) { handle_kill(m); },
                  [&](const api::LogResume& m) { resend_log(m.task, m.offset); },
                  [&](const api::ExitAck& m) { handle_exit_ack(m.task); },
-                 [&](const api::ErrorMessage& m) { spdlog::error("the head refused this worker: {}", m.message); },
+                 [&](const api::ErrorMessage& m) {
+                   spdlog::error("the head refused this worker: {}", m.message);
+                   if (!registered_) report_first(Error{ErrorCode::kPermissionDenied, "the head refused this worker: " + m.message});
+                 },
              },
              message.value());
 }

@@ -1,5 +1,6 @@
-// HeadDialer: how the agent opens a channel to the head. The product's dials the
-// head's WebSocket endpoint with the cluster token; unit tests hand out fake channels.
+// HeadDialer: how the agent opens a channel to the head, and with which credential.
+// The product's dials the head's WebSocket endpoint with the node's credential
+// (worker/node_credential.h); unit tests hand out fake channels.
 #pragma once
 
 #include <functional>
@@ -8,6 +9,7 @@
 #include "common/result.h"
 #include "net/ws_client.h"
 #include "net/ws_connection.h"
+#include "worker/node_credential.h"
 
 namespace boost::asio {
 class io_context;
@@ -24,17 +26,25 @@ class HeadDialer {
   virtual void dial(Done done) = 0;
   // "127.0.0.1:6379", for messages.
   virtual std::string describe() const = 0;
+  // Keeps the node's own credential (from `registered`) for every later dial.
+  virtual Status adopt_credential(const std::string& credential) = 0;
+  // What to tell the user when the head refuses the token for good.
+  virtual std::string refused_hint() const = 0;
 };
 
-// Dials GET /api/workers/connect on the head with the cluster token, from `bind_address`.
+// Dials GET /api/workers/connect on the head with the node's credential, from
+// `bind_address`.
 class WsHeadDialer final : public HeadDialer {
  public:
-  WsHeadDialer(boost::asio::io_context& io, net::Endpoint head, const std::string& token, std::string bind_address);
+  WsHeadDialer(boost::asio::io_context& io, net::Endpoint head, NodeCredential& credential, std::string bind_address);
   void dial(Done done) override;
   std::string describe() const override { return options_.to.to_string(); }
+  Status adopt_credential(const std::string& credential) override { return credential_.adopt(credential); }
+  std::string refused_hint() const override;
 
  private:
   boost::asio::io_context& io_;
+  NodeCredential& credential_;
   net::WsDialOptions options_;
 };
 

@@ -31,7 +31,9 @@ struct PackageCacheConfig {
   std::string dir;  // <worker data dir>/packages
   int64_t budget_bytes = int64_t{10} << 30;
   net::Endpoint head;
-  std::string token;
+  // The node's credential for downloads, read at each download (it changes once, when
+  // the head gives the node its own). Thread-safe.
+  std::function<std::string()> token;
 };
 
 // What the agent needs of working_dir packages: PackageCache in the product, a fake

@@ -114,9 +114,14 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
     return 1;
   }
   net::AsioTimers timers(io);
-  WsHeadDialer dialer(io, head.value(), config.token, config.node_ip);
-  PackageCache packages(io, PackageCacheConfig{config.data_dir + "/packages", config.package_cache_bytes,
-                                               head.value(), config.token});
+  auto credential = NodeCredential::load(config.data_dir, config.token);
+  if (!credential.ok()) {
+    on_ready(credential.error(), "");
+    return 1;
+  }
+  WsHeadDialer dialer(io, head.value(), *credential.value(), config.node_ip);
+  PackageCache packages(io, PackageCacheConfig{config.data_dir + "/packages", config.package_cache_bytes, head.value(),
+                                               [cred = credential.value().get()] { return cred->token(); }});
   UsageSampler usage;
   Agent::Deps deps{timers,
                    dialer,

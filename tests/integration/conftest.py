@@ -179,7 +179,13 @@ class Cluster:
 
     @property
     def token(self):
+        """The first admin's token (the head makes it at its first start)."""
         return (self.head_data_dir / "token").read_text().strip()
+
+    @property
+    def join_token(self):
+        """The join token `ag start-head` prints: it can only register nodes."""
+        return (self.head_data_dir / "join-token").read_text().strip()
 
     def worker_data_dir(self, ip):
         return self.root / f"worker-{ip}"

@@ -54,7 +54,7 @@ def test_a_worker_joins_with_a_private_token_file_and_refuses_a_shared_one(clust
     base = ["start-worker", "--head-node", c.address, "--node-ip-address", "127.0.0.2", "--num-cpus", 1,
             "--data-dir", c.worker_data_dir("127.0.0.2")]
     token_file = tmp_path / "token"
-    token_file.write_text(c.token + "\n")
+    token_file.write_text(c.join_token + "\n")
     os.chmod(token_file, 0o644)
     refused = c.ag(*base, "--token-file", token_file, check=False)
     assert refused.returncode == 2
@@ -63,7 +63,7 @@ def test_a_worker_joins_with_a_private_token_file_and_refuses_a_shared_one(clust
     missing = c.ag(*base, "--token-file", tmp_path / "nope", check=False)
     assert missing.returncode == 2
     assert "cannot read token file" in missing.stderr and "No such file" in missing.stderr
-    both = c.ag(*base, "--token-file", token_file, "--token", c.token, check=False)
+    both = c.ag(*base, "--token-file", token_file, "--token", c.join_token, check=False)
     assert both.returncode == 2 and "give --token-file or --token, not both" in both.stderr
     assert c.nodes() == []  # none of those joined
     os.chmod(token_file, 0o600)
@@ -76,18 +76,19 @@ def test_the_join_line_start_head_prints_works_as_printed(cluster_factory, tmp_p
     c = cluster_factory("joinline", start_head=False)
     out = c.start_head().stdout
     lines = out.splitlines()
-    i = lines.index("To add a worker on another machine, run there:")
+    i = lines.index("To add a worker on another machine, run there (the join token can only add nodes):")
     save, join = lines[i + 1].strip(), lines[i + 2].strip()
-    assert save == f"(umask 077; echo {c.token} > ~/.aethergrid-token)"
-    assert join == f"ag start-worker --head-node {c.address} --token-file ~/.aethergrid-token"
+    assert c.join_token.startswith("agj_") and c.join_token != c.token
+    assert save == f"(umask 077; echo {c.join_token} > ~/.aethergrid-join-token)"
+    assert join == f"ag start-worker --head-node {c.address} --token-file ~/.aethergrid-join-token"
     # Run both as printed, with a home of the test's own.
     home = tmp_path / "home"
     home.mkdir()
     env = dict(c.env, HOME=str(home))
     subprocess.run(["bash", "-c", save], env=env, check=True, timeout=10)
-    token_file = home / ".aethergrid-token"
+    token_file = home / ".aethergrid-join-token"
     assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
     args = shlex.split(join)[1:] + ["--node-ip-address", "127.0.0.2", "--data-dir", c.worker_data_dir("127.0.0.2")]
-    args = [str(token_file) if a == "~/.aethergrid-token" else a for a in args]
+    args = [str(token_file) if a == "~/.aethergrid-join-token" else a for a in args]
     c.ag(*args, env={"HOME": str(home)})
     assert [n["state"] for n in c.nodes()] == ["ALIVE"]

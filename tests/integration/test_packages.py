@@ -155,7 +155,7 @@ def test_upload_with_a_wrong_token_is_answered_and_stores_nothing(cluster):
     size = 8 << 20
     answer = _raw_put(cluster, "a" * 64, size, size, token="not-the-token")
     assert answer.startswith(b"HTTP/1.1 401"), answer[:200]
-    assert b"wrong cluster token" in answer
+    assert b"unknown or revoked token" in answer
     assert _package_files(cluster) == before
 
 

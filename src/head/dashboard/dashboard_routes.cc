@@ -1,5 +1,7 @@
 #include "head/dashboard/dashboard_routes.h"
 
+#include <spdlog/spdlog.h>
+
 #include <nlohmann/json.hpp>
 
 #include "head/dashboard/assets.h"
@@ -62,12 +64,25 @@ bool DashboardRoutes::handle_public(const net::HttpRequest& req, const net::Resp
   }
   if (path == "/api/session") {
     if (req.method == "POST") {
-      respond(sign_in(req));
+      // Only the head's own sign-in page may sign a browser in (no login CSRF).
+      const std::string& origin = req.header("origin");
+      if (!origin.empty() && !net::passes_csrf_check(req)) {
+        respond(json_error(403, "sign-in from another site's page refused (Origin " + origin + ")"));
+        return true;
+      }
+      json body = json::parse(req.body, nullptr, false);
+      if (body.is_discarded() || !body.is_object() || !body.contains("token") || !body["token"].is_string()) {
+        respond(json_error(400,
+                           "send {\"token\": \"<your user token>\"}; `ag user add` makes one, and the first "
+                           "admin's is in the head's data dir, file 'token'"));
+        return true;
+      }
+      std::string token = body["token"].get<std::string>();
+      while (!token.empty() && (token.back() == ' ' || token.back() == '\n' || token.back() == '\r')) token.pop_back();
+      while (!token.empty() && token.front() == ' ') token.erase(0, 1);
+      sign_in(req, token, {200, "application/json", R"({"signed_in":true})"}, respond);
     } else if (req.method == "DELETE") {
-      // Signing out needs no proof: it only ever takes access away.
-      HttpResponse res{200, "application/json", R"({"signed_in":false})"};
-      res.headers.emplace_back("Set-Cookie", net::session_clear_cookie(deps_.token));
-      respond(std::move(res));
+      sign_out(req, respond);
     } else {
       respond(json_error(405, "use POST /api/session {\"token\": ...} to sign in, DELETE to sign out"));
     }
@@ -85,46 +100,57 @@ bool DashboardRoutes::handle_public(const net::HttpRequest& req, const net::Resp
   // redirects to the bare URL, so the token does not stay in the address bar or
   // history; a wrong one gets the sign-in page, which says so.
   if ((path == "/" || path == "/index.html") && req.query.count("token")) {
-    if (!net::token_matches(req.query.at("token"), deps_.token)) {
-      respond(sign_in_page(401));
-      return true;
-    }
     HttpResponse res{303, "text/plain; charset=utf-8", "signed in; continue at /\n"};
     res.headers.emplace_back("Location", "/");
-    res.headers.emplace_back("Set-Cookie", net::session_set_cookie(deps_.token, deps_.clock.now_ms() / 1000));
     res.headers.emplace_back("Referrer-Policy", "no-referrer");
-    respond(std::move(res));
+    sign_in(req, req.query.at("token"), std::move(res), respond);
     return true;
   }
   return false;
 }
 
-HttpResponse DashboardRoutes::sign_in(const net::HttpRequest& req) const {
-  // Only the head's own sign-in page may sign a browser in (no login CSRF).
-  const std::string& origin = req.header("origin");
-  if (!origin.empty() && !net::passes_csrf_check(req)) {
-    return json_error(403, "sign-in from another site's page refused (Origin " + origin + ")");
+void DashboardRoutes::sign_in(const net::HttpRequest& req, const std::string& token, HttpResponse ok,
+                              const net::Respond& respond) {
+  Principal who = deps_.access.authenticate_token(token);
+  bool is_page = req.method == "GET";
+  if (!who.is_user()) {
+    if (is_page) return respond(sign_in_page(401));
+    return respond(json_error(401, who.kind == Principal::Kind::kNone
+                                       ? "the head refused the token: " + who.refusal +
+                                             "; use your user token (`ag user add` makes one; the first admin's "
+                                             "is in the head's data dir, file 'token')"
+                                       : "only a user token signs in to the dashboard, not a worker's"));
   }
-  json body = json::parse(req.body, nullptr, false);
-  if (body.is_discarded() || !body.is_object() || !body.contains("token") || !body["token"].is_string()) {
-    return json_error(400,
-                      "send {\"token\": \"<cluster token>\"}; the token is in the head's data dir, file 'token', "
-                      "and in the link `ag start-head` printed");
-  }
-  std::string token = body["token"].get<std::string>();
-  while (!token.empty() && (token.back() == ' ' || token.back() == '\n' || token.back() == '\r')) token.pop_back();
-  while (!token.empty() && token.front() == ' ') token.erase(0, 1);
-  if (!net::token_matches(token, deps_.token)) {
-    return json_error(401,
-                      "wrong cluster token: use the one in the head's data dir (file 'token') or in the link "
-                      "`ag start-head` printed");
-  }
-  HttpResponse res{200, "application/json", R"({"signed_in":true})"};
-  res.headers.emplace_back("Set-Cookie", net::session_set_cookie(deps_.token, deps_.clock.now_ms() / 1000));
-  return res;
+  deps_.access.create_session(
+      who.name, net::kSessionCookieLifetimeS * 1000,
+      [this, respond, ok = std::move(ok), who, from = req.remote_address](Result<std::string> session) mutable {
+        deps_.audit.record({deps_.clock.now_ms(), who.name, from, "dashboard sign-in",
+                            session.ok() ? "ok" : session.error().message});
+        if (!session.ok()) return respond(json_error(http_status_for(session.error().code), session.error().message));
+        ok.headers.emplace_back("Set-Cookie", net::session_set_cookie(deps_.access.cookie_name(), session.value()));
+        respond(std::move(ok));
+      });
 }
 
-bool DashboardRoutes::handle(const net::HttpRequest& req, const net::Respond& respond) {
+void DashboardRoutes::sign_out(const net::HttpRequest& req, const net::Respond& respond) {
+  // Signing out needs no proof beyond the cookie itself: it only ever takes access away.
+  auto answer = [this, respond] {
+    HttpResponse res{200, "application/json", R"({"signed_in":false})"};
+    res.headers.emplace_back("Set-Cookie", net::session_clear_cookie(deps_.access.cookie_name()));
+    respond(std::move(res));
+  };
+  Principal who = deps_.access.authenticate_session(net::cookie_value(req, deps_.access.cookie_name()));
+  if (!who.via_cookie()) return answer();
+  deps_.access.end_session(who.session_hash, [this, answer, who, from = req.remote_address](Result<bool> ended) {
+    deps_.audit.record({deps_.clock.now_ms(), who.name, from, "dashboard sign-out",
+                        ended.ok() ? "ok" : ended.error().message});
+    if (!ended.ok()) spdlog::error("a dashboard session could not be ended in the store: {}", ended.error().message);
+    answer();
+  });
+}
+
+bool DashboardRoutes::handle(const net::HttpRequest& req, const Principal& who, const net::Respond& respond) {
+  if (!who.is_user()) return false;
   const std::string& path = req.path;
   if (path == "/" || path == "/index.html") {
     respond(asset_response(200, "index.html"));

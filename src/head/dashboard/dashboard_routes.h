@@ -4,8 +4,9 @@
 //   GET  /  (/index.html)          the app (needs sign-in); with ?token=T: signs in and
 //                                   redirects to / so the token leaves the address bar
 //   GET  /login                     the sign-in page
-//   POST /api/session {"token"}     sign-in: sets the session cookie (see net/auth.h)
-//   DELETE /api/session             sign-out: clears it
+//   POST /api/session {"token"}     sign-in with a user token: starts a session the head
+//                                   keeps (AccessControl) and sets its cookie
+//   DELETE /api/session             sign-out: ends the session on the head, clears the cookie
 //   GET  /assets/{file}             embedded assets (dashboard/); the sign-in page's own
 //                                   are public, the app's need sign-in
 //   GET  /api/stream                live updates, server-sent events (EventHub)
@@ -19,6 +20,8 @@
 #include <string>
 
 #include "common/clock.h"
+#include "head/access_control.h"
+#include "head/audit_log.h"
 #include "head/dashboard/event_hub.h"
 #include "head/dashboard/metrics.h"
 #include "net/http_types.h"
@@ -28,7 +31,8 @@ namespace ag::head::dashboard {
 class DashboardRoutes {
  public:
   struct Deps {
-    const std::string& token;
+    AccessControl& access;
+    AuditLog& audit;
     const Clock& clock;
     Metrics& metrics;
     EventHub& events;
@@ -39,9 +43,9 @@ class DashboardRoutes {
   // assets, a page link carrying ?token=. Returns false (without responding) otherwise.
   bool handle_public(const net::HttpRequest& request, const net::Respond& respond);
 
-  // Answers an authenticated request for a page, an asset, /api/stream or /metrics.
-  // Returns false (without responding) for any other path.
-  bool handle(const net::HttpRequest& request, const net::Respond& respond);
+  // Answers an authenticated request for a page, an asset, /api/stream or /metrics
+  // (any user may read these). Returns false (without responding) for any other path.
+  bool handle(const net::HttpRequest& request, const Principal& who, const net::Respond& respond);
 
   // True for the URLs a browser navigates to; an unauthenticated request for one gets
   // sign_in_page() rather than a JSON error.
@@ -49,7 +53,11 @@ class DashboardRoutes {
   net::HttpResponse sign_in_page(int status) const;
 
  private:
-  net::HttpResponse sign_in(const net::HttpRequest& request) const;
+  // Starts a session for the user whose token is `token` and answers with `ok` plus
+  // the cookie, or with the refusal.
+  void sign_in(const net::HttpRequest& request, const std::string& token, net::HttpResponse ok,
+               const net::Respond& respond);
+  void sign_out(const net::HttpRequest& request, const net::Respond& respond);
 
   Deps deps_;
 };

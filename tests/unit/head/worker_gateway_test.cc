@@ -17,6 +17,8 @@
 
 #include "fakes/fake_clock.h"
 #include "fakes/fake_ws_connection.h"
+#include "head/access_control.h"
+#include "head/audit_log.h"
 #include "head/job_manager.h"
 #include "head/log_store.h"
 #include "head/node_registry.h"
@@ -47,8 +49,15 @@ class WorkerGatewayTest : public ::testing::Test {
     jobs_ = std::make_unique<JobManager>(JobManager::Deps{clock_, store_, nodes_, nodes_, logs_, clock_}, jobs_config);
     WorkerGatewayConfig config;
     config.node_timeout_ms = kNodeTimeoutMs;
-    gateway_ =
-        std::make_unique<WorkerGateway>(WorkerGateway::Deps{clock_, nodes_, *jobs_, logs_, clock_, token_}, config);
+    audit_ = std::make_unique<AuditLog>(store_, *jobs_);
+    gateway_ = std::make_unique<WorkerGateway>(
+        WorkerGateway::Deps{clock_, nodes_, *jobs_, logs_, clock_, access_, *audit_}, config);
+    EXPECT_TRUE(access_.bootstrap(admin_token_, join_token_));
+    // The usual nodes hold their own credentials, as workers that joined before do.
+    for (const char* id : {"node_a", "node_b"}) {
+      access_.issue_node_credential(id, [this, id](Result<std::string> token) { credentials_[id] = token.value(); });
+    }
+    clock_.run_ready();
   }
   ~WorkerGatewayTest() override {
     gateway_.reset();
@@ -56,10 +65,14 @@ class WorkerGatewayTest : public ::testing::Test {
     fs::remove_all(dir_);
   }
 
-  // A worker's channel, accepted by the gateway.
-  std::shared_ptr<FakeWsConnection> connect() {
+  // A worker's channel, accepted by the gateway, made with `node_id`'s own credential.
+  std::shared_ptr<FakeWsConnection> connect(const std::string& node_id = "node_a") {
+    return connect_with(credentials_[node_id]);
+  }
+  // A channel made with `token` (the upgrade let it through).
+  std::shared_ptr<FakeWsConnection> connect_with(const std::string& token) {
     auto channel = std::make_shared<FakeWsConnection>();
-    gateway_->on_connection(channel);
+    gateway_->on_connection(channel, upgrade_request(api::kWorkerConnectPath, "Bearer " + token));
     return channel;
   }
 
@@ -77,7 +90,7 @@ class WorkerGatewayTest : public ::testing::Test {
 
   // Connects and registers `node_id`, forgetting the head's answers.
   std::shared_ptr<FakeWsConnection> register_node(const std::string& node_id) {
-    auto channel = connect();
+    auto channel = connect(node_id);
     channel->deliver(api::encode(registration(node_id)));
     clock_.run_ready();
     channel->take_text();
@@ -98,7 +111,7 @@ class WorkerGatewayTest : public ::testing::Test {
   // Registers `node_id` on a new channel and returns the task the head launches there
   // (the one job submitted before).
   std::pair<std::shared_ptr<FakeWsConnection>, api::TaskKey> register_and_place(const std::string& node_id) {
-    auto channel = connect();
+    auto channel = connect(node_id);
     channel->deliver(api::encode(registration(node_id)));
     clock_.run_ready();  // the scheduling pass the new node triggers
     auto launches = of_type<api::Launch>(received(*channel));
@@ -158,9 +171,13 @@ class WorkerGatewayTest : public ::testing::Test {
   }
 
   fs::path dir_;
-  const std::string token_ = "s3cret-cluster-token";
+  const std::string admin_token_ = "agu_admin-token";
+  const std::string join_token_ = "agj_join-token";
   FakeClock clock_;
   store::MemoryStore store_;
+  AccessControl access_{{store_, clock_, clock_}};
+  std::unique_ptr<AuditLog> audit_;
+  std::map<std::string, std::string> credentials_;
   NodeRegistry nodes_;
   LogStore logs_;
   std::unique_ptr<JobManager> jobs_;
@@ -490,25 +507,172 @@ TEST_F(WorkerGatewayTest, AHeartbeatRecordsAUsageSampleAndTheBusyPorts) {
 
 // ---- the upgrade ----
 
-TEST_F(WorkerGatewayTest, CheckUpgradeAdmitsOnlyTheClusterTokenAtTheConnectPath) {
-  EXPECT_EQ(gateway_->check_upgrade(upgrade_request(api::kWorkerConnectPath, "Bearer " + token_)), std::nullopt);
+TEST_F(WorkerGatewayTest, CheckUpgradeAdmitsJoinTokensNodeCredentialsAndAdminsAtTheConnectPath) {
+  for (const std::string& token : {join_token_, credentials_["node_a"], admin_token_}) {
+    EXPECT_EQ(gateway_->check_upgrade(upgrade_request(api::kWorkerConnectPath, "Bearer " + token)), std::nullopt)
+        << token;
+  }
 
   auto missing = gateway_->check_upgrade(upgrade_request(api::kWorkerConnectPath, ""));
   ASSERT_TRUE(missing.has_value());
   EXPECT_EQ(missing->status, 401);
-  EXPECT_THAT(missing->body, HasSubstr("token"));
+  EXPECT_THAT(missing->body, HasSubstr("join token"));
 
   auto wrong = gateway_->check_upgrade(upgrade_request(api::kWorkerConnectPath, "Bearer not-the-token"));
   ASSERT_TRUE(wrong.has_value());
   EXPECT_EQ(wrong->status, 401);
+  EXPECT_THAT(wrong->body, HasSubstr("unknown or revoked token"));
 
-  auto no_scheme = gateway_->check_upgrade(upgrade_request(api::kWorkerConnectPath, token_));
+  auto no_scheme = gateway_->check_upgrade(upgrade_request(api::kWorkerConnectPath, join_token_));
   ASSERT_TRUE(no_scheme.has_value());
   EXPECT_EQ(no_scheme->status, 401);
 
-  auto elsewhere = gateway_->check_upgrade(upgrade_request("/api/jobs", "Bearer " + token_));
+  auto elsewhere = gateway_->check_upgrade(upgrade_request("/api/jobs", "Bearer " + join_token_));
   ASSERT_TRUE(elsewhere.has_value());
   EXPECT_EQ(elsewhere->status, 404);
+}
+
+TEST_F(WorkerGatewayTest, AUsersTokenThatIsNotAnAdminsCannotRegisterANode) {
+  std::optional<Result<std::string>> token;
+  access_.add_user({"alice", Role::kUser}, [&](Result<std::string> t) { token = std::move(t); });
+  clock_.run_ready();
+  ASSERT_TRUE(token && token->ok());
+  auto refused = gateway_->check_upgrade(upgrade_request(api::kWorkerConnectPath, "Bearer " + token->value()));
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->status, 403);
+  EXPECT_THAT(refused->body, HasSubstr("cannot register a node; use a join token"));
+}
+
+TEST_F(WorkerGatewayTest, AnExpiredOrRevokedJoinTokenIsRefused) {
+  std::optional<AccessControl::NewJoinToken> made;
+  access_.create_join_token(60'000, "admin", [&](Result<AccessControl::NewJoinToken> t) { made = t.value(); });
+  clock_.run_ready();
+  ASSERT_TRUE(made);
+  EXPECT_EQ(gateway_->check_upgrade(upgrade_request(api::kWorkerConnectPath, "Bearer " + made->token)), std::nullopt);
+  clock_.advance(60'000);
+  auto expired = gateway_->check_upgrade(upgrade_request(api::kWorkerConnectPath, "Bearer " + made->token));
+  ASSERT_TRUE(expired.has_value());
+  EXPECT_EQ(expired->status, 401);
+  EXPECT_THAT(expired->body, HasSubstr("has expired"));
+
+  for (const auto& t : access_.join_tokens()) {
+    if (t.expires_ms == 0) access_.revoke_join_token(t.id, [](Result<bool>) {});  // the one start-head made
+  }
+  auto revoked = gateway_->check_upgrade(upgrade_request(api::kWorkerConnectPath, "Bearer " + join_token_));
+  ASSERT_TRUE(revoked.has_value());
+  EXPECT_EQ(revoked->status, 401);
+}
+
+// ---- node credentials ----
+
+TEST_F(WorkerGatewayTest, AJoinTokenRegistersANewNodeWhichGetsItsOwnCredentialOnceDurable) {
+  auto channel = connect_with(join_token_);
+  channel->deliver(api::encode(registration("node_c")));
+  EXPECT_THAT(received(*channel), IsEmpty());  // not before the credential is stored
+  clock_.run_ready();
+
+  auto registered = of_type<api::Registered>(received(*channel));
+  ASSERT_EQ(registered.size(), 1u);
+  EXPECT_EQ(registered[0].node_id, "node_c");
+  ASSERT_THAT(registered[0].node_credential, StartsWith("agn_"));
+  Principal who = access_.authenticate_token(registered[0].node_credential);
+  EXPECT_EQ(who.kind, Principal::Kind::kNode);
+  EXPECT_EQ(who.name, "node_c");
+  ASSERT_NE(nodes_.find("node_c"), nullptr);
+  EXPECT_EQ(nodes_.find("node_c")->state, NodeState::kAlive);
+  auto stored = store_.get("node_credentials", "node_c");
+  ASSERT_TRUE(stored.ok() && stored.value().has_value());
+  EXPECT_THAT(*stored.value(), ::testing::Not(HasSubstr(registered[0].node_credential)));  // only its hash
+
+  // With it, the node comes back at once, and is handed no new one.
+  auto again = connect_with(registered[0].node_credential);
+  again->deliver(api::encode(registration("node_c")));
+  auto back = of_type<api::Registered>(received(*again));
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].node_credential, "");
+  EXPECT_EQ(nodes_.find("node_c")->channel, again);
+}
+
+TEST_F(WorkerGatewayTest, AJoinTokenCannotTakeOverALiveNodeId) {
+  auto real = register_node("node_a");
+  for (const std::string& token : {join_token_, admin_token_}) {
+    auto rogue = connect_with(token);
+    rogue->deliver(api::encode(registration("node_a")));
+    clock_.run_ready();
+    auto errs = errors(received(*rogue));
+    ASSERT_EQ(errs.size(), 1u);
+    EXPECT_THAT(errs[0], HasSubstr("node id node_a is already registered and live"));
+    EXPECT_TRUE(rogue->closed);
+    // The real node keeps its channel and its credential.
+    EXPECT_FALSE(real->closed);
+    EXPECT_EQ(nodes_.find("node_a")->channel, real);
+    EXPECT_EQ(access_.authenticate_token(credentials_["node_a"]).name, "node_a");
+  }
+  // While it is only disconnected (its worker may be coming back), too.
+  real->drop("reset");
+  auto rogue = connect_with(join_token_);
+  rogue->deliver(api::encode(registration("node_a")));
+  clock_.run_ready();
+  EXPECT_TRUE(rogue->closed);
+  EXPECT_EQ(nodes_.find("node_a")->state, NodeState::kDisconnected);
+}
+
+TEST_F(WorkerGatewayTest, AJoinTokenMayRegisterADeadNodeIdWhoseOldCredentialThenStopsWorking) {
+  gateway_->start();
+  auto old_channel = register_node("node_a");
+  clock_.advance(kNodeTimeoutMs + 300);
+  ASSERT_EQ(nodes_.find("node_a")->state, NodeState::kDead);
+
+  auto channel = connect_with(join_token_);
+  channel->deliver(api::encode(registration("node_a")));
+  clock_.run_ready();
+  auto registered = of_type<api::Registered>(received(*channel));
+  ASSERT_EQ(registered.size(), 1u);
+  EXPECT_NE(registered[0].node_credential, "");
+  EXPECT_EQ(access_.authenticate_token(credentials_["node_a"]).kind, Principal::Kind::kNone);
+  EXPECT_EQ(nodes_.find("node_a")->state, NodeState::kAlive);
+}
+
+TEST_F(WorkerGatewayTest, ANodeCredentialRegistersOnlyItsOwnNodeId) {
+  auto channel = connect("node_a");
+  channel->deliver(api::encode(registration("node_b")));
+  EXPECT_THAT(errors(received(*channel)),
+              ElementsAre("this node credential belongs to node node_a, not to node node_b; registration refused"));
+  EXPECT_TRUE(channel->closed);
+  EXPECT_EQ(nodes_.find("node_b"), nullptr);
+}
+
+TEST_F(WorkerGatewayTest, ACredentialThatCannotBeStoredRefusesTheRegistrationAndAddsNoNode) {
+  store_.fail_next_writes(1);
+  auto channel = connect_with(join_token_);
+  channel->deliver(api::encode(registration("node_c")));
+  clock_.run_ready();
+  auto errs = errors(received(*channel));
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_THAT(errs[0], StartsWith("the head could not store this node's credential"));
+  EXPECT_TRUE(channel->closed);
+  EXPECT_EQ(nodes_.find("node_c"), nullptr);
+  EXPECT_FALSE(access_.has_node_credential("node_c"));
+}
+
+TEST_F(WorkerGatewayTest, RemovingANodeRevokesItsCredentialClosesItsChannelAndLosesItsTasks) {
+  const std::string job_id = submit_job();
+  auto [channel, task] = register_and_place("node_a");
+  std::optional<Status> removed;
+  gateway_->remove_node("node_a", [&](Status s) { removed = std::move(s); });
+  clock_.run_ready();
+  ASSERT_TRUE(removed.has_value());
+  EXPECT_TRUE(removed->ok());
+  EXPECT_TRUE(channel->closed);
+  EXPECT_EQ(nodes_.find("node_a"), nullptr);
+  EXPECT_EQ(access_.authenticate_token(credentials_["node_a"]).kind, Principal::Kind::kNone);
+  EXPECT_EQ(jobs_->find(job_id)->state, JobState::kFailed);  // no retries left
+  EXPECT_THAT(task_record(task).reason, HasSubstr("lost"));
+
+  std::optional<Status> unknown;
+  gateway_->remove_node("node_zz", [&](Status s) { unknown = std::move(s); });
+  ASSERT_TRUE(unknown.has_value());
+  EXPECT_EQ(unknown->error().code, ErrorCode::kNotFound);
 }
 
 // ---- expiry ----

@@ -25,6 +25,12 @@ class FakeDialer final : public HeadDialer {
  public:
   void dial(Done done) override { waiting.push_back(std::move(done)); }
   std::string describe() const override { return "127.0.0.1:6379"; }
+  Status adopt_credential(const std::string& credential) override {
+    adopted.push_back(credential);
+    return {};
+  }
+  std::string refused_hint() const override { return "get a new join token"; }
+  std::vector<std::string> adopted;
 
   // Answers the oldest dial with a new connection.
   std::shared_ptr<FakeWsConnection> accept() {

@@ -1,0 +1,188 @@
+// ag user, ag token, ag remove-node, ag audit, ag whoami: who may use the cluster.
+#include <charconv>
+#include <iostream>
+
+#include "cli/api_client.h"
+#include "cli/commands.h"
+#include "cli/table.h"
+#include "net/http_types.h"
+
+namespace ag::cli {
+namespace {
+
+using nlohmann::json;
+
+bool json_output(const ConnectionOptions& conn) { return conn.output == "json"; }
+
+std::string join(const json& list) {
+  std::string out;
+  for (const auto& item : list) out += (out.empty() ? "" : ",") + item.get<std::string>();
+  return out.empty() ? "-" : out;
+}
+
+// Calls the head and prints the answer as JSON with -o json; returns the body or the
+// exit code to return.
+Result<json> call(const ConnectionOptions& options, const std::string& method, const std::string& target,
+                  const json& body = nullptr) {
+  auto conn = resolve_connection(options);
+  if (!conn.ok()) return conn.error();
+  return call_json(conn.value(), method, target, body.is_null() ? "" : body.dump());
+}
+
+int print_or_fail(const ConnectionOptions& options, const Result<json>& res, const std::string& text) {
+  if (!res.ok()) return fail(res.error());
+  if (json_output(options)) {
+    std::cout << res.value().dump(2) << "\n";
+  } else {
+    std::cout << text << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+Result<int64_t> parse_duration_s(const std::string& text) {
+  if (text == "0") return int64_t{0};
+  int64_t n = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  std::string unit(end, text.data() + text.size());
+  int64_t scale = unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : unit == "d" ? 86400 : 0;
+  if (ec != std::errc() || n <= 0 || scale == 0 || n > 3650 * 86400 / scale) {
+    return invalid_argument("'" + text + "' is not a duration: use a whole number with s, m, h or d (e.g. 24h), or 0 "
+                            "for a token that does not expire");
+  }
+  return n * scale;
+}
+
+int user_add(const ConnectionOptions& options, const std::string& name, const std::string& role,
+             const std::vector<std::string>& groups) {
+  json body{{"name", name}, {"role", role}, {"groups", groups}};
+  auto res = call(options, "POST", "/api/users", body);
+  if (!res.ok()) return fail(res.error());
+  if (json_output(options)) {
+    std::cout << res.value().dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "User " << name << " (" << role << ") added. Their token, shown only this once:\n\n  "
+            << res.value()["token"].get<std::string>() << "\n\n"
+            << "Hand it over privately; they keep it in a file only they can read and use it with\n"
+            << "  (umask 077; cat > ~/.aethergrid-token)   # paste, then Ctrl-D\n"
+            << "  ag --token-file ~/.aethergrid-token list-jobs     (or export AG_TOKEN_FILE=~/.aethergrid-token)\n";
+  return 0;
+}
+
+int user_list(const ConnectionOptions& options) {
+  auto res = call(options, "GET", "/api/users");
+  if (!res.ok()) return fail(res.error());
+  if (json_output(options)) {
+    std::cout << res.value().dump(2) << "\n";
+    return 0;
+  }
+  Table table({"USER", "ROLE", "GROUPS", "STATE", "CREATED", "TOKEN ISSUED", "CREATED BY"});
+  for (const auto& u : res.value()["users"]) {
+    table.add({u["name"].get<std::string>(), u["role"].get<std::string>(), join(u["groups"]),
+               u["disabled"].get<bool>() ? "disabled" : "enabled", format_time_ms(u["created_ms"].get<int64_t>()),
+               format_time_ms(u["token_issued_ms"].get<int64_t>()), u["created_by"].get<std::string>()});
+  }
+  table.print(std::cout);
+  return 0;
+}
+
+int user_set_enabled(const ConnectionOptions& options, const std::string& name, bool enabled) {
+  auto res = call(options, "POST", "/api/users/" + net::url_encode(name) + (enabled ? "/enable" : "/disable"));
+  return print_or_fail(options, res,
+                       "User " + name + (enabled ? " enabled." : " disabled: their token and dashboard sessions no "
+                                                                 "longer work."));
+}
+
+int user_rotate(const ConnectionOptions& options, const std::string& name) {
+  auto res = call(options, "POST", "/api/users/" + net::url_encode(name) + "/rotate");
+  if (!res.ok()) return fail(res.error());
+  if (json_output(options)) {
+    std::cout << res.value().dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "New token for " << name << " (the old one and its dashboard sessions no longer work), shown only "
+            << "this once:\n\n  " << res.value()["token"].get<std::string>() << "\n";
+  return 0;
+}
+
+int token_create_join(const ConnectionOptions& options, const std::string& ttl) {
+  auto ttl_s = parse_duration_s(ttl);
+  if (!ttl_s.ok()) {
+    std::cerr << "error: --ttl: " << ttl_s.error().message << "\n";
+    return 2;
+  }
+  auto res = call(options, "POST", "/api/tokens", json{{"kind", "join"}, {"ttl_s", ttl_s.value()}});
+  if (!res.ok()) return fail(res.error());
+  if (json_output(options)) {
+    std::cout << res.value().dump(2) << "\n";
+    return 0;
+  }
+  const json& t = res.value();
+  int64_t expires = t["expires_ms"].get<int64_t>();
+  std::cout << "Join token " << t["id"].get<std::string>() << " ("
+            << (expires ? "expires " + format_time_ms(expires) : std::string("does not expire")) << "; revoke with "
+            << "`ag token revoke " << t["id"].get<std::string>() << "`). It can only add nodes:\n\n"
+            << "  (umask 077; echo " << t["token"].get<std::string>() << " > ~/.aethergrid-join-token)\n"
+            << "  ag start-worker --head-node HEAD:PORT --token-file ~/.aethergrid-join-token\n";
+  return 0;
+}
+
+int token_list(const ConnectionOptions& options) {
+  auto res = call(options, "GET", "/api/tokens");
+  if (!res.ok()) return fail(res.error());
+  if (json_output(options)) {
+    std::cout << res.value().dump(2) << "\n";
+    return 0;
+  }
+  Table table({"ID", "KIND", "CREATED", "EXPIRES", "CREATED BY"});
+  for (const auto& t : res.value()["tokens"]) {
+    int64_t expires = t["expires_ms"].get<int64_t>();
+    table.add({t["id"].get<std::string>(), t["kind"].get<std::string>(), format_time_ms(t["created_ms"].get<int64_t>()),
+               expires == 0 ? "never" : format_time_ms(expires) + (t["expired"].get<bool>() ? " (expired)" : ""),
+               t["created_by"].get<std::string>()});
+  }
+  table.print(std::cout);
+  return 0;
+}
+
+int token_revoke(const ConnectionOptions& options, const std::string& id) {
+  auto res = call(options, "DELETE", "/api/tokens/" + net::url_encode(id));
+  return print_or_fail(options, res, "Join token " + id + " revoked: it can no longer add nodes.");
+}
+
+int remove_node(const ConnectionOptions& options, const std::string& node_id) {
+  auto res = call(options, "DELETE", "/api/nodes/" + net::url_encode(node_id));
+  return print_or_fail(options, res,
+                       "Node " + node_id + " removed: its credential is revoked, its worker disconnected, and its "
+                       "tasks are lost (jobs with retries left run again elsewhere).");
+}
+
+int audit(const ConnectionOptions& options, int limit) {
+  auto res = call(options, "GET", "/api/audit?limit=" + std::to_string(limit));
+  if (!res.ok()) return fail(res.error());
+  if (json_output(options)) {
+    std::cout << res.value().dump(2) << "\n";
+    return 0;
+  }
+  Table table({"TIME", "WHO", "FROM", "ACTION", "OUTCOME"});
+  for (const auto& e : res.value()["entries"]) {
+    std::string actor = e["actor"].get<std::string>();
+    table.add({format_time_ms(e["time_ms"].get<int64_t>()), actor.empty() ? "-" : actor, e["from"].get<std::string>(),
+               e["action"].get<std::string>(), e["outcome"].get<std::string>()});
+  }
+  table.print(std::cout);
+  return 0;
+}
+
+int whoami(const ConnectionOptions& options) {
+  auto res = call(options, "GET", "/api/whoami");
+  if (!res.ok()) return fail(res.error());
+  const json& me = res.value();
+  return print_or_fail(options, res,
+                       me["name"].get<std::string>() + " (" + me["role"].get<std::string>() +
+                           (me["groups"].empty() ? "" : "; groups " + join(me["groups"])) + ")");
+}
+
+}  // namespace ag::cli
