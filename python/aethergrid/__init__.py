@@ -2,7 +2,7 @@
 
     import aethergrid as ag
 
-    client = ag.Client("HOST:6379")
+    client = ag.Client("HOST:6379", token_file="~/.aethergrid-token")
     job = client.submit_job(entrypoint="python train.py", num_workers=2,
                             runtime_env={"working_dir": "."})
     job.wait(timeout=300)
@@ -13,7 +13,7 @@ Standard library only; Python >= 3.8.
 from . import exceptions
 from .client import Client
 from .exceptions import (AGAuthError, AGConnectionError, AGError, AGJobFailedError,
-                         AGNotFoundError, AGTimeoutError, AGValidationError)
+                         AGNotFoundError, AGPermissionError, AGTimeoutError, AGValidationError)
 from .job import Job
 
 __version__ = "0.1.0"
@@ -25,6 +25,7 @@ __all__ = [
     "AGError",
     "AGConnectionError",
     "AGAuthError",
+    "AGPermissionError",
     "AGValidationError",
     "AGNotFoundError",
     "AGTimeoutError",

@@ -11,7 +11,7 @@ import socket
 import urllib.parse
 
 from .exceptions import (AGAuthError, AGConnectionError, AGError, AGNotFoundError,
-                         AGValidationError)
+                         AGPermissionError, AGValidationError)
 
 DEFAULT_PORT = 6379
 # Body chunk size for streamed uploads; also the granularity of upload progress.
@@ -93,9 +93,13 @@ def raise_for_status(response, what):
     if status < 400:
         return
     message = error_message(response)
-    if status == 401 or status == 403:
-        raise AGAuthError("{} refused: {} (pass token=..., set AG_TOKEN, or run on the head's "
-                          "machine where the session holds it)".format(what, message), status)
+    if status == 401:
+        raise AGAuthError(
+            "{} refused (HTTP 401): {}. Pass your user token with token_file=FILE or "
+            "AG_TOKEN_FILE (or token= / AG_TOKEN); on the head's machine the session's "
+            "token is used when none is given".format(what, message.rstrip(".")), status)
+    if status == 403:
+        raise AGPermissionError(message, status, request=what)
     if status in (400, 413, 422):
         raise AGValidationError(message, status)
     if status == 404:

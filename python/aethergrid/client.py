@@ -14,26 +14,37 @@ JOB_KEYS = ("entrypoint", "runtime_env", "num_workers", "task_options", "job_nam
 
 
 class Client:
-    """A connection to the head at `address` ("HOST:PORT" or "http://HOST:PORT").
+    """A connection to the head at `address` ("HOST:PORT" or "http://HOST:PORT") as the
+    user whose token it holds.
 
     address None: AG_ADDRESS, else this machine's session (the head `ag start-head`
-    started here). token None: AG_TOKEN, else the session's token file. `timeout`
-    (seconds) bounds each request; long polls (wait, tail_logs) add their own wait.
+    started here). The user's token, in the `ag` CLI's order: `token`, else the file
+    `token_file`, else AG_TOKEN, else the file AG_TOKEN_FILE names, else the session's
+    token file. A token file given by name must be this user's and readable by no one
+    else (mode 0600), as ssh does with keys. `timeout` (seconds) bounds each request;
+    long polls (wait, tail_logs) add their own wait.
+
+    Raises AGValidationError at once when both `token` and `token_file` are given, or a
+    named token file is missing, another user's or readable by others (the message says
+    how to fix it, e.g. "run `chmod 600 PATH`").
 
     Every method raises AGConnectionError (head unreachable; names the address),
-    AGAuthError (token missing or wrong), AGValidationError (the head refused the
-    request; its message names the field) or AGNotFoundError as they apply. A Client
-    keeps no connection open and may be shared by threads.
+    AGAuthError (token missing, unknown, revoked or of a disabled user),
+    AGPermissionError (the user may not do this, e.g. stop another user's job; carries
+    the head's reason), AGValidationError (the head refused the request; its message
+    names the field) or AGNotFoundError as they apply. A Client keeps no connection open
+    and may be shared by threads.
     """
 
-    def __init__(self, address=None, token=None, timeout=30):
+    def __init__(self, address=None, token=None, token_file=None, timeout=30):
+        resolved_token = _session.resolve_token(token, token_file)
         resolved = _session.resolve_address(address)
         if not resolved:
             raise AGValidationError(
                 "no head address: pass Client('HOST:PORT'), set AG_ADDRESS, or start a head on "
                 "this machine with `ag start-head` (its session is read from {})".format(
                     _session.session_dir()))
-        self._transport = Transport(resolved, _session.resolve_token(token), float(timeout))
+        self._transport = Transport(resolved, resolved_token, float(timeout))
 
     @property
     def address(self):
@@ -129,6 +140,11 @@ class Client:
         return spec
 
     # ---- reading ----------------------------------------------------------------------
+    def whoami(self):
+        """The user this client's token belongs to: {"name", "role", "groups"}; role is
+        "admin", "user" or "viewer"."""
+        return self._transport.request("GET", "/api/whoami").json()
+
     def get_job(self, job_id):
         """The Job with this id; AGNotFoundError when the head has none."""
         job = Job(self, job_id)
@@ -136,8 +152,8 @@ class Client:
         return job
 
     def list_jobs(self, state=None):
-        """The jobs as summary dicts (job_id, name, state, message, ...), newest first as
-        the head orders them; `state` filters on one state."""
+        """The jobs as summary dicts (job_id, name, owner, state, message, ...), newest
+        first as the head orders them; `state` filters on one state."""
         query = {"state": state} if state else None
         return self._transport.request("GET", "/api/jobs", query=query).json().get("jobs", [])
 

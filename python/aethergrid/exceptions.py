@@ -10,6 +10,7 @@ __all__ = [
     "AGError",
     "AGConnectionError",
     "AGAuthError",
+    "AGPermissionError",
     "AGValidationError",
     "AGNotFoundError",
     "AGTimeoutError",
@@ -47,7 +48,25 @@ class AGConnectionError(AGError):
 
 
 class AGAuthError(AGError):
-    """The head refused the cluster token (HTTP 401): missing or wrong."""
+    """The head did not accept the caller's token (HTTP 401): none was given, or it is
+    unknown, revoked, expired, or its user is disabled. The message says how to pass a
+    user token (token=, token_file=, AG_TOKEN or AG_TOKEN_FILE)."""
+
+
+class AGPermissionError(AGError):
+    """The head knows the caller but does not allow the call (HTTP 403): e.g. stopping or
+    reading the logs of another user's job, submitting as a viewer, or an admin-only call.
+
+    ``message`` is the head's reason as is, e.g. ``job job_x belongs to alice; only its
+    owner, members of the owner's groups and admins can stop it``; ``str(error)`` adds
+    the request it refused.
+    """
+
+    def __init__(self, message, status=403, request=None):
+        text = "{} refused (HTTP {}): {}".format(request, status, message) if request else message
+        super().__init__(text, status)
+        self.message = message
+        self.request = request
 
 
 class AGValidationError(AGError):

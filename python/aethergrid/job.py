@@ -16,7 +16,9 @@ TAIL_WAIT_MS = 25000
 
 class Job:
     """One job on the cluster, by id. Methods raise AGConnectionError, AGAuthError or
-    AGNotFoundError (unknown id) besides what each one documents."""
+    AGNotFoundError (unknown id) besides what each one documents; stop() and the log
+    methods raise AGPermissionError when the job is another user's (only its owner,
+    members of the owner's groups and admins may act on it)."""
 
     def __init__(self, client, job_id):
         self._client = client
@@ -39,8 +41,15 @@ class Job:
         return self._client._transport.request("GET", self._path + suffix, **kwargs)
 
     def info(self):
-        """The job's full JSON as a dict: state, message, spec, attempts and tasks."""
+        """The job's full JSON as a dict: state, message, owner, spec, attempts and tasks,
+        and caller_may_act (whether this client's user may stop it and read its logs).
+        For a caller who may not, spec.runtime_env has no env_vars and says
+        env_vars_hidden: true."""
         return self._get().json()
+
+    def owner(self):
+        """The name of the user who submitted the job."""
+        return self.info().get("owner")
 
     def status(self):
         """The job's state: PENDING, RUNNING, SUCCEEDED, FAILED or STOPPED."""

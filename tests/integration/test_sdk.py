@@ -251,7 +251,7 @@ def test_runtime_env_shorthands_and_excludes_are_not_sent():
 
 def test_exceptions_are_importable_both_ways():
     for name in ("AGError", "AGTimeoutError", "AGJobFailedError", "AGConnectionError",
-                 "AGAuthError", "AGValidationError", "AGNotFoundError"):
+                 "AGAuthError", "AGPermissionError", "AGValidationError", "AGNotFoundError"):
         cls = getattr(ag.exceptions, name)
         assert getattr(ag, name) is cls
         assert issubclass(cls, ag.AGError)

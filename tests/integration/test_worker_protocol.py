@@ -7,7 +7,7 @@ from ws_peer import WsPeer, register_message
 
 
 def connect(cluster):
-    peer = WsPeer("127.0.0.1", cluster.port, token=cluster.token)
+    peer = WsPeer("127.0.0.1", cluster.port, token=cluster.join_token)  # a rogue worker with a valid join token
     assert peer.status == 101, f"worker join refused: {peer.status}"
     return peer
 
@@ -100,7 +100,7 @@ def test_bad_messages_after_registering_get_errors_and_lose_nothing(cluster, tmp
 
 
 def test_a_node_cannot_report_on_another_nodes_task(cluster):
-    # A running job on the real workers; a second node (with the cluster token) forges
+    # A running job on the real workers; a second node (with a valid join token) forges
     # that its tasks started and ended.
     job_id, _ = cluster.submit("--no-wait", "--num-workers", "2", "--placement", "spread", "--", "sleep 3")
     job = cluster.wait_state(job_id, "RUNNING")

@@ -415,6 +415,42 @@ TEST_F(AgentTest, AWrongTokenStopsTheWorker) {
   EXPECT_TRUE(dialer_.waiting.empty());  // it does not retry
 }
 
+TEST_F(AgentTest, ARefusedTokenSaysWhatToDo) {
+  start();
+  dialer_.refuse(Error{ErrorCode::kPermissionDenied, "the head does not let this token register a node"});
+  ASSERT_TRUE(first_.has_value());
+  EXPECT_EQ(first_->error().message, "the head does not let this token register a node; get a new join token");
+  EXPECT_EQ(exits_, 1);
+}
+
+TEST_F(AgentTest, TheNodesOwnCredentialFromTheHeadIsKeptForLaterConnections) {
+  start();
+  auto channel = dialer_.accept();
+  channel->take_text();
+  channel->deliver(api::encode(api::Registered{config_.node_id, 7000, "agn_node-secret"}));
+  EXPECT_EQ(dialer_.adopted, std::vector<std::string>{"agn_node-secret"});
+  // A registration with a credential it already has hands none over.
+  channel->drop("reset");
+  clock_.advance(1000);
+  auto again = dialer_.accept();
+  again->take_text();
+  again->deliver(api::encode(api::Registered{config_.node_id, 7000}));
+  EXPECT_EQ(dialer_.adopted.size(), 1u);
+}
+
+TEST_F(AgentTest, ARegistrationTheHeadRefusesIsReportedAndRetried) {
+  start();
+  auto channel = dialer_.accept();
+  channel->take_text();
+  channel->deliver(api::encode(api::ErrorMessage{"node id node_x is already registered and live"}));
+  ASSERT_TRUE(first_.has_value());
+  EXPECT_EQ(first_->error().message, "the head refused this worker: node id node_x is already registered and live");
+  channel->drop("closed by the head");
+  clock_.advance(1000);
+  EXPECT_EQ(dialer_.waiting.size(), 1u);  // it tries again: the live node may go away
+  EXPECT_EQ(exits_, 0);
+}
+
 TEST_F(AgentTest, HeartbeatsCarryUsageAndBusyPortsAndCheckTheLauncher) {
   auto channel = start_registered();
   clock_.advance(config_.heartbeat_ms * 3);
