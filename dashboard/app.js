@@ -82,6 +82,10 @@ function connect() {
 }
 
 document.getElementById("sign-out").addEventListener("click", () => signOut());
+// Who is signed in, and as what: a viewer's pages offer nothing it may not do.
+getJson("/api/whoami").then((me) => {
+  document.getElementById("who").textContent = me.name + " · " + me.role;
+}).catch(() => {});
 window.addEventListener("hashchange", route);
 route();
 connect();

@@ -139,7 +139,8 @@ export function mount(view, ctx) {
   }
 
   function renderHeader() {
-    const stop = TERMINAL_STATES.has(job.state) ? null :
+    // Offered only to those the head lets stop it (its owner, their group, admins).
+    const stop = TERMINAL_STATES.has(job.state) || job.caller_may_act === false ? null :
       h("button", { type: "button", class: "danger", id: "stop-job", onclick: (e) => stopJob(e.currentTarget) }, "Stop job");
     replace(header,
       h("h1", {}, job.name || jobId, " ", badge(job.state)),
@@ -151,6 +152,7 @@ export function mount(view, ctx) {
     const message = job.message ? h("p", { class: "reason", id: "job-message" }, job.message) : null;
     replace(summary, message, h("dl", { class: "fields wide" },
       field("Job ID", h("span", { class: "mono" }, job.job_id)),
+      field("Owner", h("span", { id: "job-owner" }, job.owner)),
       field("Submitted", formatTime(job.submitted_ms)),
       field("Started", formatTime(job.started_ms)),
       field("Finished", formatTime(job.finished_ms)),

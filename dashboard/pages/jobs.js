@@ -21,6 +21,7 @@ function row(job) {
     h("td", {}, h("a", { class: "mono", href: jobHref(job.job_id) }, job.job_id)),
     h("td", { class: "name" }, name, job.message && job.state !== "SUCCEEDED"
       ? h("div", { class: "muted small clip", title: job.message }, job.message) : null),
+    h("td", { class: "owner" }, job.owner || h("span", { class: "muted" }, "—")),
     h("td", {}, badge(job.state)),
     h("td", { class: "num" }, job.num_workers),
     h("td", { class: "num" }, gpus(job)),
@@ -47,7 +48,7 @@ export function mount(view, ctx) {
     filters,
     error,
     h("div", { class: "table-wrap" }, h("table", { class: "jobs", id: "jobs-table" },
-      h("thead", {}, h("tr", {}, ["Job", "Name", "State", "Tasks", "GPUs", "Submitted", "Started", "Finished", "Duration"]
+      h("thead", {}, h("tr", {}, ["Job", "Name", "Owner", "State", "Tasks", "GPUs", "Submitted", "Started", "Finished", "Duration"]
         .map((t) => h("th", {}, t)))),
       body)),
     pager));
@@ -91,7 +92,7 @@ export function mount(view, ctx) {
       shown = new Map(result.jobs.map((j) => [j.job_id, j]));
       const rows = result.jobs.map(row);
       if (rows.length === 0) {
-        rows.push(h("tr", {}, h("td", { colspan: 9, class: "muted" },
+        rows.push(h("tr", {}, h("td", { colspan: 10, class: "muted" },
           stateFilter ? `No ${stateFilter} jobs.` : "No jobs yet. Submit one with `ag submit -- COMMAND`.")));
       }
       replace(body, ...rows);

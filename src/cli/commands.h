@@ -28,6 +28,7 @@ struct StartWorkerOptions {
   std::string head_node;
   std::string token;
   std::string token_file;  // a file holding the token, readable by this user only
+  std::string task_user;   // the account tasks run as
   std::string node_ip = "127.0.0.1";
   std::optional<double> num_cpus;
   std::optional<int> num_gpus;

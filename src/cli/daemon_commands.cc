@@ -194,6 +194,7 @@ int start_worker(const StartWorkerOptions& options) {
   config.stop_grace_ms = static_cast<int64_t>(options.kill_grace_s * 1000);
   config.package_cache_bytes = static_cast<int64_t>(options.package_cache_gb * (1ll << 30));
   config.verbose = options.verbose;
+  config.task_user = options.task_user;
   config.data_dir = absolute(options.data_dir.empty() ? session_dir() + "/worker-" + options.node_ip : options.data_dir);
   if (auto ep = net::parse_endpoint(options.head_node, 6379); !ep.ok()) {
     std::cerr << "error: --head-node: " << ep.error().message << "\n";

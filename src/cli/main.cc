@@ -89,6 +89,8 @@ int run(int argc, char** argv) {
   start_worker_cmd->add_option("--package-cache-gb", worker.package_cache_gb, "Disk budget for cached working_dir packages, GiB")->capture_default_str()->check(CLI::Range(0.0, 1e6));
   start_worker_cmd->add_option("--token-file", worker.token_file,
                                "File holding a join token (mode 0600; default: AG_TOKEN_FILE); keeps it out of `ps`");
+  start_worker_cmd->add_option("--task-user", worker.task_user,
+                               "Run tasks as this unprivileged user (default when root: 'aethergrid' if it exists)");
   start_worker_cmd->add_flag("--block", worker.block, "Stay in the foreground");
   start_worker_cmd->add_flag("--verbose", worker.verbose, "Debug logging");
   worker.token.clear();

@@ -30,7 +30,10 @@ Status ensure_private_dir(const std::string& path) {
     return Error{ErrorCode::kPermissionDenied, path + " belongs to uid " + std::to_string(st.st_uid) +
                                                    ", not to this user; remove it, or choose another folder"};
   }
-  if ((st.st_mode & 077) != 0 && ::chmod(path.c_str(), 0700) != 0) {
+  // A folder others can list or write is closed (0700). One they may only pass
+  // through stays so: a worker whose tasks run as another account opens that much
+  // (worker/task_user.h).
+  if ((st.st_mode & 066) != 0 && ::chmod(path.c_str(), 0700) != 0) {
     return internal_error("cannot make " + path + " private (chmod 700): " + std::strerror(errno));
   }
   return {};

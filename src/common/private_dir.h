@@ -10,8 +10,8 @@
 namespace ag {
 
 // Makes `path` (and its parents) when missing, the folder itself with mode 0700, and
-// checks what is there: a folder of this user's, tightened to 0700 when others could
-// read it. Errors: kPermissionDenied for a symbolic link or a folder of another user
+// checks what is there: a folder of this user's, tightened when others could list or
+// write it (they keep at most the right to pass through). Errors: kPermissionDenied for a symbolic link or a folder of another user
 // (saying what to do), kInvalidArgument when it is not a folder, kInternal naming the
 // path when it cannot be made.
 Status ensure_private_dir(const std::string& path);

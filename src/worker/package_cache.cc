@@ -379,6 +379,12 @@ Result<std::string> PackageCache::prepare_blocking(const std::string& job_id, co
     fs::remove_all(staging, ec);
     return extracted.error();
   }
+  if (config_.task_user) {
+    if (Status s = give_to_task_user(staging, *config_.task_user, true); !s) {
+      fs::remove_all(staging, ec);
+      return s.error();
+    }
+  }
   fs::remove_all(dest, ec);
   fs::rename(staging, dest, ec);
   if (ec) return internal_error("cannot move the unpacked package into " + dest + ": " + ec.message());

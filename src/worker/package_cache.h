@@ -24,6 +24,7 @@
 
 #include "common/result.h"
 #include "net/http_client.h"
+#include "worker/task_user.h"
 
 namespace ag::worker {
 
@@ -34,6 +35,8 @@ struct PackageCacheConfig {
   // The node's credential for downloads, read at each download (it changes once, when
   // the head gives the node its own). Thread-safe.
   std::function<std::string()> token;
+  // When tasks run as another account, each unpacked job folder is handed to it.
+  std::optional<TaskUser> task_user;
 };
 
 // What the agent needs of working_dir packages: PackageCache in the product, a fake

@@ -207,9 +207,17 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   }
   std::error_code fs_error;
   // One mkdir when the parent exists (the common case): mkdir is slow on some disks.
-  if (::mkdir(spec.working_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+  bool made_working_dir = ::mkdir(spec.working_dir.c_str(), 0755) == 0;
+  if (!made_working_dir && errno != EEXIST) {
     fs::create_directories(spec.working_dir, fs_error);
     if (fs_error) return internal_error("cannot create working directory " + spec.working_dir + ": " + fs_error.message());
+    made_working_dir = true;
+  }
+  // A folder made here for the task is the task's (a package's is handed over whole
+  // when it is unpacked).
+  if (task_user_ && made_working_dir) {
+    ::chmod(spec.working_dir.c_str(), 0700);
+    if (Status s = give_to_task_user(spec.working_dir, *task_user_, false); !s) return s.error();
   }
   auto task = std::make_shared<Task>();
   task->id = spec.id;
@@ -237,6 +245,17 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
     request.envp.push_back(std::move(entry));
   }
   request.envp.push_back("AG_TASK_MARKER=" + task->marker);
+  if (task_user_) {
+    request.run_as = LaunchRequest::RunAs{task_user_->uid, task_user_->gid, {}};
+    for (gid_t g : task_user_->groups) request.run_as->groups.push_back(g);
+    // Who the task is, not who the agent is.
+    std::erase_if(request.envp, [](const std::string& e) {
+      return e.rfind("HOME=", 0) == 0 || e.rfind("USER=", 0) == 0 || e.rfind("LOGNAME=", 0) == 0;
+    });
+    request.envp.push_back("HOME=" + task_user_->home);
+    request.envp.push_back("USER=" + task_user_->name);
+    request.envp.push_back("LOGNAME=" + task_user_->name);
+  }
   // One descriptor serves both sides: the task appends through it, the runner reads
   // from it by offset.
   int output_fd = ::open((task->dir + "/output.log").c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0640);

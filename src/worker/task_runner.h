@@ -34,6 +34,7 @@
 #include "worker/marked_processes.h"
 #include "worker/task_launcher.h"
 #include "worker/task_supervisor.h"
+#include "worker/task_user.h"
 
 namespace ag::worker {
 
@@ -46,6 +47,10 @@ class TaskRunner final : public TaskLauncher {
   static Result<std::unique_ptr<TaskRunner>> create(boost::asio::io_context& io, std::string data_dir,
                                                     std::string cgroup_root);
   ~TaskRunner() override;
+
+  // Tasks launched from now on run as `user` (worker/task_user.h): their working
+  // folders are theirs, HOME, USER and LOGNAME say who they are.
+  void run_tasks_as(TaskUser user) { task_user_ = std::move(user); }
 
   void set_events(LauncherEvents events) override { events_ = std::move(events); }
   std::vector<Recovered> recover() override;
@@ -84,6 +89,7 @@ class TaskRunner final : public TaskLauncher {
   std::array<char, 16384> inotify_buffer_{};
   std::map<api::TaskKey, std::shared_ptr<Task>> tasks_;
   std::map<int, std::shared_ptr<Task>> by_watch_;
+  std::optional<TaskUser> task_user_;
 };
 
 // Parses the supervisor's exit record ("exit 3", "signal 9").

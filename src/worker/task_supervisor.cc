@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <grp.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -197,7 +198,86 @@ bool all_gone(const Supervised& task) {
 // exec): in its own process group, with default signals, the output file as stdout
 // and stderr, in its working dir, and inside its control group (the supervisor steps
 // into the group for the spawn and out again). Returns the pid, or 0 with `error` set.
+// A task that runs as another account: fork (the supervisor is small and has one
+// thread), then in the child the same set-up as posix_spawn's plus the switch to the
+// task's groups and user before the exec. An exec that fails is reported through a
+// close-on-exec pipe. Returns the pid, or 0 with `error` set.
+pid_t start_task_as(const LaunchRequest& request, int output_fd, std::string* error) {
+  std::vector<char*> argv, envp;
+  for (const auto& s : request.argv) argv.push_back(const_cast<char*>(s.c_str()));
+  argv.push_back(nullptr);
+  for (const auto& s : request.envp) envp.push_back(const_cast<char*>(s.c_str()));
+  envp.push_back(nullptr);
+  const LaunchRequest::RunAs& as = *request.run_as;
+  std::vector<gid_t> groups(as.groups.begin(), as.groups.end());
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) {
+    *error = std::string("cannot start the task: pipe: ") + std::strerror(errno);
+    return 0;
+  }
+  join_cgroup(request.cgroup.c_str());
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    // The child: only async-signal-safe calls from here to the exec.
+    ::close(report[0]);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
+    ::setpgid(0, 0);
+    int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0 && devnull != 0) {
+      ::dup2(devnull, 0);
+      ::close(devnull);
+    }
+    ::dup2(output_fd, 1);
+    ::dup2(output_fd, 2);
+    const char* step = "setgroups";
+    if (::setgroups(groups.size(), groups.data()) == 0 && (step = "setgid", ::setgid(as.gid) == 0) &&
+        (step = "setuid", ::setuid(as.uid) == 0) && (step = "chdir", ::chdir(request.working_dir.c_str()) == 0)) {
+      step = "exec";
+      ::execve(argv[0], argv.data(), envp.data());
+    }
+    int code = errno;
+    ssize_t ignored = ::write(report[1], step, std::strlen(step) + 1);
+    ignored = ::write(report[1], &code, sizeof code);
+    (void)ignored;
+    ::_exit(127);
+  }
+  int fork_errno = errno;
+  ::close(report[1]);
+  if (!request.cgroup.empty()) {
+    std::string parent = request.cgroup.substr(0, request.cgroup.rfind('/'));
+    join_cgroup(parent.c_str());
+  }
+  if (pid < 0) {
+    ::close(report[0]);
+    *error = std::string("cannot start the task: fork: ") + std::strerror(fork_errno);
+    return 0;
+  }
+  char failure[64] = {0};
+  ssize_t n = 0;
+  for (;;) {  // until the exec closes the pipe, or the child's report is whole
+    ssize_t got = ::read(report[0], failure + n, sizeof failure - static_cast<size_t>(n));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    n += got;
+  }
+  ::close(report[0]);
+  if (n > 0) {
+    int code = 0;
+    size_t step_len = ::strnlen(failure, sizeof failure);
+    if (step_len + 1 + sizeof code <= static_cast<size_t>(n)) std::memcpy(&code, failure + step_len + 1, sizeof code);
+    ::waitpid(pid, nullptr, 0);
+    *error = "cannot start `/bin/sh -c ...` as uid " + std::to_string(as.uid) + " in " + request.working_dir + ": " +
+             std::string(failure, step_len) + ": " + std::strerror(code);
+    return 0;
+  }
+  return pid;
+}
+
 pid_t start_task(const LaunchRequest& request, int output_fd, std::string* error) {
+  if (request.run_as) return start_task_as(request, output_fd, error);
   std::vector<char*> argv, envp;
   for (const auto& s : request.argv) argv.push_back(const_cast<char*>(s.c_str()));
   argv.push_back(nullptr);
@@ -402,6 +482,13 @@ std::string encode_launch(const LaunchRequest& request) {
   field(request.cgroup);
   field(request.marker);
   field(std::to_string(request.orphan_timeout_ms));
+  // "uid gid group..." or "" for the supervisor's own account.
+  std::string run_as;
+  if (request.run_as) {
+    run_as = std::to_string(request.run_as->uid) + " " + std::to_string(request.run_as->gid);
+    for (uint32_t g : request.run_as->groups) run_as += " " + std::to_string(g);
+  }
+  field(run_as);
   field(std::to_string(request.argv.size()));
   for (const auto& arg : request.argv) field(arg);
   for (const auto& var : request.envp) field(var);
@@ -416,7 +503,7 @@ std::optional<LaunchRequest> decode_launch(std::string_view bytes) {
     fields.emplace_back(bytes.substr(0, end));
     bytes.remove_prefix(end + 1);
   }
-  if (fields.size() < 7 || fields[0] != "launch") return std::nullopt;
+  if (fields.size() < 8 || fields[0] != "launch") return std::nullopt;
   LaunchRequest request;
   request.task_dir = fields[1];
   request.working_dir = fields[2];
@@ -425,15 +512,30 @@ std::optional<LaunchRequest> decode_launch(std::string_view bytes) {
   char* end = nullptr;
   request.orphan_timeout_ms = std::strtoll(fields[5].c_str(), &end, 10);
   if (fields[5].empty() || *end) return std::nullopt;
-  size_t argc = std::strtoull(fields[6].c_str(), &end, 10);
-  if (fields[6].empty() || *end || argc > fields.size() - 7) return std::nullopt;
-  request.argv.assign(fields.begin() + 7, fields.begin() + 7 + static_cast<std::ptrdiff_t>(argc));
-  request.envp.assign(fields.begin() + 7 + static_cast<std::ptrdiff_t>(argc), fields.end());
+  if (!fields[6].empty()) {
+    std::vector<uint32_t> ids;
+    const char* p = fields[6].c_str();
+    while (*p) {
+      unsigned long id = std::strtoul(p, &end, 10);
+      if (end == p || id > UINT32_MAX || (*end != ' ' && *end != '\0')) return std::nullopt;
+      ids.push_back(static_cast<uint32_t>(id));
+      p = *end ? end + 1 : end;
+    }
+    if (ids.size() < 2 || ids[0] == 0) return std::nullopt;  // never "run as root"
+    request.run_as = LaunchRequest::RunAs{ids[0], ids[1], {ids.begin() + 2, ids.end()}};
+  }
+  size_t argc = std::strtoull(fields[7].c_str(), &end, 10);
+  if (fields[7].empty() || *end || argc > fields.size() - 8) return std::nullopt;
+  request.argv.assign(fields.begin() + 8, fields.begin() + 8 + static_cast<std::ptrdiff_t>(argc));
+  request.envp.assign(fields.begin() + 8 + static_cast<std::ptrdiff_t>(argc), fields.end());
   return request;
 }
 
 void run_supervisor(int agent_fd, const std::string& agent_pid_file) {
   ::close_range(static_cast<unsigned>(agent_fd) + 1, ~0U, 0);  // nothing inherited by mistake
+  // The channel to the agent must never reach a task: with it a task could ask for
+  // launches of its own (as this supervisor's user).
+  ::fcntl(agent_fd, F_SETFD, FD_CLOEXEC);
   ::setsid();
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   ::prctl(PR_SET_NAME, "ag-supervisor");  // what ps and top show for it

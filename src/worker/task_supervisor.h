@@ -33,6 +33,14 @@ struct LaunchRequest {
   std::string cgroup;       // the task's control group, or "" where there is none
   std::string marker;       // AG_TASK_MARKER value of the task's processes
   int64_t orphan_timeout_ms = 10000;
+  // The account the task runs as (worker/task_user.h); unset: the supervisor's own.
+  struct RunAs {
+    uint32_t uid = 0;
+    uint32_t gid = 0;
+    std::vector<uint32_t> groups;
+    bool operator==(const RunAs&) const = default;
+  };
+  std::optional<RunAs> run_as;
   std::vector<std::string> argv;
   std::vector<std::string> envp;  // "NAME=value"
 };

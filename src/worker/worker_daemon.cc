@@ -2,12 +2,14 @@
 
 #include <spdlog/spdlog.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -22,6 +24,7 @@
 #include "worker/usage_sampler.h"
 #include "worker/resource_detector.h"
 #include "worker/task_cgroup.h"
+#include "worker/task_user.h"
 
 extern char** environ;
 
@@ -73,6 +76,31 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
     on_ready(node_id.error(), "");
     return 1;
   }
+  std::string task_user_note;
+  auto task_user = resolve_task_user(config.task_user, &task_user_note);
+  if (!task_user.ok()) {
+    on_ready(task_user.error(), "");
+    return 1;
+  }
+  if (task_user.value()) {
+    if (Status s = open_path_to_task_user(config.data_dir, *task_user.value()); !s) {
+      on_ready(s, "");
+      return 1;
+    }
+    // Tasks of another account reach their folders (work/, packages/jobs/) through
+    // the data dir, which they may cross but not list; everything else stays closed.
+    for (const auto& [dir, mode] : {std::pair{std::string(""), 0711}, {"/work", 0711}, {"/packages", 0711},
+                                   {"/packages/jobs", 0711}, {"/tasks", 0700}, {"/packages/archives", 0700}}) {
+      std::string path = config.data_dir + dir;
+      std::filesystem::create_directories(path, fs_error);
+      if (::chmod(path.c_str(), static_cast<mode_t>(mode)) != 0) {
+        on_ready(internal_error("cannot set the mode of " + path + ": " + std::strerror(errno)), "");
+        return 1;
+      }
+    }
+  }
+  spdlog::log(task_user_note.rfind("WARNING", 0) == 0 ? spdlog::level::warn : spdlog::level::info, "{}",
+              task_user_note);
   // Orphaned grandchildren of tasks are re-parented to this process, so they are
   // reaped here and stay findable for kills.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -113,6 +141,7 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
     on_ready(runner.error(), "");
     return 1;
   }
+  if (task_user.value()) runner.value()->run_tasks_as(*task_user.value());
   net::AsioTimers timers(io);
   auto credential = NodeCredential::load(config.data_dir, config.token);
   if (!credential.ok()) {
@@ -121,7 +150,8 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
   }
   WsHeadDialer dialer(io, head.value(), *credential.value(), config.node_ip);
   PackageCache packages(io, PackageCacheConfig{config.data_dir + "/packages", config.package_cache_bytes, head.value(),
-                                               [cred = credential.value().get()] { return cred->token(); }});
+                                               [cred = credential.value().get()] { return cred->token(); },
+                                               task_user.value()});
   UsageSampler usage;
   Agent::Deps deps{timers,
                    dialer,

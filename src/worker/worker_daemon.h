@@ -21,6 +21,7 @@ struct WorkerConfig {
   std::string data_dir;
   int64_t stop_grace_ms = 10000;
   int64_t package_cache_bytes = int64_t{10} << 30;
+  std::string task_user;  // --task-user; "" for the default (worker/task_user.h)
   bool verbose = false;
 };
 

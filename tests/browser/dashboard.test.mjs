@@ -3,7 +3,7 @@
 // tests/integration/test_dashboard.py starts and describes in the environment:
 //
 //   AG_DASHBOARD_URL   http://127.0.0.1:PORT (the head's dashboard port)
-//   AG_TOKEN           the cluster token
+//   AG_TOKEN           the first admin's token
 //   AG_BIN, AG_SESSION_DIR   the `ag` binary and the cluster's session (jobs are
 //                      submitted through the CLI, as a user would)
 //   AG_BROWSER_ARTIFACTS     where screenshots go (one per step, kept after the run)
@@ -230,6 +230,26 @@ describe("dashboard", { concurrency: false }, () => {
     await page.goto(BASE + "/?token=" + encodeURIComponent(TOKEN));
     await page.locator("#nodes-table tbody tr[data-node-id]").first().waitFor();
     assert.equal(page.url(), BASE + "/", "the token does not stay in the address bar");
+  });
+
+  step("a viewer sees a job's status and owner, but no stop button and no logs", async () => {
+    const id = await submit("--name", "admins-job", "--", "printf 'secret-%s\\n' output; sleep 300");
+    const viewer = JSON.parse(await ag("-o", "json", "user", "add", "vic", "--role", "viewer")).token;
+    await page.click("#sign-out");
+    await page.locator("#sign-in").waitFor();
+    await page.goto(BASE + "/?token=" + encodeURIComponent(viewer));
+    await page.locator("#nodes-table tbody tr[data-node-id]").first().waitFor();
+    assert.equal(await page.locator("#who").textContent(), "vic · viewer");
+    await page.goto(BASE + "/#/jobs/" + id);
+    await page.locator("h1 .badge.state-running").waitFor();
+    assert.equal(await page.locator("#job-owner").textContent(), "admin");
+    assert.equal(await page.locator("#stop-job").count(), 0, "no stop button for a job the viewer may not stop");
+    await page.getByText("can read its logs").first().waitFor();
+    assert.equal(await page.getByText("secret-output").count(), 0);
+    const stop = await page.evaluate(async (jid) => (await fetch("/api/jobs/" + jid + "/stop",
+      { method: "POST", headers: { "X-AG-CSRF": "1" } })).status, id);
+    assert.equal(stop, 403);
+    await ag("stop-job", id);
   });
 
   step("no script errors or CSP violations on any page", async () => {

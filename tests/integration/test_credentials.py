@@ -1,11 +1,15 @@
 """What a job can find of the cluster's credentials. A task looks for the token in its
 own environment and in the environment and command line of every process above it
-(its supervisor, the worker daemon, ...), and finds nothing. (Files are still readable
-to a task that runs as the worker's own user: that part of issue 10 is not done.)"""
+(its supervisor, the worker daemon, ...), and finds nothing. Run as an unprivileged
+account (`--task-user`), it cannot read the node's credential, the head's token files
+or the worker's data dir either, and holds no descriptor but its own output."""
 import os
+import pwd
 import shlex
 import stat
 import subprocess
+
+import pytest
 
 from conftest import PYTHON, read_environ, proc_cmdline
 
@@ -92,3 +96,72 @@ def test_the_join_line_start_head_prints_works_as_printed(cluster_factory, tmp_p
     args = [str(token_file) if a == "~/.aethergrid-join-token" else a for a in args]
     c.ag(*args, env={"HOME": str(home)})
     assert [n["state"] for n in c.nodes()] == ["ALIVE"]
+
+
+LOOK_AROUND = r'''
+import os, sys
+print("uid", os.getuid())
+for path in sys.argv[1:]:
+    try:
+        if os.path.isdir(path):
+            os.listdir(path)
+        else:
+            open(path).read()
+        print("READ", path)
+    except OSError as e:
+        print("DENIED", path, e.errno)
+pid = os.getppid()
+while pid > 1:
+    if os.stat(f"/proc/{pid}").st_uid != os.getuid():  # not the task's own shell
+        try:
+            open(f"/proc/{pid}/environ", "rb").read()
+            print("READ environ of", pid)
+        except OSError:
+            pass
+    with open(f"/proc/{pid}/stat") as f:
+        pid = int(f.read().rsplit(")", 1)[1].split()[1])
+fds = {}
+for fd in os.listdir("/proc/self/fd"):
+    try:
+        fds[int(fd)] = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        pass  # the listing's own descriptor, closed by now
+print("fds", sorted(fds), fds)
+print("home", os.environ.get("HOME"), "user", os.environ.get("USER"))
+'''
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="starting tasks as another user needs a worker running as root")
+def test_tasks_run_as_the_task_user_and_cannot_read_what_the_worker_keeps(cluster_factory, tmp_path):
+    c = cluster_factory("taskuser", workers=())
+    nobody = pwd.getpwnam("nobody")
+    c.ag("start-worker", "--head-node", c.address, "--node-ip-address", "127.0.0.2", "--num-cpus", 1,
+         "--data-dir", c.worker_data_dir("127.0.0.2"), "--token", c.join_token, "--task-user", "nobody")
+    script = tmp_path / "look.py"
+    script.write_text(LOOK_AROUND)
+    os.chmod(tmp_path, 0o755)  # the script itself must be readable to the task
+    os.chmod(script, 0o644)
+    secrets = [c.worker_data_dir("127.0.0.2") / "node-credential", c.worker_data_dir("127.0.0.2"),
+               c.worker_data_dir("127.0.0.2") / "tasks", c.head_data_dir / "token", c.head_data_dir / "join-token",
+               c.head_data_dir / "head.db"]
+    job_id, proc = c.submit("--", f"{PYTHON} {script} " + " ".join(str(p) for p in secrets) + "; touch made-here")
+    assert proc.returncode == 0, proc.stderr
+    out = c.ag("logs", job_id).stdout
+    assert f"uid {nobody.pw_uid}" in out, out
+    assert "READ" not in out, out
+    assert out.count("DENIED") == len(secrets), out
+    assert "fds [0, 1, 2] " in out, out
+    assert f"home {nobody.pw_dir} user nobody" in out, out
+
+
+def test_an_unknown_or_root_task_user_is_refused(cluster_factory):
+    c = cluster_factory("badtaskuser", workers=())
+    base = ["start-worker", "--head-node", c.address, "--node-ip-address", "127.0.0.2",
+            "--data-dir", c.worker_data_dir("127.0.0.2"), "--token", c.join_token]
+    unknown = c.ag(*base, "--task-user", "no-such-user-here", check=False)
+    assert unknown.returncode != 0
+    assert "--task-user: there is no user 'no-such-user-here' on this machine" in unknown.stdout + unknown.stderr
+    if os.geteuid() == 0:
+        root = c.ag(*base, "--task-user", "root", check=False)
+        assert root.returncode != 0 and "is root; give an unprivileged account" in root.stdout + root.stderr
+    assert c.nodes() == []

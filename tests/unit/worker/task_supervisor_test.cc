@@ -50,6 +50,23 @@ TEST(LaunchRequestTest, RoundTripsEveryField) {
   EXPECT_EQ(decoded->envp, request.envp);
 }
 
+TEST(LaunchRequestTest, TheTaskAccountRoundTripsAndRootIsNeverOne) {
+  LaunchRequest request = sample_request();
+  EXPECT_FALSE(decode_launch(encode_launch(request))->run_as.has_value());
+  request.run_as = LaunchRequest::RunAs{65534, 65534, {44, 109}};
+  auto decoded = decode_launch(encode_launch(request));
+  ASSERT_TRUE(decoded.has_value());
+  EXPECT_EQ(decoded->run_as, request.run_as);
+  EXPECT_EQ(decoded->argv, request.argv);
+  request.run_as = LaunchRequest::RunAs{0, 0, {}};
+  EXPECT_FALSE(decode_launch(encode_launch(request)).has_value()) << "a request to run a task as root";
+  std::string text = encode_launch(sample_request());
+  size_t empty_at = text.find(std::string("2500\0\0", 6));
+  ASSERT_NE(empty_at, std::string::npos);
+  text.replace(empty_at, 6, std::string("2500\0x 1\0", 9));
+  EXPECT_FALSE(decode_launch(text).has_value()) << "an account that is not numbers";
+}
+
 TEST(LaunchRequestTest, EmptyEnvironmentRoundTrips) {
   LaunchRequest request = sample_request();
   request.envp.clear();
