@@ -1,10 +1,14 @@
 // ag user, ag token, ag remove-node, ag audit, ag whoami: who may use the cluster.
 #include <charconv>
+#include <filesystem>
 #include <iostream>
 
 #include "cli/api_client.h"
 #include "cli/commands.h"
 #include "cli/table.h"
+#include "common/private_dir.h"
+#include "net/auth.h"
+#include "net/http_client.h"
 #include "net/http_types.h"
 
 namespace ag::cli {
@@ -173,6 +177,47 @@ int audit(const ConnectionOptions& options, int limit) {
                e["action"].get<std::string>(), e["outcome"].get<std::string>()});
   }
   table.print(std::cout);
+  return 0;
+}
+
+int config(const ConnectionOptions& options, const std::string& ca_fingerprint) {
+  UserConfig config = read_user_config();
+  if (options.address.empty() && ca_fingerprint.empty()) {
+    json out{{"file", user_config_path()}, {"address", config.address}, {"ca_files", config.ca_files}};
+    if (json_output(options)) {
+      std::cout << out.dump(2) << "\n";
+      return 0;
+    }
+    std::cout << "Settings: " << user_config_path() << "\n  Default head: "
+              << (config.address.empty() ? "(none)" : config.address) << "\n";
+    for (const auto& [head, file] : config.ca_files) std::cout << "  " << head << ": cluster CA " << file << "\n";
+    return 0;
+  }
+  if (options.address.empty()) {
+    std::cerr << "error: give the head's --address HOST:PORT with --ca-fingerprint\n";
+    return 2;
+  }
+  auto endpoint = net::parse_endpoint(options.address, 6379);
+  if (!endpoint.ok()) {
+    std::cerr << "error: --address: " << endpoint.error().message << "\n";
+    return 2;
+  }
+  if (!ca_fingerprint.empty()) {
+    auto ca = net::fetch_pinned_ca(endpoint.value(), ca_fingerprint, 10000);
+    if (!ca.ok()) {
+      std::cerr << "error: --ca-fingerprint: " << ca.error().message << "\n";
+      return ca.error().code == ErrorCode::kInvalidArgument ? 2 : 1;
+    }
+    std::string dir = std::filesystem::path(user_config_path()).parent_path().string();
+    std::string file = dir + "/ca-" + endpoint->host + "-" + std::to_string(endpoint->port) + ".pem";
+    if (Status s = ensure_private_dir(dir); !s) return fail(s.error());
+    if (Status s = net::write_token_file(file, ca.value()); !s) return fail(s.error());
+    config.ca_files[endpoint->to_string()] = file;
+  }
+  config.address = endpoint->to_string();
+  if (Status s = write_user_config(config); !s) return fail(s.error());
+  std::cout << "Default head: " << config.address
+            << (ca_fingerprint.empty() ? "" : " (its cluster CA is pinned: every call verifies the head)") << "\n";
   return 0;
 }
 

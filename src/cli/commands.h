@@ -19,6 +19,9 @@ struct StartHeadOptions {
   double node_timeout_s = 10;
   double kill_grace_s = 10;
   double max_package_mb = 500;
+  bool insecure = false;
+  std::string tls_cert, tls_key;
+  std::vector<std::string> advertise;
   bool block = false;
   bool verbose = false;
 };
@@ -29,6 +32,8 @@ struct StartWorkerOptions {
   std::string token;
   std::string token_file;  // a file holding the token, readable by this user only
   std::string task_user;   // the account tasks run as
+  std::string ca_fingerprint;  // the head's cluster CA, pinned at the first join
+  bool insecure = false;
   std::string node_ip = "127.0.0.1";
   std::optional<double> num_cpus;
   std::optional<int> num_gpus;
@@ -66,6 +71,8 @@ int token_revoke(const ConnectionOptions& conn, const std::string& id);
 int remove_node(const ConnectionOptions& conn, const std::string& node_id);
 int audit(const ConnectionOptions& conn, int limit);
 int whoami(const ConnectionOptions& conn);
+// ag config [--address HOST:PORT] [--ca-fingerprint sha256:...]: pins a head's CA.
+int config(const ConnectionOptions& conn, const std::string& ca_fingerprint);
 // "24h", "30m", "7d", "90s" or "0" (never) in seconds. Errors: kInvalidArgument.
 Result<int64_t> parse_duration_s(const std::string& text);
 

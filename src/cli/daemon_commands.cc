@@ -19,6 +19,8 @@
 #include "common/private_dir.h"
 #include "head/head_daemon.h"
 #include "net/auth.h"
+#include "net/http_client.h"
+#include "net/tls.h"
 #include "worker/worker_daemon.h"
 
 namespace ag::cli {
@@ -130,17 +132,34 @@ int start_head(const StartHeadOptions& options) {
   config.kill_grace_ms = static_cast<int64_t>(options.kill_grace_s * 1000);
   config.verbose = options.verbose;
   config.max_package_bytes = static_cast<int64_t>(options.max_package_mb * (1 << 20));
+  config.insecure = options.insecure;
+  config.tls_cert = options.tls_cert;
+  config.tls_key = options.tls_key;
+  config.advertise = options.advertise;
+  if (config.tls_cert.empty() != config.tls_key.empty()) {
+    std::cerr << "error: give --tls-cert and --tls-key together\n";
+    return 2;
+  }
   if (Status s = make_data_dir(config.data_dir); !s) {
     std::cerr << "error: " << s.error().message << "\n";
     return 1;
   }
   std::string address = options.node_ip + ":" + std::to_string(options.port);
-  std::string dashboard = "http://" + options.node_ip + ":" + std::to_string(options.dashboard_port);
+  std::string dashboard = std::string(options.insecure ? "http://" : "https://") + options.node_ip + ":" +
+                          std::to_string(options.dashboard_port);
 
   auto announce = [&](const std::string& token, int pid) {
-    warn_if_failed(write_session({address, dashboard, config.data_dir, config.data_dir + "/token"}),
+    std::string ca_file = options.insecure ? "" : config.data_dir + "/tls/ca.crt";
+    warn_if_failed(write_session({address, dashboard, config.data_dir, config.data_dir + "/token", ca_file}),
                    "the CLI and SDK on this machine will not find the head by themselves");
     auto join = net::read_private_token_file(config.data_dir + "/join-token");
+    std::string pin;
+    if (!options.insecure) {
+      std::ifstream ca_in(ca_file);
+      std::string ca_pem((std::istreambuf_iterator<char>(ca_in)), std::istreambuf_iterator<char>());
+      auto fingerprint = net::certificate_fingerprint(ca_pem);
+      if (fingerprint.ok()) pin = " --ca-fingerprint " + fingerprint.value();
+    }
     std::cout << "AetherGrid head started at " << address << " (pid " << pid << ")\n"
               << "  Dashboard and REST API: " << dashboard << "\n"
               << "  Sign in to the dashboard (as admin): " << dashboard << "/?token=" << token << "\n"
@@ -148,7 +167,11 @@ int start_head(const StartHeadOptions& options) {
               << "  Data dir: " << config.data_dir << "  (log: " << config.data_dir << "/head.log)\n\n"
               << "To add a worker on another machine, run there (the join token can only add nodes):\n"
               << "  (umask 077; echo " << (join.ok() ? join.value() : "JOIN_TOKEN") << " > ~/.aethergrid-join-token)\n"
-              << "  ag start-worker --head-node " << address << " --token-file ~/.aethergrid-join-token\n\n"
+              << "  ag start-worker --head-node " << address << " --token-file ~/.aethergrid-join-token" << pin << "\n\n"
+              << (options.insecure ? "WARNING: TLS is off (--insecure): tokens and data travel in clear text between "
+                                     "machines.\n\n"
+                                   : "Users elsewhere pin the head once with `ag config --address " + address + pin +
+                                         "`.\n\n")
               << "Open TCP ports " << options.port << " (workers, CLI, SDK) and " << options.dashboard_port
               << " (dashboard) on this machine to the workers and users.\n"
               << "Stop the daemons started here with `ag stop`.\n";
@@ -222,6 +245,39 @@ int start_worker(const StartWorkerOptions& options) {
       if (auto token = net::read_private_token_file(session->data_dir + "/join-token"); token.ok()) {
         config.token = token.value();
       }
+    }
+  }
+  // The head's CA: pinned now from --ca-fingerprint, pinned at an earlier join, the
+  // session's (a head started here), or none for plain HTTP on loopback.
+  if (!options.ca_fingerprint.empty() || !options.insecure) {
+    if (Status s = make_data_dir(config.data_dir); !s) {
+      std::cerr << "error: " << s.error().message << "\n";
+      return 1;
+    }
+  }
+  const std::string pinned_path = config.data_dir + "/head-ca.pem";
+  auto head_ep = net::parse_endpoint(options.head_node, 6379);
+  if (!options.insecure) {
+    if (!options.ca_fingerprint.empty()) {
+      auto ca = net::fetch_pinned_ca(head_ep.value(), options.ca_fingerprint, 10000);
+      if (!ca.ok()) {
+        std::cerr << "error: --ca-fingerprint: " << ca.error().message << "\n";
+        return ca.error().code == ErrorCode::kInvalidArgument ? 2 : 1;
+      }
+      if (Status s = net::write_token_file(pinned_path, ca.value()); !s) {
+        std::cerr << "error: " << s.error().message << "\n";
+        return 1;
+      }
+      config.head_ca_pem = ca.value();
+    } else if (std::ifstream pinned(pinned_path); pinned) {
+      config.head_ca_pem.assign(std::istreambuf_iterator<char>(pinned), std::istreambuf_iterator<char>());
+    } else {
+      auto ca = head_ca_for(head_ep.value(), false);
+      if (!ca.ok()) {
+        std::cerr << "error: " << ca.error().message << " (for a worker: --ca-fingerprint)\n";
+        return 2;
+      }
+      config.head_ca_pem = ca.value();
     }
   }
   struct stat credential {};

@@ -64,6 +64,7 @@ int run(int argc, char** argv) {
   app.add_option("--token-file", conn.token_file,
                  "File holding your token, mode 0600 (default: AG_TOKEN, AG_TOKEN_FILE, then this machine's session)");
   app.add_option("--output,-o", conn.output, "Output format")->check(CLI::IsMember({"table", "json"}));
+  app.add_flag("--insecure", conn.insecure, "Talk to the head in plain HTTP, even on another machine (no TLS)");
 
   StartHeadOptions head;
   auto* start_head_cmd = app.add_subcommand("start-head", "Start the head daemon");
@@ -74,6 +75,9 @@ int run(int argc, char** argv) {
   start_head_cmd->add_option("--node-timeout", head.node_timeout_s, "Seconds without heartbeat before a node is dead")->capture_default_str()->check(CLI::Range(0.2, 3600.0));
   start_head_cmd->add_option("--kill-grace", head.kill_grace_s, "Seconds between SIGTERM and SIGKILL when stopping tasks")->capture_default_str()->check(CLI::Range(0.0, 3600.0));
   start_head_cmd->add_option("--max-package-mb", head.max_package_mb, "Largest working_dir package accepted, MiB")->capture_default_str()->check(CLI::Range(1.0, 1e6));
+  start_head_cmd->add_option("--tls-cert", head.tls_cert, "Certificate chain (PEM) for the dashboard port, e.g. your CA's");
+  start_head_cmd->add_option("--tls-key", head.tls_key, "Private key (PEM, mode 0600) of --tls-cert");
+  start_head_cmd->add_option("--advertise-address", head.advertise, "Another name or address clients use for the head (repeatable; goes in its certificate)");
   start_head_cmd->add_flag("--block", head.block, "Stay in the foreground");
   start_head_cmd->add_flag("--verbose", head.verbose, "Debug logging");
 
@@ -91,6 +95,8 @@ int run(int argc, char** argv) {
                                "File holding a join token (mode 0600; default: AG_TOKEN_FILE); keeps it out of `ps`");
   start_worker_cmd->add_option("--task-user", worker.task_user,
                                "Run tasks as this unprivileged user (default when root: 'aethergrid' if it exists)");
+  start_worker_cmd->add_option("--ca-fingerprint", worker.ca_fingerprint,
+                               "The head's cluster CA fingerprint (sha256:..., printed by `ag start-head`)");
   start_worker_cmd->add_flag("--block", worker.block, "Stay in the foreground");
   start_worker_cmd->add_flag("--verbose", worker.verbose, "Debug logging");
   worker.token.clear();
@@ -179,6 +185,9 @@ int run(int argc, char** argv) {
   auto* audit_cmd = app.add_subcommand("audit", "Who changed what, when, from where (admin)");
   audit_cmd->add_option("--limit", audit_limit, "Newest entries to show")->capture_default_str()->check(CLI::Range(1, 10000));
   auto* whoami_cmd = app.add_subcommand("whoami", "The user your token belongs to, and its role");
+  std::string config_fingerprint;
+  auto* config_cmd = app.add_subcommand("config", "Pin a head's cluster CA and make it the default: ag config --address HOST:PORT --ca-fingerprint sha256:...");
+  config_cmd->add_option("--ca-fingerprint", config_fingerprint, "The head's cluster CA fingerprint (`ag start-head` prints it)");
 
   try {
     app.parse(argc, argv);
@@ -193,6 +202,8 @@ int run(int argc, char** argv) {
 
   if (worker.token.empty()) worker.token = conn.token;
   if (worker.token_file.empty()) worker.token_file = conn.token_file;
+  head.insecure = conn.insecure;
+  worker.insecure = conn.insecure;
   if (*start_head_cmd) return start_head(head);
   if (*start_worker_cmd) {
     const char* env = std::getenv("AG_TOKEN");
@@ -227,6 +238,7 @@ int run(int argc, char** argv) {
   if (*remove_node_cmd) return remove_node(conn, remove_node_id);
   if (*audit_cmd) return audit(conn, audit_limit);
   if (*whoami_cmd) return whoami(conn);
+  if (*config_cmd) return config(conn, config_fingerprint);
   return 2;
 }
 

@@ -11,6 +11,7 @@
 
 #include "common/private_dir.h"
 #include "net/auth.h"
+#include "net/tls.h"
 
 namespace ag::cli {
 
@@ -23,7 +24,8 @@ Status write_session(const SessionInfo& info) {
   if (Status s = ensure_private_dir(session_dir()); !s) return s;
   std::error_code ec;
   nlohmann::json j = {{"address", info.address}, {"dashboard", info.dashboard},
-                      {"data_dir", info.data_dir}, {"token_file", info.token_file}};
+                      {"data_dir", info.data_dir}, {"token_file", info.token_file},
+                      {"ca_file", info.ca_file}};
   std::string path = session_dir() + "/session.json";
   std::ofstream out(path + ".tmp");
   out << j.dump(2) << "\n";
@@ -44,6 +46,7 @@ std::optional<SessionInfo> read_session() {
   info.dashboard = j.value("dashboard", "");
   info.data_dir = j.value("data_dir", "");
   info.token_file = j.value("token_file", "");
+  info.ca_file = j.value("ca_file", "");
   return info;
 }
 
@@ -71,6 +74,70 @@ std::vector<DaemonRecord> recorded_daemons() {
   return out;
 }
 
+std::string user_config_path() {
+  if (const char* path = std::getenv("AG_CONFIG"); path && *path) return path;
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : "/") + "/.aethergrid/config.json";
+}
+
+UserConfig read_user_config() {
+  UserConfig config;
+  std::ifstream in(user_config_path());
+  if (!in) return config;
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  if (!j.is_object()) return config;
+  config.address = j.value("address", "");
+  if (j.contains("ca_files") && j["ca_files"].is_object()) {
+    for (const auto& [head, file] : j["ca_files"].items()) {
+      if (file.is_string()) config.ca_files[head] = file.get<std::string>();
+    }
+  }
+  return config;
+}
+
+Status write_user_config(const UserConfig& config) {
+  std::string path = user_config_path();
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (Status s = ensure_private_dir(dir); !s) return s;
+  nlohmann::json j{{"address", config.address}, {"ca_files", config.ca_files}};
+  std::ofstream out(path + ".tmp");
+  out << j.dump(2) << "\n";
+  out.close();
+  std::error_code ec;
+  if (out) std::filesystem::rename(path + ".tmp", path, ec);
+  if (!out || ec) return internal_error("cannot write " + path);
+  return {};
+}
+
+namespace {
+Result<std::string> read_ca_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return internal_error("cannot read the cluster CA " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+}  // namespace
+
+Result<std::string> head_ca_for(const net::Endpoint& endpoint, bool insecure) {
+  if (insecure) return std::string();
+  auto session = read_session();
+  if (session && !session->ca_file.empty()) {
+    auto here = net::parse_endpoint(session->address, 6379);
+    if (here.ok() && here->to_string() == endpoint.to_string()) return read_ca_file(session->ca_file);
+  }
+  UserConfig config = read_user_config();
+  if (auto it = config.ca_files.find(endpoint.to_string()); it != config.ca_files.end()) {
+    return read_ca_file(it->second);
+  }
+  if (net::is_loopback_host(endpoint.host)) return std::string();
+  return invalid_argument("the head at " + endpoint.to_string() +
+                          " is on another machine and its cluster CA is not pinned here: run `ag config --address " +
+                          endpoint.to_string() +
+                          " --ca-fingerprint sha256:...` (`ag start-head` prints the fingerprint), or pass --insecure "
+                          "to send your token in clear text");
+}
+
 Result<Connection> resolve_connection(const ConnectionOptions& options) {
   std::string address = options.address;
   if (address.empty()) {
@@ -78,11 +145,15 @@ Result<Connection> resolve_connection(const ConnectionOptions& options) {
   }
   auto session = read_session();
   if (address.empty() && session) address = session->address;
+  if (address.empty()) address = read_user_config().address;
   if (address.empty()) {
     return invalid_argument("no cluster found: start one with `ag start-head`, or pass --address HOST:PORT (or set AG_ADDRESS)");
   }
   auto endpoint = net::parse_endpoint(address, 6379);
   if (!endpoint.ok()) return endpoint.error();
+  auto ca = head_ca_for(endpoint.value(), options.insecure);
+  if (!ca.ok()) return ca.error();
+  endpoint->ca_pem = ca.value();
   Connection conn{endpoint.value(), options.token};
   if (!options.token.empty() && !options.token_file.empty()) {
     return invalid_argument("give --token or --token-file, not both");

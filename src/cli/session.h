@@ -6,6 +6,7 @@
 //     daemons/<name>.pid  one per daemon started here, read by `ag stop`
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@ struct SessionInfo {
   std::string dashboard;   // http://HOST:PORT
   std::string data_dir;    // head data dir
   std::string token_file;
+  std::string ca_file;     // the cluster CA; "" when the head runs --insecure
 };
 
 Status write_session(const SessionInfo& info);
@@ -44,12 +46,29 @@ struct ConnectionOptions {
   std::string token;
   std::string token_file;
   std::string output = "table";  // --output table|json
+  bool insecure = false;          // --insecure: plain HTTP even to another machine
 };
 
 struct Connection {
   net::Endpoint endpoint;
   std::string token;
 };
+
+// The user's own settings, `ag config` (AG_CONFIG, default ~/.aethergrid/config.json):
+// the default head address and, per head, the cluster CA pinned for it.
+struct UserConfig {
+  std::string address;
+  std::map<std::string, std::string> ca_files;  // "HOST:PORT" -> PEM file
+};
+std::string user_config_path();
+UserConfig read_user_config();
+Status write_user_config(const UserConfig& config);
+
+// The CA to verify the head at `endpoint` against (PEM), or "" for plain HTTP: a head
+// started on this machine (the session's CA), one pinned with `ag config`, plain for
+// a head on this machine's loopback or with `insecure`. Errors: kInvalidArgument for
+// another machine's head with no CA pinned, saying how to pin it.
+Result<std::string> head_ca_for(const net::Endpoint& endpoint, bool insecure);
 
 // Resolves where the head is and which token to use. Errors: kInvalidArgument when
 // no address is known ("no cluster found: start one with `ag start-head` or pass

@@ -122,6 +122,10 @@ net::Respond ApiRoutes::audited(const net::HttpRequest& req, const Principal& wh
 
 void ApiRoutes::handle(const net::HttpRequest& req, net::Respond respond) {
   if (req.path == "/api/healthz") return respond(json_response(200, {{"status", "ok"}}));
+  if (req.path == "/api/tls/ca") {
+    if (ca_pem_.empty()) return respond(error_response(404, "this head runs without TLS (--insecure)"));
+    return respond({200, "application/x-pem-file", ca_pem_});
+  }
   if (deps_.dashboard.handle_public(req, respond)) return;
   Principal who = authenticate(req);
   if (auto refusal = refuse_unauthorized(req, who)) {
@@ -233,7 +237,8 @@ void ApiRoutes::handle_authenticated(const net::HttpRequest& req, const Principa
               {"nodes_total", deps_.nodes.nodes().size()},
               {"resources", {{"num_cpus", total.cpu_millis / 1000.0}, {"memory_bytes", total.memory_bytes}, {"num_gpus", total.gpus}}},
               {"allocated", {{"num_cpus", used.cpu_millis / 1000.0}, {"memory_bytes", used.memory_bytes}, {"num_gpus", used.gpus}}},
-              {"jobs", by_state}}));
+              {"jobs", by_state},
+              {"tls", !ca_pem_.empty()}}));
   }
   if (path == "/api/jobs") {
     if (req.method == "GET") return handle_list_jobs(req, std::move(respond));

@@ -71,6 +71,9 @@ class ApiRoutes {
   explicit ApiRoutes(Deps deps) : deps_(deps) {}
 
   void handle(const net::HttpRequest& request, net::Respond respond);
+  // The cluster CA (PEM) served at GET /api/tls/ca, which needs no credential: a
+  // client checks it against the fingerprint it was given before trusting it.
+  void set_tls(std::string ca_pem) { ca_pem_ = std::move(ca_pem); }
   // Where a request's body goes, from its header (net::ServerHandlers::plan_body):
   // a package upload streams into the package store once its token is checked.
   net::BodyPlan plan_body(const net::HttpRequest& header);
@@ -107,6 +110,7 @@ class ApiRoutes {
   std::optional<Error> check_references(const api::JobSpec& spec) const;
 
   Deps deps_;
+  std::string ca_pem_;
 };
 
 }  // namespace ag::head

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -24,6 +25,7 @@
 #include "net/asio_timers.h"
 #include "net/auth.h"
 #include "net/http_server.h"
+#include "net/tls.h"
 
 namespace ag::head {
 
@@ -123,6 +125,34 @@ int run_head(const HeadConfig& config, const std::function<void(const Status&, c
   };
   net::HttpServer api_server(io, handlers, config.max_body_bytes);
   net::HttpServer dashboard_server(io, handlers, config.max_body_bytes);
+  if (!config.insecure) {
+    char host[256] = {0};
+    ::gethostname(host, sizeof host - 1);
+    std::vector<std::string> names{config.node_ip, host, "localhost", "127.0.0.1", "::1"};
+    names.insert(names.end(), config.advertise.begin(), config.advertise.end());
+    auto identity = net::ensure_cluster_tls(config.data_dir + "/tls", names);
+    if (!identity.ok()) {
+      on_ready(identity.error(), "");
+      return 1;
+    }
+    Status api_tls = api_server.enable_tls(identity.value(), true);
+    auto dashboard_identity = config.tls_cert.empty() ? identity : net::load_tls_identity(config.tls_cert, config.tls_key);
+    if (!dashboard_identity.ok()) {
+      on_ready(dashboard_identity.error(), "");
+      return 1;
+    }
+    Status dashboard_tls = dashboard_server.enable_tls(dashboard_identity.value(), true);
+    for (const Status* s : {&api_tls, &dashboard_tls}) {
+      if (!*s) {
+        on_ready(*s, "");
+        return 1;
+      }
+    }
+    routes.set_tls(identity->ca_pem);
+    spdlog::info("TLS on both ports; cluster CA {}", identity->ca_fingerprint);
+  } else {
+    spdlog::warn("TLS is off (--insecure): tokens and data travel in clear text to and from other machines");
+  }
   if (Status s = api_server.listen(config.node_ip, static_cast<uint16_t>(config.port)); !s) {
     on_ready(s, "");
     return 1;

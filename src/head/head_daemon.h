@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 
@@ -19,6 +20,11 @@ struct HeadConfig {
   int64_t kill_grace_ms = 10000;
   size_t max_body_bytes = 8 << 20;
   int64_t max_package_bytes = int64_t{500} << 20;
+  // TLS (net/tls.h): on unless `insecure`; plain HTTP is then answered only on
+  // loopback. The dashboard port may carry a certificate of the user's own.
+  bool insecure = false;
+  std::string tls_cert, tls_key;
+  std::vector<std::string> advertise;  // more names and addresses for the head's certificate
   bool verbose = false;
 };
 

@@ -1,8 +1,12 @@
 #include "net/beast_ws.h"
 
+#include <boost/beast/ssl.hpp>
+#include <boost/beast/websocket/ssl.hpp>
+
 namespace ag::net::detail {
 
-BeastWs::BeastWs(Stream stream, std::string remote)
+template <class NextLayer>
+BeastWs<NextLayer>::BeastWs(Stream stream, std::string remote)
     : ws_(std::move(stream)), remote_(std::move(remote)) {
   // Handshake timeouts are the caller's; once open, Beast's suggested settings ping
   // idle peers so that a vanished one is noticed.
@@ -11,14 +15,16 @@ BeastWs::BeastWs(Stream stream, std::string remote)
   ws_.read_message_max(64 * 1024 * 1024);
 }
 
-void BeastWs::start(MessageHandler on_message, CloseHandler on_close) {
+template <class NextLayer>
+void BeastWs<NextLayer>::start(MessageHandler on_message, CloseHandler on_close) {
   on_message_ = std::move(on_message);
   on_close_ = std::move(on_close);
   do_read();
 }
 
-void BeastWs::do_read() {
-  ws_.async_read(read_buffer_, [self = shared_from_this()](beast::error_code ec, size_t) {
+template <class NextLayer>
+void BeastWs<NextLayer>::do_read() {
+  ws_.async_read(read_buffer_, [self = this->shared_from_this()](beast::error_code ec, size_t) {
     if (ec) {
       self->fail(ec == websocket::error::closed ? "closed by peer" : ec.message());
       return;
@@ -31,14 +37,16 @@ void BeastWs::do_read() {
   });
 }
 
-void BeastWs::send(std::string data, bool binary) {
+template <class NextLayer>
+void BeastWs<NextLayer>::send(std::string data, bool binary) {
   if (closed_ || closing_) return;
   queued_bytes_ += data.size();
   outbox_.emplace_back(std::move(data), binary);
   if (!writing_) do_write();
 }
 
-void BeastWs::do_write() {
+template <class NextLayer>
+void BeastWs<NextLayer>::do_write() {
   if (outbox_.empty() || closed_) {
     writing_ = false;
     if (closing_) close_now();
@@ -47,7 +55,7 @@ void BeastWs::do_write() {
   writing_ = true;
   ws_.binary(outbox_.front().second);
   ws_.async_write(boost::asio::buffer(outbox_.front().first),
-                  [self = shared_from_this()](beast::error_code ec, size_t) {
+                  [self = this->shared_from_this()](beast::error_code ec, size_t) {
                     if (ec) {
                       self->fail(ec.message());
                       return;
@@ -60,7 +68,8 @@ void BeastWs::do_write() {
                   });
 }
 
-void BeastWs::close() {
+template <class NextLayer>
+void BeastWs<NextLayer>::close() {
   if (closed_) return;
   // Frames already queued (an error message saying why) go out first, unless the peer
   // is not reading them.
@@ -71,7 +80,8 @@ void BeastWs::close() {
   close_now();
 }
 
-void BeastWs::close_now() {
+template <class NextLayer>
+void BeastWs<NextLayer>::close_now() {
   if (closed_) return;
   beast::error_code ec;
   beast::get_lowest_layer(ws_).socket().shutdown(boost::asio::ip::tcp::socket::shutdown_both, ec);
@@ -79,7 +89,8 @@ void BeastWs::close_now() {
   fail("closed locally");
 }
 
-void BeastWs::fail(const std::string& reason) {
+template <class NextLayer>
+void BeastWs<NextLayer>::fail(const std::string& reason) {
   if (closed_) return;
   closed_ = true;
   outbox_.clear();
@@ -90,5 +101,8 @@ void BeastWs::fail(const std::string& reason) {
   on_message_ = nullptr;
   if (on_close) on_close(reason);
 }
+
+template class BeastWs<beast::tcp_stream>;
+template class BeastWs<beast::ssl_stream<beast::tcp_stream>>;
 
 }  // namespace ag::net::detail

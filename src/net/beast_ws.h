@@ -1,5 +1,6 @@
 // Internal to net/: the WsConnection implementation over a Beast websocket stream,
-// shared by the server (accepted sockets) and the client (dialled sockets).
+// shared by the server (accepted sockets) and the client (dialled sockets), over plain
+// TCP or TLS (beast_ws.cc instantiates both).
 #pragma once
 
 #include <boost/beast/core.hpp>
@@ -13,9 +14,10 @@ namespace ag::net::detail {
 namespace beast = boost::beast;
 namespace websocket = boost::beast::websocket;
 
-class BeastWs final : public WsConnection, public std::enable_shared_from_this<BeastWs> {
+template <class NextLayer>
+class BeastWs final : public WsConnection, public std::enable_shared_from_this<BeastWs<NextLayer>> {
  public:
-  using Stream = websocket::stream<beast::tcp_stream>;
+  using Stream = websocket::stream<NextLayer>;
 
   BeastWs(Stream stream, std::string remote);
   void start(MessageHandler on_message, CloseHandler on_close) override;

@@ -5,10 +5,14 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <limits>
 #include <sstream>
 #include <optional>
 #include <vector>
+
+#include "net/tls.h"
+#include "net/tls_client.h"
 
 namespace ag::net {
 namespace {
@@ -20,7 +24,7 @@ using tcp = asio::ip::tcp;
 
 Result<Endpoint> parse_endpoint(const std::string& text, uint16_t default_port) {
   std::string rest = text;
-  for (const char* scheme : {"http://", "ws://"}) {
+  for (const char* scheme : {"http://", "ws://", "https://", "wss://"}) {
     if (rest.rfind(scheme, 0) == 0) rest = rest.substr(std::string(scheme).size());
   }
   while (!rest.empty() && rest.back() == '/') rest.pop_back();
@@ -62,50 +66,58 @@ HttpResponse from_header(const http::response_header<>& header) {
   return out;
 }
 
-using ReadResponse = std::function<void(beast::tcp_stream&, beast::flat_buffer&, std::string&)>;
-using WriteRequest = std::function<void(beast::tcp_stream&, std::function<void(beast::error_code)>)>;
-
-// Connects, sends the request with `write_request`, then hands the open stream to
-// `read_response`, which reads asynchronously and reports a failure by setting a
-// message. Bounded by timeout_ms as a whole. Returns the failure, or "" when the
-// exchange completed.
-std::string exchange(const Endpoint& to, int timeout_ms, const WriteRequest& write_request,
-                     const ReadResponse& read_response) {
+// Connects (with TLS: handshakes, verifying the head against the pinned CA), then
+// hands the open stream to `body`, which writes the request and reads the answer
+// asynchronously, reporting a failure by setting a message. Bounded by timeout_ms as a
+// whole. Returns the failure, or "" when the exchange completed.
+template <class Body>
+std::string exchange(const Endpoint& to, int timeout_ms, Body&& body) {
   asio::io_context io;
-  beast::tcp_stream stream(io);
   beast::error_code ec;
   tcp::resolver resolver(io);
   auto results = resolver.resolve(to.host, std::to_string(to.port), ec);
   if (ec) return ec.message();
   beast::flat_buffer buffer;
   std::string failure;
-  stream.expires_after(std::chrono::milliseconds(timeout_ms));
-  stream.async_connect(results, [&](beast::error_code cec, const tcp::endpoint&) {
-    if (cec) {
-      failure = cec == beast::error::timeout ? "timed out connecting" : cec.message();
-      return;
-    }
-    write_request(stream, [&](beast::error_code wec) {
-      if (wec) {
-        failure = wec.message();
+  auto connect_failure = [](beast::error_code cec) {
+    return cec == beast::error::timeout ? std::string("timed out connecting") : cec.message();
+  };
+  if (!to.tls()) {
+    beast::tcp_stream stream(io);
+    stream.expires_after(std::chrono::milliseconds(timeout_ms));
+    stream.async_connect(results, [&](beast::error_code cec, const tcp::endpoint&) {
+      if (cec) {
+        failure = connect_failure(cec);
         return;
       }
-      read_response(stream, buffer, failure);
+      body(stream, buffer, failure);
+    });
+    io.run();
+    stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+    return failure;
+  }
+  auto ctx = detail::client_context(to);
+  if (!ctx.ok()) return ctx.error().message;
+  detail::TlsClientStream stream(io, *ctx.value());
+  detail::prepare_client_stream(stream, to);
+  beast::get_lowest_layer(stream).expires_after(std::chrono::milliseconds(timeout_ms));
+  beast::get_lowest_layer(stream).async_connect(results, [&](beast::error_code cec, const tcp::endpoint&) {
+    if (cec) {
+      failure = connect_failure(cec);
+      return;
+    }
+    stream.async_handshake(asio::ssl::stream_base::client, [&](beast::error_code hec) {
+      if (hec) {
+        failure = hec == beast::error::timeout ? "timed out in the TLS handshake" : detail::handshake_failure(hec, to);
+        return;
+      }
+      detail::remember_session(stream, to);
+      body(stream, buffer, failure);
     });
   });
   io.run();
-  stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+  beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_both, ec);
   return failure;
-}
-
-std::string exchange(const Endpoint& to, http::request<http::string_body>& req, int timeout_ms,
-                     const ReadResponse& read_response) {
-  return exchange(
-      to, timeout_ms,
-      [&req](beast::tcp_stream& stream, std::function<void(beast::error_code)> done) {
-        http::async_write(stream, req, [done = std::move(done)](beast::error_code ec, size_t) { done(ec); });
-      },
-      read_response);
 }
 
 std::string read_failure(beast::error_code ec, int timeout_ms) {
@@ -116,20 +128,23 @@ Error unreachable(const Endpoint& to, const std::string& why) {
   return Error{ErrorCode::kUnavailable, "cannot reach head at " + to.to_string() + ": " + why};
 }
 
-}  // namespace
-
-namespace {
-
-// Sends the request with `write_request` and reads the whole response into memory.
-Result<HttpResponse> call_reading_whole(const Endpoint& to, int timeout_ms, const WriteRequest& write_request) {
+// Sends the request with `write_request(stream, done)` and reads the whole response
+// into memory.
+template <class Write>
+Result<HttpResponse> call_reading_whole(const Endpoint& to, int timeout_ms, Write&& write_request) {
   http::response_parser<http::string_body> parser;
   parser.body_limit(1ull << 31);
-  std::string failure =
-      exchange(to, timeout_ms, write_request, [&](beast::tcp_stream& stream, beast::flat_buffer& buffer, std::string& failed) {
-        http::async_read(stream, buffer, parser, [&](beast::error_code rec, size_t) {
-          if (rec) failed = read_failure(rec, timeout_ms);
-        });
+  std::string failure = exchange(to, timeout_ms, [&](auto& stream, beast::flat_buffer& buffer, std::string& failed) {
+    write_request(stream, [&](beast::error_code wec) {
+      if (wec) {
+        failed = wec.message();
+        return;
+      }
+      http::async_read(stream, buffer, parser, [&](beast::error_code rec, size_t) {
+        if (rec) failed = read_failure(rec, timeout_ms);
       });
+    });
+  });
   if (!failure.empty()) return unreachable(to, failure);
   auto res = parser.release();
   HttpResponse out = from_header(res.base());
@@ -148,9 +163,31 @@ Result<HttpResponse> http_call(const Endpoint& to, const std::string& method,
     req.body() = body;
   }
   req.prepare_payload();
-  return call_reading_whole(to, timeout_ms, [&req](beast::tcp_stream& stream, std::function<void(beast::error_code)> done) {
-    http::async_write(stream, req, [done = std::move(done)](beast::error_code ec, size_t) { done(ec); });
+  return call_reading_whole(to, timeout_ms, [&req](auto& stream, auto done) {
+    http::async_write(stream, req, [done](beast::error_code ec, size_t) { done(ec); });
   });
+}
+
+Result<std::string> fetch_pinned_ca(Endpoint to, const std::string& fingerprint, int timeout_ms) {
+  auto wanted = normalize_fingerprint(fingerprint);
+  if (!wanted.ok()) return wanted.error();
+  to.ca_pem.clear();
+  to.tls_unverified = true;
+  auto res = http_call(to, "GET", "/api/tls/ca", "", "", timeout_ms);
+  if (!res.ok()) return res.error();
+  if (res->status != 200) {
+    return Error{ErrorCode::kUnavailable, "the head at " + to.to_string() + " has no cluster CA to give (HTTP " +
+                                              std::to_string(res->status) + "): " + res->body};
+  }
+  auto got = certificate_fingerprint(res->body);
+  if (!got.ok()) return Error{ErrorCode::kUnavailable, "the head at " + to.to_string() + " sent no certificate"};
+  if (got.value() != wanted.value()) {
+    return Error{ErrorCode::kPermissionDenied, "the head at " + to.to_string() + " has cluster CA " + got.value() +
+                                                   ", not the pinned " + wanted.value() +
+                                                   ": refusing to talk to it (a different head, or someone in "
+                                                   "between)"};
+  }
+  return res->body;
 }
 
 Result<HttpResponse> http_upload(const Endpoint& to, const std::string& method, const std::string& target,
@@ -165,27 +202,29 @@ Result<HttpResponse> http_upload(const Endpoint& to, const std::string& method, 
   std::string header = text.str();
   size_t sent = 0;
   beast::error_code body_error;
-  std::function<void(beast::tcp_stream&, std::function<void(beast::error_code)>)> send_piece;
-  send_piece = [&](beast::tcp_stream& stream, std::function<void(beast::error_code)> done) {
-    if (sent == body.size()) return done({});
-    size_t n = std::min(kPieceBytes, body.size() - sent);
-    asio::async_write(stream, asio::buffer(body.data() + sent, n),
-                      [&, n, done = std::move(done)](beast::error_code ec, size_t) mutable {
-                        if (ec) {
-                          // The head may have answered before taking the whole body (it
-                          // refused it): read that answer rather than report the reset.
-                          body_error = ec;
-                          return done({});
-                        }
-                        sent += n;
-                        if (progress) progress(sent);
-                        send_piece(stream, std::move(done));
-                      });
-  };
-  auto res = call_reading_whole(to, timeout_ms, [&](beast::tcp_stream& stream, std::function<void(beast::error_code)> done) {
-    asio::async_write(stream, asio::buffer(header), [&, done = std::move(done)](beast::error_code ec, size_t) mutable {
-      if (ec) return done(ec);
-      send_piece(stream, std::move(done));
+  // Both live as long as the exchange (which runs to its end inside call_reading_whole).
+  std::function<void()> send_piece;
+  std::function<void(beast::error_code)> finish;
+  auto res = call_reading_whole(to, timeout_ms, [&](auto& stream, auto done) {
+    finish = done;
+    send_piece = [&]() {
+      if (sent == body.size()) return finish({});
+      size_t n = std::min(kPieceBytes, body.size() - sent);
+      asio::async_write(stream, asio::buffer(body.data() + sent, n), [&, n](beast::error_code ec, size_t) {
+        if (ec) {
+          // The head may have answered before taking the whole body (it refused it):
+          // read that answer rather than report the reset.
+          body_error = ec;
+          return finish({});
+        }
+        sent += n;
+        if (progress) progress(sent);
+        send_piece();
+      });
+    };
+    asio::async_write(stream, asio::buffer(header), [&](beast::error_code ec, size_t) {
+      if (ec) return finish(ec);
+      send_piece();
     });
   });
   if (!res.ok() && body_error) return unreachable(to, body_error.message());
@@ -214,54 +253,58 @@ Result<HttpResponse> http_download(const Endpoint& to, const std::string& target
     }
     return true;
   };
-  // Through the parser, a buffer at a time (chunked bodies).
-  std::function<void(beast::tcp_stream&, beast::flat_buffer&, std::string&)> read_piece;
-  read_piece = [&](beast::tcp_stream& stream, beast::flat_buffer& buffer, std::string& failed) {
-    parser.get().body().data = chunk.data();
-    parser.get().body().size = chunk.size();
-    http::async_read(stream, buffer, parser, [&](beast::error_code rec, size_t) {
-      if (rec == http::error::need_buffer) rec = {};
-      if (rec) {
-        failed = read_failure(rec, timeout_ms);
-        return;
-      }
-      if (!deliver(chunk.data(), chunk.size() - parser.get().body().size)) return;
-      if (!parser.is_done()) read_piece(stream, buffer, failed);
-    });
-  };
-  // Straight from the socket in large reads when the length is known: the parser's
-  // small reads cost more than the bytes.
   uint64_t left = 0;
-  std::function<void(beast::tcp_stream&, std::string&)> read_raw;
-  read_raw = [&](beast::tcp_stream& stream, std::string& failed) {
-    if (left == 0) return;
-    stream.async_read_some(asio::buffer(chunk.data(), std::min<uint64_t>(chunk.size(), left)),
-                           [&](beast::error_code rec, size_t got) {
-                             if (rec) {
-                               failed = read_failure(rec, timeout_ms);
-                               return;
-                             }
-                             left -= got;
-                             if (deliver(chunk.data(), got)) read_raw(stream, failed);
-                           });
-  };
-  auto read_response = [&](beast::tcp_stream& stream, beast::flat_buffer& buffer, std::string& failed) {
-    http::async_read_header(stream, buffer, parser, [&](beast::error_code rec, size_t) {
-      if (rec) {
-        failed = read_failure(rec, timeout_ms);
+  std::function<void()> read_piece, read_raw;
+  std::string failure = exchange(to, timeout_ms, [&](auto& stream, beast::flat_buffer& buffer, std::string& failed) {
+    // Through the parser, a buffer at a time (chunked bodies).
+    read_piece = [&]() {
+      parser.get().body().data = chunk.data();
+      parser.get().body().size = chunk.size();
+      http::async_read(stream, buffer, parser, [&](beast::error_code rec, size_t) {
+        if (rec == http::error::need_buffer) rec = {};
+        if (rec) {
+          failed = read_failure(rec, timeout_ms);
+          return;
+        }
+        if (!deliver(chunk.data(), chunk.size() - parser.get().body().size)) return;
+        if (!parser.is_done()) read_piece();
+      });
+    };
+    // Straight from the socket in large reads when the length is known: the parser's
+    // small reads cost more than the bytes.
+    read_raw = [&]() {
+      if (left == 0) return;
+      stream.async_read_some(asio::buffer(chunk.data(), std::min<uint64_t>(chunk.size(), left)),
+                             [&](beast::error_code rec, size_t got) {
+                               if (rec) {
+                                 failed = read_failure(rec, timeout_ms);
+                                 return;
+                               }
+                               left -= got;
+                               if (deliver(chunk.data(), got)) read_raw();
+                             });
+    };
+    http::async_write(stream, req, [&](beast::error_code wec, size_t) {
+      if (wec) {
+        failed = wec.message();
         return;
       }
-      if (parser.is_done()) return;
-      if (!parser.content_length() || parser.chunked()) return read_piece(stream, buffer, failed);
-      left = *parser.content_length();
-      size_t buffered = std::min<uint64_t>(left, buffer.size());
-      left -= buffered;
-      if (buffered && !deliver(static_cast<const char*>(buffer.data().data()), buffered)) return;
-      buffer.consume(buffered);
-      read_raw(stream, failed);
+      http::async_read_header(stream, buffer, parser, [&](beast::error_code rec, size_t) {
+        if (rec) {
+          failed = read_failure(rec, timeout_ms);
+          return;
+        }
+        if (parser.is_done()) return;
+        if (!parser.content_length() || parser.chunked()) return read_piece();
+        left = *parser.content_length();
+        size_t buffered = std::min<uint64_t>(left, buffer.size());
+        left -= buffered;
+        if (buffered && !deliver(static_cast<const char*>(buffer.data().data()), buffered)) return;
+        buffer.consume(buffered);
+        read_raw();
+      });
     });
-  };
-  std::string failure = exchange(to, req, timeout_ms, read_response);
+  });
   if (sink_error) return *sink_error;
   if (!failure.empty()) return unreachable(to, failure);
   HttpResponse out = from_header(parser.get().base());

@@ -14,6 +14,13 @@ namespace ag::net {
 struct Endpoint {
   std::string host;
   uint16_t port = 0;
+  // TLS, verifying the head's certificate against this CA (PEM) and its address.
+  // Empty: plain HTTP (net/tls.h says when that is allowed).
+  std::string ca_pem;
+  // TLS without verifying anything: only to fetch the CA, whose fingerprint is then
+  // checked (fetch_pinned_ca in net/tls.h).
+  bool tls_unverified = false;
+  bool tls() const { return !ca_pem.empty() || tls_unverified; }
   std::string to_string() const { return host + ":" + std::to_string(port); }
 };
 
@@ -33,6 +40,12 @@ Result<HttpResponse> http_call(const Endpoint& to, const std::string& method,
 Result<HttpResponse> http_upload(const Endpoint& to, const std::string& method, const std::string& target,
                                  std::string_view body, const std::string& token, int timeout_ms,
                                  const std::function<void(size_t sent)>& progress);
+
+// The head's cluster CA (PEM), fetched over TLS without verification (nothing secret
+// is sent) and kept only when its fingerprint is `fingerprint` ("sha256:..."). Errors:
+// kPermissionDenied when the fingerprints differ (saying both), kUnavailable when the
+// head cannot be reached, kInvalidArgument for a bad fingerprint.
+Result<std::string> fetch_pinned_ca(Endpoint to, const std::string& fingerprint, int timeout_ms);
 
 // Sends a GET and passes a 200 response's body to `on_data` piece by piece as it
 // arrives (downloads too large for memory). Any other status's body, an error message,

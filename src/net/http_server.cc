@@ -4,6 +4,9 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
+#include <boost/beast/core/detect_ssl.hpp>
+#include <boost/beast/ssl.hpp>
+#include <boost/beast/websocket/ssl.hpp>
 #include <spdlog/spdlog.h>
 #include <fcntl.h>
 #include <sys/sendfile.h>
@@ -20,6 +23,7 @@
 #include <sstream>
 
 #include "net/beast_ws.h"
+#include "net/tls.h"
 
 namespace ag::net {
 namespace {
@@ -29,6 +33,7 @@ namespace beast = boost::beast;
 namespace http = boost::beast::http;
 namespace websocket = boost::beast::websocket;
 using tcp = asio::ip::tcp;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 constexpr auto kIdleTimeout = std::chrono::seconds(120);
 
@@ -77,16 +82,17 @@ http::response<http::string_body> to_beast(const HttpResponse& res, unsigned ver
 // A streamed response (server-sent events) on a connection taken over from its HTTP
 // session. Writes go out one at a time from a queue; a pending read notices the client
 // closing. The connection is never reused for another request.
-class StreamedResponse final : public HttpStream, public std::enable_shared_from_this<StreamedResponse> {
+template <class Stream>
+class StreamedResponse final : public HttpStream, public std::enable_shared_from_this<StreamedResponse<Stream>> {
  public:
   // More than this queued unwritten means the reader stalled: drop it (the browser's
   // EventSource reconnects and reloads what it shows).
   static constexpr size_t kMaxQueuedBytes = 8 << 20;
 
-  StreamedResponse(beast::tcp_stream stream) : stream_(std::move(stream)) {}
+  explicit StreamedResponse(Stream stream) : stream_(std::move(stream)) {}
 
   void start(std::string header) {
-    stream_.expires_never();
+    beast::get_lowest_layer(stream_).expires_never();
     read_for_close();
     write(std::move(header));
   }
@@ -107,8 +113,8 @@ class StreamedResponse final : public HttpStream, public std::enable_shared_from
     if (closed_) return;
     closed_ = true;
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
-    stream_.socket().close(ec);
+    beast::get_lowest_layer(stream_).socket().shutdown(tcp::socket::shutdown_both, ec);
+    beast::get_lowest_layer(stream_).socket().close(ec);
     // Callbacks run later so that a subscriber list may drop this stream from inside them.
     auto callbacks = std::move(on_close_);
     asio::post(stream_.get_executor(), [callbacks = std::move(callbacks)]() {
@@ -134,7 +140,7 @@ class StreamedResponse final : public HttpStream, public std::enable_shared_from
     }
     writing_ = true;
     asio::async_write(stream_, asio::buffer(outbox_.front()),
-                      [self = shared_from_this()](beast::error_code ec, size_t) {
+                      [self = this->shared_from_this()](beast::error_code ec, size_t) {
                         if (ec) return self->close();
                         self->queued_bytes_ -= self->outbox_.front().size();
                         self->outbox_.pop_front();
@@ -144,13 +150,13 @@ class StreamedResponse final : public HttpStream, public std::enable_shared_from
 
   // The client sends nothing after its request; any read completion is its close.
   void read_for_close() {
-    stream_.async_read_some(asio::buffer(read_buffer_), [self = shared_from_this()](beast::error_code ec, size_t) {
+    stream_.async_read_some(asio::buffer(read_buffer_), [self = this->shared_from_this()](beast::error_code ec, size_t) {
       if (ec) return self->close();
       self->read_for_close();
     });
   }
 
-  beast::tcp_stream stream_;
+  Stream stream_;
   std::deque<std::string> outbox_;
   size_t queued_bytes_ = 0;
   bool writing_ = false;
@@ -179,6 +185,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   size_t max_body_bytes;
   std::vector<std::unique_ptr<tcp::acceptor>> acceptors;
   bool stopped = false;
+  std::unique_ptr<asio::ssl::context> tls;  // null: plain HTTP only
+  bool plain_for_loopback_only = true;
 
   Impl(asio::io_context& io_, ServerHandlers h, size_t max_body)
       : io(io_), handlers(std::move(h)), max_body_bytes(max_body) {}
@@ -188,27 +196,93 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
       if (self->stopped) return;
       if (!ec) {
         socket.set_option(tcp::no_delay(true), ec);
-        std::make_shared<Session>(self, std::move(socket))->read();
+        self->start_connection(std::move(socket));
       }
       self->accept(acceptor);
     });
   }
 
+  // Without TLS: plain HTTP. With it: the first bytes tell a TLS handshake (answered
+  // with TLS) from plain HTTP, which is served only to peers on this machine.
+  void start_connection(tcp::socket socket) {
+    beast::error_code ec;
+    auto ep = socket.remote_endpoint(ec);
+    std::string remote = ec ? "" : ep.address().to_string();
+    if (!tls) {
+      std::make_shared<Session<beast::tcp_stream>>(shared_from_this(), beast::tcp_stream(std::move(socket)),
+                                                   beast::flat_buffer(), remote)
+          ->read();
+      return;
+    }
+    struct Detect {
+      beast::tcp_stream stream;
+      beast::flat_buffer buffer;
+    };
+    auto detect = std::make_shared<Detect>(Detect{beast::tcp_stream(std::move(socket)), {}});
+    detect->stream.expires_after(std::chrono::seconds(30));
+    beast::async_detect_ssl(detect->stream, detect->buffer,
+                            [self = shared_from_this(), detect, remote](beast::error_code dec, bool is_tls) {
+                              if (dec) return;
+                              if (is_tls) return self->start_tls(std::move(detect->stream), std::move(detect->buffer), remote);
+                              if (!self->plain_for_loopback_only || is_loopback_host(remote)) {
+                                std::make_shared<Session<beast::tcp_stream>>(self, std::move(detect->stream),
+                                                                             std::move(detect->buffer), remote)
+                                    ->read();
+                                return;
+                              }
+                              self->refuse_plain(std::move(detect->stream), remote);
+                            });
+  }
+
+  void start_tls(beast::tcp_stream stream, beast::flat_buffer buffer, const std::string& remote) {
+    auto tls_stream = std::make_shared<TlsStream>(std::move(stream), *tls);
+    beast::get_lowest_layer(*tls_stream).expires_after(std::chrono::seconds(30));
+    tls_stream->async_handshake(asio::ssl::stream_base::server, buffer.data(),
+                                [self = shared_from_this(), tls_stream, remote](beast::error_code ec, size_t used) {
+                                  if (ec) {
+                                    spdlog::debug("TLS handshake from {} failed: {}", remote, ec.message());
+                                    return;
+                                  }
+                                  (void)used;
+                                  std::make_shared<Session<TlsStream>>(self, std::move(*tls_stream),
+                                                                       beast::flat_buffer(), remote)
+                                      ->read();
+                                });
+  }
+
+  // Plain HTTP from another machine, where this head speaks TLS: one answer saying so.
+  void refuse_plain(beast::tcp_stream stream, const std::string& remote) {
+    spdlog::warn("refused plain HTTP from {}: this head takes TLS from other machines", remote);
+    auto held = std::make_shared<beast::tcp_stream>(std::move(stream));
+    auto text = std::make_shared<std::string>(
+        "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: ");
+    std::string body =
+        R"({"error":"this head takes plain HTTP only from its own machine; connect with TLS (https://), )"
+        R"(verifying the cluster CA whose fingerprint ag start-head prints"})";
+    *text += std::to_string(body.size()) + "\r\n\r\n" + body;
+    asio::async_write(*held, asio::buffer(*text), [held, text](beast::error_code, size_t) {
+      beast::error_code ignored;
+      held->socket().shutdown(tcp::socket::shutdown_both, ignored);
+      held->socket().close(ignored);
+    });
+  }
+
   // One HTTP connection; reads requests one after the other (keep-alive).
-  struct Session : std::enable_shared_from_this<Session> {
+  template <class Stream>
+  struct Session : std::enable_shared_from_this<Session<Stream>> {
     std::shared_ptr<Impl> server;
-    beast::tcp_stream stream;
+    Stream stream;
     beast::flat_buffer buffer;
     std::optional<http::request_parser<http::string_body>> parser;
     std::string remote;
     bool responding = false;
 
-    Session(std::shared_ptr<Impl> s, tcp::socket socket)
-        : server(std::move(s)), stream(std::move(socket)) {
-      beast::error_code ec;
-      auto ep = stream.socket().remote_endpoint(ec);
-      if (!ec) remote = ep.address().to_string();
-    }
+    // `read_so_far`: bytes already read from the connection (while telling TLS from
+    // plain HTTP).
+    Session(std::shared_ptr<Impl> s, Stream st, beast::flat_buffer read_so_far, std::string peer)
+        : server(std::move(s)), stream(std::move(st)), buffer(std::move(read_so_far)), remote(std::move(peer)) {}
+
+    beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream); }
 
     void read() {
       parser.emplace();
@@ -217,8 +291,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
       limit = server->max_body_bytes;
       parser->body_limit(std::numeric_limits<std::uint64_t>::max());
       parser->header_limit(64 * 1024);
-      stream.expires_after(kIdleTimeout);
-      http::async_read_header(stream, buffer, *parser, [self = shared_from_this()](beast::error_code ec, size_t) {
+      lowest().expires_after(kIdleTimeout);
+      http::async_read_header(stream, buffer, *parser, [self = this->shared_from_this()](beast::error_code ec, size_t) {
         if (ec) return self->on_read(ec);
         self->read_body();
       });
@@ -273,7 +347,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         }
       }
       http::async_read(stream, buffer, *parser,
-                       [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
+                       [self = this->shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
     }
 
     // Reads the next piece of a streamed body into `chunk` and hands it to the sink.
@@ -282,8 +356,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
       body.data = chunk.data();
       body.size = chunk.size();
       body.more = true;
-      stream.expires_after(kIdleTimeout);
-      http::async_read(stream, buffer, *body_parser, [self = shared_from_this()](beast::error_code ec, size_t) {
+      lowest().expires_after(kIdleTimeout);
+      http::async_read(stream, buffer, *body_parser, [self = this->shared_from_this()](beast::error_code ec, size_t) {
         if (ec == http::error::need_buffer) ec = {};
         if (ec) return self->on_read_error(ec);
         size_t got = self->chunk.size() - self->body_parser->get().body().size;
@@ -295,9 +369,9 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
 
     void read_raw_body_piece() {
       if (body_left == 0) return streamed_body_read(true);
-      stream.expires_after(kIdleTimeout);
+      lowest().expires_after(kIdleTimeout);
       stream.async_read_some(asio::buffer(chunk.data(), std::min<uint64_t>(chunk.size(), body_left)),
-                             [self = shared_from_this()](beast::error_code ec, size_t got) {
+                             [self = this->shared_from_this()](beast::error_code ec, size_t got) {
                                if (ec) return self->close();
                                self->body_left -= got;
                                if (!self->take_piece(self->chunk.data(), got)) return self->streamed_body_read(false);
@@ -370,16 +444,16 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     }
 
     void dispatch(HttpRequest request, unsigned version, bool keep_alive) {
-      std::weak_ptr<Session> weak = weak_from_this();
+      std::weak_ptr<Session> weak = this->weak_from_this();
       auto responded = std::make_shared<bool>(false);
-      stream.expires_never();  // long polls may hold the request open
+      lowest().expires_never();  // long polls may hold the request open
       server->handlers.on_request(std::move(request), [weak, version, keep_alive, responded](const HttpResponse& res) {
         if (*responded) return;
         *responded = true;
         if (auto self = weak.lock()) self->write(res, version, keep_alive);
       });
       // Keep the session alive until the handler responds.
-      pending_self = shared_from_this();
+      pending_self = this->shared_from_this();
     }
 
     std::shared_ptr<Session> pending_self;
@@ -390,8 +464,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
           return write(*refusal, req.version(), false);
         }
       }
-      stream.expires_never();
-      auto ws = std::make_shared<websocket::stream<beast::tcp_stream>>(std::move(stream));
+      lowest().expires_never();
+      auto ws = std::make_shared<websocket::stream<Stream>>(std::move(stream));
       ws->set_option(websocket::stream_base::decorator([](websocket::response_type& res) {
         res.set(http::field::server, "aethergrid");
       }));
@@ -403,7 +477,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
           spdlog::warn("websocket handshake from {} failed: {}", peer, ec.message());
           return;
         }
-        auto conn = std::make_shared<detail::BeastWs>(std::move(*ws), peer);
+        auto conn = std::make_shared<detail::BeastWs<Stream>>(std::move(*ws), peer);
         srv->handlers.on_websocket(conn, request);
       });
     }
@@ -434,8 +508,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
       std::ostringstream text;
       text << header.base();
       file->header = text.str();
-      stream.expires_after(kIdleTimeout);
-      asio::async_write(stream, asio::buffer(file->header), [self = shared_from_this(), file](beast::error_code ec, size_t) {
+      lowest().expires_after(kIdleTimeout);
+      asio::async_write(stream, asio::buffer(file->header), [self = this->shared_from_this(), file](beast::error_code ec, size_t) {
         if (ec) return self->close();
         self->send_file_piece(file);
       });
@@ -448,6 +522,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
       off_t size = 0;
       bool keep_alive = false;
       std::string header;
+      std::vector<char> piece;  // TLS: the piece being written
       asio::steady_timer stalled;  // a client that stops reading is dropped
       ~FileSend() {
         if (fd >= 0) ::close(fd);
@@ -455,7 +530,34 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     };
 
     void send_file_piece(const std::shared_ptr<FileSend>& file) {
-      auto& socket = stream.socket();
+      if constexpr (!std::is_same_v<Stream, beast::tcp_stream>) {
+        return send_file_piece_encrypted(file);
+      } else {
+        send_file_piece_plain(file);
+      }
+    }
+
+    // Over TLS the bytes must pass through the cipher: read a piece, write it, repeat.
+    void send_file_piece_encrypted(const std::shared_ptr<FileSend>& file) {
+      if (file->offset >= file->size) {
+        pending_self.reset();
+        if (!file->keep_alive) return close();
+        return read();
+      }
+      file->piece.resize(static_cast<size_t>(std::min<off_t>(file->size - file->offset, 256 << 10)));
+      ssize_t n = ::pread(file->fd, file->piece.data(), file->piece.size(), file->offset);
+      if (n <= 0) return close();  // the file shrank
+      file->offset += n;
+      lowest().expires_after(kIdleTimeout);
+      asio::async_write(stream, asio::buffer(file->piece.data(), static_cast<size_t>(n)),
+                        [self = this->shared_from_this(), file](beast::error_code ec, size_t) {
+                          if (ec) return self->close();
+                          self->send_file_piece_encrypted(file);
+                        });
+    }
+
+    void send_file_piece_plain(const std::shared_ptr<FileSend>& file) {
+      auto& socket = lowest().socket();
       beast::error_code ec;
       socket.native_non_blocking(true, ec);
       while (file->offset < file->size) {
@@ -467,13 +569,13 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
           // The client's socket buffer is full: go on once it drains, or drop a client
           // that has read nothing for the idle timeout.
           file->stalled.expires_after(kIdleTimeout);
-          file->stalled.async_wait([self = shared_from_this()](beast::error_code tec) {
+          file->stalled.async_wait([self = this->shared_from_this()](beast::error_code tec) {
             if (!tec) self->close();
           });
-          socket.async_wait(tcp::socket::wait_write, [self = shared_from_this(), file](beast::error_code wec) {
+          socket.async_wait(tcp::socket::wait_write, [self = this->shared_from_this(), file](beast::error_code wec) {
             file->stalled.cancel();
             if (wec) return self->close();
-            self->send_file_piece(file);
+            self->send_file_piece_plain(file);
           });
           return;
         }
@@ -486,8 +588,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
 
     template <class Message>
     void send(std::shared_ptr<Message> msg) {
-      stream.expires_after(kIdleTimeout);
-      http::async_write(stream, *msg, [self = shared_from_this(), msg](beast::error_code ec, size_t) {
+      lowest().expires_after(kIdleTimeout);
+      http::async_write(stream, *msg, [self = this->shared_from_this(), msg](beast::error_code ec, size_t) {
         self->pending_self.reset();
         if (ec || !msg->keep_alive()) return self->close();
         self->read();
@@ -496,7 +598,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
 
     // Hands the connection to a streamed response; this session ends here.
     void start_stream(const HttpResponse& res, unsigned version) {
-      auto streamed = std::make_shared<StreamedResponse>(std::move(stream));
+      auto streamed = std::make_shared<StreamedResponse<Stream>>(std::move(stream));
       pending_self.reset();
       streamed->start(stream_header(res, version));
       res.on_stream(streamed);
@@ -504,8 +606,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
 
     void close() {
       beast::error_code ec;
-      stream.socket().shutdown(tcp::socket::shutdown_send, ec);
-      stream.socket().close(ec);
+      lowest().socket().shutdown(tcp::socket::shutdown_send, ec);
+      lowest().socket().close(ec);
       pending_self.reset();
     }
   };
@@ -515,6 +617,23 @@ HttpServer::HttpServer(asio::io_context& io, ServerHandlers handlers, size_t max
     : impl_(std::make_shared<Impl>(io, std::move(handlers), max_body_bytes)) {}
 
 HttpServer::~HttpServer() { stop(); }
+
+Status HttpServer::enable_tls(const TlsIdentity& identity, bool plain_for_loopback_only) {
+  auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+  ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                   asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1 |
+                   asio::ssl::context::single_dh_use);
+  beast::error_code ec;
+  ctx->use_certificate_chain(asio::buffer(identity.cert_chain_pem), ec);
+  if (!ec) ctx->use_private_key(asio::buffer(identity.key_pem), asio::ssl::context::pem, ec);
+  if (ec) return invalid_argument("cannot use the TLS certificate and key: " + ec.message());
+  // Resumed sessions skip the key exchange: clients that reconnect often (the CLI, the
+  // SDK) pay for one full handshake, not one each.
+  SSL_CTX_set_session_cache_mode(ctx->native_handle(), SSL_SESS_CACHE_SERVER);
+  impl_->tls = std::move(ctx);
+  impl_->plain_for_loopback_only = plain_for_loopback_only;
+  return {};
+}
 
 Status HttpServer::listen(const std::string& address, uint16_t port) {
   beast::error_code ec;

@@ -6,6 +6,11 @@
 //          -> upgrade? on_websocket : on_request(respond)
 //
 // A response whose body_file is set is sent from that file in pieces.
+//
+// With enable_tls() each connection is told apart by its first bytes: a TLS handshake
+// gets TLS with the given certificate; plain HTTP is served only to peers on this
+// machine (loopback) unless plain is allowed for everyone, and otherwise answered
+// with one 400 saying to use TLS.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -18,6 +23,8 @@
 #include "net/ws_connection.h"
 
 namespace ag::net {
+
+struct TlsIdentity;
 
 struct ServerHandlers {
   // Every plain request. The handler may respond later (long polls).
@@ -39,6 +46,11 @@ class HttpServer {
  public:
   HttpServer(boost::asio::io_context& io, ServerHandlers handlers, size_t max_body_bytes);
   ~HttpServer();
+
+  // Speaks TLS with `identity` (net/tls.h) from now on; `plain_for_loopback_only`:
+  // whether plain HTTP is refused to other machines. Errors: kInvalidArgument when the
+  // certificate or key cannot be used.
+  Status enable_tls(const TlsIdentity& identity, bool plain_for_loopback_only);
 
   // Binds and starts accepting. Errors: kUnavailable when the address is in use or
   // cannot be bound, with the address and port in the message.

@@ -5,7 +5,10 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
 
+#include <boost/beast/websocket/ssl.hpp>
+
 #include "net/beast_ws.h"
+#include "net/tls_client.h"
 
 namespace ag::net {
 namespace {
@@ -15,14 +18,22 @@ namespace http = boost::beast::http;
 namespace websocket = boost::beast::websocket;
 using tcp = asio::ip::tcp;
 
-struct Dial : std::enable_shared_from_this<Dial> {
+template <class NextLayer>
+struct Dial : std::enable_shared_from_this<Dial<NextLayer>> {
+  static constexpr bool kTls = !std::is_same_v<NextLayer, beast::tcp_stream>;
   WsDialOptions options;
   std::function<void(Result<std::shared_ptr<WsConnection>>)> done;
-  websocket::stream<beast::tcp_stream> ws;
+  std::shared_ptr<asio::ssl::context> tls;  // kept alive with the stream
+  websocket::stream<NextLayer> ws;
   websocket::response_type response;
 
   Dial(asio::io_context& io, WsDialOptions o, std::function<void(Result<std::shared_ptr<WsConnection>>)> d)
+    requires(!kTls)
       : options(std::move(o)), done(std::move(d)), ws(io) {}
+  Dial(asio::io_context& io, WsDialOptions o, std::function<void(Result<std::shared_ptr<WsConnection>>)> d,
+       std::shared_ptr<asio::ssl::context> ctx)
+    requires(kTls)
+      : options(std::move(o)), done(std::move(d)), tls(std::move(ctx)), ws(io, *tls) {}
 
   void fail(ErrorCode code, const std::string& why) {
     done(Error{code, "cannot reach head at " + options.to.to_string() + ": " + why});
@@ -47,11 +58,23 @@ struct Dial : std::enable_shared_from_this<Dial> {
       if (ec) return fail(ErrorCode::kUnavailable, "cannot bind local address " + options.bind_address + ": " + ec.message());
     }
     beast::get_lowest_layer(ws).expires_after(std::chrono::milliseconds(options.timeout_ms));
-    beast::get_lowest_layer(ws).async_connect(to, [self = shared_from_this()](beast::error_code cec) {
+    beast::get_lowest_layer(ws).async_connect(to, [self = this->shared_from_this()](beast::error_code cec) {
       if (cec) return self->fail(ErrorCode::kUnavailable, cec == beast::error::timeout ? "timed out" : cec.message());
       beast::error_code ignored;
       beast::get_lowest_layer(self->ws).socket().set_option(tcp::no_delay(true), ignored);
-      self->handshake();
+      if constexpr (kTls) {
+        // The head proves itself before the worker sends its token.
+        detail::prepare_client_stream(self->ws.next_layer(), self->options.to);
+        self->ws.next_layer().async_handshake(asio::ssl::stream_base::client, [self](beast::error_code hec) {
+          if (hec) {
+            return self->fail(ErrorCode::kUnavailable, detail::handshake_failure(hec, self->options.to));
+          }
+          detail::remember_session(self->ws.next_layer(), self->options.to);
+          self->handshake();
+        });
+      } else {
+        self->handshake();
+      }
     });
   }
 
@@ -61,7 +84,7 @@ struct Dial : std::enable_shared_from_this<Dial> {
       for (const auto& [k, v] : headers) req.set(k, v);
     }));
     std::string host = options.to.to_string();
-    ws.async_handshake(response, host, options.target, [self = shared_from_this()](beast::error_code ec) {
+    ws.async_handshake(response, host, options.target, [self = this->shared_from_this()](beast::error_code ec) {
       if (ec) {
         int status = self->response.result_int();
         if (status == 401) {
@@ -76,7 +99,7 @@ struct Dial : std::enable_shared_from_this<Dial> {
         return self->fail(ErrorCode::kUnavailable, "websocket handshake failed: " + detail);
       }
       std::string remote = beast::get_lowest_layer(self->ws).socket().remote_endpoint().address().to_string();
-      auto conn = std::make_shared<detail::BeastWs>(std::move(self->ws), remote);
+      auto conn = std::make_shared<detail::BeastWs<NextLayer>>(std::move(self->ws), remote);
       self->done(std::shared_ptr<WsConnection>(conn));
     });
   }
@@ -86,7 +109,10 @@ struct Dial : std::enable_shared_from_this<Dial> {
 
 void ws_dial(asio::io_context& io, const WsDialOptions& options,
              std::function<void(Result<std::shared_ptr<WsConnection>>)> done) {
-  std::make_shared<Dial>(io, options, std::move(done))->start();
+  if (!options.to.tls()) return std::make_shared<Dial<beast::tcp_stream>>(io, options, std::move(done))->start();
+  auto ctx = detail::client_context(options.to);
+  if (!ctx.ok()) return done(ctx.error());
+  std::make_shared<Dial<detail::TlsClientStream>>(io, options, std::move(done), ctx.value())->start();
 }
 
 }  // namespace ag::net

@@ -65,6 +65,7 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
     on_ready(head.error(), "");
     return 1;
   }
+  head->ca_pem = config.head_ca_pem;
   std::error_code fs_error;
   std::filesystem::create_directories(config.data_dir, fs_error);
   if (fs_error) {

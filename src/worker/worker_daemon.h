@@ -22,6 +22,7 @@ struct WorkerConfig {
   int64_t stop_grace_ms = 10000;
   int64_t package_cache_bytes = int64_t{10} << 30;
   std::string task_user;  // --task-user; "" for the default (worker/task_user.h)
+  std::string head_ca_pem;  // verify the head against this CA (TLS); "" for plain HTTP
   bool verbose = false;
 };
 

@@ -1,0 +1,81 @@
+#include "net/tls_client.h"
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include <map>
+#include <mutex>
+
+namespace ag::net::detail {
+namespace {
+
+namespace asio = boost::asio;
+
+std::mutex mu;
+
+std::map<std::string, std::shared_ptr<asio::ssl::context>>& contexts() {
+  static std::map<std::string, std::shared_ptr<asio::ssl::context>> by_ca;
+  return by_ca;
+}
+
+struct SessionFree {
+  void operator()(SSL_SESSION* s) const { SSL_SESSION_free(s); }
+};
+
+std::map<std::string, std::unique_ptr<SSL_SESSION, SessionFree>>& sessions() {
+  static std::map<std::string, std::unique_ptr<SSL_SESSION, SessionFree>> by_head;
+  return by_head;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<asio::ssl::context>> client_context(const Endpoint& to) {
+  std::lock_guard lock(mu);
+  std::string key = to.tls_unverified ? std::string("(unverified)") : to.ca_pem;
+  auto& cache = contexts();
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  auto ctx = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client);
+  ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                   asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1);
+  SSL_CTX_set_session_cache_mode(ctx->native_handle(), SSL_SESS_CACHE_CLIENT);
+  if (to.tls_unverified) {
+    ctx->set_verify_mode(asio::ssl::verify_none);
+  } else {
+    boost::beast::error_code ec;
+    ctx->add_certificate_authority(asio::buffer(to.ca_pem), ec);
+    if (ec) return invalid_argument("the cluster CA certificate cannot be used: " + ec.message());
+    ctx->set_verify_mode(asio::ssl::verify_peer);
+  }
+  cache[key] = ctx;
+  return ctx;
+}
+
+void prepare_client_stream(TlsClientStream& stream, const Endpoint& to) {
+  SSL* ssl = stream.native_handle();
+  boost::system::error_code ec;
+  asio::ip::make_address(to.host, ec);
+  if (ec) SSL_set_tlsext_host_name(ssl, to.host.c_str());  // SNI is for names only
+  if (!to.tls_unverified) stream.set_verify_callback(asio::ssl::host_name_verification(to.host));
+  std::lock_guard lock(mu);
+  auto it = sessions().find(to.to_string() + "|" + to.ca_pem);
+  if (it != sessions().end()) SSL_set_session(ssl, it->second.get());
+}
+
+void remember_session(TlsClientStream& stream, const Endpoint& to) {
+  if (to.tls_unverified) return;
+  SSL_SESSION* session = SSL_get1_session(stream.native_handle());
+  if (!session) return;
+  std::lock_guard lock(mu);
+  sessions()[to.to_string() + "|" + to.ca_pem].reset(session);
+}
+
+std::string handshake_failure(const boost::beast::error_code& ec, const Endpoint& to) {
+  if (ec.category() == asio::error::get_ssl_category() &&
+      ERR_GET_REASON(static_cast<unsigned long>(ec.value())) == SSL_R_CERTIFICATE_VERIFY_FAILED) {
+    return "TLS: the head's certificate does not verify against the pinned cluster CA, or does not name " + to.host +
+           " (is this the right head? a head whose data dir was reset has a new CA: pin its new fingerprint)";
+  }
+  return "TLS handshake failed: " + ec.message();
+}
+
+}  // namespace ag::net::detail

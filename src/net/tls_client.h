@@ -1,0 +1,33 @@
+// Internal to net/: the client side of TLS for http_client.cc and ws_client.cc. One
+// OpenSSL context per CA, and the last session per head, kept for the process's life,
+// so that repeated calls resume a session instead of a full handshake.
+#pragma once
+
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/ssl.hpp>
+#include <memory>
+#include <string>
+
+#include "net/http_client.h"
+
+namespace ag::net::detail {
+
+using TlsClientStream = boost::beast::ssl_stream<boost::beast::tcp_stream>;
+
+// The context for calls to `to`: verifying the head's certificate against to.ca_pem,
+// or (to.tls_unverified) not at all. Errors: kInvalidArgument for a CA that does not parse.
+Result<std::shared_ptr<boost::asio::ssl::context>> client_context(const Endpoint& to);
+
+// Before the handshake: SNI, the name or address the certificate must carry, and the
+// session kept from an earlier connection to the same head.
+void prepare_client_stream(TlsClientStream& stream, const Endpoint& to);
+
+// After a handshake: keeps its session for the next connection to `to`.
+void remember_session(TlsClientStream& stream, const Endpoint& to);
+
+// A failed handshake, for people: "the head's certificate is not signed by the pinned
+// cluster CA ...", or the library's words.
+std::string handshake_failure(const boost::beast::error_code& ec, const Endpoint& to);
+
+}  // namespace ag::net::detail
