@@ -82,6 +82,15 @@ function connect() {
 }
 
 document.getElementById("sign-out").addEventListener("click", () => signOut());
+// A head without TLS says so on every page: what the browser sends is readable.
+getJson("/api/cluster").then((cluster) => {
+  if (cluster.tls !== false) return;
+  const banner = document.createElement("div");
+  banner.id = "insecure-banner";
+  banner.className = "insecure-banner";
+  banner.textContent = "TLS is off (--insecure): tokens and data travel in clear text between machines.";
+  document.body.insertBefore(banner, document.body.firstChild);
+}).catch(() => {});
 // Who is signed in, and as what: a viewer's pages offer nothing it may not do.
 getJson("/api/whoami").then((me) => {
   document.getElementById("who").textContent = me.name + " · " + me.role;

@@ -2,7 +2,10 @@
 
     import aethergrid as ag
 
-    client = ag.Client("HOST:6379", token_file="~/.aethergrid-token")
+    # The fingerprint pins the head's cluster CA (`ag start-head` prints it); on the
+    # head's own machine, or after `ag config`, Client() needs no arguments.
+    client = ag.Client("HOST:6379", token_file="~/.aethergrid-token",
+                       ca_fingerprint="sha256:...")
     job = client.submit_job(entrypoint="python train.py", num_workers=2,
                             runtime_env={"working_dir": "."})
     job.wait(timeout=300)

@@ -1,13 +1,17 @@
 """The SDK's one door to the head: HTTP requests with auth and error mapping.
 
 Every request opens its own connection (http.client), so a Transport may be shared by
-threads. Connection-level failures become AGConnectionError naming the address; HTTP
-error statuses become the matching AGError subclass carrying the head's message.
+threads. Over TLS all of a Transport's connections share one ssl.SSLContext, and each
+new one offers the TLS session of the last, so that the head resumes it instead of a
+full handshake. Connection-level failures become AGConnectionError naming the address;
+a head certificate that does not verify becomes AGValidationError; HTTP error statuses
+become the matching AGError subclass carrying the head's message.
 """
 import http.client
 import json
 import time
 import socket
+import ssl
 import urllib.parse
 
 from .exceptions import (AGAuthError, AGConnectionError, AGError, AGNotFoundError,
@@ -22,8 +26,11 @@ USER_AGENT = "aethergrid-python/0.1.0"
 # How long a client that has reached the head keeps retrying while it restarts.
 RECONNECT_WINDOW_S = 30.0
 
+# A TLS connection closed by the head mid-handshake or mid-answer (e.g. as it restarts)
+# is a reset too.
 _RESET_ERRORS = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError,
-                 http.client.RemoteDisconnected, http.client.IncompleteRead)
+                 http.client.RemoteDisconnected, http.client.IncompleteRead,
+                 ssl.SSLEOFError, ssl.SSLZeroReturnError)
 
 
 class Response:
@@ -51,13 +58,17 @@ class Response:
 def parse_address(address):
     """(scheme, host, port, display) from "HOST:PORT", "HOST" or "http(s)://HOST:PORT[/]".
 
-    Raises AGValidationError for anything else.
+    scheme is "http" or "https" as written, or None when the address has none; the port
+    defaults to DEFAULT_PORT whatever the scheme (the head serves TLS and plain HTTP on
+    the same port). display is "HOST:PORT" ("[V6]:PORT"), the key the user config pins
+    CAs under. Raises AGValidationError for anything else.
     """
     if not isinstance(address, str) or not address.strip():
         raise AGValidationError("the head address must be a non-empty string like "
                                 "'127.0.0.1:6379', got {!r}".format(address))
     text = address.strip()
-    if "://" not in text:
+    written_scheme = text.split("://", 1)[0].lower() if "://" in text else None
+    if written_scheme is None:
         text = "http://" + text
     parsed = urllib.parse.urlsplit(text)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
@@ -67,12 +78,12 @@ def parse_address(address):
         raise AGValidationError("the head address {!r} must not have a path: use HOST:PORT "
                                 "or http://HOST:PORT".format(address))
     try:
-        port = parsed.port or (443 if parsed.scheme == "https" else DEFAULT_PORT)
+        port = parsed.port or DEFAULT_PORT
     except ValueError:
         raise AGValidationError("the head address {!r} has a bad port".format(address)) from None
     host = parsed.hostname
     display = "{}:{}".format("[" + host + "]" if ":" in host else host, port)
-    return parsed.scheme, host, port, display
+    return written_scheme, host, port, display
 
 
 def error_message(response):
@@ -107,19 +118,46 @@ def raise_for_status(response, what):
     raise AGError("{} failed with HTTP {}: {}".format(what, status, message), status)
 
 
-class Transport:
-    """Talks HTTP to one head. `timeout` (seconds) bounds every socket operation of a
-    request; long polls add their own wait to it."""
+class _TlsConnection(http.client.HTTPConnection):
+    """An HTTP connection over TLS with `context` that offers `tls_session` (a previous
+    connection's session, or None) for resumption. `tls_socket` is the TLS socket once
+    connected; it stays readable while the answer is read."""
 
-    def __init__(self, address, token, timeout):
-        self.scheme, self.host, self.port, self.address = parse_address(address)
+    def __init__(self, host, port, timeout, context, tls_session):
+        super().__init__(host, port, timeout=timeout)
+        self._context = context
+        self._tls_session = tls_session
+        self.tls_socket = None
+
+    def connect(self):
+        super().connect()
+        self.sock = self._context.wrap_socket(self.sock, server_hostname=self.host,
+                                              session=self._tls_session)
+        self.tls_socket = self.sock
+
+
+class Transport:
+    """Talks HTTP to one head: over TLS with `ssl_context` when one is given (every
+    connection verifies the head against it), else plain HTTP. `ca_description` says in
+    words where the context's CA came from, for errors. `timeout` (seconds) bounds every
+    socket operation of a request; long polls add their own wait to it."""
+
+    def __init__(self, address, token, timeout, ssl_context=None, ca_description=""):
+        _, self.host, self.port, self.address = parse_address(address)
+        self.scheme = "https" if ssl_context is not None else "http"
         self.token = token
         self.timeout = timeout
+        self.ssl_context = ssl_context
+        self.ca_description = ca_description
         self.reached = False  # set once any request got an answer
+        # The TLS session the last connection got; the next one offers it. Replaced by
+        # one assignment, so threads sharing the Transport need no lock for it.
+        self._tls_session = None
 
     def _connect(self, timeout):
-        cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
-        return cls(self.host, self.port, timeout=timeout)
+        if self.ssl_context is None:
+            return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        return _TlsConnection(self.host, self.port, timeout, self.ssl_context, self._tls_session)
 
     def request(self, method, path, query=None, body=None, data=None, content_type=None,
                 body_file=None, body_size=None, progress=None, retry=None, extra_timeout=0.0,
@@ -165,6 +203,8 @@ class Transport:
                 response = self._send_once(method, path, headers, data, body_file, progress, timeout)
                 self.reached = True
                 break
+            except ssl.SSLCertVerificationError as e:
+                raise self._verification_error(e) from None
             except (OSError, http.client.HTTPException) as e:
                 reset = isinstance(e, _RESET_ERRORS)
                 refused = isinstance(e, ConnectionRefusedError)
@@ -217,11 +257,33 @@ class Transport:
             if progress:
                 progress(sent)
 
-    @staticmethod
-    def _read(conn, method):
+    def _read(self, conn, method):
         resp = conn.getresponse()
+        self._keep_tls_session(conn)
         body = b"" if method == "HEAD" else resp.read()
         return Response(resp.status, resp.headers, body)
+
+    def _keep_tls_session(self, conn):
+        # Taken once the answer's head is read: by then a TLS 1.3 head has sent its
+        # session ticket, and the socket is still open.
+        tls_socket = getattr(conn, "tls_socket", None)
+        if tls_socket is None:
+            return
+        try:
+            session = tls_socket.session
+        except (OSError, ValueError, AttributeError):
+            return
+        if session is not None:
+            self._tls_session = session
+
+    def _verification_error(self, error):
+        detail = getattr(error, "verify_message", None) or getattr(error, "reason", None) or str(error)
+        reason = "certificate verify failed: {}".format(detail)
+        return AGValidationError(
+            "the certificate of the head at {} does not verify against the cluster CA ({}): {}. "
+            "Another head answered, someone is in between, or the CA is not this head's: pin "
+            "the head's CA with ca_fingerprint='sha256:...' (`ag start-head` prints it)".format(
+                self.address, self.ca_description or "given", reason))
 
     def _connection_error(self, method, path, error):
         if isinstance(error, socket.timeout):
@@ -233,6 +295,9 @@ class Transport:
         elif isinstance(error, _RESET_ERRORS):
             reason = "the connection was closed before the head answered ({})".format(
                 type(error).__name__)
+        elif isinstance(error, ssl.SSLError):
+            reason = "the TLS handshake failed ({}); a head started with --insecure speaks only " \
+                     "plain HTTP: pass insecure=True".format(error.reason or error)
         else:
             reason = str(error) or type(error).__name__
         return AGConnectionError("cannot reach the AetherGrid head at {}: {} [{} {}]".format(

@@ -1,10 +1,13 @@
 """Finds the head's address and the user's token the way the `ag` CLI does.
 
-Address: an explicit argument, then AG_ADDRESS, then this machine's session. Token: the
-`token` argument, then the `token_file` argument, then AG_TOKEN, then AG_TOKEN_FILE, then
-this machine's session. The session, $AG_SESSION_DIR (default /tmp/aethergrid-<uid>)/
-session.json, is written by `ag start-head` and holds {"address", "dashboard",
-"data_dir", "token_file"}.
+Address: an explicit argument, then AG_ADDRESS, then this machine's session, then the
+user config's default head. Token: the `token` argument, then the `token_file` argument,
+then AG_TOKEN, then AG_TOKEN_FILE, then this machine's session. The session,
+$AG_SESSION_DIR (default /tmp/aethergrid-<uid>)/session.json, is written by
+`ag start-head` and holds {"address", "dashboard", "data_dir", "token_file", "ca_file"}.
+The user config, $AG_CONFIG (default ~/.aethergrid/config.json), is written by
+`ag config --address HOST:PORT --ca-fingerprint sha256:...` and holds {"address":
+"HOST:PORT", "ca_files": {"HOST:PORT": "/path/ca.pem"}}.
 
 A token file the user names (token_file= or AG_TOKEN_FILE) is read only when it is a
 regular file of this user that no one else can read, as ssh does with keys: a token in a
@@ -31,6 +34,35 @@ def read_session():
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def user_config_path():
+    """The user config file: $AG_CONFIG, else ~/.aethergrid/config.json."""
+    path = os.environ.get("AG_CONFIG")
+    if path:
+        return path
+    return os.path.join(os.environ.get("HOME") or "/", ".aethergrid", "config.json")
+
+
+def read_user_config():
+    """The user config as {"address": str, "ca_files": {"HOST:PORT": path}}; entries of
+    the wrong type are left out, and a missing or unreadable file reads as empty, as the
+    CLI reads it."""
+    config = {"address": "", "ca_files": {}}
+    try:
+        with open(user_config_path(), encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return config
+    if not isinstance(data, dict):
+        return config
+    if isinstance(data.get("address"), str):
+        config["address"] = data["address"]
+    ca_files = data.get("ca_files")
+    if isinstance(ca_files, dict):
+        config["ca_files"] = {head: path for head, path in ca_files.items()
+                              if isinstance(path, str) and path}
+    return config
 
 
 def read_token_file(path):
@@ -96,13 +128,17 @@ def _from_file(source, path):
 
 
 def resolve_address(address):
-    """`address`, else AG_ADDRESS, else the session's head address, else None."""
+    """`address`, else AG_ADDRESS, else the session's head address, else the user
+    config's default head, else None."""
     if address:
         return address
     env = os.environ.get("AG_ADDRESS")
     if env:
         return env
-    return read_session().get("address") or None
+    session_address = read_session().get("address")
+    if isinstance(session_address, str) and session_address:
+        return session_address
+    return read_user_config()["address"] or None
 
 
 def resolve_token(token=None, token_file=None):

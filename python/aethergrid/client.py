@@ -1,9 +1,10 @@
 """Client: the connection to one AetherGrid head, and job submission."""
 import json
+import os
 import uuid
 
-from . import _session
-from ._http import Transport
+from . import _session, _tls
+from ._http import Transport, parse_address
 from .exceptions import AGValidationError
 from .job import Job
 from .runtime_env import PackageUploader
@@ -14,11 +15,24 @@ JOB_KEYS = ("entrypoint", "runtime_env", "num_workers", "task_options", "job_nam
 
 
 class Client:
-    """A connection to the head at `address` ("HOST:PORT" or "http://HOST:PORT") as the
-    user whose token it holds.
+    """A connection to the head at `address` ("HOST:PORT", "http://HOST:PORT" or
+    "https://HOST:PORT") as the user whose token it holds.
 
     address None: AG_ADDRESS, else this machine's session (the head `ag start-head`
-    started here). The user's token, in the `ag` CLI's order: `token`, else the file
+    started here), else the default head of the user config ($AG_CONFIG, default
+    ~/.aethergrid/config.json, written by `ag config`).
+
+    TLS, chosen as the `ag` CLI chooses: `insecure=True` sends plain HTTP (the token in
+    clear text; for a head started with --insecure); else the head is verified against
+    its cluster CA: `ca_file` (a PEM file), else the CA the head serves whose fingerprint
+    is `ca_fingerprint` ("sha256:...", as `ag start-head` prints it; fetched once, here,
+    with no token sent), else this machine's session's CA when the session's head is this
+    head, else the CA `ag config` pinned for HOST:PORT. A head on loopback with no CA
+    known is spoken to in plain HTTP; a head on another machine with none is refused.
+    The scheme in `address` does not choose: "https://" only demands TLS. `scheme` says
+    which is used.
+
+    The user's token, in the `ag` CLI's order: `token`, else the file
     `token_file`, else AG_TOKEN, else the file AG_TOKEN_FILE names, else the session's
     token file. A token file given by name must be this user's and readable by no one
     else (mode 0600), as ssh does with keys. `timeout` (seconds) bounds each request;
@@ -26,9 +40,16 @@ class Client:
 
     Raises AGValidationError at once when both `token` and `token_file` are given, or a
     named token file is missing, another user's or readable by others (the message says
-    how to fix it, e.g. "run `chmod 600 PATH`").
+    how to fix it, e.g. "run `chmod 600 PATH`"); when the head is on another machine and
+    its CA is not pinned (the message says how to pin it); when `insecure` comes with a
+    CA, or `ca_file` with `ca_fingerprint`; when a CA file cannot be read; when the head's
+    CA has another fingerprint than `ca_fingerprint` (the message names both). With
+    `ca_fingerprint`, raises AGConnectionError when the head cannot be reached to fetch
+    its CA.
 
     Every method raises AGConnectionError (head unreachable; names the address),
+    AGValidationError (also: the head's certificate does not verify against the cluster
+    CA, i.e. another head answered or someone is in between),
     AGAuthError (token missing, unknown, revoked or of a disabled user),
     AGPermissionError (the user may not do this, e.g. stop another user's job; carries
     the head's reason), AGValidationError (the head refused the request; its message
@@ -36,7 +57,8 @@ class Client:
     and may be shared by threads.
     """
 
-    def __init__(self, address=None, token=None, token_file=None, timeout=30):
+    def __init__(self, address=None, token=None, token_file=None, timeout=30, *, ca_file=None,
+                 ca_fingerprint=None, insecure=False):
         resolved_token = _session.resolve_token(token, token_file)
         resolved = _session.resolve_address(address)
         if not resolved:
@@ -44,12 +66,40 @@ class Client:
                 "no head address: pass Client('HOST:PORT'), set AG_ADDRESS, or start a head on "
                 "this machine with `ag start-head` (its session is read from {})".format(
                     _session.session_dir()))
-        self._transport = Transport(resolved, resolved_token, float(timeout))
+        timeout = float(timeout)
+        scheme, host, port, display = parse_address(resolved)
+        if ca_file is not None:
+            ca_file = _path_argument("ca_file", ca_file)
+        if ca_fingerprint is not None and not isinstance(ca_fingerprint, str):
+            raise AGValidationError("ca_fingerprint must be a string like 'sha256:...', got {}".format(
+                type(ca_fingerprint).__name__))
+        session = _session.read_session()
+        session_head = _display_or_empty(session.get("address"))
+        session_ca = session.get("ca_file") if isinstance(session.get("ca_file"), str) else ""
+        source = _tls.choose_ca_source(
+            display, host, ca_file=ca_file, ca_fingerprint=ca_fingerprint, insecure=bool(insecure),
+            session_head=session_head, session_ca_file=session_ca,
+            pinned_ca_files=_session.read_user_config()["ca_files"])
+        if scheme == "https" and not source.tls:
+            raise AGValidationError(
+                "the address {!r} asks for TLS, but no cluster CA is known for the head at {}: "
+                "pass ca_fingerprint='sha256:...' (`ag start-head` prints it) or ca_file=".format(
+                    resolved, display))
+        ca_pem = _tls.load_ca_pem(source, host, port, display, timeout)
+        context = _tls.client_context(ca_pem, source) if ca_pem is not None else None
+        self._transport = Transport(resolved, resolved_token, timeout, ssl_context=context,
+                                    ca_description=source.describe())
 
     @property
     def address(self):
         """The head's address as HOST:PORT."""
         return self._transport.address
+
+    @property
+    def scheme(self):
+        """"https" when this client speaks TLS to the head (verified against its cluster
+        CA), "http" when plain HTTP."""
+        return self._transport.scheme
 
     def __repr__(self):
         return "Client({!r})".format(self.address)
@@ -164,3 +214,24 @@ class Client:
     def cluster(self):
         """The cluster summary: nodes alive/total, resources, allocated, jobs by state."""
         return self._transport.request("GET", "/api/cluster").json()
+
+
+def _path_argument(name, value):
+    """`value` as a str path ("~" expanded); AGValidationError when it is not a path."""
+    try:
+        value = os.fspath(value)
+    except TypeError:
+        raise AGValidationError("{} must be a path, got {}".format(name, type(value).__name__)) from None
+    if isinstance(value, bytes):
+        value = os.fsdecode(value)
+    return os.path.expanduser(value)
+
+
+def _display_or_empty(address):
+    """HOST:PORT of an address read from a file, or "" when it is none or malformed."""
+    if not isinstance(address, str) or not address:
+        return ""
+    try:
+        return parse_address(address)[3]
+    except AGValidationError:
+        return ""

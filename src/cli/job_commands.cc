@@ -18,6 +18,7 @@
 #include "cli/table.h"
 #include "common/ids.h"
 #include "net/http_types.h"
+#include "net/tls.h"
 
 namespace ag::cli {
 namespace {
@@ -251,7 +252,18 @@ int cluster_status(const ConnectionOptions& options) {
     std::cout << s.dump(2) << "\n";
     return 0;
   }
+  // Clear text where it can be read: a head without TLS, or this connection to another
+  // machine without it.
+  const bool head_tls = s.value("tls", true);
+  const bool clear_here = !conn->endpoint.tls() && !net::is_loopback_host(conn->endpoint.host);
+  std::string security = !head_tls ? "OFF: the head runs --insecure; tokens and data travel in clear text between machines"
+                         : clear_here ? "OFF on this connection (--insecure): your token travels in clear text"
+                         : conn->endpoint.tls() ? "on (verified against the cluster CA)"
+                                                : "on for other machines (this connection stays on this machine)";
+  bool warn = !head_tls || clear_here;
+  const bool color = warn && ::isatty(1);
   std::cout << "Head: " << conn->endpoint.to_string() << "\n"
+            << "TLS: " << (color ? "\033[1;31m" : "") << security << (color ? "\033[0m" : "") << "\n"
             << "Nodes: " << s["nodes_alive"] << " alive of " << s["nodes_total"] << "\n"
             << "CPUs: " << cpus_text(s["allocated"]["num_cpus"].get<double>()) << " / "
             << cpus_text(s["resources"]["num_cpus"].get<double>()) << " allocated\n"

@@ -108,7 +108,7 @@ std::string exchange(const Endpoint& to, int timeout_ms, Body&& body) {
     }
     stream.async_handshake(asio::ssl::stream_base::client, [&](beast::error_code hec) {
       if (hec) {
-        failure = hec == beast::error::timeout ? "timed out in the TLS handshake" : detail::handshake_failure(hec, to);
+        failure = hec == beast::error::timeout ? "timed out in the TLS handshake" : detail::handshake_failure(hec, stream, to);
         return;
       }
       detail::remember_session(stream, to);

@@ -16,6 +16,7 @@
 #include <memory>
 #include <sstream>
 
+#include "common/ids.h"
 #include "common/sha256.h"
 #include "net/auth.h"
 
@@ -164,7 +165,9 @@ Result<TlsIdentity> ensure_cluster_tls(const std::string& dir, const std::vector
   } else {
     ca_key = Key(EVP_EC_gen("P-256"));
     if (!ca_key) return internal_error("cannot make the cluster CA's key");
-    ca_cert = make_certificate(ca_key.get(), "AetherGrid cluster CA", nullptr, ca_key.get(), kCaDays,
+    // A name of its own: clients that pinned another cluster's CA never take this one
+    // for it while building a chain.
+    ca_cert = make_certificate(ca_key.get(), "AetherGrid cluster CA " + random_hex(4), nullptr, ca_key.get(), kCaDays,
                                {{NID_basic_constraints, "critical,CA:TRUE,pathlen:0"},
                                 {NID_key_usage, "critical,keyCertSign,cRLSign"},
                                 {NID_subject_key_identifier, "hash"}});
@@ -184,6 +187,7 @@ Result<TlsIdentity> ensure_cluster_tls(const std::string& dir, const std::vector
                                     {{NID_basic_constraints, "critical,CA:FALSE"},
                                      {NID_key_usage, "critical,digitalSignature"},
                                      {NID_ext_key_usage, "serverAuth"},
+                                     {NID_authority_key_identifier, "keyid:always"},
                                      {NID_subject_alt_name, sans}});
   if (!head_cert) return internal_error("cannot make the head's TLS certificate (names: " + sans + ")");
   TlsIdentity out;

@@ -69,10 +69,16 @@ void remember_session(TlsClientStream& stream, const Endpoint& to) {
   sessions()[to.to_string() + "|" + to.ca_pem].reset(session);
 }
 
-std::string handshake_failure(const boost::beast::error_code& ec, const Endpoint& to) {
-  if (ec.category() == asio::error::get_ssl_category() &&
-      ERR_GET_REASON(static_cast<unsigned long>(ec.value())) == SSL_R_CERTIFICATE_VERIFY_FAILED) {
-    return "TLS: the head's certificate does not verify against the pinned cluster CA, or does not name " + to.host +
+bool head_unverified(TlsClientStream& stream) {
+  return SSL_get_verify_result(stream.native_handle()) != X509_V_OK;
+}
+
+std::string handshake_failure(const boost::beast::error_code& ec, TlsClientStream& stream, const Endpoint& to) {
+  ERR_clear_error();
+  long result = SSL_get_verify_result(stream.native_handle());
+  if (result != X509_V_OK) {
+    return std::string("TLS: the head's certificate does not verify against the pinned cluster CA (") +
+           X509_verify_cert_error_string(result) + "), or does not name " + to.host +
            " (is this the right head? a head whose data dir was reset has a new CA: pin its new fingerprint)";
   }
   return "TLS handshake failed: " + ec.message();

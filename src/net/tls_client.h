@@ -26,8 +26,12 @@ void prepare_client_stream(TlsClientStream& stream, const Endpoint& to);
 // After a handshake: keeps its session for the next connection to `to`.
 void remember_session(TlsClientStream& stream, const Endpoint& to);
 
-// A failed handshake, for people: "the head's certificate is not signed by the pinned
-// cluster CA ...", or the library's words.
-std::string handshake_failure(const boost::beast::error_code& ec, const Endpoint& to);
+// Whether a failed handshake failed because the head's certificate does not verify
+// (not the pinned CA's, or not naming the head): a refusal no retry will change.
+bool head_unverified(TlsClientStream& stream);
+
+// A failed handshake, for people: "the head's certificate does not verify against the
+// pinned cluster CA ...", or the library's words.
+std::string handshake_failure(const boost::beast::error_code& ec, TlsClientStream& stream, const Endpoint& to);
 
 }  // namespace ag::net::detail

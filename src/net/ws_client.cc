@@ -6,6 +6,8 @@
 #include <boost/beast/websocket.hpp>
 
 #include <boost/beast/websocket/ssl.hpp>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #include "net/beast_ws.h"
 #include "net/tls_client.h"
@@ -67,7 +69,10 @@ struct Dial : std::enable_shared_from_this<Dial<NextLayer>> {
         detail::prepare_client_stream(self->ws.next_layer(), self->options.to);
         self->ws.next_layer().async_handshake(asio::ssl::stream_base::client, [self](beast::error_code hec) {
           if (hec) {
-            return self->fail(ErrorCode::kUnavailable, detail::handshake_failure(hec, self->options.to));
+            // A head that does not verify against the pinned CA will not start to: final.
+            bool unverified = detail::head_unverified(self->ws.next_layer());
+            return self->fail(unverified ? ErrorCode::kPermissionDenied : ErrorCode::kUnavailable,
+                              detail::handshake_failure(hec, self->ws.next_layer(), self->options.to));
           }
           detail::remember_session(self->ws.next_layer(), self->options.to);
           self->handshake();

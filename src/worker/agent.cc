@@ -66,9 +66,11 @@ void Agent::dial() {
     if (!result.ok()) {
       const Error& error = result.error();
       if (error.code == ErrorCode::kUnauthenticated || error.code == ErrorCode::kPermissionDenied) {
-        std::string hint = deps_.head.refused_hint();
-        spdlog::error("{}; giving up: {}", error.message, hint);
-        report_first(Error{error.code, error.message + "; " + hint});
+        // A refused token gets the dialer's advice; a refusal that explains itself
+        // (a head that does not verify, a token of the wrong kind) stands alone.
+        std::string hint = error.code == ErrorCode::kUnauthenticated ? "; " + deps_.head.refused_hint() : "";
+        spdlog::error("giving up: {}{}", error.message, hint);
+        report_first(Error{error.code, error.message + hint});
         stopping_ = true;
         stop_daemon();
         return;

@@ -10,7 +10,9 @@ session's AG_SESSION_DIR, which the workers pass on to their tasks).
 pytest-timeout is not installed: every subprocess call has a timeout and every wait has
 a deadline, so no test can hang.
 """
+import hashlib
 import json
+import ssl
 import os
 import re
 import signal
@@ -186,6 +188,12 @@ class Cluster:
     def join_token(self):
         """The join token `ag start-head` prints: it can only register nodes."""
         return (self.head_data_dir / "join-token").read_text().strip()
+
+    @property
+    def ca_fingerprint(self):
+        """The cluster CA's fingerprint, as `ag start-head` prints it in the join line."""
+        pem = (self.head_data_dir / "tls" / "ca.crt").read_text()
+        return "sha256:" + hashlib.sha256(ssl.PEM_cert_to_DER_cert(pem)).hexdigest()
 
     def worker_data_dir(self, ip):
         return self.root / f"worker-{ip}"

@@ -84,7 +84,8 @@ def test_the_join_line_start_head_prints_works_as_printed(cluster_factory, tmp_p
     save, join = lines[i + 1].strip(), lines[i + 2].strip()
     assert c.join_token.startswith("agj_") and c.join_token != c.token
     assert save == f"(umask 077; echo {c.join_token} > ~/.aethergrid-join-token)"
-    assert join == f"ag start-worker --head-node {c.address} --token-file ~/.aethergrid-join-token"
+    assert join == (f"ag start-worker --head-node {c.address} --token-file ~/.aethergrid-join-token "
+                    f"--ca-fingerprint {c.ca_fingerprint}")
     # Run both as printed, with a home of the test's own.
     home = tmp_path / "home"
     home.mkdir()
@@ -96,6 +97,9 @@ def test_the_join_line_start_head_prints_works_as_printed(cluster_factory, tmp_p
     args = [str(token_file) if a == "~/.aethergrid-join-token" else a for a in args]
     c.ag(*args, env={"HOME": str(home)})
     assert [n["state"] for n in c.nodes()] == ["ALIVE"]
+    # The worker pinned the head's CA from the fingerprint, for every later connection.
+    pinned = (c.worker_data_dir("127.0.0.2") / "head-ca.pem").read_text()
+    assert pinned.strip() == (c.head_data_dir / "tls" / "ca.crt").read_text().strip()
 
 
 LOOK_AROUND = r'''

@@ -417,9 +417,17 @@ TEST_F(AgentTest, AWrongTokenStopsTheWorker) {
 
 TEST_F(AgentTest, ARefusedTokenSaysWhatToDo) {
   start();
+  dialer_.refuse(Error{ErrorCode::kUnauthenticated, "the head refused the worker's token (HTTP 401)"});
+  ASSERT_TRUE(first_.has_value());
+  EXPECT_EQ(first_->error().message, "the head refused the worker's token (HTTP 401); get a new join token");
+  EXPECT_EQ(exits_, 1);
+}
+
+TEST_F(AgentTest, AFinalRefusalThatExplainsItselfStandsAlone) {
+  start();
   dialer_.refuse(Error{ErrorCode::kPermissionDenied, "the head does not let this token register a node"});
   ASSERT_TRUE(first_.has_value());
-  EXPECT_EQ(first_->error().message, "the head does not let this token register a node; get a new join token");
+  EXPECT_EQ(first_->error().message, "the head does not let this token register a node");
   EXPECT_EQ(exits_, 1);
 }
 
