@@ -40,27 +40,53 @@ def percentile(values, p):
 
 
 class Cluster:
-    def __init__(self, num_cpus=2):
+    """`insecure`: the head runs without TLS. `tls_client`: api() speaks TLS to it
+    (verifying the cluster CA) instead of plain HTTP on loopback."""
+
+    def __init__(self, num_cpus=2, insecure=False, tls_client=False):
         self.session = tempfile.mkdtemp(prefix="ag-bench-")
         self.env = dict(os.environ, AG_SESSION_DIR=self.session)
         self.port, self.dash = free_port(), free_port()
         self.num_cpus = num_cpus
+        self.insecure = insecure
+        self.tls_client = tls_client
+        self.ssl_context = None
         self.conn = None
 
     def ag(self, *args, timeout=120):
         return subprocess.run([AG, *args], env=self.env, capture_output=True, text=True, timeout=timeout, check=True)
 
     def start_head(self):
-        self.ag("start-head", "--port", str(self.port), "--dashboard-port", str(self.dash))
+        self.ag("start-head", "--port", str(self.port), "--dashboard-port", str(self.dash),
+                *(["--insecure"] if self.insecure else []))
         with open(os.path.join(self.session, "head", "token")) as f:
             self.token = f.read().strip()
+        if self.tls_client:
+            import ssl
+            self.ssl_context = ssl.create_default_context(cafile=os.path.join(self.session, "head", "tls", "ca.crt"))
         self.conn = None
+
+    def connect(self):
+        if self.ssl_context is not None:
+            return http.client.HTTPSConnection("127.0.0.1", self.port, timeout=120, context=self.ssl_context)
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
 
     def start(self):
         self.start_head()
+        pin = []
+        if self.tls_client:
+            # On loopback the daemons and the CLI would use plain HTTP; pinning the CA
+            # makes them verify the head over TLS, as they do between machines.
+            import hashlib
+            import ssl
+            with open(os.path.join(self.session, "head", "tls", "ca.crt")) as f:
+                fingerprint = "sha256:" + hashlib.sha256(ssl.PEM_cert_to_DER_cert(f.read())).hexdigest()
+            pin = ["--ca-fingerprint", fingerprint]
+            self.env["AG_CONFIG"] = os.path.join(self.session, "config.json")
+            self.ag("config", "--address", f"127.0.0.1:{self.port}", *pin)
         for ip in ("127.0.0.2", "127.0.0.3"):
             self.ag("start-worker", "--head-node", f"127.0.0.1:{self.port}", "--node-ip-address", ip,
-                    "--num-cpus", str(self.num_cpus))
+                    "--num-cpus", str(self.num_cpus), *pin)
         return self
 
     def head_pid(self):
@@ -70,7 +96,7 @@ class Cluster:
     def api(self, method, path, body=None):
         for _ in range(2):
             if self.conn is None:
-                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+                self.conn = self.connect()
             try:
                 self.conn.request(method, path, body=json.dumps(body) if body is not None else None,
                                   headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
@@ -132,7 +158,7 @@ def bench_throughput(cluster, jobs, clients=1):
 
     def submitter(count):
         own = Cluster.__new__(Cluster)
-        own.port, own.token, own.conn = cluster.port, cluster.token, None
+        own.port, own.token, own.conn, own.ssl_context = cluster.port, cluster.token, None, cluster.ssl_context
         try:
             for _ in range(count):
                 job_id = own.api("POST", "/api/jobs", {"entrypoint": "true", "task_options": {"num_cpus": 0.5}})["job_id"]

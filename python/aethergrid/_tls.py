@@ -141,7 +141,10 @@ def choose_ca_source(display, host, ca_file=None, ca_fingerprint=None, insecure=
         return CaSource(CA_FILE, ca_file)
     if ca_fingerprint:
         return CaSource(FINGERPRINT, normalize_fingerprint(ca_fingerprint))
-    if session_ca_file and session_head == display:
+    # A head on this machine's loopback is reached in plain HTTP: nothing leaves the
+    # machine, and a new connection costs no handshake. Its session's CA serves a head
+    # started here on another address.
+    if session_ca_file and session_head == display and not is_loopback_host(host):
         return CaSource(SESSION, session_ca_file)
     pinned = (pinned_ca_files or {}).get(display)
     if pinned:

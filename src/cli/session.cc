@@ -121,16 +121,20 @@ Result<std::string> read_ca_file(const std::string& path) {
 
 Result<std::string> head_ca_for(const net::Endpoint& endpoint, bool insecure) {
   if (insecure) return std::string();
+  // A CA pinned on purpose is always used.
+  UserConfig config = read_user_config();
+  if (auto it = config.ca_files.find(endpoint.to_string()); it != config.ca_files.end()) {
+    return read_ca_file(it->second);
+  }
+  // A head on this machine's loopback is reached in plain HTTP: nothing leaves the
+  // machine, and a new connection costs no handshake.
+  if (net::is_loopback_host(endpoint.host)) return std::string();
+  // A head started here on another address: the session's CA.
   auto session = read_session();
   if (session && !session->ca_file.empty()) {
     auto here = net::parse_endpoint(session->address, 6379);
     if (here.ok() && here->to_string() == endpoint.to_string()) return read_ca_file(session->ca_file);
   }
-  UserConfig config = read_user_config();
-  if (auto it = config.ca_files.find(endpoint.to_string()); it != config.ca_files.end()) {
-    return read_ca_file(it->second);
-  }
-  if (net::is_loopback_host(endpoint.host)) return std::string();
   return invalid_argument("the head at " + endpoint.to_string() +
                           " is on another machine and its cluster CA is not pinned here: run `ag config --address " +
                           endpoint.to_string() +

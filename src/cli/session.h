@@ -64,9 +64,9 @@ std::string user_config_path();
 UserConfig read_user_config();
 Status write_user_config(const UserConfig& config);
 
-// The CA to verify the head at `endpoint` against (PEM), or "" for plain HTTP: a head
-// started on this machine (the session's CA), one pinned with `ag config`, plain for
-// a head on this machine's loopback or with `insecure`. Errors: kInvalidArgument for
+// The CA to verify the head at `endpoint` against (PEM), or "" for plain HTTP: one
+// pinned with `ag config`; none (plain) for a head on this machine's loopback or with
+// `insecure`; the session's for a head started here on another address. Errors: kInvalidArgument for
 // another machine's head with no CA pinned, saying how to pin it.
 Result<std::string> head_ca_for(const net::Endpoint& endpoint, bool insecure);
 

@@ -111,11 +111,13 @@ std::string exchange(const Endpoint& to, int timeout_ms, Body&& body) {
         failure = hec == beast::error::timeout ? "timed out in the TLS handshake" : detail::handshake_failure(hec, stream, to);
         return;
       }
-      detail::remember_session(stream, to);
       body(stream, buffer, failure);
     });
   });
   io.run();
+  // Kept only now: TLS 1.3 hands out its resumption ticket after the handshake, with
+  // the first answer.
+  if (failure.empty()) detail::remember_session(stream, to);
   beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_both, ec);
   return failure;
 }

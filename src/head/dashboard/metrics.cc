@@ -176,11 +176,18 @@ std::string Metrics::render() const {
     sample(out, "ag_jobs", std::string("state=\"") + to_string(state) + "\"", n);
 
   int tasks_running = 0;
+  // Live jobs by owner: who is using the cluster now (user names are [a-z0-9_-]).
+  std::map<std::pair<std::string, JobState>, int> live_by_owner;
   for (const Job* job : deps_.jobs.list()) {
     if (job->terminal()) continue;
+    ++live_by_owner[{job->owner, job->state}];
     if (const AttemptRecord* attempt = job->current_attempt()) {
       for (const auto& task : attempt->tasks) tasks_running += task.state == TaskState::kRunning;
     }
+  }
+  header(out, "ag_jobs_live", "gauge", "PENDING and RUNNING jobs, by owner and state.");
+  for (const auto& [key, n] : live_by_owner) {
+    sample(out, "ag_jobs_live", "owner=\"" + key.first + "\",state=\"" + to_string(key.second) + "\"", n);
   }
   header(out, "ag_tasks_running", "gauge", "Tasks whose process is running now.");
   sample(out, "ag_tasks_running", "", tasks_running);
