@@ -11,7 +11,7 @@ packages=(
   libarchive-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev googletest
   python3 python3-pytest python3-torch python3-numpy
-  procps iproute2 curl
+  procps iproute2 curl openssl
   chromium                # the dashboard's browser tests (headless, driven by playwright-core)
   prometheus              # promtool, which checks /metrics in the tests (the server is not used)
 )

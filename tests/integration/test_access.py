@@ -42,6 +42,8 @@ def test_a_user_cannot_stop_or_read_another_users_job_but_the_owner_group_and_ad
     assert "s3cret" not in json.dumps(job)
     listed = json.loads(as_user(c, bob, "-o", "json", "list-jobs", check=True).stdout)
     assert [(j["job_id"], j["owner"]) for j in listed["jobs"]] == [(job_id, "alice")]
+    status, metrics = c.api("GET", "/metrics", token=bob)
+    assert status == 200 and 'ag_jobs_live{owner="alice",state="RUNNING"} 1' in metrics, metrics
 
     stop = as_user(c, bob, "stop-job", job_id)
     assert stop.returncode == 1
