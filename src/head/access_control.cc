@@ -239,8 +239,8 @@ Principal AccessControl::authenticate_session(std::string_view session) const {
 void AccessControl::commit(std::vector<store::Mutation> batch, std::function<void()> undo,
                            std::function<void(Status)> done) {
   auto alive = alive_;
-  deps_.store.write(std::move(batch), [this, alive, undo = std::move(undo), done = std::move(done)](Status status) {
-    deps_.timers.post([this, alive, undo, done, status] {
+  deps_.store.write(std::move(batch), [this, alive, undo = std::move(undo), done = std::move(done)](const Status& status) {
+    deps_.timers.post([alive, undo, done, status] {
       if (!*alive) return;
       if (!status) {
         spdlog::error("a credential change could not be stored: {}", status.error().message);
@@ -274,7 +274,7 @@ void AccessControl::end_sessions_of(const std::string& user, std::vector<store::
   }
 }
 
-void AccessControl::add_user(UserRecord user, Done<std::string> done) {
+void AccessControl::add_user(UserRecord user, const Done<std::string>& done) {
   if (Status s = check_account_name("user name", user.name); !s) return done(s.error());
   for (const auto& group : user.groups) {
     if (Status s = check_account_name("group name", group); !s) return done(s.error());
@@ -302,7 +302,7 @@ void AccessControl::add_user(UserRecord user, Done<std::string> done) {
          });
 }
 
-void AccessControl::rotate_user(const std::string& name, Done<std::string> done) {
+void AccessControl::rotate_user(const std::string& name, const Done<std::string>& done) {
   auto it = users_.find(name);
   if (it == users_.end()) return done(not_found("no user '" + name + "'; see `ag user list`"));
   UserRecord before = it->second;
@@ -326,7 +326,7 @@ void AccessControl::rotate_user(const std::string& name, Done<std::string> done)
          });
 }
 
-void AccessControl::set_user_disabled(const std::string& name, bool disabled, Done<bool> done) {
+void AccessControl::set_user_disabled(const std::string& name, bool disabled, const Done<bool>& done) {
   auto it = users_.find(name);
   if (it == users_.end()) return done(not_found("no user '" + name + "'; see `ag user list`"));
   if (disabled && it->second.role == Role::kAdmin && !it->second.disabled && enabled_admins() <= 1) {
@@ -361,7 +361,7 @@ std::vector<std::string> AccessControl::groups_of(const std::string& name) const
   return user ? user->groups : std::vector<std::string>{};
 }
 
-void AccessControl::create_join_token(int64_t ttl_ms, const std::string& created_by, Done<NewJoinToken> done) {
+void AccessControl::create_join_token(int64_t ttl_ms, const std::string& created_by, const Done<NewJoinToken>& done) {
   if (ttl_ms < 0) return done(invalid_argument("a join token's time to live must not be negative"));
   int64_t now = deps_.clock.now_ms();
   NewJoinToken made{{"join_" + random_hex(4), "", now, ttl_ms == 0 ? 0 : now + ttl_ms, created_by}, new_token("agj_")};
@@ -380,7 +380,7 @@ void AccessControl::create_join_token(int64_t ttl_ms, const std::string& created
          });
 }
 
-void AccessControl::revoke_join_token(const std::string& id, Done<bool> done) {
+void AccessControl::revoke_join_token(const std::string& id, const Done<bool>& done) {
   auto it = join_tokens_.find(id);
   if (it == join_tokens_.end()) return done(not_found("no join token '" + id + "'; see `ag token list`"));
   JoinTokenRecord before = it->second;
@@ -403,7 +403,7 @@ std::vector<JoinTokenRecord> AccessControl::join_tokens() const {
   return out;
 }
 
-void AccessControl::issue_node_credential(const std::string& node_id, Done<std::string> done) {
+void AccessControl::issue_node_credential(const std::string& node_id, const Done<std::string>& done) {
   std::optional<NodeCredentialRecord> before;
   if (auto it = node_credentials_.find(node_id); it != node_credentials_.end()) {
     before = it->second;
@@ -429,7 +429,7 @@ void AccessControl::issue_node_credential(const std::string& node_id, Done<std::
          });
 }
 
-void AccessControl::revoke_node_credential(const std::string& node_id, Done<bool> done) {
+void AccessControl::revoke_node_credential(const std::string& node_id, const Done<bool>& done) {
   auto it = node_credentials_.find(node_id);
   if (it == node_credentials_.end()) return done(false);
   NodeCredentialRecord before = it->second;
@@ -446,7 +446,7 @@ void AccessControl::revoke_node_credential(const std::string& node_id, Done<bool
          });
 }
 
-void AccessControl::create_session(const std::string& user, int64_t lifetime_ms, Done<std::string> done) {
+void AccessControl::create_session(const std::string& user, int64_t lifetime_ms, const Done<std::string>& done) {
   int64_t now = deps_.clock.now_ms();
   std::vector<store::Mutation> batch;
   // Ended sessions are dropped here; a user at the limit loses the oldest.
@@ -483,7 +483,7 @@ void AccessControl::create_session(const std::string& user, int64_t lifetime_ms,
          });
 }
 
-void AccessControl::end_session(const std::string& session_hash, Done<bool> done) {
+void AccessControl::end_session(const std::string& session_hash, const Done<bool>& done) {
   auto it = sessions_.find(session_hash);
   if (it == sessions_.end()) return done(false);
   Session before = it->second;

@@ -121,9 +121,9 @@ class AccessControl {
 
   // Users. Errors: kInvalidArgument (bad name/group), kConflict (the name is taken;
   // the last enabled admin cannot be disabled), kNotFound, the store's error.
-  void add_user(UserRecord user, Done<std::string> done);  // -> the new token
-  void rotate_user(const std::string& name, Done<std::string> done);  // -> the new token
-  void set_user_disabled(const std::string& name, bool disabled, Done<bool> done);
+  void add_user(UserRecord user, const Done<std::string>& done);  // -> the new token
+  void rotate_user(const std::string& name, const Done<std::string>& done);  // -> the new token
+  void set_user_disabled(const std::string& name, bool disabled, const Done<bool>& done);
   std::vector<UserRecord> users() const;
   const UserRecord* find_user(const std::string& name) const;
   // The groups of user `name` (none for an unknown user).
@@ -134,18 +134,18 @@ class AccessControl {
     JoinTokenRecord record;
     std::string token;
   };
-  void create_join_token(int64_t ttl_ms, const std::string& created_by, Done<NewJoinToken> done);
-  void revoke_join_token(const std::string& id, Done<bool> done);
+  void create_join_token(int64_t ttl_ms, const std::string& created_by, const Done<NewJoinToken>& done);
+  void revoke_join_token(const std::string& id, const Done<bool>& done);
   std::vector<JoinTokenRecord> join_tokens() const;
 
   // Node credentials: a new one replaces the node's old one.
-  void issue_node_credential(const std::string& node_id, Done<std::string> done);
-  void revoke_node_credential(const std::string& node_id, Done<bool> done);
+  void issue_node_credential(const std::string& node_id, const Done<std::string>& done);
+  void revoke_node_credential(const std::string& node_id, const Done<bool>& done);
   bool has_node_credential(const std::string& node_id) const { return node_credentials_.count(node_id) > 0; }
 
   // Dashboard sessions of `user`, lasting `lifetime_ms`. -> the cookie value.
-  void create_session(const std::string& user, int64_t lifetime_ms, Done<std::string> done);
-  void end_session(const std::string& session_hash, Done<bool> done);
+  void create_session(const std::string& user, int64_t lifetime_ms, const Done<std::string>& done);
+  void end_session(const std::string& session_hash, const Done<bool>& done);
 
   // A name for the session cookie, unique to this head (cookies are shared across
   // ports on one host).

@@ -639,7 +639,7 @@ void ApiRoutes::handle_users(const net::HttpRequest& req, const Principal& who, 
     });
   }
   if (action == "disable" || action == "enable") {
-    return deps_.access.set_user_disabled(name, action == "disable", [respond, name, action](Result<bool> done) {
+    return deps_.access.set_user_disabled(name, action == "disable", [respond, name, action](const Result<bool>& done) {
       if (!done.ok()) return respond(error_response(done.error()));
       respond(json_response(200, {{"name", name}, {"disabled", action == "disable"}}));
     });
@@ -687,7 +687,7 @@ void ApiRoutes::handle_tokens(const net::HttpRequest& req, const Principal& who,
   }
   std::string id = req.path.substr(std::string("/api/tokens/").size());
   if (req.method != "DELETE") return respond(error_response(405, "use DELETE /api/tokens/{id} to revoke a join token"));
-  deps_.access.revoke_join_token(id, [respond, id](Result<bool> done) {
+  deps_.access.revoke_join_token(id, [respond, id](const Result<bool>& done) {
     if (!done.ok()) return respond(error_response(done.error()));
     respond(json_response(200, {{"id", id}, {"revoked", true}}));
   });

@@ -255,11 +255,11 @@ void WorkerGateway::complete_register(const std::shared_ptr<net::WsConnection>& 
 
 namespace ag::head {
 
-void WorkerGateway::remove_node(const std::string& node_id, std::function<void(Status)> done) {
+void WorkerGateway::remove_node(const std::string& node_id, const std::function<void(Status)>& done) {
   if (!deps_.nodes.find(node_id) && !deps_.access.has_node_credential(node_id)) {
     return done(not_found("no node with id '" + node_id + "'; list nodes with `ag list-nodes`"));
   }
-  deps_.access.revoke_node_credential(node_id, [this, node_id, done](Result<bool> revoked) {
+  deps_.access.revoke_node_credential(node_id, [this, node_id, done](const Result<bool>& revoked) {
     if (!revoked.ok()) return done(revoked.error());
     if (Node* node = deps_.nodes.find(node_id)) {
       spdlog::warn("node {} removed: its credential is revoked and its tasks are lost", node->label());

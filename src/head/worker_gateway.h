@@ -59,7 +59,7 @@ class WorkerGateway {
   // `ag remove-node`: revokes the node's credential (durable), closes its channel and
   // forgets it; its tasks are lost (and retried like any lost task). Errors:
   // kNotFound for a node the head neither knows nor holds a credential for.
-  void remove_node(const std::string& node_id, std::function<void(Status)> done);
+  void remove_node(const std::string& node_id, const std::function<void(Status)>& done);
 
  private:
   struct ChannelState {

@@ -443,7 +443,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
       dispatch(std::move(request), req.version(), req.keep_alive());
     }
 
-    void dispatch(HttpRequest request, unsigned version, bool keep_alive) {
+    // (Moved into the handler below; the check misreads that inside a template.)
+    void dispatch(HttpRequest request, unsigned version, bool keep_alive) {  // NOLINT(performance-unnecessary-value-param)
       std::weak_ptr<Session> weak = this->weak_from_this();
       auto responded = std::make_shared<bool>(false);
       lowest().expires_never();  // long polls may hold the request open

@@ -141,7 +141,7 @@ void DashboardRoutes::sign_out(const net::HttpRequest& req, const net::Respond& 
   };
   Principal who = deps_.access.authenticate_session(net::cookie_value(req, deps_.access.cookie_name()));
   if (!who.via_cookie()) return answer();
-  deps_.access.end_session(who.session_hash, [this, answer, who, from = req.remote_address](Result<bool> ended) {
+  deps_.access.end_session(who.session_hash, [this, answer, who, from = req.remote_address](const Result<bool>& ended) {
     deps_.audit.record({deps_.clock.now_ms(), who.name, from, "dashboard sign-out",
                         ended.ok() ? "ok" : ended.error().message});
     if (!ended.ok()) spdlog::error("a dashboard session could not be ended in the store: {}", ended.error().message);
