@@ -302,6 +302,8 @@ std::string encode(const LogResume& m) {
 
 std::string encode(const ErrorMessage& m) { return dump({{"type", "error"}, {"message", m.message}}); }
 
+std::string encode(const HeartbeatAck&) { return R"({"type":"heartbeat_ack"})"; }
+
 std::string encode(const WorkerMessage& m) {
   return std::visit([](const auto& message) { return encode(message); }, m);
 }
@@ -419,6 +421,7 @@ Result<HeadMessage> decode_head_message(std::string_view text) {
       return m;
     });
   }
+  if (type == "heartbeat_ack") return HeadMessage{HeartbeatAck{}};
   if (type == "exit_ack") {
     return read_as<HeadMessage>(doc, type, [](Fields& f) {
       ExitAck m;

@@ -165,6 +165,13 @@ struct ExitAck {
   bool operator==(const ExitAck&) const = default;
 };
 
+// The head's answer to each heartbeat: the node's lease goes on. A worker that hears
+// nothing from the head for the node timeout stops its tasks itself (fencing: the head
+// has declared the node dead by then and may run the gang elsewhere).
+struct HeartbeatAck {
+  bool operator==(const HeartbeatAck&) const = default;
+};
+
 // Send the task's output from byte `offset` on (what the head already has).
 struct LogResume {
   TaskKey task;
@@ -180,7 +187,7 @@ struct ErrorMessage {
 };
 
 using WorkerMessage = std::variant<Register, Heartbeat, TaskStarted, TaskExited, ErrorMessage>;
-using HeadMessage = std::variant<Registered, Launch, Kill, ExitAck, LogResume, ErrorMessage>;
+using HeadMessage = std::variant<Registered, Launch, Kill, ExitAck, LogResume, ErrorMessage, HeartbeatAck>;
 
 std::string encode(const Register& m);
 std::string encode(const Heartbeat& m);
@@ -192,6 +199,7 @@ std::string encode(const Kill& m);
 std::string encode(const ExitAck& m);
 std::string encode(const LogResume& m);
 std::string encode(const ErrorMessage& m);
+std::string encode(const HeartbeatAck& m);
 std::string encode(const WorkerMessage& m);
 std::string encode(const HeadMessage& m);
 

@@ -54,8 +54,9 @@ int cluster_status(const ConnectionOptions& conn);
 int job_status(const ConnectionOptions& conn, const std::string& job_id, bool verbose);
 int list_nodes(const ConnectionOptions& conn);
 int list_jobs(const ConnectionOptions& conn, const std::string& state);
+// Control characters in the output are escaped (terminal_safe) unless `raw`.
 int logs(const ConnectionOptions& conn, const std::string& job_id, int task_index,
-         std::optional<int> attempt, bool follow);
+         std::optional<int> attempt, bool follow, bool raw);
 int head_logs();
 int stop_job(const ConnectionOptions& conn, const std::string& job_id);
 

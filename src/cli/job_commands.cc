@@ -65,7 +65,7 @@ std::string cpus_text(double cpus) {
 // Streams one task's log from `offset` until it is complete. Returns false when the
 // head could not be reached.
 bool stream_log(const Connection& conn, const std::string& job_id, int task_index, std::optional<int> attempt,
-                bool follow, std::ostream& out) {
+                bool follow, std::ostream& out, bool raw = false) {
   int64_t offset = 0;
   for (;;) {
     std::string target = "/api/jobs/" + job_id + "/logs?task_index=" + std::to_string(task_index) +
@@ -82,7 +82,8 @@ bool stream_log(const Connection& conn, const std::string& job_id, int task_inde
       fail(res.error());
       return false;
     }
-    out << res->body;
+    // A sequence cut between two reads is escaped in its two parts: still harmless.
+    out << (raw ? res->body : terminal_safe(res->body, true));
     out.flush();
     std::string next = header_value(res.value(), "X-AG-Next-Offset");
     int64_t next_offset = 0;
@@ -296,11 +297,16 @@ int job_status(const ConnectionOptions& options, const std::string& job_id, bool
     std::cout << out.dump(2) << "\n";
     return 0;
   }
-  std::cout << "Job " << j["job_id"].get<std::string>() << (j["name"].get<std::string>().empty() ? "" : " (" + j["name"].get<std::string>() + ")")
-            << ": " << j["state"].get<std::string>() << "\n";
-  if (!j["message"].get<std::string>().empty()) std::cout << "  " << j["message"].get<std::string>() << "\n";
+  // What users wrote (names, commands) and what tasks caused (messages) is shown, not
+  // obeyed by the terminal.
+  const std::string name = terminal_safe(j["name"].get<std::string>(), false);
+  std::cout << "Job " << j["job_id"].get<std::string>() << (name.empty() ? "" : " (" + name + ")") << ": "
+            << j["state"].get<std::string>() << "\n";
+  if (!j["message"].get<std::string>().empty()) {
+    std::cout << "  " << terminal_safe(j["message"].get<std::string>(), false) << "\n";
+  }
   std::cout << "  Owner: " << str(j, "owner") << "\n";
-  std::cout << "  Entrypoint: " << j["entrypoint"].get<std::string>() << "\n"
+  std::cout << "  Entrypoint: " << terminal_safe(j["entrypoint"].get<std::string>(), false) << "\n"
             << "  Tasks: " << j["num_workers"] << " x {" << cpus_text(j["num_cpus"].get<double>()) << " CPU, "
             << j["num_gpus"] << " GPU}\n"
             << "  Submitted: " << format_time_ms(j["submitted_ms"].get<int64_t>())
@@ -324,7 +330,7 @@ int job_status(const ConnectionOptions& options, const std::string& job_id, bool
   if (verbose) {
     std::cout << "  Events:\n";
     for (const auto& e : events) {
-      std::cout << "    " << format_time_ms(e["time_ms"].get<int64_t>()) << "  " << e["message"].get<std::string>() << "\n";
+      std::cout << "    " << format_time_ms(e["time_ms"].get<int64_t>()) << "  " << terminal_safe(e["message"].get<std::string>(), false) << "\n";
     }
   }
   return 0;
@@ -379,10 +385,10 @@ int list_jobs(const ConnectionOptions& options, const std::string& state) {
 }
 
 int logs(const ConnectionOptions& options, const std::string& job_id, int task_index, std::optional<int> attempt,
-         bool follow) {
+         bool follow, bool raw) {
   auto conn = resolve_connection(options);
   if (!conn.ok()) return fail(conn.error());
-  return stream_log(conn.value(), net::url_encode(job_id), task_index, attempt, follow, std::cout) ? 0 : 1;
+  return stream_log(conn.value(), net::url_encode(job_id), task_index, attempt, follow, std::cout, raw) ? 0 : 1;
 }
 
 int head_logs() {

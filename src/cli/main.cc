@@ -127,6 +127,8 @@ int run(int argc, char** argv) {
   logs_cmd->add_option("--attempt", logs_attempt, "Attempt (default: the latest)")->check(CLI::NonNegativeNumber);
   logs_cmd->add_flag("-f,--follow", logs_follow, "Keep printing new output until the task ends");
   logs_cmd->add_flag("--head", logs_head, "Print the head daemon's own log");
+  bool logs_raw = false;
+  logs_cmd->add_flag("--raw", logs_raw, "Print the bytes as the task wrote them (terminal escape sequences included)");
 
   SubmitOptions submit_opts;
   auto* submit_cmd = app.add_subcommand("submit", "Submit a job: ag submit [options] -- COMMAND...");
@@ -223,7 +225,7 @@ int run(int argc, char** argv) {
       std::cerr << "error: give a job id (ag logs JOB_ID) or --head\n";
       return 2;
     }
-    return logs(conn, logs_job, logs_task, logs_attempt, logs_follow);
+    return logs(conn, logs_job, logs_task, logs_attempt, logs_follow, logs_raw);
   }
   if (*submit_cmd) return submit(conn, submit_opts);
   if (*stop_job_cmd) return stop_job(conn, stop_job_id);

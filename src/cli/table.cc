@@ -6,13 +6,46 @@
 
 namespace ag::cli {
 
+std::string terminal_safe(std::string_view text, bool keep_lines) {
+  std::string out;
+  out.reserve(text.size());
+  auto escape = [&out](unsigned char c) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "\\x%02x", c);
+    out += buf;
+  };
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (keep_lines && (c == '\n' || c == '\t' || c == '\r')) {
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7f) {
+      escape(c);
+    } else if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
+      // U+0080..U+009F in UTF-8: the C1 controls (CSI among them).
+      escape(c);
+      escape(static_cast<unsigned char>(text[++i]));
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 void Table::print(std::ostream& out) const {
-  std::vector<size_t> widths;
+  std::vector<std::vector<std::string>> safe;
+  safe.reserve(rows_.size());
   for (const auto& row : rows_) {
+    std::vector<std::string> cells;
+    for (const auto& cell : row) cells.push_back(terminal_safe(cell, false));
+    safe.push_back(std::move(cells));
+  }
+  std::vector<size_t> widths;
+  for (const auto& row : safe) {
     if (widths.size() < row.size()) widths.resize(row.size(), 0);
     for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
   }
-  for (const auto& row : rows_) {
+  for (const auto& row : safe) {
     std::string line;
     for (size_t i = 0; i < row.size(); ++i) {
       line += row[i];

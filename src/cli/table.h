@@ -3,6 +3,7 @@
 
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ag::cli {
@@ -16,6 +17,12 @@ class Table {
  private:
   std::vector<std::vector<std::string>> rows_;
 };
+
+// `text` with the control characters a terminal would act on (escape sequences that
+// move the cursor, retitle the window, hide text; C1 controls) written as \xHH, so
+// that a job name or a log line shows as what it is. `keep_lines`: newline, tab and
+// carriage return pass (log output); otherwise they are escaped too (table cells).
+std::string terminal_safe(std::string_view text, bool keep_lines);
 
 // "2026-11-29 17:50:01" in local time, or "-" for 0.
 std::string format_time_ms(int64_t ms);

@@ -239,6 +239,11 @@ void JobManager::notify_waiters(const std::string& job_id) {
   for (auto& fn : ready) fn();
 }
 
+void JobManager::cluster_changed() {
+  // What no node could hold may fit the cluster as it is now.
+  set_aside_.clear();
+}
+
 void JobManager::on_node_registered(const std::string& node_id, const std::vector<api::RunningTask>& running,
                                     const std::vector<api::TaskKey>& ended) {
   Reconciliation plan = reconcile_node(jobs_, active_, node_id, running, ended, config_.kill_grace_ms);
@@ -252,6 +257,7 @@ void JobManager::on_node_registered(const std::string& node_id, const std::vecto
     exit.lost = "node " + label + " reconnected without it";
     task_exited(ref.task, exit);
   }
+  cluster_changed();
   request_schedule();
 }
 
@@ -285,6 +291,7 @@ void JobManager::task_exited(const api::TaskKey& task, const api::TaskExit& exit
 }
 
 void JobManager::on_node_dead(const std::string& node_id) {
+  cluster_changed();
   const Node* node = deps_.nodes.find(node_id);
   std::string label = node ? node->label() : node_id;
   std::vector<std::string> affected(active_.begin(), active_.end());
@@ -352,8 +359,11 @@ void JobManager::run_schedule() {
   // capacity, and walking a queue of thousands each time would cost more than it
   // places. Jobs further back move into the window as those ahead are placed.
   queue.reserve(std::min(pending_.size(), kMaxJobsPerPass));
+  // Jobs no node of this cluster can ever hold wait aside (with their reason) until the
+  // cluster changes: otherwise a window full of them would stop everything behind.
   for (const auto& [_, id] : pending_) {
     if (queue.size() >= kMaxJobsPerPass) break;
+    if (set_aside_.count(id)) continue;
     const Job& job = jobs_.at(id);
     queue.push_back({id, job.spec.num_workers, job.spec.per_task(),
                      job.spec.placement == api::Placement::kSpread ? sched::PlacementPolicy::kSpread
@@ -376,6 +386,7 @@ void JobManager::run_schedule() {
   }
   for (const auto& reason : plan.pending) {
     Job& job = jobs_[reason.job_id];
+    if (reason.infeasible()) set_aside_.insert(job.id);
     apply(job, on_pending(job, reason.kind, reason.reason, deps_.clock.now_ms()));
   }
 }

@@ -126,6 +126,8 @@ class JobManager {
   void task_exited(const api::TaskKey& task, const api::TaskExit& exit);
   void request_schedule();
   void run_schedule();
+  // Nodes came or went: jobs set aside as infeasible are looked at again.
+  void cluster_changed();
   void apply(Job& job, const Effects& fx);
   void persist(const Job& job, const std::vector<JobEvent>& new_events);
   void add_event(Job& job, const std::string& message, std::vector<JobEvent>& out);
@@ -142,6 +144,9 @@ class JobManager {
   std::map<std::string, Job> jobs_;
   std::map<std::string, std::vector<JobEvent>> events_;
   std::map<uint64_t, std::string> pending_;  // queue_seq -> job id, FIFO
+  // Pending jobs no node can hold (their reason says so), left out of scheduling
+  // passes until the cluster changes.
+  std::set<std::string> set_aside_;
   std::set<std::string> active_;             // jobs with a live attempt
   std::map<std::string, std::string> submission_ids_;
   std::set<int> ports_in_use_;

@@ -118,6 +118,7 @@ void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel
                    sample.gpus = m.usage.gpus;
                    deps_.nodes.record_usage(*node_id, std::move(sample));
                    if (Node* n = deps_.nodes.find(*node_id)) n->busy_ports = {m.busy_ports.begin(), m.busy_ports.end()};
+                   send(channel, api::HeartbeatAck{});
                  },
                  [&](const api::TaskStarted& m) {
                    Status s = deps_.jobs.on_task_started(*node_id, m.task, m.pid);

@@ -134,11 +134,27 @@ void Agent::heartbeat() {
     if (stopping_) return;
     deps_.launcher.check();
     send(api::Heartbeat{deps_.sample_usage(), deps_.busy_ports()});
+    fence_if_cut_off();
     heartbeat();
   });
 }
 
+void Agent::fence_if_cut_off() {
+  unheard_ms_ = heard_ ? 0 : unheard_ms_ + config_.heartbeat_ms;
+  heard_ = false;
+  if (!ever_registered_ || fenced_ || unheard_ms_ <= node_timeout_ms_) return;
+  // The head has declared this node dead by now and may be running its gangs again
+  // elsewhere: two copies of a rank must never run, so this node's stop here.
+  fenced_ = true;
+  if (deps_.launcher.idle()) return;
+  spdlog::warn("nothing from the head for {} ms (its node timeout is {} ms): stopping this node's tasks, which the "
+               "head retries elsewhere",
+               unheard_ms_, node_timeout_ms_);
+  deps_.launcher.kill_all(config_.fence_grace_ms);
+}
+
 void Agent::on_message(const std::string& text) {
+  heard_ = true;
   auto message = api::decode_head_message(text);
   if (!message.ok()) {
     spdlog::warn("bad message from the head: {}", message.error().message);
@@ -153,6 +169,8 @@ void Agent::on_message(const std::string& text) {
   std::visit(Overloaded{
                  [&](const api::Registered& m) {
                    registered_ = true;
+                   ever_registered_ = true;
+                   fenced_ = false;
                    node_timeout_ms_ = m.node_timeout_ms;
                    if (!m.node_credential.empty()) {
                      // The join token is done with: from now on the node is known by its own.
@@ -170,6 +188,7 @@ void Agent::on_message(const std::string& text) {
                  [&](const api::Kill& m) { handle_kill(m); },
                  [&](const api::LogResume& m) { resend_log(m.task, m.offset); },
                  [&](const api::ExitAck& m) { handle_exit_ack(m.task); },
+                 [&](const api::HeartbeatAck&) {},
                  [&](const api::ErrorMessage& m) {
                    spdlog::error("the head refused this worker: {}", m.message);
                    if (!registered_) report_first(Error{ErrorCode::kPermissionDenied, "the head refused this worker: " + m.message});

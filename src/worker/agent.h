@@ -37,6 +37,8 @@ struct AgentConfig {
   std::string data_dir;
   api::Environment inherited_env;  // the agent's own environment, handed down to tasks
   int64_t heartbeat_ms = 1000;
+  // Grace between SIGTERM and SIGKILL when the node fences itself off (lost head).
+  int64_t fence_grace_ms = 2000;
   int64_t max_backoff_ms = 5000;
 };
 
@@ -66,6 +68,8 @@ class Agent {
   void on_closed(const std::string& reason);
   void retry_later();
   void heartbeat();
+  // Stops this node's tasks once the head has not been heard for its node timeout.
+  void fence_if_cut_off();
   void handle_launch(api::Launch launch);
   void handle_kill(const api::Kill& kill);
   void handle_exit_ack(const api::TaskKey& task);
@@ -88,6 +92,12 @@ class Agent {
   std::shared_ptr<net::WsConnection> channel_;
   bool registered_ = false;
   int64_t node_timeout_ms_ = 10000;  // the head's, learnt at registration
+  // Fencing: time since the head was last heard (counted in heartbeat periods), and
+  // whether this node's tasks were stopped for it. Heard: any message from the head.
+  bool heard_ = false;
+  int64_t unheard_ms_ = 0;
+  bool fenced_ = false;
+  bool ever_registered_ = false;
   bool stopping_ = false;
   bool exited_ = false;
   int64_t backoff_ms_ = 250;

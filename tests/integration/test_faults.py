@@ -329,3 +329,28 @@ def test_upload_onto_a_full_disk_gets_the_heads_answer_not_a_reset(small_disk, c
     assert cluster.jobs() == []
     kept = submit_no_wait(cluster, "--", "true")  # the head serves on
     assert cluster.wait_state(kept, "SUCCEEDED", timeout=15)
+
+
+def test_a_worker_cut_off_from_the_head_stops_its_tasks_before_the_retry_runs(cluster_factory):
+    # The head frozen (SIGSTOP) is a partition as the worker sees it: nothing arrives.
+    c = cluster_factory("fence", workers=("127.0.0.2", "127.0.0.3"), node_timeout_s=2)
+    job_id = submit_no_wait(c, "--max-retries", "1", "--", "sleep 300")
+    job = c.wait_state(job_id, "RUNNING")
+    first_node = job["attempts"][0]["tasks"][0]["node_address"]
+    wait_until(lambda: job_processes([job_id]), 10, message="the task runs")
+    old = job_processes([job_id])
+    head = c.head_pid()
+    os.kill(head, signal.SIGSTOP)
+    try:
+        # Within the node timeout (2 s), a heartbeat period and the stop grace, the
+        # cut-off worker ends the task by itself, while the head cannot tell it to.
+        wait_until(lambda: not any(pid_alive(p) for p in old), 15,
+                   message="the cut-off worker stops its task by itself")
+    finally:
+        os.kill(head, signal.SIGCONT)
+    log = (c.worker_data_dir(first_node) / "worker.log").read_text()
+    assert "nothing from the head for" in log and "stopping this node's tasks" in log, log[-2000:]
+    # The head, back, retries the gang; only ever one copy of the rank ran at a time.
+    wait_until(lambda: len(c.job(job_id)["attempts"]) == 2 and c.job(job_id)["state"] == "RUNNING", 30,
+               message="the retry runs")
+    c.ag("stop-job", job_id)

@@ -93,6 +93,7 @@ TEST(ProtocolRoundTrip, TaskStartedAndEveryKindOfTaskExit) {
 TEST(ProtocolRoundTrip, HeadMessages) {
   EXPECT_EQ(head_round_trip(Registered{"node_1", 10000}), (Registered{"node_1", 10000}));
   EXPECT_EQ(head_round_trip(Registered{"node_1", 10000, "agn_abc"}), (Registered{"node_1", 10000, "agn_abc"}));
+  EXPECT_EQ(head_round_trip(HeartbeatAck{}), HeartbeatAck{});
   Launch launch;
   launch.task = kTask;
   launch.entrypoint = "python train.py --lr 0.1 'quoted \"arg\"'";

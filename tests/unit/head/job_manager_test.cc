@@ -232,6 +232,29 @@ TEST_F(JobManagerTest, PendingReasonIsLoggedOncePerKindAndPlacedWhenANodeJoins) 
   EXPECT_EQ(job(other).pending_kind, sched::PendingKind::kWaitingForResources);
 }
 
+TEST_F(JobManagerTest, JobsNoNodeCanHoldDoNotStopTheJobsBehindThem) {
+  add_node("node_a", 2);
+  // More infeasible jobs than one scheduling pass looks at, then one that fits.
+  std::vector<std::string> infeasible;
+  for (int i = 0; i < 100; ++i) infeasible.push_back(submit(spec(1, 8)));
+  std::string fits = submit(spec(1, 1));
+  clock_.run_ready();
+  EXPECT_EQ(job(fits).state, JobState::kRunning);
+  for (const auto& id : infeasible) {
+    EXPECT_EQ(job(id).state, JobState::kPending);
+    EXPECT_EQ(job(id).pending_kind, sched::PendingKind::kInfeasible);
+    EXPECT_THAT(job(id).message, HasSubstr("cannot be placed: needs 8 CPUs per task"));
+  }
+  // A node that can hold them brings them back into scheduling.
+  add_node("node_big", 16);
+  jobs_->on_node_registered("node_big", {}, {});
+  clock_.run_ready();
+  EXPECT_EQ(job(infeasible[0]).state, JobState::kRunning);
+  EXPECT_EQ(job(infeasible[1]).state, JobState::kRunning);
+  EXPECT_EQ(job(infeasible[2]).state, JobState::kPending);
+  EXPECT_EQ(job(infeasible[2]).pending_kind, sched::PendingKind::kWaitingForResources);
+}
+
 TEST_F(JobManagerTest, NodeLossFailsTheGangKillsTheRestAndRetries) {
   add_node("node_a");
   add_node("node_b");

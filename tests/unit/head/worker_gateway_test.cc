@@ -502,7 +502,8 @@ TEST_F(WorkerGatewayTest, AHeartbeatRecordsAUsageSampleAndTheBusyPorts) {
   EXPECT_EQ(s.gpus, hb.usage.gpus);
   // The report replaces what the registration said.
   EXPECT_THAT(node->busy_ports, ElementsAre(29501, 29502));
-  EXPECT_THAT(received(*channel), IsEmpty());  // heartbeats are not answered
+  // The answer keeps the node's lease: a node that hears nothing fences itself off.
+  EXPECT_THAT(received(*channel), ElementsAre(api::HeadMessage{api::HeartbeatAck{}}));
 }
 
 // ---- the upgrade ----

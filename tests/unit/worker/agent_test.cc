@@ -469,6 +469,23 @@ TEST_F(AgentTest, HeartbeatsCarryUsageAndBusyPortsAndCheckTheLauncher) {
   EXPECT_EQ(launcher_.checks, 3);
 }
 
+TEST_F(AgentTest, ANodeThatHearsNothingFromTheHeadForTheNodeTimeoutStopsItsTasks) {
+  auto channel = start_registered();  // node timeout 7000 ms
+  channel->deliver(api::encode(launch_of(kTask)));
+  // Heard every heartbeat: the lease goes on.
+  for (int i = 0; i < 10; ++i) {
+    clock_.advance(config_.heartbeat_ms);
+    channel->deliver(api::encode(api::HeartbeatAck{}));
+  }
+  EXPECT_FALSE(launcher_.killed_all);
+  // Then silence (a partition: the channel looks open but nothing arrives).
+  clock_.advance(7000);
+  EXPECT_FALSE(launcher_.killed_all);  // exactly the timeout: not yet
+  clock_.advance(config_.heartbeat_ms * 2);
+  EXPECT_TRUE(launcher_.killed_all);
+  EXPECT_EQ(exits_, 0);  // the worker stays, to report the ends and take new work
+}
+
 TEST_F(AgentTest, ShutdownKillsEverythingAndExitsOnceTheTasksEnded) {
   auto channel = start_registered();
   channel->deliver(api::encode(launch_of(kTask)));
