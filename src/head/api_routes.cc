@@ -185,7 +185,15 @@ HttpResponse bad_hash(const std::string& hash) {
 }  // namespace
 
 net::BodyPlan ApiRoutes::plan_body(const net::HttpRequest& req) {
-  if (req.method != "PUT" || req.path.rfind(kPackagesPrefix, 0) != 0) return {};
+  if (req.method != "PUT" || req.path.rfind(kPackagesPrefix, 0) != 0) {
+    // Any other body is read only from a caller with a valid credential: a stranger's
+    // megabytes are never held (the sign-in page's own POST is the one exception).
+    const bool has_body = !req.header("content-length").empty() || !req.header("transfer-encoding").empty();
+    if (!has_body || req.path == "/api/session" || req.header("content-length") == "0") return {};
+    Principal who = authenticate(req);
+    if (who.kind == Principal::Kind::kNone) return {nullptr, refuse_unauthorized(req, who)};
+    return {};
+  }
   // Checked before a byte of the upload is taken: a refused upload is never stored.
   Principal who = authenticate(req);
   if (auto refusal = refuse_unauthorized(req, who)) return {nullptr, std::move(refusal)};

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "common/clock.h"
+#include "common/descriptors.h"
 #include "common/ids.h"
 #include "head/access_control.h"
 #include "head/audit_log.h"
@@ -33,6 +34,7 @@ int run_head(const HeadConfig& config, const std::function<void(const Status&, c
   // Everything the head writes (its database holds jobs' env_vars, its logs the jobs'
   // output) is for its own user only.
   ::umask(077);
+  const uint64_t descriptors = raise_descriptor_limit();
   std::error_code fs_error;
   std::filesystem::create_directories(config.data_dir, fs_error);
   if (fs_error) {
@@ -171,8 +173,8 @@ int run_head(const HeadConfig& config, const std::function<void(const Status&, c
     dashboard_server.stop();
     io.stop();
   });
-  spdlog::info("head listening on {}:{} (API) and {}:{} (dashboard), data dir {}", config.node_ip,
-               config.port, config.node_ip, config.dashboard_port, config.data_dir);
+  spdlog::info("head listening on {}:{} (API) and {}:{} (dashboard), data dir {}, {} descriptors", config.node_ip,
+               config.port, config.node_ip, config.dashboard_port, config.data_dir, descriptors);
   on_ready({}, token.value());
   io.run();
   store.value()->flush();

@@ -25,6 +25,8 @@ class BeastWs final : public WsConnection, public std::enable_shared_from_this<B
   void close() override;
   std::string remote_address() const override { return remote_; }
   size_t queued_bytes() const override { return queued_bytes_; }
+  // Keeps `thing` (the server's admission of this connection) as long as this lives.
+  void hold(std::shared_ptr<void> thing) { held_ = std::move(thing); }
 
  private:
   void do_read();
@@ -43,6 +45,7 @@ class BeastWs final : public WsConnection, public std::enable_shared_from_this<B
   static constexpr size_t kMaxFlushOnCloseBytes = 1 << 20;
   MessageHandler on_message_;
   CloseHandler on_close_;
+  std::shared_ptr<void> held_;
 };
 
 }  // namespace ag::net::detail

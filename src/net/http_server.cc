@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 #include <fcntl.h>
 #include <sys/sendfile.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,6 +20,8 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <deque>
+#include <mutex>
+#include <unordered_map>
 #include <limits>
 #include <sstream>
 
@@ -36,6 +39,10 @@ using tcp = asio::ip::tcp;
 using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 constexpr auto kIdleTimeout = std::chrono::seconds(120);
+// A connection must deliver a whole request header (or its TLS handshake) this soon
+// after it opens or after its previous answer: a client that trickles bytes, or an idle
+// keep-alive connection, does not hold a descriptor for long.
+constexpr auto kHeaderTimeout = std::chrono::seconds(15);
 
 // The request's method, target and headers; the body is left to the caller.
 HttpRequest header_of(const http::request<http::string_body>& req, const std::string& remote) {
@@ -123,6 +130,8 @@ class StreamedResponse final : public HttpStream, public std::enable_shared_from
   }
 
   bool is_open() const override { return !closed_; }
+  // Keeps `thing` (the connection's admission) as long as this stream lives.
+  void hold(std::shared_ptr<void> thing) { held_ = std::move(thing); }
 
   void on_close(std::function<void()> closed) override {
     if (closed_) {
@@ -163,6 +172,7 @@ class StreamedResponse final : public HttpStream, public std::enable_shared_from
   bool closed_ = false;
   std::array<char, 512> read_buffer_{};
   std::vector<std::function<void()>> on_close_;
+  std::shared_ptr<void> held_;
 };
 
 std::string stream_header(const HttpResponse& res, unsigned version) {
@@ -179,6 +189,64 @@ std::string stream_header(const HttpResponse& res, unsigned version) {
 
 }  // namespace
 
+// Open connections of this process (all its servers), in total and per peer address,
+// so that a stranger cannot take every descriptor: a peer on another machine gets at
+// most kMaxPerPeer, and all of them together leave kOwnerReserve descriptors that only
+// this machine's own clients (loopback) may use.
+class Admission {
+ public:
+  static constexpr size_t kMaxPerPeer = 256;
+  static constexpr size_t kOwnerReserve = 64;
+
+  static Admission& instance() {
+    static Admission admission;
+    return admission;
+  }
+
+  // A held place for a connection from `peer`, released when the last owner of the
+  // connection lets go of it; null when the connection must be refused.
+  std::shared_ptr<void> admit(const std::string& peer) {
+    std::lock_guard lock(mu_);
+    const bool own = is_loopback_host(peer);
+    const size_t limit = descriptor_limit();
+    const size_t cap = own ? (limit > 32 ? limit - 32 : limit / 2) : (limit > kOwnerReserve * 2 ? limit - kOwnerReserve * 2 : limit / 2);
+    size_t& mine = per_peer_[peer];
+    if (open_ >= cap || (!own && mine >= kMaxPerPeer)) {
+      if (mine == 0) per_peer_.erase(peer);
+      return nullptr;
+    }
+    ++open_;
+    ++mine;
+    return std::make_shared<Place>(this, peer);
+  }
+
+ private:
+  static size_t descriptor_limit() {
+    struct rlimit limit {};
+    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 1 << 20;
+    return static_cast<size_t>(limit.rlim_cur);
+  }
+  struct Place {
+    Place(Admission* a, std::string p) : admission(a), peer(std::move(p)) {}
+    ~Place() { admission->release(peer); }
+    Place(const Place&) = delete;
+    Place& operator=(const Place&) = delete;
+    Admission* admission;
+    std::string peer;
+  };
+
+  void release(const std::string& peer) {
+    std::lock_guard lock(mu_);
+    --open_;
+    auto it = per_peer_.find(peer);
+    if (it != per_peer_.end() && --it->second == 0) per_peer_.erase(it);
+  }
+
+  std::mutex mu_;
+  size_t open_ = 0;
+  std::unordered_map<std::string, size_t> per_peer_;
+};
+
 struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   asio::io_context& io;
   ServerHandlers handlers;
@@ -186,6 +254,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   std::vector<std::unique_ptr<tcp::acceptor>> acceptors;
   bool stopped = false;
   std::unique_ptr<asio::ssl::context> tls;  // null: plain HTTP only
+  std::chrono::steady_clock::time_point last_accept_warning{};
+  std::chrono::steady_clock::time_point last_refusal_warning{};
   bool plain_for_loopback_only = true;
 
   Impl(asio::io_context& io_, ServerHandlers h, size_t max_body)
@@ -197,6 +267,19 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
       if (!ec) {
         socket.set_option(tcp::no_delay(true), ec);
         self->start_connection(std::move(socket));
+      } else if (ec == asio::error::no_descriptors || ec == asio::error::no_buffer_space ||
+                 ec == asio::error::no_memory) {
+        // Out of descriptors: the pending connection stays queued, so accepting again
+        // at once would spin. Wait for connections to close.
+        if (std::chrono::steady_clock::now() - self->last_accept_warning > std::chrono::seconds(10)) {
+          self->last_accept_warning = std::chrono::steady_clock::now();
+          spdlog::warn("cannot accept connections: {} (retrying every 100 ms)", ec.message());
+        }
+        auto timer = std::make_shared<asio::steady_timer>(self->io, std::chrono::milliseconds(100));
+        timer->async_wait([self, acceptor, timer](beast::error_code) {
+          if (!self->stopped) self->accept(acceptor);
+        });
+        return;
       }
       self->accept(acceptor);
     });
@@ -208,50 +291,65 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     beast::error_code ec;
     auto ep = socket.remote_endpoint(ec);
     std::string remote = ec ? "" : ep.address().to_string();
+    std::shared_ptr<void> slot = Admission::instance().admit(remote);
+    if (!slot) {
+      if (std::chrono::steady_clock::now() - last_refusal_warning > std::chrono::seconds(10)) {
+        last_refusal_warning = std::chrono::steady_clock::now();
+        spdlog::warn("refused a connection from {}: too many open connections (from it, or in all)", remote);
+      }
+      socket.close(ec);
+      return;
+    }
     if (!tls) {
       std::make_shared<Session<beast::tcp_stream>>(shared_from_this(), beast::tcp_stream(std::move(socket)),
-                                                   beast::flat_buffer(), remote)
+                                                   beast::flat_buffer(), remote, std::move(slot))
           ->read();
       return;
     }
     struct Detect {
       beast::tcp_stream stream;
       beast::flat_buffer buffer;
+      std::shared_ptr<void> slot;
     };
-    auto detect = std::make_shared<Detect>(Detect{beast::tcp_stream(std::move(socket)), {}});
-    detect->stream.expires_after(std::chrono::seconds(30));
+    auto detect = std::make_shared<Detect>(Detect{beast::tcp_stream(std::move(socket)), {}, std::move(slot)});
+    detect->stream.expires_after(kHeaderTimeout);
     beast::async_detect_ssl(detect->stream, detect->buffer,
                             [self = shared_from_this(), detect, remote](beast::error_code dec, bool is_tls) {
                               if (dec) return;
-                              if (is_tls) return self->start_tls(std::move(detect->stream), std::move(detect->buffer), remote);
+                              if (is_tls) {
+                                return self->start_tls(std::move(detect->stream), std::move(detect->buffer), remote,
+                                                       std::move(detect->slot));
+                              }
                               if (!self->plain_for_loopback_only || is_loopback_host(remote)) {
                                 std::make_shared<Session<beast::tcp_stream>>(self, std::move(detect->stream),
-                                                                             std::move(detect->buffer), remote)
+                                                                             std::move(detect->buffer), remote,
+                                                                             std::move(detect->slot))
                                     ->read();
                                 return;
                               }
-                              self->refuse_plain(std::move(detect->stream), remote);
+                              self->refuse_plain(std::move(detect->stream), remote, std::move(detect->slot));
                             });
   }
 
-  void start_tls(beast::tcp_stream stream, beast::flat_buffer buffer, const std::string& remote) {
+  void start_tls(beast::tcp_stream stream, beast::flat_buffer buffer, const std::string& remote,
+                 std::shared_ptr<void> slot) {
     auto tls_stream = std::make_shared<TlsStream>(std::move(stream), *tls);
-    beast::get_lowest_layer(*tls_stream).expires_after(std::chrono::seconds(30));
+    beast::get_lowest_layer(*tls_stream).expires_after(kHeaderTimeout);
     tls_stream->async_handshake(asio::ssl::stream_base::server, buffer.data(),
-                                [self = shared_from_this(), tls_stream, remote](beast::error_code ec, size_t used) {
+                                [self = shared_from_this(), tls_stream, remote, slot](beast::error_code ec, size_t used) {
                                   if (ec) {
                                     spdlog::debug("TLS handshake from {} failed: {}", remote, ec.message());
                                     return;
                                   }
                                   (void)used;
                                   std::make_shared<Session<TlsStream>>(self, std::move(*tls_stream),
-                                                                       beast::flat_buffer(), remote)
+                                                                       beast::flat_buffer(), remote, slot)
                                       ->read();
                                 });
   }
 
   // Plain HTTP from another machine, where this head speaks TLS: one answer saying so.
-  void refuse_plain(beast::tcp_stream stream, const std::string& remote) {
+  void refuse_plain(beast::tcp_stream stream, const std::string& remote, std::shared_ptr<void> slot) {
     spdlog::warn("refused plain HTTP from {}: this head takes TLS from other machines", remote);
     auto held = std::make_shared<beast::tcp_stream>(std::move(stream));
     auto text = std::make_shared<std::string>(
@@ -260,7 +358,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         R"({"error":"this head takes plain HTTP only from its own machine; connect with TLS (https://), )"
         R"(verifying the cluster CA whose fingerprint ag start-head prints"})";
     *text += std::to_string(body.size()) + "\r\n\r\n" + body;
-    asio::async_write(*held, asio::buffer(*text), [held, text](beast::error_code, size_t) {
+    asio::async_write(*held, asio::buffer(*text), [held, text, slot](beast::error_code, size_t) {
       beast::error_code ignored;
       held->socket().shutdown(tcp::socket::shutdown_both, ignored);
       held->socket().close(ignored);
@@ -279,8 +377,15 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
 
     // `read_so_far`: bytes already read from the connection (while telling TLS from
     // plain HTTP).
-    Session(std::shared_ptr<Impl> s, Stream st, beast::flat_buffer read_so_far, std::string peer)
-        : server(std::move(s)), stream(std::move(st)), buffer(std::move(read_so_far)), remote(std::move(peer)) {}
+    Session(std::shared_ptr<Impl> s, Stream st, beast::flat_buffer read_so_far, std::string peer,
+            std::shared_ptr<void> admitted)
+        : server(std::move(s)),
+          stream(std::move(st)),
+          buffer(std::move(read_so_far)),
+          remote(std::move(peer)),
+          slot(std::move(admitted)) {}
+
+    std::shared_ptr<void> slot;  // this connection's place (Admission), handed on with it
 
     beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream); }
 
@@ -291,7 +396,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
       limit = server->max_body_bytes;
       parser->body_limit(std::numeric_limits<std::uint64_t>::max());
       parser->header_limit(64 * 1024);
-      lowest().expires_after(kIdleTimeout);
+      lowest().expires_after(kHeaderTimeout);
       http::async_read_header(stream, buffer, *parser, [self = this->shared_from_this()](beast::error_code ec, size_t) {
         if (ec) return self->on_read(ec);
         self->read_body();
@@ -473,12 +578,13 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
       auto srv = server;
       std::string peer = remote;
       auto req_ptr = std::make_shared<http::request<http::string_body>>(std::move(req));
-      ws->async_accept(*req_ptr, [ws, srv, peer, request, req_ptr](beast::error_code ec) {
+      ws->async_accept(*req_ptr, [ws, srv, peer, request, req_ptr, held = slot](beast::error_code ec) {
         if (ec) {
           spdlog::warn("websocket handshake from {} failed: {}", peer, ec.message());
           return;
         }
         auto conn = std::make_shared<detail::BeastWs<Stream>>(std::move(*ws), peer);
+        conn->hold(held);
         srv->handlers.on_websocket(conn, request);
       });
     }
@@ -600,6 +706,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     // Hands the connection to a streamed response; this session ends here.
     void start_stream(const HttpResponse& res, unsigned version) {
       auto streamed = std::make_shared<StreamedResponse<Stream>>(std::move(stream));
+      streamed->hold(slot);
       pending_self.reset();
       streamed->start(stream_header(res, version));
       res.on_stream(streamed);

@@ -14,6 +14,7 @@
 #include <fstream>
 
 #include "api/protocol.h"
+#include "common/descriptors.h"
 #include "common/ids.h"
 #include "net/asio_timers.h"
 #include "worker/agent.h"
@@ -102,6 +103,7 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
   }
   spdlog::log(task_user_note.rfind("WARNING", 0) == 0 ? spdlog::level::warn : spdlog::level::info, "{}",
               task_user_note);
+  raise_descriptor_limit();
   // Orphaned grandchildren of tasks are re-parented to this process, so they are
   // reaped here and stay findable for kills.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);

@@ -1,0 +1,96 @@
+"""Who reaches the head's port without a token cannot exhaust it: a body is read only
+from a caller with a valid credential (a stranger's is dropped as it arrives, never
+held), and one peer address holds at most a bounded number of connections while the
+head goes on answering."""
+import socket
+import time
+
+from conftest import Cluster, free_ports
+from test_tls import OTHER, needs_other
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_unauthenticated_bodies_are_not_held_in_memory(head_only):
+    c = head_only
+    head = c.head_pid()
+    before = rss_kib(head)
+    declared, sent = 7 << 20, 6 << 20
+    chunk = b"x" * (1 << 20)
+    socks = []
+    try:
+        for _ in range(20):
+            s = socket.create_connection(("127.0.0.1", c.port), timeout=10)
+            s.sendall(f"POST /api/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      f"Content-Length: {declared}\r\n\r\n".encode())
+            for _ in range(sent >> 20):
+                s.sendall(chunk)
+            socks.append(s)
+        time.sleep(0.5)
+        grown_mib = (rss_kib(head) - before) / 1024
+        # 20 unfinished 6 MiB bodies would be 120 MiB held; dropped as they arrive, nothing is.
+        assert grown_mib < 40, f"head grew by {grown_mib:.0f} MiB holding strangers' bodies"
+        # The head still answers its owner.
+        status, _ = c.api("GET", "/api/cluster")
+        assert status == 200
+    finally:
+        for s in socks:
+            s.close()
+    # A whole body without a token gets the 401, not a reset.
+    s = socket.create_connection(("127.0.0.1", c.port), timeout=10)
+    try:
+        body = b"{}" + b" " * (1 << 20)
+        s.sendall(f"POST /api/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+        answer = s.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 401"), answer[:200]
+        assert b"missing credential" in answer
+    finally:
+        s.close()
+    assert c.api("GET", "/api/jobs")[1]["total"] == 0
+
+
+@needs_other
+def test_one_peer_holds_a_bounded_number_of_connections_and_the_head_goes_on(tmp_path):
+    c = Cluster(tmp_path / "c")
+    port, dash = free_ports(2, host=OTHER)
+    c.port, c.dashboard_port = port, dash
+    args = c.head_args()
+    args[args.index("--node-ip-address") + 1] = OTHER
+    c.ag(*args)
+    c.head_started = True
+    socks = []
+    try:
+        # Idle connections from one peer (this machine's non-loopback address).
+        for _ in range(256):
+            socks.append(socket.create_connection((OTHER, port), timeout=10))
+        time.sleep(0.3)
+        extra = socket.create_connection((OTHER, port), timeout=10)
+        extra.settimeout(5)
+        try:
+            assert extra.recv(1) == b"", "the peer's 257th connection is closed at once"
+        except ConnectionResetError:
+            pass
+        finally:
+            extra.close()
+        # Once some close, the peer is served again.
+        for s in socks[:10]:
+            s.close()
+        del socks[:10]
+        time.sleep(0.3)
+        again = socket.create_connection((OTHER, port), timeout=10)
+        try:
+            again.sendall(b"GET /api/healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            # Plain HTTP from a non-loopback peer is refused with TLS advice: an answer all the same.
+            assert again.recv(4096).startswith(b"HTTP/1.1 400")
+        finally:
+            again.close()
+    finally:
+        for s in socks:
+            s.close()
+        c.teardown()
