@@ -37,6 +37,7 @@ void Table::print(std::ostream& out) const {
   safe.reserve(rows_.size());
   for (const auto& row : rows_) {
     std::vector<std::string> cells;
+    cells.reserve(row.size());
     for (const auto& cell : row) cells.push_back(terminal_safe(cell, false));
     safe.push_back(std::move(cells));
   }

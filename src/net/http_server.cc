@@ -318,7 +318,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
                               if (dec) return;
                               if (is_tls) {
                                 return self->start_tls(std::move(detect->stream), std::move(detect->buffer), remote,
-                                                       std::move(detect->slot));
+                                                       detect->slot);
                               }
                               if (!self->plain_for_loopback_only || is_loopback_host(remote)) {
                                 std::make_shared<Session<beast::tcp_stream>>(self, std::move(detect->stream),
@@ -332,7 +332,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   }
 
   void start_tls(beast::tcp_stream stream, beast::flat_buffer buffer, const std::string& remote,
-                 std::shared_ptr<void> slot) {
+                 const std::shared_ptr<void>& slot) {
     auto tls_stream = std::make_shared<TlsStream>(std::move(stream), *tls);
     beast::get_lowest_layer(*tls_stream).expires_after(kHeaderTimeout);
     tls_stream->async_handshake(asio::ssl::stream_base::server, buffer.data(),
@@ -358,7 +358,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         R"({"error":"this head takes plain HTTP only from its own machine; connect with TLS (https://), )"
         R"(verifying the cluster CA whose fingerprint ag start-head prints"})";
     *text += std::to_string(body.size()) + "\r\n\r\n" + body;
-    asio::async_write(*held, asio::buffer(*text), [held, text, slot](beast::error_code, size_t) {
+    asio::async_write(*held, asio::buffer(*text), [held, text, slot = std::move(slot)](beast::error_code, size_t) {
       beast::error_code ignored;
       held->socket().shutdown(tcp::socket::shutdown_both, ignored);
       held->socket().close(ignored);
