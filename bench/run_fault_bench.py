@@ -106,8 +106,8 @@ def head_restart(num_workers):
         reconnected = time.time() - t0
 
         def reconciled():
-            jobs = {j["job_id"]: j for j in cluster.api("GET", "/api/jobs?limit=100000")["jobs"]}
-            return all(jobs[j]["state"] == "RUNNING" for j in ids)
+            running = cluster.api("GET", "/api/jobs?state=RUNNING&limit=1")["total"]
+            return running >= len(ids)
         wait_for(reconciled, 120, 0.02)
         reconciled_s = time.time() - t0
         for j in ids:

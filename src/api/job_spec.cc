@@ -83,7 +83,9 @@ std::optional<Error> read_string(const json& v, const std::string& field, size_t
 }
 
 std::optional<Error> read_string_map(const json& v, const std::string& field, size_t max_entries,
-                                     std::map<std::string, std::string>* out) {
+                                     std::map<std::string, std::string>* out, size_t max_key_bytes,
+                                     size_t max_value_bytes, size_t max_total_bytes) {
+  size_t total = 0;
   if (!v.is_object()) return field_error(field, std::string("must be an object of strings, got ") + type_name(v));
   if (v.size() > max_entries) {
     return field_error(field, "has " + std::to_string(v.size()) + " entries; the limit is " +
@@ -98,6 +100,20 @@ std::optional<Error> read_string_map(const json& v, const std::string& field, si
     if (it.key().find('\0') != std::string::npos || it.value().get_ref<const std::string&>().find('\0') != std::string::npos) {
       return field_error(field, "names and values must not contain a NUL character (\\u0000)");
     }
+    const size_t value_bytes = it.value().get_ref<const std::string&>().size();
+    if (it.key().size() > max_key_bytes) {
+      return field_error(field, "name '" + it.key().substr(0, 40) + "...' is " + std::to_string(it.key().size()) +
+                                    " bytes; the limit is " + std::to_string(max_key_bytes));
+    }
+    if (value_bytes > max_value_bytes) {
+      return field_error(field + "." + it.key(), "is " + std::to_string(value_bytes) + " bytes; the limit is " +
+                                                     std::to_string(max_value_bytes));
+    }
+    total += it.key().size() + value_bytes;
+    if (total > max_total_bytes) {
+      return field_error(field, "holds more than " + std::to_string(max_total_bytes) +
+                                    " bytes of names and values; the limit is " + std::to_string(max_total_bytes));
+    }
     (*out)[it.key()] = it.value().get<std::string>();
   }
   return std::nullopt;
@@ -111,7 +127,8 @@ std::optional<Error> parse_runtime_env(const json& v, RuntimeEnv* env) {
     return err;
   }
   if (v.contains("env_vars") && !v["env_vars"].is_null()) {
-    if (auto err = read_string_map(v["env_vars"], "runtime_env.env_vars", kMaxEnvVars, &env->env_vars)) {
+    if (auto err = read_string_map(v["env_vars"], "runtime_env.env_vars", kMaxEnvVars, &env->env_vars,
+                                   kMaxEnvNameBytes, kMaxEnvValueBytes, kMaxEnvTotalBytes)) {
       return err;
     }
     for (const auto& [k, _] : env->env_vars) {
@@ -152,8 +169,17 @@ std::optional<Error> parse_runtime_env(const json& v, RuntimeEnv* env) {
   if (v.contains("excludes") && !v["excludes"].is_null()) {
     const json& ex = v["excludes"];
     if (!ex.is_array()) return field_error("runtime_env.excludes", std::string("must be a list of patterns, got ") + type_name(ex));
+    if (ex.size() > kMaxExcludes) {
+      return field_error("runtime_env.excludes", "has " + std::to_string(ex.size()) + " patterns; the limit is " +
+                                                     std::to_string(kMaxExcludes));
+    }
     for (const auto& pattern : ex) {
       if (!pattern.is_string()) return field_error("runtime_env.excludes", "every pattern must be a string");
+      if (pattern.get_ref<const std::string&>().size() > kMaxExcludeBytes) {
+        return field_error("runtime_env.excludes", "a pattern is " +
+                                                       std::to_string(pattern.get_ref<const std::string&>().size()) +
+                                                       " bytes; the limit is " + std::to_string(kMaxExcludeBytes));
+      }
       env->excludes.push_back(pattern.get<std::string>());
     }
   }
@@ -232,7 +258,10 @@ Result<JobSpec> parse_job_spec(const json& body) {
     if (auto err = read_string(body["job_name"], "job_name", kMaxNameBytes, &spec.name)) return *err;
   }
   if (body.contains("labels") && !body["labels"].is_null()) {
-    if (auto err = read_string_map(body["labels"], "labels", kMaxLabels, &spec.labels)) return *err;
+    if (auto err = read_string_map(body["labels"], "labels", kMaxLabels, &spec.labels, kMaxLabelKeyBytes,
+                                   kMaxLabelValueBytes, kMaxLabels * (kMaxLabelKeyBytes + kMaxLabelValueBytes))) {
+      return *err;
+    }
   }
   if (body.contains("max_retries")) {
     int64_t n = 0;

@@ -25,6 +25,14 @@ inline constexpr size_t kMaxEntrypointBytes = 64 * 1024;
 inline constexpr size_t kMaxNameBytes = 256;
 inline constexpr size_t kMaxLabels = 64;
 inline constexpr size_t kMaxEnvVars = 256;
+// Sizes checked at submit, so that nothing is accepted that fails or swells later.
+inline constexpr size_t kMaxEnvNameBytes = 256;
+inline constexpr size_t kMaxEnvValueBytes = 64 * 1024;
+inline constexpr size_t kMaxEnvTotalBytes = 512 * 1024;
+inline constexpr size_t kMaxLabelKeyBytes = 128;
+inline constexpr size_t kMaxLabelValueBytes = 1024;
+inline constexpr size_t kMaxExcludes = 1024;
+inline constexpr size_t kMaxExcludeBytes = 1024;
 inline constexpr double kMaxTimeoutSeconds = 90.0 * 24 * 3600;
 
 // How a job's tasks are spread over nodes. On the wire (REST body, stored records) it

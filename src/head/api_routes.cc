@@ -282,8 +282,9 @@ void ApiRoutes::handle_authenticated(const net::HttpRequest& req, const Principa
 }
 
 void ApiRoutes::handle_list_jobs(const net::HttpRequest& req, net::Respond respond) {
+  // A page is bounded: a list of every job would hold the io thread for seconds.
   int64_t limit = 1000, offset = 0;
-  if (!query_int(req, "limit", 1, 100000, &limit, respond) ||
+  if (!query_int(req, "limit", 1, 1000, &limit, respond) ||
       !query_int(req, "offset", 0, INT64_MAX, &offset, respond)) {
     return;
   }

@@ -94,3 +94,16 @@ def test_one_peer_holds_a_bounded_number_of_connections_and_the_head_goes_on(tmp
         for s in socks:
             s.close()
         c.teardown()
+
+
+def test_oversized_fields_and_pages_are_refused_at_submit_naming_the_limit(head_only):
+    c = head_only
+    status, body = c.api("POST", "/api/jobs", body={"entrypoint": "true",
+                                                    "runtime_env": {"env_vars": {"BIG": "x" * (64 * 1024 + 1)}}})
+    assert status == 400 and "runtime_env.env_vars.BIG" in body["error"] and "the limit is 65536" in body["error"]
+    status, body = c.api("POST", "/api/jobs", body={"entrypoint": "true",
+                                                    "runtime_env": {"excludes": ["*.tmp"] * 1025}})
+    assert status == 400 and "the limit is 1024" in body["error"]
+    status, body = c.api("GET", "/api/jobs?limit=100000")
+    assert status == 400 and "'limit' must be a whole number between 1 and 1000" in body["error"]
+    assert c.api("GET", "/api/jobs?limit=1")[1]["total"] == 0  # nothing was accepted

@@ -93,6 +93,40 @@ TEST(ParseJobSpecTest, NulCharactersAreRefused) {
   expect_invalid(key, "runtime_env.env_vars");
 }
 
+// Every field is bounded at submit: nothing is accepted that fails or swells later.
+TEST(ParseJobSpecTest, OversizedFieldsAreRefusedNamingTheLimit) {
+  json value = minimal_spec();
+  value["runtime_env"] = {{"env_vars", {{"BIG", std::string(kMaxEnvValueBytes + 1, 'x')}}}};
+  expect_invalid(value, "runtime_env.env_vars.BIG");
+  EXPECT_THAT(parse_error(value).message, HasSubstr("the limit is 65536"));
+
+  json total = minimal_spec();
+  total["runtime_env"] = {{"env_vars", json::object()}};
+  for (int i = 0; i < 9; ++i) total["runtime_env"]["env_vars"]["V" + std::to_string(i)] = std::string(kMaxEnvValueBytes, 'x');
+  expect_invalid(total, "runtime_env.env_vars");
+  EXPECT_THAT(parse_error(total).message, HasSubstr("the limit is 524288"));
+
+  json name = minimal_spec();
+  name["runtime_env"] = {{"env_vars", {{std::string(kMaxEnvNameBytes + 1, 'N'), "x"}}}};
+  expect_invalid(name, "runtime_env.env_vars");
+
+  json label = minimal_spec();
+  label["labels"] = {{"team", std::string(kMaxLabelValueBytes + 1, 'l')}};
+  expect_invalid(label, "labels.team");
+
+  json excludes = minimal_spec();
+  excludes["runtime_env"] = {{"excludes", json::array()}};
+  for (size_t i = 0; i <= kMaxExcludes; ++i) excludes["runtime_env"]["excludes"].push_back("*.tmp");
+  expect_invalid(excludes, "runtime_env.excludes");
+  json long_pattern = minimal_spec();
+  long_pattern["runtime_env"] = {{"excludes", {std::string(kMaxExcludeBytes + 1, '*')}}};
+  expect_invalid(long_pattern, "runtime_env.excludes");
+
+  json at_limit = minimal_spec();
+  at_limit["runtime_env"] = {{"env_vars", {{"OK", std::string(kMaxEnvValueBytes, 'x')}}}};
+  EXPECT_TRUE(parse_job_spec(at_limit).ok());
+}
+
 // --- Valid specs -----------------------------------------------------------------
 
 TEST(ParseJobSpecTest, MinimalSpecGetsDefaults) {
