@@ -58,7 +58,8 @@ Status not_an_archive(archive* in) {
 }
 
 // Unpacks the entries of the opened archive `in` into `dest`.
-Status extract_entries(archive* in, const std::string& dest) {
+Status extract_entries(archive* in, const std::string& dest, const UnpackLimits& limits) {
+  int64_t entries = 0, bytes = 0;
   std::unique_ptr<archive, decltype(&archive_write_free)> out(archive_write_disk_new(), archive_write_free);
   // Entries are written to absolute paths under `dest` after the checks below, so
   // libarchive's own absolute-path and symlink guards (which would also trip over a
@@ -73,6 +74,10 @@ Status extract_entries(archive* in, const std::string& dest) {
     std::string name = archive_entry_pathname(entry) ? archive_entry_pathname(entry) : "";
     fs::path rel = fs::path(name).lexically_normal();
     if (rel == ".") continue;  // the root itself
+    if (++entries > limits.max_entries) {
+      return invalid_argument("package has more than " + std::to_string(limits.max_entries) +
+                              " entries, the most a worker unpacks; ship fewer files (e.g. an archive of them)");
+    }
     if (name.empty() || !stays_inside(rel)) return invalid_argument(entry_error(name, "escapes the working directory"));
     mode_t type = archive_entry_filetype(entry);
     const char* hardlink_target = archive_entry_hardlink(entry);
@@ -107,6 +112,11 @@ Status extract_entries(archive* in, const std::string& dest) {
     size_t size;
     la_int64_t offset;
     while ((rc = archive_read_data_block(in, &buf, &size, &offset)) == ARCHIVE_OK) {
+      bytes += static_cast<int64_t>(size);
+      if (bytes > limits.max_bytes) {
+        return invalid_argument("package unpacks to more than " + std::to_string(limits.max_bytes >> 20) +
+                                " MiB (at '" + name + "'), the most a worker unpacks");
+      }
       if (archive_write_data_block(out.get(), buf, size, offset) != ARCHIVE_OK) {
         return internal_error("cannot write " + name + ": " + archive_error_string(out.get()));
       }
@@ -120,13 +130,14 @@ Status extract_entries(archive* in, const std::string& dest) {
 
 }  // namespace
 
-Status extract_package(const std::string& archive_path, const std::string& dest) {
+Status extract_package(const std::string& archive_path, const std::string& dest, const UnpackLimits& limits) {
   ArchiveReader in = new_reader();
   if (archive_read_open_filename(in.get(), archive_path.c_str(), 1 << 20) != ARCHIVE_OK) return not_an_archive(in.get());
-  return extract_entries(in.get(), dest);
+  return extract_entries(in.get(), dest, limits);
 }
 
-Status extract_package_stream(const std::function<std::string_view()>& next_piece, const std::string& dest) {
+Status extract_package_stream(const std::function<std::string_view()>& next_piece, const std::string& dest,
+                              const UnpackLimits& limits) {
   struct Source {
     const std::function<std::string_view()>* next;
   } source{&next_piece};
@@ -137,7 +148,7 @@ Status extract_package_stream(const std::function<std::string_view()>& next_piec
   };
   ArchiveReader in = new_reader();
   if (archive_read_open(in.get(), &source, nullptr, read, nullptr) != ARCHIVE_OK) return not_an_archive(in.get());
-  return extract_entries(in.get(), dest);
+  return extract_entries(in.get(), dest, limits);
 }
 
 PieceQueue::PieceQueue(size_t max_pieces) : max_pieces_(max_pieces) {}

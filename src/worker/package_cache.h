@@ -95,13 +95,22 @@ class PackageCache final : public PackageProvider {
   std::map<std::string, int> users_;  // job id -> tasks using (or about to use) its directory
 };
 
+// How much one package may unpack to, checked while unpacking: a small compressed
+// archive can expand without end (a 1 MB gzip of zeros is 1 GB).
+struct UnpackLimits {
+  int64_t max_bytes = int64_t{5} << 30;  // ten times the head's default upload limit
+  int64_t max_entries = 1'000'000;
+};
+
 // Unpacks a tar (gzip'd or not) into `dest` (which must not exist yet), refusing
-// unsafe entries. Errors: kInvalidArgument naming the entry, kInternal for I/O failures.
-Status extract_package(const std::string& archive_path, const std::string& dest);
+// unsafe entries and stopping at `limits`. Errors: kInvalidArgument naming the entry
+// or the limit, kInternal for I/O failures.
+Status extract_package(const std::string& archive_path, const std::string& dest, const UnpackLimits& limits = {});
 
 // The same, reading the archive from `next_piece`, which returns the next piece of
 // it (valid until the next call) and an empty piece at the end.
-Status extract_package_stream(const std::function<std::string_view()>& next_piece, const std::string& dest);
+Status extract_package_stream(const std::function<std::string_view()>& next_piece, const std::string& dest,
+                              const UnpackLimits& limits = {});
 
 // Pieces of a download handed from the thread that receives them to the thread that
 // unpacks them, at most `max_pieces` waiting.

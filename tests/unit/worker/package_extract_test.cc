@@ -100,6 +100,27 @@ TEST_F(ExtractPackageTest, UnpacksFilesFoldersModesAndDownwardLinks) {
   EXPECT_THAT(outside_dest(), ElementsAre("jobs/"));
 }
 
+TEST_F(ExtractPackageTest, UnpackingStopsAtTheLimitsSayingWhich) {
+  std::vector<TarEntry> many;
+  for (int i = 0; i < 10; ++i) many.push_back(tar_file("f" + std::to_string(i), "x"));
+  write_tar(archive_path(), many, Compression::kGzip, NameCharset::kLocale);
+  Status too_many = extract_package(archive_path(), dest().string(), UnpackLimits{1 << 20, 5});
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_EQ(too_many.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(too_many.error().message, HasSubstr("more than 5 entries"));
+
+  fs::remove_all(dest());
+  // A bomb: a few KiB of gzip that unpack to 2 MiB of zeros.
+  write_tar(archive_path(), {tar_file("zeros", std::string(2 << 20, '\0'))}, Compression::kGzip, NameCharset::kLocale);
+  EXPECT_LT(fs::file_size(archive_path()), 64u << 10);
+  Status too_big = extract_package(archive_path(), dest().string(), UnpackLimits{1 << 20, 100});
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_THAT(too_big.error().message, HasSubstr("unpacks to more than 1 MiB (at 'zeros')"));
+
+  fs::remove_all(dest());
+  EXPECT_TRUE(extract_package(archive_path(), dest().string(), UnpackLimits{4 << 20, 100}).ok());
+}
+
 TEST_F(ExtractPackageTest, CreatesMissingParentFolders) {
   const Status status = extract({tar_file("a/b/c.txt", "c")});
 
