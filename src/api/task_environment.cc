@@ -29,7 +29,7 @@ Environment head_task_environment(const TaskPlacement& p) {
   };
 }
 
-Environment worker_task_environment(const Environment& inherited, const Environment& from_head,
+Result<Environment> worker_task_environment(const Environment& inherited, const Environment& from_head,
                                     const Environment& env_vars, const std::string& python_shim_dir) {
   Environment env;
   for (const auto& [name, value] : inherited) {
@@ -49,7 +49,17 @@ Environment worker_task_environment(const Environment& inherited, const Environm
   // Expanded against the environment before any of them is applied, so their order
   // does not matter.
   Environment expanded;
-  for (const auto& [name, value] : env_vars) expanded[name] = expand_env_vars(value, env);
+  size_t total = 0;
+  for (const auto& [name, value] : env_vars) {
+    auto result = expand_env_vars(value, env, kMaxExpandedEnvBytes);
+    total += result ? result->size() : 0;
+    if (!result || total > kMaxExpandedEnvBytes) {
+      return invalid_argument("runtime_env.env_vars." + name + " expands to more than " +
+                              std::to_string(kMaxExpandedEnvBytes >> 20) + " MiB" +
+                              (result ? " (with the others)" : "") + " on this node; name fewer or shorter variables");
+    }
+    expanded[name] = std::move(*result);
+  }
   for (auto& [name, value] : expanded) env[name] = std::move(value);
   return env;
 }

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "common/result.h"
+
 namespace ag::api {
 
 using Environment = std::map<std::string, std::string>;
@@ -41,8 +43,13 @@ Environment head_task_environment(const TaskPlacement& placement);
 //                runtime_env.python.executable;
 //   `env_vars`: runtime_env.env_vars, each expanded ($VAR, ${VAR}) against the
 //                environment built so far, and winning over it.
-Environment worker_task_environment(const Environment& inherited, const Environment& from_head,
-                                    const Environment& env_vars, const std::string& python_shim_dir);
+// Errors: kInvalidArgument naming the variable whose expansion passes
+// kMaxExpandedEnvBytes (all of them together, too) on this node.
+Result<Environment> worker_task_environment(const Environment& inherited, const Environment& from_head,
+                                            const Environment& env_vars, const std::string& python_shim_dir);
+
+// How large runtime_env.env_vars may grow once expanded, each and all together.
+inline constexpr size_t kMaxExpandedEnvBytes = 1 << 20;
 
 // "NAME=value" entries (as in `environ`) as a map; entries without '=' are skipped.
 Environment environment_from_entries(const std::vector<std::string>& entries);

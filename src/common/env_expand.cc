@@ -10,8 +10,8 @@ bool is_name_char(char c, bool first) {
 }
 }  // namespace
 
-std::string expand_env_vars(const std::string& value,
-                            const std::map<std::string, std::string>& env) {
+std::optional<std::string> expand_env_vars(const std::string& value, const std::map<std::string, std::string>& env,
+                                           size_t max_bytes) {
   std::string out;
   out.reserve(value.size());
   for (size_t i = 0; i < value.size(); ++i) {
@@ -45,9 +45,13 @@ std::string expand_env_vars(const std::string& value,
       continue;
     }
     auto it = env.find(name);
-    if (it != env.end()) out += it->second;
+    if (it != env.end()) {
+      if (out.size() + it->second.size() > max_bytes) return std::nullopt;
+      out += it->second;
+    }
     i = end - 1;
   }
+  if (out.size() > max_bytes) return std::nullopt;
   return out;
 }
 

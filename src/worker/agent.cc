@@ -227,7 +227,9 @@ void Agent::handle_launch(api::Launch launch) {
     if (!dir.ok()) return report_start_error(spec.id, dir.error().message);
     shim = dir.value();
   }
-  spec.env = api::worker_task_environment(config_.inherited_env, launch.env, launch.env_vars, shim);
+  auto env = api::worker_task_environment(config_.inherited_env, launch.env, launch.env_vars, shim);
+  if (!env.ok()) return report_start_error(spec.id, env.error().message);
+  spec.env = std::move(env.value());
   const std::string& package = launch.working_dir_hash;
   if (package.empty()) {
     spec.working_dir = config_.data_dir + "/work/" + spec.id.job_id + "." + std::to_string(spec.id.attempt) + "." +

@@ -107,3 +107,19 @@ def test_oversized_fields_and_pages_are_refused_at_submit_naming_the_limit(head_
     status, body = c.api("GET", "/api/jobs?limit=100000")
     assert status == 400 and "'limit' must be a whole number between 1 and 1000" in body["error"]
     assert c.api("GET", "/api/jobs?limit=1")[1]["total"] == 0  # nothing was accepted
+
+
+def test_an_env_value_that_expands_past_the_limit_fails_its_task_with_the_reason(cluster_factory):
+    c = cluster_factory("expand", workers=())
+    c.ag("start-worker", "--head-node", c.address, "--node-ip-address", "127.0.0.2", "--num-cpus", 1,
+         "--data-dir", c.worker_data_dir("127.0.0.2"), env={"LONGVAR": "x" * 1000})
+    head = c.head_pid()
+    bomb = "${LONGVAR}" * 2000  # 20 KB accepted at submit, 2 MB once expanded on the node
+    status, body = c.api("POST", "/api/jobs", body={"entrypoint": "true", "runtime_env": {"env_vars": {"BOMB": bomb}}})
+    assert status == 201, body
+    job = c.wait_state(body["job_id"], ("FAILED",))
+    assert "runtime_env.env_vars.BOMB expands to more than 1 MiB" in job["message"], job["message"]
+    assert c.nodes()[0]["state"] == "ALIVE" and c.head_pid() == head
+    # The node goes on running other jobs.
+    job_id, proc = c.submit("--", "echo fine")
+    assert proc.returncode == 0 and "fine" in proc.stdout

@@ -31,7 +31,7 @@ TEST(TaskEnvironment, EveryVariableOfTheContract) {
   Environment env_vars = {{"PYTHONPATH", "/code:$PYTHONPATH"}, {"WHO", "rank ${RANK} of $WORLD_SIZE"},
                           {"PYTHONUNBUFFERED", "0"}};
   Environment env = worker_task_environment(inherited, head_task_environment(rank_three_of_four()), env_vars,
-                                            "/data/python-shims/abc");
+                                            "/data/python-shims/abc").value();
   const std::map<std::string, std::string> expected = {
       {"AG_JOB_ID", "job_0123456789ab"},
       {"AG_ATTEMPT", "1"},
@@ -65,19 +65,19 @@ TEST(TaskEnvironment, EveryVariableOfTheContract) {
 TEST(TaskEnvironment, NoGpusIsAnEmptyStringAndNoShimLeavesPathAlone) {
   TaskPlacement p = rank_three_of_four();
   p.gpu_ids.clear();
-  Environment env = worker_task_environment({{"PATH", "/bin"}}, head_task_environment(p), {}, "");
+  Environment env = worker_task_environment({{"PATH", "/bin"}}, head_task_environment(p), {}, "").value();
   EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "");
   EXPECT_EQ(env.at("PATH"), "/bin");
   EXPECT_EQ(env.at("PYTHONUNBUFFERED"), "1");
 }
 
 TEST(TaskEnvironment, ShimWithoutAnInheritedPath) {
-  Environment env = worker_task_environment({}, {}, {}, "/shim");
+  Environment env = worker_task_environment({}, {}, {}, "/shim").value();
   EXPECT_EQ(env.at("PATH"), "/shim");
 }
 
 TEST(TaskEnvironment, EnvVarsExpandAgainstTheEnvironmentBeforeThemNotEachOther) {
-  Environment env = worker_task_environment({{"A", "a"}}, {}, {{"A", "x$A"}, {"B", "$A"}}, "");
+  Environment env = worker_task_environment({{"A", "a"}}, {}, {{"A", "x$A"}, {"B", "$A"}}, "").value();
   EXPECT_EQ(env.at("A"), "xa");
   EXPECT_EQ(env.at("B"), "a");
 }
@@ -85,6 +85,26 @@ TEST(TaskEnvironment, EnvVarsExpandAgainstTheEnvironmentBeforeThemNotEachOther) 
 TEST(TaskEnvironment, EntriesFromEnviron) {
   Environment env = environment_from_entries({"A=1", "B==2", "NOEQUALS", "C="});
   EXPECT_EQ(env, (Environment{{"A", "1"}, {"B", "=2"}, {"C", ""}}));
+}
+
+}  // namespace
+}  // namespace ag::api
+
+namespace ag::api {
+namespace {
+
+TEST(WorkerTaskEnvironmentTest, AnExpansionPastTheLimitIsRefusedNamingTheVariable) {
+  const std::string big(4096, 'p');
+  std::string many;
+  for (int i = 0; i < 300; ++i) many += "${BIG}";  // 1.8 KiB asking for 1.2 MiB
+  auto env = worker_task_environment({{"BIG", big}}, {}, {{"BOMB", many}}, "");
+  ASSERT_FALSE(env.ok());
+  EXPECT_EQ(env.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(env.error().message.find("runtime_env.env_vars.BOMB expands to more than 1 MiB"), std::string::npos);
+  // Under the limit it expands in full.
+  auto fine = worker_task_environment({{"BIG", big}}, {}, {{"OK", "${BIG}${BIG}"}}, "");
+  ASSERT_TRUE(fine.ok());
+  EXPECT_EQ(fine.value().at("OK").size(), 2 * big.size());
 }
 
 }  // namespace

@@ -38,6 +38,12 @@ TEST(ExpandEnvVarsTest, PlainTextIsUnchanged) {
   EXPECT_EQ(expand_env_vars("", kEnv), "");
 }
 
+TEST(ExpandEnvVarsTest, StopsAtTheSizeLimit) {
+  EXPECT_EQ(expand_env_vars("$HOME$HOME", kEnv, 18), "/home/ada/home/ada");
+  EXPECT_EQ(expand_env_vars("$HOME$HOME", kEnv, 17), std::nullopt);
+  EXPECT_EQ(expand_env_vars("0123456789", kEnv, 5), std::nullopt);
+}
+
 TEST(ExpandEnvVarsTest, DollarNameIsReplaced) { EXPECT_EQ(expand_env_vars("$HOME/data", kEnv), "/home/ada/data"); }
 
 TEST(ExpandEnvVarsTest, NameEndsAtFirstNonNameCharacter) {
