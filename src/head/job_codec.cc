@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/ids.h"
+
 namespace ag::head {
 namespace {
 using nlohmann::json;
@@ -116,6 +118,32 @@ Result<Job> job_from_json(const json& j) {
   } catch (const json::exception& e) {
     return internal_error(std::string("stored job record is malformed: ") + e.what());
   }
+}
+
+std::optional<Job> salvage_job(const json& doc, const std::string& why, int64_t now_ms) {
+  if (!doc.is_object() || !doc.contains("job_id") || !doc["job_id"].is_string()) return std::nullopt;
+  Job job;
+  job.id = doc["job_id"].get<std::string>();
+  if (!looks_like_job_id(job.id)) return std::nullopt;
+  auto text = [&doc](const char* key, const json& from) -> std::string {
+    return from.is_object() && from.contains(key) && from[key].is_string() ? from[key].get<std::string>() : "";
+  };
+  auto number = [&doc](const char* key) -> int64_t {
+    return doc.contains(key) && doc[key].is_number_integer() ? doc[key].get<int64_t>() : 0;
+  };
+  const json spec = doc.contains("spec") ? doc["spec"] : json::object();
+  job.spec.entrypoint = text("entrypoint", spec);
+  if (job.spec.entrypoint.empty()) job.spec.entrypoint = "(could not be read)";
+  job.spec.name = text("job_name", spec);
+  job.owner = text("owner", doc);
+  job.submitted_from = text("submitted_from", doc);
+  job.submitted_ms = number("submitted_ms");
+  job.started_ms = number("started_ms");
+  job.queue_seq = doc.contains("queue_seq") && doc["queue_seq"].is_number_unsigned() ? doc["queue_seq"].get<uint64_t>() : 0;
+  job.state = JobState::kFailed;
+  job.finished_ms = now_ms;
+  job.message = "this head could not load the job as stored (" + why + "); it was marked FAILED at restart";
+  return job;
 }
 
 json event_to_json(const JobEvent& event) {

@@ -4,6 +4,9 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <optional>
+#include <string>
+
 #include "common/result.h"
 #include "head/job.h"
 
@@ -12,6 +15,12 @@ namespace ag::head {
 nlohmann::json job_to_json(const Job& job);
 // Errors: kInternal when a stored document is not a job record.
 Result<Job> job_from_json(const nlohmann::json& doc);
+
+// A stored job job_from_json refused (this version checks a field more strictly, or the
+// record is damaged), kept rather than dropped: FAILED at `now_ms`, saying why, with
+// what can still be read of it (id, entrypoint, owner, times). nullopt when not even
+// its id can be read.
+std::optional<Job> salvage_job(const nlohmann::json& doc, const std::string& why, int64_t now_ms);
 
 nlohmann::json event_to_json(const JobEvent& event);
 Result<JobEvent> event_from_json(const nlohmann::json& doc);

@@ -40,8 +40,15 @@ Status JobManager::recover() {
     auto doc = json::parse(value, nullptr, false);
     auto job = job_from_json(doc);
     if (!job.ok()) {
-      spdlog::error("skipping stored job {}: {}", key, job.error().message);
-      continue;
+      // An accepted job is never dropped: kept as FAILED, saying why, when it can be.
+      auto salvaged = salvage_job(doc, job.error().message, deps_.clock.now_ms());
+      if (!salvaged) {
+        spdlog::error("skipping stored job {}: {}", key, job.error().message);
+        continue;
+      }
+      spdlog::error("stored job {} could not be loaded ({}): kept as FAILED", key, job.error().message);
+      salvaged_.push_back(salvaged->id);
+      job = std::move(*salvaged);
     }
     next_seq_ = std::max(next_seq_, job->queue_seq + 1);
     if (!job->spec.submission_id.empty()) submission_ids_[job->owner + "\n" + job->spec.submission_id] = job->id;
@@ -76,6 +83,15 @@ Status JobManager::recover() {
       arm_timeout(job);
     }
   }
+  // Salvaged jobs are stored again in the form this version reads, with an event
+  // saying what happened.
+  for (const auto& id : salvaged_) {
+    Job& job = jobs_[id];
+    std::vector<JobEvent> added;
+    add_event(job, job.message, added);
+    persist(job, added);
+  }
+  salvaged_.clear();
   spdlog::info("recovered {} jobs ({} pending, {} running) from the store", jobs_.size(),
                pending_.size(), active_.size());
   request_schedule();

@@ -147,6 +147,7 @@ class JobManager {
   // Pending jobs no node can hold (their reason says so), left out of scheduling
   // passes until the cluster changes.
   std::set<std::string> set_aside_;
+  std::vector<std::string> salvaged_;  // recover(): stored jobs kept as FAILED
   std::set<std::string> active_;             // jobs with a live attempt
   std::map<std::string, std::string> submission_ids_;
   std::set<int> ports_in_use_;

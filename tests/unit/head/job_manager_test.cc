@@ -478,6 +478,32 @@ TEST_F(JobManagerTest, APendingReasonIsNotLoggedAgainAfterARestart) {
   EXPECT_EQ(jobs_->events(id).size(), events);
 }
 
+TEST_F(JobManagerTest, AStoredJobThisVersionRejectsIsKeptAsFailedNotDropped) {
+  std::string id = submit(spec());
+  // As if an older head had accepted a field this version refuses.
+  auto stored = store_.get(store::kJobsTable, id);
+  ASSERT_TRUE(stored.ok() && stored.value());
+  auto doc = nlohmann::json::parse(*stored.value());
+  doc["spec"]["num_workers"] = 999999;
+  std::optional<Status> written;
+  store_.write({{store::kJobsTable, id, doc.dump()}}, [&](Status s) { written = s; });
+  ASSERT_TRUE(written && written->ok());
+  jobs_.reset();
+  make_manager();
+  ASSERT_TRUE(jobs_->recover().ok());
+  clock_.run_ready();
+  EXPECT_EQ(job(id).state, JobState::kFailed);
+  EXPECT_THAT(job(id).message, HasSubstr("could not load the job as stored"));
+  EXPECT_THAT(job(id).message, HasSubstr("num_workers"));
+  EXPECT_EQ(job(id).spec.entrypoint, "python train.py");
+  // Stored again in a form this version reads: the next restart loads it as it is.
+  jobs_.reset();
+  make_manager();
+  ASSERT_TRUE(jobs_->recover().ok());
+  EXPECT_EQ(job(id).state, JobState::kFailed);
+  EXPECT_THAT(jobs_->events(id).back().message, HasSubstr("marked FAILED at restart"));
+}
+
 TEST_F(JobManagerTest, WatchersAreWokenOnChange) {
   add_node("node_a");
   std::string id = submit(spec());
