@@ -27,8 +27,11 @@ std::optional<Error> check_known_keys(const json& obj, const std::string& where,
         if (!list.empty()) list += ", ";
         list += k;
       }
-      return invalid_argument("unknown field '" + where + it.key() + "'; known fields are: " +
-                              list);
+      std::string message = "unknown field '" + where;
+      message += it.key();
+      message += "'; known fields are: ";
+      message += list;
+      return invalid_argument(message);
     }
   }
   return std::nullopt;

@@ -125,7 +125,7 @@ std::optional<Job> salvage_job(const json& doc, const std::string& why, int64_t 
   Job job;
   job.id = doc["job_id"].get<std::string>();
   if (!looks_like_job_id(job.id)) return std::nullopt;
-  auto text = [&doc](const char* key, const json& from) -> std::string {
+  auto text = [](const char* key, const json& from) -> std::string {
     return from.is_object() && from.contains(key) && from[key].is_string() ? from[key].get<std::string>() : "";
   };
   auto number = [&doc](const char* key) -> int64_t {
