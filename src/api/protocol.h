@@ -1,5 +1,5 @@
 // The head <-> worker protocol: one WebSocket per worker, opened by the worker at
-// GET /api/workers/connect with the cluster token. Control messages are JSON text
+// GET /api/workers/connect with a join token or its node credential. Control messages are JSON text
 // frames, each an object with a "type"; task output travels in binary log frames.
 // This header is the whole protocol: one struct per message, encode() to the wire,
 // decode_*() back with an error that names the field. The head (head/worker_gateway.cc,

@@ -18,7 +18,7 @@
 
 namespace {
 
-// The worker daemon keeps the cluster token in memory only. Its command line (`ps`)
+// The worker daemon keeps its join token in memory only. Its command line (`ps`)
 // and its environment (/proc/PID/environ) are readable by other processes on the
 // machine, its own tasks first, so the token is overwritten in both once it has been
 // read, and AG_TOKEN is not passed on to the processes it starts.

@@ -29,7 +29,7 @@ struct HeadConfig {
 };
 
 // Runs the head until it is told to stop. `on_ready` is called exactly once: with ok
-// and the cluster token once both ports accept connections, or with the error that
+// and the first admin's token once both ports accept connections, or with the error that
 // kept it from starting (port busy, data dir unusable). Returns the exit code.
 int run_head(const HeadConfig& config, const std::function<void(const Status&, const std::string& token)>& on_ready);
 
