@@ -363,9 +363,18 @@ void ApiRoutes::handle_job(const net::HttpRequest& req, const Principal& who, co
   if (action == "stop") {
     if (req.method != "POST") return respond(error_response(405, "use POST to stop a job"));
     if (!may_act_on(who, *job)) return respond(not_your_job(*job, "stop it"));
-    Status s = deps_.jobs.stop(job_id, who.name);
-    if (!s) return respond(error_response(s.error()));
-    return respond(json_response(200, {{"job_id", job_id}, {"state", to_string(deps_.jobs.find(job_id)->state)}}));
+    return deps_.jobs.stop_durably(job_id, who.name, [this, respond, job_id](const Status& s) {
+      if (!s) {
+        if (s.error().code == ErrorCode::kResourceExhausted) {
+          return respond(error_response(507, "the stop could not be stored (" + s.error().message +
+                                                 "), so it was not carried out; free space on the head and stop "
+                                                 "the job again"));
+        }
+        return respond(error_response(s.error()));
+      }
+      const Job* now = deps_.jobs.find(job_id);
+      respond(json_response(200, {{"job_id", job_id}, {"state", now ? to_string(now->state) : "STOPPED"}}));
+    });
   }
   if (action == "logs") {
     if (!may_act_on(who, *job)) return respond(not_your_job(*job, "read its logs"));

@@ -229,6 +229,32 @@ Status JobManager::stop(const std::string& job_id, const std::string& by) {
   return {};
 }
 
+void JobManager::stop_durably(const std::string& job_id, const std::string& by, std::function<void(Status)> done) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return done(not_found("no job with id '" + job_id + "'; list jobs with `ag list-jobs`"));
+  if (it->second.terminal()) {
+    return done(Error{ErrorCode::kConflict,
+                      "job " + job_id + " already finished (" + to_string(it->second.state) + ")"});
+  }
+  // The stopped job is written first, from a draft; only once it is durable does the
+  // stop take effect (and is written again as it then stands).
+  Job draft = it->second;
+  on_stop_requested(draft, deps_.clock.now_ms(), by);
+  std::vector<store::Mutation> batch{{store::kJobsTable, job_id, job_to_json(draft).dump()}};
+  auto alive = alive_;
+  deps_.store.write(std::move(batch), [this, alive, job_id, by, done = std::move(done)](const Status& status) {
+    deps_.timers.post([this, alive, job_id, by, done, status] {
+      if (!*alive) return;
+      if (!status) return done(status.error());
+      auto job = jobs_.find(job_id);
+      if (job != jobs_.end() && !job->second.terminal()) {
+        apply(job->second, on_stop_requested(job->second, deps_.clock.now_ms(), by));
+      }
+      done({});
+    });
+  });
+}
+
 uint64_t JobManager::watch(const std::string& job_id, std::function<void()> changed) {
   const Job* job = find(job_id);
   if (!job || job->terminal()) {

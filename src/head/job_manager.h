@@ -85,6 +85,12 @@ class JobManager {
   // in the job's events.
   Status stop(const std::string& job_id, const std::string& by = "");
 
+  // stop() as the API asks it: the stop is durable before anything happens, so that a
+  // stop acknowledged to a user survives a head restart. `done` gets ok once it is
+  // stored and carried out, or the error (kNotFound, kConflict, the store's, e.g.
+  // kResourceExhausted on a full disk), in which case nothing changed.
+  void stop_durably(const std::string& job_id, const std::string& by, std::function<void(Status)> done);
+
   // Calls `changed` once, at the job's next change of state, attempt or task (at once
   // when the job is finished or unknown). Returns an id for cancel_watch.
   uint64_t watch(const std::string& job_id, std::function<void()> changed);

@@ -354,3 +354,33 @@ def test_a_worker_cut_off_from_the_head_stops_its_tasks_before_the_retry_runs(cl
     wait_until(lambda: len(c.job(job_id)["attempts"]) == 2 and c.job(job_id)["state"] == "RUNNING", 30,
                message="the retry runs")
     c.ag("stop-job", job_id)
+
+
+def test_a_stop_on_a_full_disk_is_refused_and_changes_nothing(small_disk, cluster_factory):
+    cluster = cluster_factory("fullstop", start_head=False)
+    disk = small_disk(cluster.head_data_dir)
+    cluster.start()
+    job_id = submit_no_wait(cluster, "--", "sleep 300")
+    cluster.wait_state(job_id, "RUNNING")
+    wait_until(lambda: cluster.job(job_id)["attempts"][0]["tasks"][0]["pid"] > 0, 10, message="the task started")
+    filler = disk / "filler"
+    with contextlib.suppress(OSError), open(filler, "wb") as f:
+        while True:
+            f.write(b"\0" * 65536)
+            f.flush()
+    status, _, body = cluster.api_full("POST", f"/api/jobs/{job_id}/stop")
+    assert status == 507, (status, body)
+    assert "the stop could not be stored" in body["error"] and "stop the job again" in body["error"]
+    job = cluster.job(job_id)
+    assert job["state"] == "RUNNING" and not job["stop_requested"]
+    assert pid_alive(job["attempts"][0]["tasks"][0]["pid"]), "the task still runs: nothing was carried out"
+    filler.unlink()
+    # With space again the stop is stored, carried out, and survives a head restart.
+    status, _, body = cluster.api_full("POST", f"/api/jobs/{job_id}/stop")
+    assert status == 200, body
+    assert cluster.wait_state(job_id, "STOPPED", timeout=30)["state"] == "STOPPED"
+    head = cluster.head_pid()
+    os.kill(head, signal.SIGKILL)
+    wait_until(lambda: not pid_alive(head), 10, message="the head is gone")
+    cluster.start_head()
+    assert cluster.job(job_id)["state"] == "STOPPED"

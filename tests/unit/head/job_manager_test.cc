@@ -504,6 +504,32 @@ TEST_F(JobManagerTest, AStoredJobThisVersionRejectsIsKeptAsFailedNotDropped) {
   EXPECT_THAT(jobs_->events(id).back().message, HasSubstr("marked FAILED at restart"));
 }
 
+TEST_F(JobManagerTest, ADurableStopIsStoredBeforeItTakesEffectOrRefusedWithNothingChanged) {
+  add_node("node_a");
+  std::string id = submit(spec());
+  start_all(channel_.take<api::Launch>());
+  store_.fail_next_writes(1);
+  std::optional<Status> refused;
+  jobs_->stop_durably(id, "alice", [&](Status s) { refused = std::move(s); });
+  clock_.run_ready();
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->error().code, ErrorCode::kResourceExhausted);
+  EXPECT_EQ(job(id).state, JobState::kRunning);
+  EXPECT_FALSE(job(id).stop_requested);
+  EXPECT_TRUE(channel_.take<api::Kill>().empty());
+
+  std::optional<Status> stopped;
+  jobs_->stop_durably(id, "alice", [&](Status s) { stopped = std::move(s); });
+  clock_.run_ready();
+  ASSERT_TRUE(stopped.has_value() && stopped->ok());
+  EXPECT_TRUE(job(id).stop_requested);
+  EXPECT_FALSE(channel_.take<api::Kill>().empty());
+  // What a restart reads already says so.
+  auto stored = store_.get(store::kJobsTable, id);
+  ASSERT_TRUE(stored.ok() && stored.value());
+  EXPECT_TRUE(nlohmann::json::parse(*stored.value())["stop_requested"].get<bool>());
+}
+
 TEST_F(JobManagerTest, WatchersAreWokenOnChange) {
   add_node("node_a");
   std::string id = submit(spec());
