@@ -5,8 +5,7 @@ head goes on answering."""
 import socket
 import time
 
-from conftest import Cluster, free_ports
-from test_tls import OTHER, needs_other
+from test_tls import OTHER, head_on_other_address, needs_other
 
 
 def rss_kib(pid):
@@ -57,13 +56,8 @@ def test_unauthenticated_bodies_are_not_held_in_memory(head_only):
 
 @needs_other
 def test_one_peer_holds_a_bounded_number_of_connections_and_the_head_goes_on(tmp_path):
-    c = Cluster(tmp_path / "c")
-    port, dash = free_ports(2, host=OTHER)
-    c.port, c.dashboard_port = port, dash
-    args = c.head_args()
-    args[args.index("--node-ip-address") + 1] = OTHER
-    c.ag(*args)
-    c.head_started = True
+    c = head_on_other_address(tmp_path)
+    port = c.port
     socks = []
     try:
         # Idle connections from one peer (this machine's non-loopback address).

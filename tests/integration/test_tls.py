@@ -31,6 +31,18 @@ OTHER = other_address()
 needs_other = pytest.mark.skipif(OTHER is None, reason="this machine has no non-loopback IPv4 address")
 
 
+def head_on_other_address(tmp_path):
+    """A head listening on OTHER only (so every client reaches it as another machine
+    would); the caller tears it down."""
+    c = Cluster(tmp_path / "c")
+    c.port, c.dashboard_port = free_ports(2, host=OTHER)
+    args = c.head_args()
+    args[args.index("--node-ip-address") + 1] = OTHER
+    c.ag(*args)
+    c.head_started = True
+    return c
+
+
 def tls_get(host, port, path, ca_pem=None, server_hostname=None, token=None):
     ctx = ssl.create_default_context(cadata=ca_pem) if ca_pem else ssl._create_unverified_context()
     conn = http.client.HTTPSConnection(host, port, context=ctx, timeout=10)
@@ -84,13 +96,8 @@ def test_a_certificate_from_another_ca_is_not_trusted(head_only, tmp_path):
 
 @needs_other
 def test_a_head_on_another_address_refuses_plain_http_and_workers_pin_its_ca(tmp_path):
-    c = Cluster(tmp_path / "c")
-    port, dash = free_ports(2, host=OTHER)
-    c.port, c.dashboard_port = port, dash
-    args = c.head_args()
-    args[args.index("--node-ip-address") + 1] = OTHER
-    c.ag(*args)
-    c.head_started = True
+    c = head_on_other_address(tmp_path)
+    port = c.port
     address = f"{OTHER}:{port}"
     try:
         # Plain HTTP from "another machine" (a non-loopback source) is refused, saying why.

@@ -415,7 +415,7 @@ TEST_F(AgentTest, AWrongTokenStopsTheWorker) {
   EXPECT_TRUE(dialer_.waiting.empty());  // it does not retry
 }
 
-TEST_F(AgentTest, ARefusedTokenSaysWhatToDo) {
+TEST_F(AgentTest, ARefusedTokenComesWithTheDialersAdvice) {
   start();
   dialer_.refuse(Error{ErrorCode::kUnauthenticated, "the head refused the worker's token (HTTP 401)"});
   ASSERT_TRUE(first_.has_value());
