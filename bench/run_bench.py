@@ -43,8 +43,9 @@ class Cluster:
     """`insecure`: the head runs without TLS. `tls_client`: api() speaks TLS to it
     (verifying the cluster CA) instead of plain HTTP on loopback."""
 
-    def __init__(self, num_cpus=2, insecure=False, tls_client=False):
+    def __init__(self, num_cpus=2, insecure=False, tls_client=False, head_args=()):
         self.session = tempfile.mkdtemp(prefix="ag-bench-")
+        self.head_args = [str(a) for a in head_args]  # more `ag start-head` options
         self.env = dict(os.environ, AG_SESSION_DIR=self.session)
         self.port, self.dash = free_port(), free_port()
         self.num_cpus = num_cpus
@@ -58,7 +59,7 @@ class Cluster:
 
     def start_head(self):
         self.ag("start-head", "--port", str(self.port), "--dashboard-port", str(self.dash),
-                *(["--insecure"] if self.insecure else []))
+                *(["--insecure"] if self.insecure else []), *self.head_args)
         with open(os.path.join(self.session, "head", "token")) as f:
             self.token = f.read().strip()
         if self.tls_client:
@@ -91,6 +92,10 @@ class Cluster:
 
     def head_pid(self):
         with open(os.path.join(self.session, "daemons", "head.pid")) as f:
+            return int(f.read())
+
+    def worker_pid(self, ip):
+        with open(os.path.join(self.session, "daemons", f"worker-{ip}.pid")) as f:
             return int(f.read())
 
     def api(self, method, path, body=None):
@@ -126,6 +131,19 @@ class Cluster:
 
 
 TASK_COMMAND = "exec bash -c 'echo $EPOCHREALTIME >/dev/null'"
+
+
+def write_results_section(text, begin, end):
+    """Puts `text` (which starts with `begin` and ends with `end`) into bench/RESULTS.md
+    in place of the section between those markers, or at the end."""
+    path = os.path.join(REPO, "bench", "RESULTS.md")
+    old = open(path).read() if os.path.exists(path) else ""
+    if begin in old and end in old:
+        new = old[:old.index(begin)] + text.rstrip("\n") + old[old.index(end) + len(end):]
+    else:
+        new = old.rstrip("\n") + "\n\n" + text
+    with open(path, "w") as f:
+        f.write(new)
 
 
 def spawn_floor(n=500, command=None):

@@ -11,38 +11,27 @@ import argparse
 import os
 import signal
 import statistics
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_bench import AG, REPO, Cluster  # noqa: E402
+from run_bench import Cluster, write_results_section  # noqa: E402
 
 BEGIN, END = "<!-- faults:begin -->", "<!-- faults:end -->"
 
 
 class FaultCluster(Cluster):
     def __init__(self, node_timeout_s=None, num_cpus=2):
-        super().__init__(num_cpus=num_cpus)
+        head_args = ["--kill-grace", "2"]
+        if node_timeout_s is not None:
+            head_args += ["--node-timeout", node_timeout_s]
+        super().__init__(num_cpus=num_cpus, head_args=head_args)
         self.node_timeout_s = node_timeout_s
-
-    def start_head(self):
-        args = ["start-head", "--port", str(self.port), "--dashboard-port", str(self.dash), "--kill-grace", "2"]
-        if self.node_timeout_s is not None:
-            args += ["--node-timeout", str(self.node_timeout_s)]
-        self.ag(*args)
-        with open(os.path.join(self.session, "head", "token")) as f:
-            self.token = f.read().strip()
-        self.conn = None
 
     def start_workers(self, ips):
         for ip in ips:
             self.ag("start-worker", "--head-node", f"127.0.0.1:{self.port}", "--node-ip-address", ip,
                     "--num-cpus", str(self.num_cpus), "--kill-grace", "2")
-
-    def worker_pid(self, ip):
-        with open(os.path.join(self.session, "daemons", f"worker-{ip}.pid")) as f:
-            return int(f.read())
 
     def node_states(self):
         return {n["address"]: n["state"] for n in self.api("GET", "/api/nodes")["nodes"]}
@@ -152,15 +141,7 @@ def main():
     text = section(deaths, restarts, command.strip())
     print(text)
     if args.write:
-        path = os.path.join(REPO, "bench", "RESULTS.md")
-        old = open(path).read() if os.path.exists(path) else ""
-        if BEGIN in old and END in old:
-            new = old[:old.index(BEGIN)] + text + old[old.index(END) + len(END):]
-        else:
-            new = old.rstrip("\n") + "\n\n" + text + "\n"
-        with open(path, "w") as f:
-            f.write(new)
-
+        write_results_section(text, BEGIN, END)
 
 if __name__ == "__main__":
     main()

@@ -16,14 +16,13 @@ report gives medians and the TLS/plain ratio. Measured:
 """
 import argparse
 import os
-import re
 import statistics
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_bench import AG, REPO, Cluster, bench_start_latency, bench_throughput  # noqa: E402
+from run_bench import AG, Cluster, bench_start_latency, bench_throughput, write_results_section  # noqa: E402
 
 
 def cli_roundtrip(cluster, runs):
@@ -88,15 +87,7 @@ def main():
     text = "\n".join(lines) + "\n"
     print(text)
     if args.write:
-        path = os.path.join(REPO, "bench", "RESULTS.md")
-        old = open(path).read()
-        if "<!-- tls:begin -->" in old:
-            new = re.sub(r"<!-- tls:begin -->.*?<!-- tls:end -->\n?", lambda _: text, old, flags=re.S)
-        else:
-            new = old.rstrip("\n") + "\n\n" + text
-        with open(path, "w") as f:
-            f.write(new)
-
+        write_results_section(text, "<!-- tls:begin -->", "<!-- tls:end -->")
 
 if __name__ == "__main__":
     main()

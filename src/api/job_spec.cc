@@ -245,7 +245,7 @@ Result<JobSpec> parse_job_spec(const json& body) {
     if (!opts.is_object()) return field_error("task_options", std::string("must be an object, got ") + type_name(opts));
     if (auto err = check_known_keys(opts, "task_options.", {"num_cpus", "num_gpus", "memory"})) return *err;
     if (opts.contains("num_cpus")) {
-      if (auto err = read_number(opts["num_cpus"], "task_options.num_cpus", 0, kMaxCpusPerTask, &spec.num_cpus)) return *err;
+      if (auto err = read_number(opts["num_cpus"], "task_options.num_cpus", kMinCpusPerTask, kMaxCpusPerTask, &spec.num_cpus)) return *err;
     }
     if (opts.contains("num_gpus")) {
       if (auto err = read_int(opts["num_gpus"], "task_options.num_gpus", 0, kMaxGpusPerTask, &spec.num_gpus)) return *err;

@@ -19,6 +19,9 @@ namespace ag::api {
 // Limits on a job spec; requests over them are refused with a 400 that names the limit.
 inline constexpr int kMaxNumWorkers = 4096;
 inline constexpr double kMaxCpusPerTask = 1024;
+// Every task holds some CPU, so that the cluster's CPUs bound how many tasks a node runs
+// (0 would let any number pack onto one node). A thousandth lets light tasks share.
+inline constexpr double kMinCpusPerTask = 0.001;
 inline constexpr int64_t kMaxGpusPerTask = 64;
 inline constexpr int kMaxRetries = 100;
 inline constexpr size_t kMaxEntrypointBytes = 64 * 1024;

@@ -182,6 +182,7 @@ json exit_json(const TaskExited& m) {
   j["signal"] = m.exit.signal ? json(*m.exit.signal) : json(nullptr);
   if (!m.exit.start_error.empty()) j["start_error"] = m.exit.start_error;
   if (!m.exit.lost.empty()) j["lost"] = m.exit.lost;
+  if (m.log_bytes >= 0) j["log_bytes"] = m.log_bytes;
   return j;
 }
 
@@ -190,6 +191,7 @@ std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 void read_exited(Fields& f, TaskExited* m) {
   f.task_key(&m->task);
   f.task_exit(&m->exit);
+  f.integer("log_bytes", &m->log_bytes, 0, kMaxInt64, false);
 }
 
 // Parses the frame's JSON object and its "type".

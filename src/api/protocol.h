@@ -107,6 +107,10 @@ struct TaskStarted {
 struct TaskExited {
   TaskKey task;
   TaskExit exit;
+  // Bytes of output the task wrote in all, when the worker knows them (-1 when not):
+  // the head acknowledges the exit only once its copy of the log is that long, so the
+  // worker keeps the bytes until then.
+  int64_t log_bytes = -1;
   bool operator==(const TaskExited&) const = default;
 };
 

@@ -412,9 +412,10 @@ void ApiRoutes::handle_logs(const net::HttpRequest& req, const std::string& job_
     timer->cancel();
     deps_.logs.cancel_wait(waiters->first);
     deps_.jobs.cancel_watch(waiters->second);
-    auto data = deps_.logs.read(key, offset, max_bytes);
-    if (!data.ok()) return respond(error_response(data.error()));
-    int64_t next = offset + static_cast<int64_t>(data->size());
+    // Sent from the log's file: a client that reads slowly holds no copy in memory.
+    const int64_t size = deps_.logs.size(key);
+    const int64_t length = std::clamp<int64_t>(size - offset, 0, max_bytes);
+    const int64_t next = offset + length;
     // The log is complete once its task has ended and every byte has been read.
     const Job* j = deps_.jobs.find(job_id);
     bool task_over = true;
@@ -424,11 +425,16 @@ void ApiRoutes::handle_logs(const net::HttpRequest& req, const std::string& job_
     } else if (j && !j->terminal()) {
       task_over = false;  // not placed yet
     }
-    bool complete = task_over && next >= deps_.logs.size(key);
-    HttpResponse res{200, "text/plain; charset=utf-8", std::move(data.value())};
+    bool complete = task_over && next >= size;
+    HttpResponse res{200, "text/plain; charset=utf-8", ""};
+    if (length > 0) {
+      res.body_file = deps_.logs.path(key);
+      res.body_file_offset = offset;
+      res.body_file_length = length;
+    }
     res.headers.emplace_back("X-AG-Offset", std::to_string(offset));
     res.headers.emplace_back("X-AG-Next-Offset", std::to_string(next));
-    res.headers.emplace_back("X-AG-Log-Size", std::to_string(deps_.logs.size(key)));
+    res.headers.emplace_back("X-AG-Log-Size", std::to_string(size));
     res.headers.emplace_back("X-Content-Type-Options", "nosniff");
     res.headers.emplace_back("X-AG-Attempt", std::to_string(key.attempt));
     res.headers.emplace_back("X-AG-Log-Complete", complete ? "1" : "0");

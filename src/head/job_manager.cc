@@ -25,13 +25,23 @@ const std::vector<JobEvent> kNoEvents;
 
 // How many queued jobs (oldest first) one scheduling pass considers.
 constexpr size_t kMaxJobsPerPass = 64;
+// Changed jobs are written at most this often (a gang's burst of task reports costs a
+// few writes), or less often when encoding them takes long: the io thread spends at
+// most a tenth of its time on it. And again this long after a failed write.
+constexpr int64_t kPersistIntervalMs = 20;
+constexpr int64_t kPersistCostShare = 10;
+constexpr int64_t kPersistRetryMs = 1000;
 
 }  // namespace
 
 JobManager::JobManager(Deps deps, JobManagerConfig config)
     : deps_(deps), config_(config), next_port_(config.master_port_first) {}
 
-JobManager::~JobManager() { *alive_ = false; }
+JobManager::~JobManager() {
+  durable_waiters_.clear();  // nobody is left to tell
+  flush_unsaved();           // the store outlives the manager and writes what it was given
+  *alive_ = false;
+}
 
 Status JobManager::recover() {
   auto jobs = deps_.store.scan(store::kJobsTable);
@@ -440,16 +450,66 @@ void JobManager::add_event(Job& job, const std::string& message, std::vector<Job
 }
 
 void JobManager::persist(const Job& job, const std::vector<JobEvent>& new_events) {
+  unsaved_.try_emplace(job.id, events_[job.id].size() - new_events.size());
+  schedule_flush(last_flush_steady_ms_ + persist_interval_ms_ - deps_.clock.steady_ms());
+}
+
+void JobManager::after_durable(std::function<void()> fn) {
+  durable_waiters_.push_back(std::move(fn));
+  schedule_flush(last_flush_steady_ms_ + persist_interval_ms_ - deps_.clock.steady_ms());
+}
+
+void JobManager::schedule_flush(int64_t delay_ms) {
+  if (flush_armed_) return;
+  flush_armed_ = true;
+  auto alive = alive_;
+  deps_.timers.start(std::max<int64_t>(0, delay_ms), [this, alive] {
+    if (!*alive) return;
+    flush_armed_ = false;
+    flush_unsaved();
+  });
+}
+
+void JobManager::flush_unsaved() {
+  last_flush_steady_ms_ = deps_.clock.steady_ms();
   std::vector<store::Mutation> batch;
-  batch.push_back({store::kJobsTable, job.id, job_to_json(job).dump()});
-  size_t total = events_[job.id].size();
-  for (size_t i = 0; i < new_events.size(); ++i) {
-    batch.push_back({store::kEventsTable, event_key(job.id, total - new_events.size() + i),
-                     event_to_json(new_events[i]).dump()});
+  for (const auto& [id, first_event] : unsaved_) {
+    auto job = jobs_.find(id);
+    if (job == jobs_.end()) continue;
+    batch.push_back({store::kJobsTable, id, job_to_json(job->second).dump()});
+    const auto& events = events_[id];
+    for (size_t i = first_event; i < events.size(); ++i) {
+      batch.push_back({store::kEventsTable, event_key(id, i), event_to_json(events[i]).dump()});
+    }
   }
-  std::string id = job.id;
-  deps_.store.write(std::move(batch), [id](const Status& status) {
-    if (!status) spdlog::error("could not persist job {}: {}", id, status.error().message);
+  persist_interval_ms_ =
+      std::max(kPersistIntervalMs, (deps_.clock.steady_ms() - last_flush_steady_ms_) * kPersistCostShare);
+  if (batch.empty() && durable_waiters_.empty()) return;
+  auto written = std::move(unsaved_);
+  unsaved_.clear();
+  auto waiters = std::move(durable_waiters_);
+  durable_waiters_.clear();
+  auto alive = alive_;
+  deps_.store.write(std::move(batch), [this, alive, written = std::move(written),
+                                       waiters = std::move(waiters)](const Status& status) mutable {
+    deps_.timers.post([this, alive, status, written = std::move(written), waiters = std::move(waiters)]() mutable {
+      if (!*alive) return;
+      if (status) {
+        for (auto& fn : waiters) fn();
+        return;
+      }
+      // Kept as changed (with their events) and tried again; whoever waits, waits on.
+      spdlog::error("could not store {} changed job(s): {}; trying again in {} ms", written.size(),
+                    status.error().message, kPersistRetryMs);
+      for (const auto& [id, first_event] : written) {
+        auto [it, inserted] = unsaved_.try_emplace(id, first_event);
+        if (!inserted) it->second = std::min(it->second, first_event);
+      }
+      waiters.insert(waiters.end(), std::make_move_iterator(durable_waiters_.begin()),
+                     std::make_move_iterator(durable_waiters_.end()));
+      durable_waiters_ = std::move(waiters);
+      schedule_flush(kPersistRetryMs);
+    });
   });
 }
 
@@ -457,6 +517,9 @@ void JobManager::apply(Job& job, const Effects& fx) {
   std::vector<JobEvent> added;
   for (const auto& e : fx.events) add_event(job, e, added);
   if (fx.changed || !added.empty()) persist(job, added);
+  // A placement is handed to the store before its launches go out, not batched: a head
+  // restarted right after it must know the attempt whose tasks its workers run.
+  if (!fx.launch.empty()) flush_unsaved();
   for (const auto& ref : fx.launch) send_launch(job, ref);
   for (const auto& ref : fx.kill) send_kill(ref);
   const AttemptRecord* attempt = job.current_attempt();

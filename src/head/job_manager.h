@@ -123,6 +123,11 @@ class JobManager {
   // that could not be written), so that it shows in `ag status JOB -v`.
   void report_problem(const std::string& job_id, const std::string& message);
 
+  // Calls `fn` on the io thread once every change made so far is stored (a failed
+  // write is retried, and `fn` waits for it). The worker gateway acknowledges a task's
+  // exit only then, so a worker never lets go of an end the head could still lose.
+  void after_durable(std::function<void()> fn);
+
   // Counts by state, for the cluster summary.
   std::map<JobState, int> count_by_state() const;
 
@@ -135,7 +140,12 @@ class JobManager {
   // Nodes came or went: jobs set aside as infeasible are looked at again.
   void cluster_changed();
   void apply(Job& job, const Effects& fx);
+  // Marks the job (and its new events) to be written. Changed jobs are written
+  // together at most once per persist_interval_ms_ (flush_unsaved), so a gang whose
+  // thousand tasks report in a burst costs a few writes of the job, not one per task.
   void persist(const Job& job, const std::vector<JobEvent>& new_events);
+  void schedule_flush(int64_t delay_ms);
+  void flush_unsaved();
   void add_event(Job& job, const std::string& message, std::vector<JobEvent>& out);
   void send_launch(const Job& job, const TaskRef& ref);
   void send_kill(const TaskRef& ref);
@@ -160,6 +170,13 @@ class JobManager {
   int next_port_;
   uint64_t next_seq_ = 1;
   bool schedule_posted_ = false;
+  // Jobs changed since the last flush -> index of their first event not yet written.
+  std::map<std::string, size_t> unsaved_;
+  bool flush_armed_ = false;
+  int64_t last_flush_steady_ms_ = -1000000;
+  int64_t persist_interval_ms_ = 20;  // grows with what the last flush cost
+  // after_durable callbacks waiting for the next flush to be stored.
+  std::vector<std::function<void()>> durable_waiters_;
   struct ArmedDeadline {
     Deadline deadline;
     Timers::Id timer = 0;

@@ -4,13 +4,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 
 namespace ag::head {
 
-LogStore::LogStore(std::string root_dir) : root_(std::move(root_dir)) {
+LogStore::LogStore(std::string root_dir, size_t max_open_files)
+    : root_(std::move(root_dir)), max_open_files_(std::max<size_t>(1, max_open_files)) {
   // A folder that cannot be made fails each append with the path and the reason.
   std::error_code ec;
   std::filesystem::create_directories(root_, ec);
@@ -46,26 +48,47 @@ Status LogStore::append(const api::TaskKey& key, int64_t offset, std::string_vie
                                            std::to_string(offset)};
   }
   data.remove_prefix(static_cast<size_t>(log.size - offset));
-  if (log.fd < 0) {
-    std::error_code ec;
-    std::filesystem::create_directories(root_ + "/" + key.job_id, ec);
-    log.fd = ::open(path_for(key).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-    if (log.fd < 0) return internal_error("cannot open log file " + path_for(key) + ": " + std::strerror(errno));
-  }
+  auto fd = writable(key, log);
+  if (!fd.ok()) return fd.error();
   size_t written = 0;
+  Status status;
   while (written < data.size()) {
-    ssize_t n = ::write(log.fd, data.data() + written, data.size() - written);
+    ssize_t n = ::write(fd.value(), data.data() + written, data.size() - written);
     if (n < 0) {
       if (errno == EINTR) continue;
-      ErrorCode code = errno == ENOSPC ? ErrorCode::kResourceExhausted : ErrorCode::kInternal;
-      return Error{code, "cannot write log file " + path_for(key) + ": " + std::strerror(errno)};
+      ErrorCode code = errno == ENOSPC || errno == EDQUOT ? ErrorCode::kResourceExhausted : ErrorCode::kInternal;
+      status = Error{code, "cannot write log file " + path_for(key) + ": " + std::strerror(errno)};
+      // Closed, so that the next try opens the file afresh and appends at its end.
+      close_file(log);
+      break;
     }
     written += static_cast<size_t>(n);
   }
-  log.size += static_cast<int64_t>(data.size());
-  bytes_ingested_ += static_cast<int64_t>(data.size());
-  wake(key);
-  return {};
+  log.size += static_cast<int64_t>(written);
+  bytes_ingested_ += static_cast<int64_t>(written);
+  if (written > 0) wake(key);
+  return status;
+}
+
+Result<int> LogStore::writable(const api::TaskKey& key, OpenLog& log) {
+  if (log.fd >= 0) {
+    open_order_.splice(open_order_.end(), open_order_, log.lru);
+    return log.fd;
+  }
+  while (open_order_.size() >= max_open_files_) close_file(logs_.at(open_order_.front()));
+  std::error_code ec;
+  std::filesystem::create_directories(root_ + "/" + key.job_id, ec);
+  log.fd = ::open(path_for(key).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  if (log.fd < 0) return internal_error("cannot open log file " + path_for(key) + ": " + std::strerror(errno));
+  log.lru = open_order_.insert(open_order_.end(), key);
+  return log.fd;
+}
+
+void LogStore::close_file(OpenLog& log) {
+  if (log.fd < 0) return;
+  ::close(log.fd);
+  log.fd = -1;
+  open_order_.erase(log.lru);
 }
 
 void LogStore::close(const api::TaskKey& key) {
@@ -73,8 +96,7 @@ void LogStore::close(const api::TaskKey& key) {
   log.closed = true;
   if (log.fd >= 0) {
     ::fsync(log.fd);
-    ::close(log.fd);
-    log.fd = -1;
+    close_file(log);
   }
   wake(key);
 }

@@ -1,11 +1,14 @@
 // LogStore: every byte each task wrote, one file per (job, attempt, task) under
 // <data_dir>/logs/<job_id>/, readable by offset while the job runs and after, and a
 // list of readers waiting for bytes past an offset (long polls) that are woken the
-// moment bytes arrive or the log is closed. Io thread only.
+// moment bytes arrive or the log is closed. At most `max_open_files` logs are kept
+// open for writing (the least recently written is closed first), so a gang of
+// thousands of tasks costs no descriptor per task. Io thread only.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <map>
 #include <string>
 #include <tuple>
@@ -18,7 +21,7 @@ namespace ag::head {
 
 class LogStore {
  public:
-  explicit LogStore(std::string root_dir);
+  explicit LogStore(std::string root_dir, size_t max_open_files = 128);
   ~LogStore();
 
   // Appends bytes at `offset`. Bytes before the current end (a resend) are skipped.
@@ -33,6 +36,10 @@ class LogStore {
   int64_t size(const api::TaskKey& key);
   bool closed(const api::TaskKey& key) const;
 
+  // The file that holds the log (its first size() bytes are the log), for serving
+  // from disk.
+  std::string path(const api::TaskKey& key) const { return path_for(key); }
+
   // Up to `max_bytes` from `offset`. Errors: kInternal when the file cannot be read.
   Result<std::string> read(const api::TaskKey& key, int64_t offset, int64_t max_bytes);
 
@@ -43,12 +50,15 @@ class LogStore {
 
   // Bytes ingested since start (for metrics and benchmarks).
   int64_t bytes_ingested() const { return bytes_ingested_; }
+  // Log files open for writing now (at most max_open_files).
+  size_t open_files() const { return open_order_.size(); }
 
  private:
   struct OpenLog {
     int fd = -1;
     int64_t size = 0;
     bool closed = false;
+    std::list<api::TaskKey>::iterator lru;  // its place in open_order_ while fd >= 0
   };
   struct Waiter {
     api::TaskKey key;
@@ -57,10 +67,16 @@ class LogStore {
   };
   std::string path_for(const api::TaskKey& key) const;
   OpenLog& open(const api::TaskKey& key);
+  // The log's file, open for appending (opened, closing the least recently used one
+  // when max_open_files are open). Errors: kInternal with the path and the reason.
+  Result<int> writable(const api::TaskKey& key, OpenLog& log);
+  void close_file(OpenLog& log);
   void wake(const api::TaskKey& key);
 
   std::string root_;
+  size_t max_open_files_;
   std::map<api::TaskKey, OpenLog> logs_;
+  std::list<api::TaskKey> open_order_;  // logs with an open file, least recently written first
   std::map<uint64_t, Waiter> waiters_;
   uint64_t next_waiter_ = 1;
   int64_t bytes_ingested_ = 0;

@@ -11,6 +11,8 @@
 namespace ag::head {
 namespace {
 
+constexpr int64_t kLogRetryMs = 1000;
+
 net::HttpResponse json_error(int status, const std::string& message) {
   return {status, "application/json", nlohmann::json{{"error", message}}.dump()};
 }
@@ -127,9 +129,16 @@ void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel
                  [&](const api::TaskExited& m) {
                    Status s = deps_.jobs.on_task_exited(*node_id, m.task, m.exit);
                    if (!s && s.error().code == ErrorCode::kPermissionDenied) return refuse(channel, *node_id, s.error());
-                   // Acknowledged also when the head no longer knows the task, so that
-                   // the worker can let go of it.
-                   send(channel, api::ExitAck{m.task});
+                   // Not yet acknowledged while the head lacks bytes of its log: the
+                   // worker keeps them, is asked for them again, and sends the exit
+                   // again after them.
+                   if (m.log_bytes > deps_.logs.size(m.task)) return retry_log(*node_id, m.task);
+                   // Acknowledged once the end is stored (the worker lets go of the task
+                   // then), and also when the head no longer knows the task.
+                   std::weak_ptr<net::WsConnection> weak = channel;
+                   deps_.jobs.after_durable([weak, task = m.task] {
+                     if (auto ch = weak.lock()) send(ch, api::ExitAck{task});
+                   });
                  },
                  [&](const api::Register&) {
                    send(channel, api::ErrorMessage{"register is only accepted as the first message of a channel"});
@@ -154,17 +163,37 @@ void WorkerGateway::on_log_frame(const std::shared_ptr<net::WsConnection>& chann
     return refuse(channel, node_id, allowed.error());
   }
   Status s = deps_.logs.append(key, header->offset, payload);
-  if (!s && s.error().code == ErrorCode::kConflict) {
-    spdlog::debug("{}", s.error().message);  // bytes still to come from the worker's resend
-  } else if (!s) {
+  if (s) return;
+  if (s.error().code == ErrorCode::kConflict) {
+    spdlog::debug("{}", s.error().message);  // bytes before these are missing: asked for again
+  } else {
     spdlog::error("log of {} task {}: {}", key.job_id, key.task_index, s.error().message);
     // Said once per log in the job's own events, not only in the head's log file.
     if (log_errors_reported_.insert(key).second) {
       deps_.jobs.report_problem(key.job_id, "output of task " + std::to_string(key.task_index) + " (attempt " +
                                                 std::to_string(key.attempt) + ") could not be stored: " +
-                                                s.error().message + "; the worker keeps its own copy");
+                                                s.error().message +
+                                                "; the worker keeps it and the head takes it again once it can");
     }
   }
+  retry_log(node_id, key);
+}
+
+void WorkerGateway::retry_log(const std::string& node_id, const api::TaskKey& key) {
+  log_retries_[key] = node_id;
+  if (log_retry_armed_) return;
+  log_retry_armed_ = true;
+  deps_.timers.start(kLogRetryMs, [this] {
+    log_retry_armed_ = false;
+    auto due = std::move(log_retries_);
+    log_retries_.clear();
+    for (const auto& [key, node_id] : due) {
+      // A node that is away is asked at its next registration anyway.
+      const Node* node = deps_.nodes.find(node_id);
+      if (!node || !node->channel) continue;
+      send(node->channel, api::LogResume{key, deps_.logs.size(key)});
+    }
+  });
 }
 
 void WorkerGateway::on_register(const std::shared_ptr<net::WsConnection>& channel,

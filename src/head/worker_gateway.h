@@ -11,8 +11,14 @@
 //   - a node credential registers its own node id only, at any time (a restarted
 //     worker).
 // After that a node may report only on the tasks placed on it (JobManager::may_report).
+//
+// Logs: bytes the LogStore cannot take (a full disk, a gap) are asked for again
+// (log_resume from the head's end) once a second until they arrive; the worker keeps
+// them until then, because a task's exit is acknowledged only once the head holds as
+// many bytes of its log as the exit says it wrote.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -77,10 +83,14 @@ class WorkerGateway {
   void on_log_frame(const std::shared_ptr<net::WsConnection>& channel, const std::string& node_id,
                     const std::string& frame);
   void schedule_expiry();
+  // Asks the node again, within kLogRetryMs, for the task's bytes from the head's end.
+  void retry_log(const std::string& node_id, const api::TaskKey& key);
 
   Deps deps_;
   WorkerGatewayConfig config_;
   std::set<api::TaskKey> log_errors_reported_;
+  std::map<api::TaskKey, std::string> log_retries_;  // task -> its node
+  bool log_retry_armed_ = false;
 };
 
 }  // namespace ag::head

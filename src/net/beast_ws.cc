@@ -13,6 +13,10 @@ BeastWs<NextLayer>::BeastWs(Stream stream, std::string remote)
   beast::get_lowest_layer(ws_).expires_never();
   ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
   ws_.read_message_max(64 * 1024 * 1024);
+  // One frame per message, masked (the client's side) in 256 KiB pieces: Beast's
+  // defaults (4 KiB frames) cost the head a read per 4 KiB of task output.
+  ws_.auto_fragment(false);
+  ws_.write_buffer_bytes(256 * 1024);
 }
 
 template <class NextLayer>
@@ -64,6 +68,8 @@ void BeastWs<NextLayer>::do_write() {
                     if (self->closed_) return;
                     self->queued_bytes_ -= self->outbox_.front().first.size();
                     self->outbox_.pop_front();
+                    // Whatever the sender adds here joins the outbox behind this write.
+                    if (self->on_drained_ && self->queued_bytes_ <= self->drain_low_water_) self->on_drained_();
                     self->do_write();
                   });
 }
@@ -99,6 +105,7 @@ void BeastWs<NextLayer>::fail(const std::string& reason) {
   beast::get_lowest_layer(ws_).socket().close(ec);
   auto on_close = std::move(on_close_);
   on_message_ = nullptr;
+  on_drained_ = nullptr;
   if (on_close) on_close(reason);
 }
 

@@ -25,6 +25,10 @@ class BeastWs final : public WsConnection, public std::enable_shared_from_this<B
   void close() override;
   std::string remote_address() const override { return remote_; }
   size_t queued_bytes() const override { return queued_bytes_; }
+  void on_drained(size_t low_water_bytes, std::function<void()> fn) override {
+    drain_low_water_ = low_water_bytes;
+    on_drained_ = std::move(fn);
+  }
   // Keeps `thing` (the server's admission of this connection) as long as this lives.
   void hold(std::shared_ptr<void> thing) { held_ = std::move(thing); }
 
@@ -45,6 +49,8 @@ class BeastWs final : public WsConnection, public std::enable_shared_from_this<B
   static constexpr size_t kMaxFlushOnCloseBytes = 1 << 20;
   MessageHandler on_message_;
   CloseHandler on_close_;
+  size_t drain_low_water_ = 0;
+  std::function<void()> on_drained_;
   std::shared_ptr<void> held_;
 };
 

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -92,9 +93,10 @@ http::response<http::string_body> to_beast(const HttpResponse& res, unsigned ver
 template <class Stream>
 class StreamedResponse final : public HttpStream, public std::enable_shared_from_this<StreamedResponse<Stream>> {
  public:
-  // More than this queued unwritten means the reader stalled: drop it (the browser's
-  // EventSource reconnects and reloads what it shows).
-  static constexpr size_t kMaxQueuedBytes = 8 << 20;
+  // More than this queued unwritten behind the message being written means the reader
+  // stalled: drop it (the browser's EventSource reconnects and reloads what it shows).
+  // A stream thus holds at most this plus one message, however slow its reader.
+  static constexpr size_t kMaxQueuedBytes = 1 << 20;
 
   explicit StreamedResponse(Stream stream) : stream_(std::move(stream)) {}
 
@@ -106,11 +108,11 @@ class StreamedResponse final : public HttpStream, public std::enable_shared_from
 
   bool write(std::string data) override {
     if (closed_) return false;
-    queued_bytes_ += data.size();
-    if (queued_bytes_ > kMaxQueuedBytes) {
+    if (!outbox_.empty() && queued_bytes_ - outbox_.front().size() + data.size() > kMaxQueuedBytes) {
       close();
       return false;
     }
+    queued_bytes_ += data.size();
     outbox_.push_back(std::move(data));
     if (!writing_) write_next();
     return true;
@@ -607,11 +609,15 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
       }
       auto file = std::make_shared<FileSend>(stream.get_executor());
       file->fd = fd;
-      file->size = st.st_size;
+      // The asked range, within what the file holds now (a log may still grow).
+      file->offset = static_cast<off_t>(std::clamp<int64_t>(res.body_file_offset, 0, st.st_size));
+      file->size = res.body_file_length < 0
+                       ? st.st_size
+                       : static_cast<off_t>(std::min<int64_t>(st.st_size, file->offset + res.body_file_length));
       file->keep_alive = keep_alive;
       http::response<http::empty_body> header{static_cast<http::status>(res.status), version};
       set_common_fields(header, res, keep_alive);
-      header.content_length(static_cast<uint64_t>(st.st_size));
+      header.content_length(static_cast<uint64_t>(file->size - file->offset));
       std::ostringstream text;
       text << header.base();
       file->header = text.str();

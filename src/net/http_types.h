@@ -62,8 +62,12 @@ struct HttpResponse {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
-  // When set, the body is this file's contents, sent from disk in pieces (packages).
+  // When set, the body is this file's contents, sent from disk in pieces (packages,
+  // logs): a client that reads slowly holds no copy of it in memory. Only the range
+  // from body_file_offset, of body_file_length bytes (-1: to the end), when given.
   std::string body_file;
+  int64_t body_file_offset = 0;
+  int64_t body_file_length = -1;
   std::vector<std::pair<std::string, std::string>> headers;
   // Set for a streamed response: the server sends the status and headers (no body),
   // then hands the open stream to this callback, which keeps it for later writes.

@@ -24,6 +24,9 @@ class WsConnection {
   virtual std::string remote_address() const = 0;
   // Bytes queued for sending and not yet written (back-pressure signal).
   virtual size_t queued_bytes() const = 0;
+  // Calls `fn` each time a frame has been written and at most `low_water_bytes` stay
+  // queued: a sender that stopped at a high-water mark continues from there.
+  virtual void on_drained(size_t low_water_bytes, std::function<void()> fn) = 0;
 };
 
 }  // namespace ag::net

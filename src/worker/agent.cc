@@ -13,7 +13,16 @@
 namespace ag::worker {
 namespace {
 
-constexpr int64_t kResendChunkBytes = 64 * 1024;
+// Task output travels in frames of up to kLogChunkBytes, read from the task's file
+// only while fewer than kLogWindowBytes wait to be written to the head; once the
+// channel is down to kLogLowWaterBytes reading goes on. A node's memory for output is
+// thus bounded whatever its tasks write: the rest waits in their files.
+constexpr int64_t kLogChunkBytes = 256 * 1024;
+constexpr size_t kLogWindowBytes = 4 << 20;
+constexpr size_t kLogLowWaterBytes = 1 << 20;
+// New output is sent this long after the task wrote it, so that a task's many small
+// writes travel as a few frames rather than one each.
+constexpr int64_t kLogBatchMs = 5;
 
 std::string describe(const api::TaskExit& exit) {
   if (exit.signal) return "signal " + std::to_string(*exit.signal);
@@ -26,7 +35,7 @@ std::string describe(const api::TaskExit& exit) {
 Agent::Agent(Deps deps, AgentConfig config, std::function<void(const Status&)> on_first_result)
     : deps_(std::move(deps)), config_(std::move(config)), on_first_result_(std::move(on_first_result)) {
   deps_.launcher.set_events(
-      {[this](const api::TaskKey& id, int64_t offset, std::string_view data) { on_task_output(id, offset, data); },
+      {[this](const api::TaskKey& id) { on_task_output(id); },
        [this](const api::TaskKey& id, const api::TaskExit& exit) { on_task_exit(id, exit); }});
 }
 
@@ -102,6 +111,9 @@ void Agent::on_connected(std::shared_ptr<net::WsConnection> channel) {
       [this, weak](const std::string& reason) {
         if (weak.lock() == channel_) on_closed(reason);
       });
+  channel_->on_drained(kLogLowWaterBytes, [this, weak] {
+    if (weak.lock() == channel_) pump_logs();
+  });
   api::Register reg;
   reg.node_id = config_.node_id;
   reg.address = config_.node_ip;
@@ -117,6 +129,9 @@ void Agent::on_connected(std::shared_ptr<net::WsConnection> channel) {
 
 void Agent::on_closed(const std::string& reason) {
   channel_.reset();
+  // The next head says where each log stands (log_resume) before any more is sent.
+  log_cursors_.clear();
+  log_ready_.clear();
   if (stopping_) return;
   spdlog::warn("lost the channel to the head at {} ({}); reconnecting", deps_.head.describe(), reason);
   registered_ = false;
@@ -134,27 +149,29 @@ void Agent::heartbeat() {
     if (stopping_) return;
     deps_.launcher.check();
     send(api::Heartbeat{deps_.sample_usage(), deps_.busy_ports()});
-    fence_if_cut_off();
     heartbeat();
   });
 }
 
-void Agent::fence_if_cut_off() {
-  unheard_ms_ = heard_ ? 0 : unheard_ms_ + config_.heartbeat_ms;
-  heard_ = false;
-  if (!ever_registered_ || fenced_ || unheard_ms_ <= node_timeout_ms_) return;
-  // The head has declared this node dead by now and may be running its gangs again
-  // elsewhere: two copies of a rank must never run, so this node's stop here.
-  fenced_ = true;
-  if (deps_.launcher.idle()) return;
-  spdlog::warn("nothing from the head for {} ms (its node timeout is {} ms): stopping this node's tasks, which the "
-               "head retries elsewhere",
-               unheard_ms_, node_timeout_ms_);
-  deps_.launcher.kill_all(config_.fence_grace_ms);
+void Agent::renew_lease() {
+  // The head declares this node dead once it has heard nothing for its node timeout,
+  // and may then run its gangs again elsewhere; two copies of a rank must never run,
+  // so this node stops its tasks as soon as it has heard nothing for that long.
+  if (lease_timer_) deps_.timers.cancel(lease_timer_);
+  lease_timer_ = deps_.timers.start(node_timeout_ms_ + 1, [this] {
+    lease_timer_ = 0;
+    if (stopping_ || fenced_) return;
+    fenced_ = true;
+    if (deps_.launcher.idle()) return;
+    spdlog::warn("nothing from the head for {} ms (its node timeout): stopping this node's tasks, which the head "
+                 "retries elsewhere",
+                 node_timeout_ms_);
+    deps_.launcher.kill_all(config_.fence_grace_ms);
+  });
 }
 
 void Agent::on_message(const std::string& text) {
-  heard_ = true;
+  if (ever_registered_) renew_lease();
   auto message = api::decode_head_message(text);
   if (!message.ok()) {
     spdlog::warn("bad message from the head: {}", message.error().message);
@@ -172,6 +189,7 @@ void Agent::on_message(const std::string& text) {
                    ever_registered_ = true;
                    fenced_ = false;
                    node_timeout_ms_ = m.node_timeout_ms;
+                   renew_lease();
                    if (!m.node_credential.empty()) {
                      // The join token is done with: from now on the node is known by its own.
                      if (Status s = deps_.head.adopt_credential(m.node_credential); !s) {
@@ -186,7 +204,7 @@ void Agent::on_message(const std::string& text) {
                  },
                  [&](api::Launch& m) { handle_launch(std::move(m)); },
                  [&](const api::Kill& m) { handle_kill(m); },
-                 [&](const api::LogResume& m) { resend_log(m.task, m.offset); },
+                 [&](const api::LogResume& m) { resume_log(m.task, m.offset); },
                  [&](const api::ExitAck& m) { handle_exit_ack(m.task); },
                  [&](const api::HeartbeatAck&) {},
                  [&](const api::ErrorMessage& m) {
@@ -198,7 +216,7 @@ void Agent::on_message(const std::string& text) {
 }
 
 void Agent::handle_kill(const api::Kill& kill) {
-  if (deps_.launcher.output_offset(kill.task) || unacked_exits_.count(kill.task)) {
+  if (deps_.launcher.runs(kill.task) || unacked_exits_.count(kill.task)) {
     deps_.launcher.kill(kill.task, kill.grace_ms);
     return;
   }
@@ -289,36 +307,82 @@ void Agent::start_task(const LaunchSpec& spec) {
   if (!pid.ok()) return report_start_error(spec.id, pid.error().message);
   spdlog::info("started task {} as pid {}", spec.id.to_string(), pid.value());
   send(api::TaskStarted{spec.id, pid.value()});
-}
-
-void Agent::resend_log(const api::TaskKey& id, int64_t from_offset) {
-  if (!channel_) return;
-  // Output written while the head was away is in the launcher's own copy: send what
-  // the head lacks, then (for a task that has ended) its exit, so the head sees the
-  // whole log before the end of the task.
-  std::optional<int64_t> live_end = deps_.launcher.output_offset(id);
-  int64_t offset = from_offset;
-  while (!live_end || offset < *live_end) {
-    int64_t want = kResendChunkBytes;
-    if (live_end) want = std::min(want, *live_end - offset);
-    auto chunk = deps_.launcher.read_output(id, offset, want);
-    if (!chunk.ok() || chunk->empty()) break;
-    channel_->send(api::encode_log_frame({id, offset}, chunk.value()), true);
-    offset += static_cast<int64_t>(chunk->size());
+  if (registered_) {
+    log_cursors_[spec.id] = LogCursor{};
+    want_log(spec.id);
+    pump_logs();
   }
-  if (auto it = unacked_exits_.find(id); it != unacked_exits_.end()) channel_->send(api::encode(it->second), false);
 }
 
-void Agent::on_task_output(const api::TaskKey& id, int64_t offset, std::string_view data) {
-  if (!channel_ || !registered_) return;
-  channel_->send(api::encode_log_frame({id, offset}, data), true);
+void Agent::resume_log(const api::TaskKey& id, int64_t from_offset) {
+  // From the head's end of the log on; for a task that has ended, its exit follows the
+  // last byte again, so the head sees the whole log before the end of the task.
+  LogCursor& cursor = log_cursors_[id];
+  cursor.offset = from_offset;
+  cursor.exit_due = cursor.exit_due || unacked_exits_.count(id) > 0;
+  want_log(id);
+  pump_logs();
+}
+
+void Agent::want_log(const api::TaskKey& id) {
+  auto it = log_cursors_.find(id);
+  if (it == log_cursors_.end() || it->second.waiting) return;
+  it->second.waiting = true;
+  log_ready_.push_back(id);
+}
+
+void Agent::pump_logs() {
+  // Round robin over the tasks with output to send, one chunk each, while the channel
+  // has room: a task that writes much does not hold up the others.
+  while (channel_ && registered_ && !log_ready_.empty() && channel_->queued_bytes() < kLogWindowBytes) {
+    api::TaskKey id = log_ready_.front();
+    log_ready_.pop_front();
+    auto it = log_cursors_.find(id);
+    if (it == log_cursors_.end()) continue;
+    LogCursor& cursor = it->second;
+    cursor.waiting = false;
+    auto chunk = deps_.launcher.read_output(id, cursor.offset, kLogChunkBytes);
+    if (chunk.ok() && !chunk->empty()) {
+      channel_->send(api::encode_log_frame({id, cursor.offset}, chunk.value()), true);
+      cursor.offset += static_cast<int64_t>(chunk->size());
+      want_log(id);
+      continue;
+    }
+    if (!chunk.ok()) spdlog::warn("output of task {} cannot be sent: {}", id.to_string(), chunk.error().message);
+    // At the end of what the task wrote so far. An ended task's exit goes now, with its
+    // length, and its cursor with it (the head asks again if it lacks bytes).
+    if (!cursor.exit_due) continue;
+    auto exited = unacked_exits_.find(id);
+    if (exited != unacked_exits_.end()) {
+      api::TaskExited report = exited->second;
+      if (chunk.ok()) report.log_bytes = cursor.offset;
+      channel_->send(api::encode(report), false);
+    }
+    log_cursors_.erase(it);
+  }
+}
+
+void Agent::on_task_output(const api::TaskKey& id) {
+  want_log(id);
+  if (log_batch_timer_) return;
+  log_batch_timer_ = deps_.timers.start(kLogBatchMs, [this] {
+    log_batch_timer_ = 0;
+    pump_logs();
+  });
 }
 
 void Agent::on_task_exit(const api::TaskKey& id, const api::TaskExit& exit) {
   spdlog::info("task {} ended: {}", id.to_string(), describe(exit));
   api::TaskExited report{id, exit};
   unacked_exits_[id] = report;
-  send(report);
+  if (auto it = log_cursors_.find(id); it != log_cursors_.end()) {
+    // Sent once the rest of its output is.
+    it->second.exit_due = true;
+    want_log(id);
+    pump_logs();
+  } else {
+    send(report);
+  }
   if (stopping_ && deps_.launcher.idle()) stop_daemon();
 }
 
@@ -326,6 +390,8 @@ void Agent::shutdown(int64_t grace_ms) {
   stopping_ = true;
   if (retry_timer_) deps_.timers.cancel(retry_timer_);
   if (heartbeat_timer_) deps_.timers.cancel(heartbeat_timer_);
+  if (lease_timer_) deps_.timers.cancel(lease_timer_);
+  if (log_batch_timer_) deps_.timers.cancel(log_batch_timer_);
   deps_.launcher.kill_all(grace_ms);
   if (deps_.launcher.idle()) {
     if (channel_) channel_->close();

@@ -9,6 +9,7 @@
 // it over a fake dialer, launcher, packages and clock (tests/unit/worker/agent_test.cc).
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -68,8 +69,9 @@ class Agent {
   void on_closed(const std::string& reason);
   void retry_later();
   void heartbeat();
-  // Stops this node's tasks once the head has not been heard for its node timeout.
-  void fence_if_cut_off();
+  // Fencing: (re)starts the lease, which stops this node's tasks once the head has not
+  // been heard (any message) for its node timeout.
+  void renew_lease();
   void handle_launch(api::Launch launch);
   void handle_kill(const api::Kill& kill);
   void handle_exit_ack(const api::TaskKey& task);
@@ -78,12 +80,17 @@ class Agent {
   void report_start_error(const api::TaskKey& id, const std::string& error);
   // A directory with `python` and `python3` scripts that run `executable`, for PATH.
   Result<std::string> python_shim(const std::string& executable);
-  void resend_log(const api::TaskKey& id, int64_t from_offset);
+  // Log flow: each task the head takes output from has a cursor (the next byte to send).
+  // resume_log sets it where the head's copy ends; pump_logs sends while the channel has
+  // room and is called again as it drains.
+  void resume_log(const api::TaskKey& id, int64_t from_offset);
+  void want_log(const api::TaskKey& id);
+  void pump_logs();
   void send(const api::WorkerMessage& message);
   void report_first(const Status& status);
   void stop_daemon();
 
-  void on_task_output(const api::TaskKey& id, int64_t offset, std::string_view data);
+  void on_task_output(const api::TaskKey& id);
   void on_task_exit(const api::TaskKey& id, const api::TaskExit& exit);
 
   Deps deps_;
@@ -92,11 +99,9 @@ class Agent {
   std::shared_ptr<net::WsConnection> channel_;
   bool registered_ = false;
   int64_t node_timeout_ms_ = 10000;  // the head's, learnt at registration
-  // Fencing: time since the head was last heard (counted in heartbeat periods), and
-  // whether this node's tasks were stopped for it. Heard: any message from the head.
-  bool heard_ = false;
-  int64_t unheard_ms_ = 0;
+  // Whether this node's tasks were stopped for want of the head (until it registers again).
   bool fenced_ = false;
+  Timers::Id lease_timer_ = 0;
   bool ever_registered_ = false;
   bool stopping_ = false;
   bool exited_ = false;
@@ -105,6 +110,14 @@ class Agent {
   Timers::Id heartbeat_timer_ = 0;
   // Exit reports the head has not acknowledged yet; resent after a reconnect.
   std::map<api::TaskKey, api::TaskExited> unacked_exits_;
+  struct LogCursor {
+    int64_t offset = 0;     // next byte to send
+    bool exit_due = false;  // the task ended: its exit follows its last byte
+    bool waiting = false;   // in log_ready_
+  };
+  std::map<api::TaskKey, LogCursor> log_cursors_;
+  std::deque<api::TaskKey> log_ready_;  // tasks that may have output to send, in turn
+  Timers::Id log_batch_timer_ = 0;
   // Tasks running in an unpacked working_dir package; their job directory is released
   // when their exit is acknowledged.
   std::set<api::TaskKey> package_tasks_;

@@ -4,7 +4,7 @@
 // would be another implementation.
 //
 //   recover() -> adopted / ended tasks;  launch(spec) -> pid;  kill(task, grace)
-//   events: output bytes (with their offset in the task's log), exit
+//   events: the task's output grew (read it with read_output), exit
 #pragma once
 
 #include <cstdint>
@@ -30,7 +30,9 @@ struct LaunchSpec {
 
 // What a launcher reports, on the owner's thread.
 struct LauncherEvents {
-  std::function<void(const api::TaskKey&, int64_t offset, std::string_view data)> on_output;
+  // The task wrote more output. The launcher keeps every byte (the agent reads them at
+  // its own pace, so a task that writes faster than the head takes never grows memory).
+  std::function<void(const api::TaskKey&)> on_output;
   std::function<void(const api::TaskKey&, const api::TaskExit&)> on_exit;
 };
 
@@ -73,8 +75,8 @@ class TaskLauncher {
   };
   virtual std::vector<Running> running() const = 0;
   virtual bool idle() const = 0;
-  // Bytes of output a running task has produced so far; nullopt when not running.
-  virtual std::optional<int64_t> output_offset(const api::TaskKey& id) const = 0;
+  // Whether the task is running here (launched or adopted, and not ended).
+  virtual bool runs(const api::TaskKey& id) const = 0;
   // Up to `max_bytes` of the task's output from `offset` (empty at its end), for as
   // long as the task is not forgotten. Errors: kNotFound when nothing is kept.
   virtual Result<std::string> read_output(const api::TaskKey& id, int64_t offset, int64_t max_bytes) const = 0;

@@ -36,7 +36,6 @@ struct TaskRunner::Task {
   std::string marker;
   std::string cgroup;  // "" where the node has none
   int output_fd = -1;  // read side of output.log
-  int64_t offset = 0;  // bytes of output handed on so far
   int64_t supervisor_pid = 0;
   int watch = -1;
   bool finished = false;
@@ -89,12 +88,15 @@ std::string TaskRunner::log_path(const api::TaskKey& id) const { return task_dir
 
 Result<std::string> TaskRunner::read_output(const api::TaskKey& id, int64_t offset, int64_t max_bytes) const {
   std::string path = log_path(id);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // A running task's file is open already; an ended one's is opened for the read.
+  auto it = tasks_.find(id);
+  int live_fd = it != tasks_.end() ? it->second->output_fd : -1;
+  int fd = live_fd >= 0 ? live_fd : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return not_found("no output kept for task " + id.to_string() + ": " + std::strerror(errno));
   std::string out(static_cast<size_t>(std::max<int64_t>(0, max_bytes)), '\0');
   ssize_t n = ::pread(fd, out.data(), out.size(), offset);
   int err = errno;
-  ::close(fd);
+  if (fd != live_fd) ::close(fd);
   if (n < 0) return internal_error("cannot read " + path + ": " + std::strerror(err));
   out.resize(static_cast<size_t>(n));
   return out;
@@ -164,7 +166,7 @@ void TaskRunner::read_inotify() {
       if (it == by_watch_.end()) continue;
       auto task = it->second;
       std::string name = event->len ? event->name : "";
-      if (name == "output.log" && (event->mask & IN_MODIFY)) drain_output(*task);
+      if (name == "output.log" && (event->mask & IN_MODIFY)) output_grew(*task);
       if (name == "exit" && (event->mask & IN_CLOSE_WRITE)) {
         std::ifstream in(task->dir + "/exit");
         std::stringstream ss;
@@ -177,21 +179,13 @@ void TaskRunner::read_inotify() {
   });
 }
 
-void TaskRunner::drain_output(Task& task) {
-  if (task.output_fd < 0) return;
-  char buf[64 * 1024];
-  for (;;) {
-    ssize_t n = ::pread(task.output_fd, buf, sizeof buf, task.offset);
-    if (n <= 0) return;
-    if (events_.on_output) events_.on_output(task.id, task.offset, std::string_view(buf, static_cast<size_t>(n)));
-    task.offset += n;
-  }
+void TaskRunner::output_grew(const Task& task) {
+  if (events_.on_output) events_.on_output(task.id);
 }
 
 void TaskRunner::finish(const std::shared_ptr<Task>& task, const api::TaskExit& exit) {
   if (task->finished) return;
   task->finished = true;
-  drain_output(*task);  // the supervisor killed every writer first: this is the end
   if (task->kill_timer) task->kill_timer->cancel();
   if (task->watch >= 0) {
     inotify_rm_watch(inotify_->native_handle(), task->watch);
@@ -280,7 +274,7 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
     std::ofstream(task->dir + "/task.json") << state.dump() << "\n";
   }
   watch(task);
-  drain_output(*task);
+  output_grew(*task);  // whatever it wrote before the watch existed
   // The task may already have ended before the watch existed. A record still being
   // written does not parse yet; its close then arrives through the watch.
   std::ifstream in(task->dir + "/exit");
@@ -326,11 +320,8 @@ std::vector<TaskRunner::Recovered> TaskRunner::recover() {
       r.exit = api::TaskExit{std::nullopt, std::nullopt, "its supervisor on the node died"};
     }
     if (!r.exit) {
+      // Its output is sent from where the head asks (log_resume) on.
       watch(task);
-      // Output written while no agent ran is resent on the head's request (log_resume);
-      // live following starts from here.
-      struct stat st{};
-      if (::stat((task->dir + "/output.log").c_str(), &st) == 0) task->offset = st.st_size;
       spdlog::info("adopted task {} (pid {}) left running by the previous agent", task->id.to_string(), task->pid);
     }
     found.push_back(std::move(r));
@@ -368,12 +359,6 @@ void TaskRunner::kill_all(int64_t grace_ms) {
   std::vector<api::TaskKey> ids;
   for (const auto& [id, _] : tasks_) ids.push_back(id);
   for (const auto& id : ids) kill(id, grace_ms);
-}
-
-std::optional<int64_t> TaskRunner::output_offset(const api::TaskKey& id) const {
-  auto it = tasks_.find(id);
-  if (it == tasks_.end()) return std::nullopt;
-  return it->second->offset;
 }
 
 std::vector<TaskRunner::Running> TaskRunner::running() const {

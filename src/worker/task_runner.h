@@ -62,7 +62,7 @@ class TaskRunner final : public TaskLauncher {
   void check() override;
   std::vector<Running> running() const override;
   bool idle() const override { return tasks_.empty(); }
-  std::optional<int64_t> output_offset(const api::TaskKey& id) const override;
+  bool runs(const api::TaskKey& id) const override { return tasks_.count(id) > 0; }
   Result<std::string> read_output(const api::TaskKey& id, int64_t offset, int64_t max_bytes) const override;
 
  private:
@@ -73,7 +73,7 @@ class TaskRunner final : public TaskLauncher {
   std::string task_dir(const api::TaskKey& id) const;
   void watch(const std::shared_ptr<Task>& task);
   void read_inotify();
-  void drain_output(Task& task);
+  void output_grew(const Task& task);
   void finish(const std::shared_ptr<Task>& task, const api::TaskExit& exit);
   void reap_children();
   void end_tasks_of_lost_supervisor(int64_t supervisor_pid);

@@ -120,6 +120,15 @@ def proc_cmdline(pid):
         return ""
 
 
+def rss_kib(pid):
+    """The process's resident memory in KiB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
 def pid_alive(pid):
     """True while `pid` exists and is not a zombie."""
     state = proc_state(pid)
@@ -397,6 +406,35 @@ def cluster_factory(tmp_path):
     yield make
     for c in reversed(made):
         c.teardown()
+
+
+@pytest.fixture
+def small_disk():
+    """mount(path, size="2m"): a small tmpfs at `path`, unmounted after everything using it."""
+    mounted = []
+
+    def mount(path, size="2m"):
+        path.mkdir(parents=True, exist_ok=True)
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)]).returncode != 0:
+            pytest.fail("cannot mount a tmpfs for the disk-full test (needs root)")
+        mounted.append(path)
+        return path
+
+    yield mount
+    for path in mounted:
+        subprocess.run(["umount", "-l", str(path)])
+
+
+def fill_disk(path):
+    """Writes `path` until its file system is full; returns the file."""
+    with open(path, "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError:
+            pass
+    return path
 
 
 @pytest.fixture

@@ -5,15 +5,8 @@ head goes on answering."""
 import socket
 import time
 
+from conftest import rss_kib
 from test_tls import OTHER, head_on_other_address, needs_other
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def test_unauthenticated_bodies_are_not_held_in_memory(head_only):

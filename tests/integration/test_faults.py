@@ -5,6 +5,8 @@ import os
 import signal
 import time
 
+import pytest
+
 from conftest import job_processes, pid_alive, wait_until
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -220,26 +222,6 @@ def test_stop_finds_a_grandchild_that_left_its_session_and_environment(cluster):
 
 
 import contextlib
-import subprocess as _subprocess
-
-import pytest
-
-
-@pytest.fixture
-def small_disk():
-    """mount(path): a 2 MiB tmpfs at `path`, unmounted after everything using it."""
-    mounted = []
-
-    def mount(path):
-        path.mkdir(parents=True, exist_ok=True)
-        if _subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(path)]).returncode != 0:
-            pytest.fail("cannot mount a tmpfs for the disk-full test (needs root)")
-        mounted.append(path)
-        return path
-
-    yield mount
-    for path in mounted:
-        _subprocess.run(["umount", "-l", str(path)])
 
 
 def test_full_disk_refuses_submits_clearly_and_loses_nothing(small_disk, cluster_factory):

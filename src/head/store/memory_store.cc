@@ -6,6 +6,7 @@ void MemoryStore::write(std::vector<Mutation> batch, std::function<void(Status)>
   Status status;
   {
     std::lock_guard lock(mu_);
+    ++writes_;
     if (failures_left_ > 0) {
       --failures_left_;
       status = Error{ErrorCode::kResourceExhausted, "no space left on device (simulated)"};

@@ -18,11 +18,14 @@ class MemoryStore final : public KvStore {
   void flush() override {}
 
   void fail_next_writes(int count);
+  // Batches written so far (failed ones included).
+  int64_t writes() const { return writes_; }
 
  private:
   std::mutex mu_;
   std::map<std::string, std::map<std::string, std::string>> tables_;
   int failures_left_ = 0;
+  int64_t writes_ = 0;
 };
 
 }  // namespace ag::store

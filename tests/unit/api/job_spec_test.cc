@@ -202,7 +202,7 @@ TEST(ParseJobSpecTest, LimitsThemselvesAreAccepted) {
   body["entrypoint"] = std::string(kMaxEntrypointBytes, 'x');
   body["num_workers"] = kMaxNumWorkers;
   body["max_retries"] = kMaxRetries;
-  body["task_options"] = {{"num_cpus", 0}, {"num_gpus", kMaxGpusPerTask}};
+  body["task_options"] = {{"num_cpus", kMinCpusPerTask}, {"num_gpus", kMaxGpusPerTask}};
 
   const Result<JobSpec> spec = parse_job_spec(body);
 
@@ -305,6 +305,14 @@ TEST(ParseJobSpecErrorTest, FractionalNumWorkersIsRefused) {
 
 TEST(ParseJobSpecErrorTest, NegativeNumCpusIsRefused) {
   expect_invalid(spec_with_task_option("num_cpus", -1), "task_options.num_cpus");
+}
+
+TEST(ParseJobSpecErrorTest, ZeroCpusIsRefusedSoThatCpusBoundHowManyTasksANodeRuns) {
+  const Error error = parse_error(spec_with_task_option("num_cpus", 0));
+
+  EXPECT_EQ(error.code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(error.message, AllOf(HasSubstr("task_options.num_cpus"), HasSubstr("between 0.001 and 1024"),
+                                   HasSubstr("got 0")));
 }
 
 TEST(ParseJobSpecErrorTest, NonNumericNumCpusIsRefused) {

@@ -149,11 +149,21 @@ TEST(SpecFromSubmitOptionsTest, ResourceFlagsSendTheSameAsBefore) {
 
 TEST(SpecFromSubmitOptionsTest, WholeNumberCpusAndZeroResourcesSendTheSameAsBefore) {
   SubmitOptions options = minimal_options();
-  options.num_cpus = 0;
+  options.num_cpus = 3;
   options.num_gpus = 0;
   options.memory_gb = 0;
 
   expect_same_on_the_wire(options);
+}
+
+TEST(SpecFromSubmitOptionsTest, ZeroCpusIsRefusedBeforeAnythingIsSent) {
+  SubmitOptions options = minimal_options();
+  options.num_cpus = 0;
+
+  Result<api::JobSpec> spec = spec_from_submit_options(options);
+
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(spec.error().message, ::testing::HasSubstr("task_options.num_cpus"));
 }
 
 TEST(SpecFromSubmitOptionsTest, EnvPythonAndWorkingDirSendTheSameAsBefore) {

@@ -17,11 +17,22 @@ class FakeWsConnection final : public net::WsConnection {
     on_close_ = std::move(on_close);
   }
   void send(std::string data, bool binary) override {
-    if (!closed) sent.emplace_back(std::move(data), binary);
+    if (closed) return;
+    queued += data.size();
+    sent.emplace_back(std::move(data), binary);
   }
   void close() override { closed = true; }
   std::string remote_address() const override { return "127.0.0.1"; }
-  size_t queued_bytes() const override { return 0; }
+  size_t queued_bytes() const override { return queued; }
+  void on_drained(size_t low_water_bytes, std::function<void()> fn) override {
+    low_water = low_water_bytes;
+    on_drained_ = std::move(fn);
+  }
+  // The peer has read everything sent so far: nothing is queued any more.
+  void drain() {
+    queued = 0;
+    if (on_drained_) on_drained_();
+  }
 
   // The peer sends a text frame.
   void deliver(const std::string& text) { on_message_(text, false); }
@@ -53,10 +64,13 @@ class FakeWsConnection final : public net::WsConnection {
 
   std::vector<std::pair<std::string, bool>> sent;
   bool closed = false;
+  size_t queued = 0;  // bytes sent and not yet drained by the peer
+  size_t low_water = 0;
 
  private:
   MessageHandler on_message_;
   CloseHandler on_close_;
+  std::function<void()> on_drained_;
 };
 
 }  // namespace ag::testing

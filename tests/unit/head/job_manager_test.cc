@@ -152,8 +152,45 @@ TEST_F(JobManagerTest, SubmitPlaceLaunchExitSucceeds) {
   EXPECT_EQ(job(id).attempts[0].tasks[1].pid, 1001);
   exit_all(id, 0, 2, 0);
   EXPECT_EQ(job(id).state, JobState::kSucceeded);
+  clock_.advance(20);  // changes are written together, at most once per 20 ms
   EXPECT_EQ(stored(id).state, JobState::kSucceeded);  // durable, not only in memory
   EXPECT_TRUE(channel_.take<api::Kill>().empty());
+}
+
+TEST_F(JobManagerTest, ABurstOfTaskReportsIsWrittenInAFewWritesAndAfterDurableWaitsForThem) {
+  add_node("node_a", 64);
+  std::string id = submit(spec(50, 1));
+  auto launches = channel_.take<api::Launch>();
+  clock_.advance(20);
+  int64_t writes = store_.writes();
+  start_all(launches);
+  exit_all(id, 0, 50, 0);
+  bool durable = false;
+  jobs_->after_durable([&] { durable = true; });
+  EXPECT_FALSE(durable);
+  clock_.advance(20);
+  EXPECT_TRUE(durable);
+  EXPECT_EQ(stored(id).state, JobState::kSucceeded);
+  // 100 task reports within one interval: one write, not one per report.
+  EXPECT_LE(store_.writes() - writes, 2);
+}
+
+TEST_F(JobManagerTest, AChangeTheStoreCannotWriteIsWrittenAgainAndAfterDurableWaitsForIt) {
+  add_node("node_a");
+  std::string id = submit(spec());
+  auto launches = channel_.take<api::Launch>();
+  clock_.advance(20);
+  store_.fail_next_writes(1);
+  start_all(launches);
+  exit_all(id, 0, 1, 0);
+  bool durable = false;
+  jobs_->after_durable([&] { durable = true; });
+  clock_.advance(20);
+  EXPECT_FALSE(durable);  // the write failed
+  EXPECT_EQ(stored(id).state, JobState::kRunning);
+  clock_.advance(1000);
+  EXPECT_TRUE(durable);
+  EXPECT_EQ(stored(id).state, JobState::kSucceeded);
 }
 
 TEST_F(JobManagerTest, StoreWriteFailureRefusesTheJobAndKeepsNothing) {

@@ -249,5 +249,32 @@ TEST_F(LogStoreTest, BytesIngestedCountsNewBytesOfEveryLog) {
   EXPECT_EQ(logs_.bytes_ingested(), 6);
 }
 
+TEST(LogStoreFilesTest, KeepsAtMostItsLimitOfFilesOpenAndEveryLogWhole) {
+  fs::path dir = fs::temp_directory_path() / ("ag-log-store-files-" + std::to_string(::getpid()));
+  {
+    LogStore logs((dir / "logs").string(), 8);
+    // 100 tasks writing in turn, as a wide gang does.
+    for (int round = 0; round < 3; ++round) {
+      for (int task = 0; task < 100; ++task) {
+        api::TaskKey key{"job_w", 0, task};
+        std::string line = "task " + std::to_string(task) + " line " + std::to_string(round) + "\n";
+        ASSERT_TRUE(logs.append(key, logs.size(key), line));
+        EXPECT_LE(logs.open_files(), 8u);
+      }
+    }
+    for (int task = 0; task < 100; ++task) {
+      api::TaskKey key{"job_w", 0, task};
+      std::string want;
+      for (int round = 0; round < 3; ++round) want += "task " + std::to_string(task) + " line " + std::to_string(round) + "\n";
+      auto got = logs.read(key, 0, 1 << 20);
+      ASSERT_TRUE(got.ok());
+      EXPECT_EQ(got.value(), want);
+      logs.close(key);
+    }
+    EXPECT_EQ(logs.open_files(), 0u);
+  }
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace ag::head

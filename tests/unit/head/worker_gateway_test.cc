@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -352,6 +353,9 @@ TEST_F(WorkerGatewayTest, TaskStartedAndExitedReachTheJobAndTheExitIsAcknowledge
   exited.exit.exit_code = 0;
   channel->deliver(api::encode(exited));
   clock_.run_ready();
+  // Acknowledged once the end is stored (changes are written at most every 20 ms).
+  EXPECT_THAT(of_type<api::ExitAck>(received(*channel)), IsEmpty());
+  clock_.advance(20);
 
   EXPECT_THAT(of_type<api::ExitAck>(received(*channel)), ElementsAre(api::ExitAck{key}));
   EXPECT_EQ(task_record(key).state, TaskState::kSucceeded);
@@ -366,6 +370,7 @@ TEST_F(WorkerGatewayTest, TheExitOfATaskTheHeadDoesNotKnowIsStillAcknowledged) {
   exited.task = key;
   exited.exit.signal = 9;
   channel->deliver(api::encode(exited));
+  clock_.advance(20);
   // The worker may let go of it.
   EXPECT_THAT(received(*channel), ElementsAre(api::HeadMessage{api::ExitAck{key}}));
   EXPECT_FALSE(channel->closed);
@@ -428,14 +433,64 @@ TEST_F(WorkerGatewayTest, ALogFrameIsAppendedToTheTasksLog) {
   EXPECT_TRUE(fs::exists(dir_ / "logs" / key.job_id / "0.0.log"));
 }
 
-TEST_F(WorkerGatewayTest, ALogFramePastTheEndIsDroppedUntilTheGapIsResent) {
+TEST_F(WorkerGatewayTest, ALogFramePastTheEndIsDroppedAndTheGapAskedForOnceASecond) {
   submit_job();
   auto [channel, key] = register_and_place("node_a");
   channel->deliver_binary(api::encode_log_frame({key, 0}, "abc"));
   channel->deliver_binary(api::encode_log_frame({key, 10}, "late"));
+  channel->deliver_binary(api::encode_log_frame({key, 14}, "later"));
   EXPECT_EQ(read_log(key), "abc");
-  EXPECT_THAT(received(*channel), IsEmpty());  // the worker resends the gap on its own
+  EXPECT_THAT(received(*channel), IsEmpty());
+  clock_.advance(1000);
+  // One request for everything from the head's end on, however many frames missed it.
+  EXPECT_THAT(received(*channel), ElementsAre(api::HeadMessage{api::LogResume{key, 3}}));
   EXPECT_FALSE(channel->closed);
+  channel->deliver_binary(api::encode_log_frame({key, 3}, "defghijklmnopqrs"));
+  EXPECT_EQ(read_log(key), "abcdefghijklmnopqrs");
+  clock_.advance(5000);
+  EXPECT_THAT(received(*channel), IsEmpty());
+}
+
+TEST_F(WorkerGatewayTest, AnExitIsAcknowledgedOnlyOnceTheHeadHoldsEveryByteOfItsLog) {
+  submit_job();
+  auto [channel, key] = register_and_place("node_a");
+  channel->deliver(api::encode(api::TaskStarted{key, 4321}));
+  channel->deliver_binary(api::encode_log_frame({key, 0}, "abc"));
+  api::TaskExited exited{key, api::TaskExit{0, std::nullopt, "", ""}, 6};
+  channel->deliver(api::encode(exited));
+  clock_.run_ready();
+  // The end is recorded, but the worker keeps its copy: no acknowledgement yet.
+  EXPECT_EQ(task_record(key).state, TaskState::kSucceeded);
+  EXPECT_THAT(of_type<api::ExitAck>(received(*channel)), IsEmpty());
+  clock_.advance(1000);
+  EXPECT_THAT(received(*channel), ElementsAre(api::HeadMessage{api::LogResume{key, 3}}));
+  // The worker sends the rest and the exit again.
+  channel->deliver_binary(api::encode_log_frame({key, 3}, "def"));
+  channel->deliver(api::encode(exited));
+  clock_.advance(20);
+  EXPECT_THAT(of_type<api::ExitAck>(received(*channel)), ElementsAre(api::ExitAck{key}));
+  EXPECT_EQ(read_log(key), "abcdef");
+}
+
+TEST_F(WorkerGatewayTest, OutputThatCannotBeWrittenIsReportedOnceAndAskedForAgainUntilItIs) {
+  const std::string job_id = submit_job();
+  auto [channel, key] = register_and_place("node_a");
+  // The job's log folder cannot be made: a file stands where it would go.
+  fs::create_directories(dir_ / "logs");
+  std::ofstream(dir_ / "logs" / key.job_id) << "in the way";
+  channel->deliver_binary(api::encode_log_frame({key, 0}, "abc"));
+  channel->deliver_binary(api::encode_log_frame({key, 3}, "def"));
+  clock_.run_ready();
+  int reported = 0;
+  for (const auto& e : jobs_->events(job_id)) reported += e.message.find("could not be stored") != std::string::npos;
+  EXPECT_EQ(reported, 1);
+  clock_.advance(1000);
+  EXPECT_THAT(received(*channel), ElementsAre(api::HeadMessage{api::LogResume{key, 0}}));
+  fs::remove(dir_ / "logs" / key.job_id);
+  channel->deliver_binary(api::encode_log_frame({key, 0}, "abcdef"));
+  EXPECT_EQ(read_log(key), "abcdef");
+  clock_.advance(1000);
+  EXPECT_THAT(received(*channel), IsEmpty());
 }
 
 TEST_F(WorkerGatewayTest, OutputOfAnotherNodesTaskOrOfAnUnknownTaskIsRefused) {

@@ -78,12 +78,9 @@ class FakeLauncher final : public TaskLauncher {
     return out;
   }
   bool idle() const override { return live.empty(); }
-  std::optional<int64_t> output_offset(const api::TaskKey& id) const override {
-    if (!live.count(id)) return std::nullopt;
-    auto it = output.find(id);
-    return it == output.end() ? 0 : static_cast<int64_t>(it->second.size());
-  }
+  bool runs(const api::TaskKey& id) const override { return live.count(id) > 0; }
   Result<std::string> read_output(const api::TaskKey& id, int64_t offset, int64_t max_bytes) const override {
+    ++reads;
     auto it = output.find(id);
     if (it == output.end()) return not_found("no output");
     if (offset >= static_cast<int64_t>(it->second.size())) return std::string();
@@ -92,9 +89,8 @@ class FakeLauncher final : public TaskLauncher {
 
   // The task writes `data`.
   void write(const api::TaskKey& id, const std::string& data) {
-    int64_t offset = static_cast<int64_t>(output[id].size());
     output[id] += data;
-    events.on_output(id, offset, data);
+    events.on_output(id);
   }
   // The task ends.
   void end(const api::TaskKey& id, api::TaskExit exit) {
@@ -111,6 +107,7 @@ class FakeLauncher final : public TaskLauncher {
   std::map<api::TaskKey, std::string> output;
   std::optional<Error> fail_launch;
   int64_t next_pid = 4000;
+  mutable int reads = 0;
   int checks = 0;
   bool killed_all = false;
 };
@@ -201,6 +198,12 @@ class AgentTest : public ::testing::Test {
     return out;
   }
 
+  // The task writes `data`; the agent sends what is new once its batching delay passed.
+  void write_output(const api::TaskKey& task, const std::string& data) {
+    launcher_.write(task, data);
+    clock_.advance(5);
+  }
+
   api::Launch launch_of(const api::TaskKey& task) {
     api::Launch launch;
     launch.task = task;
@@ -266,8 +269,8 @@ TEST_F(AgentTest, OutputTravelsAsLogFramesAndTheExitUntilAcknowledged) {
   auto channel = start_registered();
   channel->deliver(api::encode(launch_of(kTask)));
   channel->take_text();
-  launcher_.write(kTask, "epoch 1\n");
-  launcher_.write(kTask, "epoch 2\n");
+  write_output(kTask, "epoch 1\n");
+  write_output(kTask, "epoch 2\n");
   ASSERT_EQ(channel->sent.size(), 2u);
   std::string_view payload;
   auto header = api::decode_log_frame(channel->sent[1].first, &payload);
@@ -279,10 +282,110 @@ TEST_F(AgentTest, OutputTravelsAsLogFramesAndTheExitUntilAcknowledged) {
   exit.exit_code = 3;
   launcher_.end(kTask, exit);
   auto exited = only<api::TaskExited>(decode_all(channel->take_text()));
-  EXPECT_EQ(exited, (std::vector<api::TaskExited>{{kTask, exit}}));
+  // With its length, so that the head acknowledges it only once it holds every byte.
+  EXPECT_EQ(exited, (std::vector<api::TaskExited>{{kTask, exit, 16}}));
   EXPECT_TRUE(launcher_.forgotten.empty());
   channel->deliver(api::encode(api::ExitAck{kTask}));
   EXPECT_EQ(launcher_.forgotten, std::vector<api::TaskKey>{kTask});
+}
+
+// Sizes of all log frames sent so far (payload bytes), and the text frames apart.
+static int64_t log_bytes_sent(const std::vector<std::pair<std::string, bool>>& sent) {
+  int64_t total = 0;
+  for (const auto& [data, binary] : sent) {
+    if (!binary) continue;
+    std::string_view payload;
+    auto header = api::decode_log_frame(data, &payload);
+    EXPECT_TRUE(header.ok());
+    total += static_cast<int64_t>(payload.size());
+  }
+  return total;
+}
+
+TEST_F(AgentTest, OutputIsReadOnlyAsFastAsTheHeadTakesIt) {
+  auto channel = start_registered();
+  channel->deliver(api::encode(launch_of(kTask)));
+  channel->take_text();
+  // The task writes 64 MiB at once while the channel to the head is slow.
+  write_output(kTask, std::string(64 << 20, 'x'));
+  int64_t first = log_bytes_sent(channel->sent);
+  EXPECT_GT(first, 0);
+  EXPECT_LE(channel->queued, size_t{5} << 20);  // the window (4 MiB) and one frame at most
+  EXPECT_LT(first, int64_t{64} << 20);
+  // More output meanwhile reads nothing while the channel is full.
+  int reads = launcher_.reads;
+  write_output(kTask, "more\n");
+  EXPECT_EQ(launcher_.reads, reads);
+  EXPECT_EQ(log_bytes_sent(channel->sent), first);
+  // Each time the head has taken what was sent, the next window follows; in the end
+  // every byte arrives, in order, and then the exit.
+  launcher_.end(kTask, api::TaskExit{0, std::nullopt, "", ""});
+  EXPECT_TRUE(only<api::TaskExited>(decode_all(channel->take_text())).empty());
+  std::string received;
+  std::vector<std::string> texts;
+  for (int round = 0; round < 100 && received.size() < (size_t{64} << 20) + 5; ++round) {
+    for (const auto& [data, binary] : channel->sent) {
+      if (!binary) continue;
+      std::string_view payload;
+      auto header = api::decode_log_frame(data, &payload);
+      ASSERT_TRUE(header.ok());
+      ASSERT_EQ(header->offset, static_cast<int64_t>(received.size()));
+      received += payload;
+    }
+    for (auto& text : channel->take_text()) texts.push_back(std::move(text));
+    channel->sent.clear();
+    channel->drain();
+  }
+  EXPECT_EQ(received.size(), (size_t{64} << 20) + 5);
+  EXPECT_EQ(received.substr(received.size() - 5), "more\n");
+  for (auto& text : channel->take_text()) texts.push_back(std::move(text));
+  auto exited = only<api::TaskExited>(decode_all(texts));
+  ASSERT_EQ(exited.size(), 1u);
+  EXPECT_EQ(exited[0].log_bytes, (int64_t{64} << 20) + 5);
+}
+
+TEST_F(AgentTest, TasksTakeTurnsOnABusyChannel) {
+  auto channel = start_registered();
+  const api::TaskKey other{"job_0123456789ab", 0, 2};
+  channel->deliver(api::encode(launch_of(kTask)));
+  channel->deliver(api::encode(launch_of(other)));
+  channel->take_text();
+  channel->queued = size_t{8} << 20;  // the channel is full
+  write_output(kTask, std::string(8 << 20, 'a'));
+  write_output(other, "b\n");
+  EXPECT_TRUE(channel->sent.empty());
+  channel->drain();
+  // The quiet task's line goes out within the first window, not after 8 MiB of the other.
+  bool seen = false;
+  for (const auto& [data, binary] : channel->sent) {
+    std::string_view payload;
+    auto header = api::decode_log_frame(data, &payload);
+    if (header.ok() && header->task == other) seen = payload == "b\n";
+  }
+  EXPECT_TRUE(seen);
+  EXPECT_LT(log_bytes_sent(channel->sent), int64_t{8} << 20);
+}
+
+TEST_F(AgentTest, TheHeadAsksAgainForBytesItCouldNotStoreAndTheExitFollowsThem) {
+  auto channel = start_registered();
+  channel->deliver(api::encode(launch_of(kTask)));
+  channel->take_text();
+  write_output(kTask, "0123456789");
+  launcher_.end(kTask, api::TaskExit{0, std::nullopt, "", ""});
+  ASSERT_EQ(only<api::TaskExited>(decode_all(channel->take_text())).size(), 1u);
+  channel->sent.clear();
+  // The head's disk was full from byte 4 on: it asks for the rest once there is room.
+  channel->deliver(api::encode(api::LogResume{kTask, 4}));
+  ASSERT_EQ(channel->sent.size(), 2u);
+  std::string_view payload;
+  auto header = api::decode_log_frame(channel->sent[0].first, &payload);
+  ASSERT_TRUE(header.ok());
+  EXPECT_EQ(header->offset, 4);
+  EXPECT_EQ(payload, "456789");
+  auto exited = only<api::TaskExited>(decode_all(channel->take_text()));
+  ASSERT_EQ(exited.size(), 1u);
+  EXPECT_EQ(exited[0].log_bytes, 10);
+  EXPECT_TRUE(launcher_.forgotten.empty());  // kept until the head acknowledges
 }
 
 TEST_F(AgentTest, KillReachesTheLauncherOrSaysTheTaskIsNotHere) {
@@ -481,7 +584,7 @@ TEST_F(AgentTest, ANodeThatHearsNothingFromTheHeadForTheNodeTimeoutStopsItsTasks
   // Then silence (a partition: the channel looks open but nothing arrives).
   clock_.advance(7000);
   EXPECT_FALSE(launcher_.killed_all);  // exactly the timeout: not yet
-  clock_.advance(config_.heartbeat_ms * 2);
+  clock_.advance(1);  // just past it, not at the next heartbeat
   EXPECT_TRUE(launcher_.killed_all);
   EXPECT_EQ(exits_, 0);  // the worker stays, to report the ends and take new work
 }
