@@ -146,6 +146,9 @@ void JobManager::submit_all(std::vector<api::JobSpec> specs,
     job.submitted_from = by.from;
     job.submitted_ms = now;
     job.queue_seq = next_seq_++;
+    // Until a scheduling pass says more: a pass looks at the oldest pending jobs only,
+    // so a job far back in a long queue still says why it waits.
+    job.message = "queued behind jobs submitted before it";
     JobEvent event{now, "submitted" + (by.owner.empty() ? "" : " by " + by.owner) +
                             (by.from.empty() ? "" : " from " + by.from) + ": " +
                             std::to_string(job.spec.num_workers) + " task(s), entrypoint: " + job.spec.entrypoint};

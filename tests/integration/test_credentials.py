@@ -169,3 +169,32 @@ def test_an_unknown_or_root_task_user_is_refused(cluster_factory):
         root = c.ag(*base, "--task-user", "root", check=False)
         assert root.returncode != 0 and "is root; give an unprivileged account" in root.stdout + root.stderr
     assert c.nodes() == []
+
+
+def test_a_task_cannot_move_itself_out_of_its_control_group_and_outlive_its_job(cluster_factory):
+    from conftest import all_pids, wait_until
+    from test_faults import cgroups_available
+    if not cgroups_available():
+        pytest.skip("this machine has no cgroup hierarchy a worker can use (v2, or v1 pids/freezer)")
+    c = cluster_factory("escape", workers=())
+    c.ag("start-worker", "--head-node", c.address, "--node-ip-address", "127.0.0.2", "--num-cpus", 1,
+         "--data-dir", c.worker_data_dir("127.0.0.2"), "--token", c.join_token, "--task-user", "nobody")
+    # A grandchild leaves its session, drops the task marker and tries every place it
+    # could move itself to: the root of each hierarchy and its parent group.
+    escape = ("for f in /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/*/cgroup.procs "
+              "$(sed -n 's|^[0-9]*:[^:]*:\\(.*\\)|/sys/fs/cgroup/pids\\1/../cgroup.procs|p' /proc/self/cgroup); do "
+              "if (echo $$ > $f) 2>/dev/null; then echo ESCAPED to $f; fi; done; echo tried; exec sleep 313.71")
+    job_id, _ = c.submit("--no-wait", "--", f"env -i setsid sh -c {shlex.quote(escape)} & sleep 300")
+    c.wait_state(job_id, "RUNNING", timeout=10)
+
+    def escaped():
+        return [p for p in all_pids() if proc_cmdline(p).strip() == "sleep 313.71"]
+
+    wait_until(lambda: escaped(), 10, message="the escaping grandchild to start")
+    log = c.ag("logs", job_id).stdout
+    assert "tried" in log and "ESCAPED" not in log, log
+    with open(f"/proc/{escaped()[0]}/cgroup") as f:
+        assert "/aethergrid/" in f.read()
+    c.ag("stop-job", job_id)
+    c.wait_state(job_id, "STOPPED", timeout=c.kill_grace_s + 10)
+    wait_until(lambda: not escaped(), 10, message="the grandchild to be killed with its job")

@@ -292,6 +292,17 @@ TEST_F(JobManagerTest, JobsNoNodeCanHoldDoNotStopTheJobsBehindThem) {
   EXPECT_EQ(job(infeasible[2]).pending_kind, sched::PendingKind::kWaitingForResources);
 }
 
+TEST_F(JobManagerTest, AJobBeyondWhatOnePassLooksAtStillSaysWhyItWaits) {
+  add_node("node_a", 1);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 100; ++i) ids.push_back(submit(spec(1, 1)));
+  clock_.run_ready();
+  EXPECT_EQ(job(ids[0]).state, JobState::kRunning);
+  EXPECT_EQ(job(ids[1]).pending_kind, sched::PendingKind::kWaitingForResources);
+  EXPECT_EQ(job(ids[99]).state, JobState::kPending);
+  EXPECT_EQ(job(ids[99]).message, "queued behind jobs submitted before it");
+}
+
 TEST_F(JobManagerTest, NodeLossFailsTheGangKillsTheRestAndRetries) {
   add_node("node_a");
   add_node("node_b");
