@@ -19,6 +19,7 @@ struct StartHeadOptions {
   double node_timeout_s = 10;
   double kill_grace_s = 10;
   double max_package_mb = 500;
+  double package_store_gb = 20;
   bool insecure = false;
   std::string tls_cert, tls_key;
   std::vector<std::string> advertise;

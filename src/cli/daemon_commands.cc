@@ -132,6 +132,12 @@ int start_head(const StartHeadOptions& options) {
   config.kill_grace_ms = static_cast<int64_t>(options.kill_grace_s * 1000);
   config.verbose = options.verbose;
   config.max_package_bytes = static_cast<int64_t>(options.max_package_mb * (1 << 20));
+  config.package_store_bytes = static_cast<int64_t>(options.package_store_gb * (1 << 30));
+  if (config.package_store_bytes < config.max_package_bytes) {
+    std::cerr << "error: --package-store-gb " << options.package_store_gb << " cannot hold one package of "
+              << "--max-package-mb " << options.max_package_mb << "; give a larger store or a smaller package limit\n";
+    return 2;
+  }
   config.insecure = options.insecure;
   config.tls_cert = options.tls_cert;
   config.tls_key = options.tls_key;

@@ -75,6 +75,7 @@ int run(int argc, char** argv) {
   start_head_cmd->add_option("--node-timeout", head.node_timeout_s, "Seconds without heartbeat before a node is dead")->capture_default_str()->check(CLI::Range(0.2, 3600.0));
   start_head_cmd->add_option("--kill-grace", head.kill_grace_s, "Seconds between SIGTERM and SIGKILL when stopping tasks")->capture_default_str()->check(CLI::Range(0.0, 3600.0));
   start_head_cmd->add_option("--max-package-mb", head.max_package_mb, "Largest working_dir package accepted, MiB")->capture_default_str()->check(CLI::Range(1.0, 1e6));
+  start_head_cmd->add_option("--package-store-gb", head.package_store_gb, "Most the stored working_dir packages may take, GiB (packages no pending or running job uses make room)")->capture_default_str()->check(CLI::Range(0.001, 1e6));
   start_head_cmd->add_option("--tls-cert", head.tls_cert, "Certificate chain (PEM) for the dashboard port, e.g. your CA's");
   start_head_cmd->add_option("--tls-key", head.tls_key, "Private key (PEM, mode 0600) of --tls-cert");
   start_head_cmd->add_option("--advertise-address", head.advertise, "Another name or address clients use for the head (repeatable; goes in its certificate)");

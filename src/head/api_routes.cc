@@ -505,6 +505,7 @@ std::optional<Error> ApiRoutes::check_references(const api::JobSpec& spec) const
     return invalid_argument("field 'runtime_env.image': running tasks in a container image is not supported by this "
                             "AetherGrid version; remove 'image' to run on the node's own environment");
   }
+  if (!env.working_dir.empty()) deps_.packages.touch(env.working_dir_hash());
   if (!env.working_dir.empty() && !deps_.packages.contains(env.working_dir_hash())) {
     return invalid_argument("field 'runtime_env.working_dir': package " + env.working_dir +
                             " was never uploaded to this head; upload it with PUT /api/packages/<hash> first "
@@ -554,11 +555,18 @@ void ApiRoutes::handle_packages(const net::HttpRequest& req, const Principal& wh
     return respond(json_response(200, {{"packages", store.count()},
                                        {"bytes_uploaded", store.bytes_uploaded()},
                                        {"uploads", store.uploads()},
-                                       {"max_package_bytes", store.max_package_bytes()}}));
+                                       {"max_package_bytes", store.max_package_bytes()},
+                                       {"stored_bytes", store.stored_bytes()},
+                                       {"quota_bytes", store.quota_bytes()}}));
   }
   std::string hash = package_hash(req.path);
   if (!is_sha256_hex(hash)) return respond(bad_hash(hash));
-  if (req.method == "HEAD") return respond({store.contains(hash) ? 200 : 404, "application/octet-stream", ""});
+  if (req.method == "HEAD") {
+    // A client about to submit with this package asks first: it is in use again.
+    if (!store.contains(hash)) return respond({404, "application/octet-stream", ""});
+    store.touch(hash);
+    return respond({200, "application/octet-stream", ""});
+  }
   if (req.method == "GET") {
     auto file = store.file(hash);
     if (!file.ok()) return respond(error_response(file.error()));

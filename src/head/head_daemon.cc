@@ -29,6 +29,10 @@
 #include "net/tls.h"
 
 namespace ag::head {
+namespace {
+// A working_dir package no job has used for this long is removed.
+constexpr int64_t kPackageRetentionS = int64_t{7} * 24 * 3600;
+}  // namespace
 
 int run_head(const HeadConfig& config, const std::function<void(const Status&, const std::string&)>& on_ready) {
   // Everything the head writes (its database holds jobs' env_vars, its logs the jobs'
@@ -101,7 +105,16 @@ int run_head(const HeadConfig& config, const std::function<void(const Status&, c
     return 1;
   }
   WorkerGateway gateway({timers, nodes, jobs, logs, clock, access, audit}, WorkerGatewayConfig{config.node_timeout_ms});
-  PackageStore packages(config.data_dir + "/packages", config.max_package_bytes);
+  PackageStore packages(config.data_dir + "/packages", config.max_package_bytes, config.package_store_bytes);
+  packages.set_in_use([&jobs](const std::string& hash) { return jobs.uses_package(hash); });
+  // Packages no job has used for a week go, checked now and every hour.
+  std::function<void()> sweep_packages = [&] {
+    if (int removed = packages.remove_unused(kPackageRetentionS)) {
+      spdlog::info("removed {} working_dir package(s) no job used for a week", removed);
+    }
+    timers.start(3600 * 1000, sweep_packages);
+  };
+  sweep_packages();
   dashboard::Metrics metrics({jobs, nodes, logs});
   dashboard::EventHub live_events({io, jobs, nodes, clock});
   jobs.add_observer([&metrics, &live_events](const Job& job) {

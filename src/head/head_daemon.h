@@ -20,6 +20,7 @@ struct HeadConfig {
   int64_t kill_grace_ms = 10000;
   size_t max_body_bytes = 8 << 20;
   int64_t max_package_bytes = int64_t{500} << 20;
+  int64_t package_store_bytes = int64_t{20} << 30;  // the package store's quota
   // TLS (net/tls.h): on unless `insecure`; plain HTTP is then answered only on
   // loopback. The dashboard port may carry a certificate of the user's own.
   bool insecure = false;

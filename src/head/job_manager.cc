@@ -217,6 +217,16 @@ std::map<std::string, Resources> JobManager::allocations() const {
   return out;
 }
 
+bool JobManager::uses_package(const std::string& hash) const {
+  for (const auto& [_, job] : jobs_) {
+    if (!job.terminal() && !job.spec.runtime_env.working_dir.empty() &&
+        job.spec.runtime_env.working_dir_hash() == hash) {
+      return true;
+    }
+  }
+  return false;
+}
+
 void JobManager::report_problem(const std::string& job_id, const std::string& message) {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return;

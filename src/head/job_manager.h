@@ -128,6 +128,9 @@ class JobManager {
   // exit only then, so a worker never lets go of an end the head could still lose.
   void after_durable(std::function<void()> fn);
 
+  // Whether a pending or running job runs in the working_dir package `hash`.
+  bool uses_package(const std::string& hash) const;
+
   // Counts by state, for the cluster summary.
   std::map<JobState, int> count_by_state() const;
 

@@ -1,14 +1,18 @@
 #include "head/package_store.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <ctime>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "common/sha256.h"
 
@@ -21,10 +25,33 @@ std::string mib(int64_t bytes) {
   std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
   return buf;
 }
+
+struct StoredPackage {
+  std::string hash;
+  std::string path;
+  int64_t size = 0;
+  int64_t used_s = 0;  // last use (the file's modification time)
+};
+
+// The stored packages, least recently used first.
+std::vector<StoredPackage> stored_packages(const std::string& dir) {
+  std::vector<StoredPackage> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::string name = entry.path().filename().string();
+    const std::string suffix = ".tar.gz";
+    if (name.size() != 64 + suffix.size() || name.compare(64, suffix.size(), suffix) != 0) continue;
+    struct stat st {};
+    if (::stat(entry.path().c_str(), &st) != 0) continue;
+    out.push_back({name.substr(0, 64), entry.path().string(), st.st_size, st.st_mtim.tv_sec});
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.used_s < b.used_s; });
+  return out;
+}
 }  // namespace
 
-PackageStore::PackageStore(std::string dir, int64_t max_package_bytes)
-    : dir_(std::move(dir)), max_package_bytes_(max_package_bytes) {
+PackageStore::PackageStore(std::string dir, int64_t max_package_bytes, int64_t quota_bytes)
+    : dir_(std::move(dir)), max_package_bytes_(max_package_bytes), quota_bytes_(quota_bytes) {
   // A folder that cannot be made fails each upload with the path and the reason.
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
@@ -36,6 +63,51 @@ PackageStore::PackageStore(std::string dir, int64_t max_package_bytes)
       std::filesystem::remove(entry.path(), ec);
     }
   }
+  for (const auto& package : stored_packages(dir_)) stored_bytes_ += package.size;
+}
+
+void PackageStore::touch(const std::string& hash) {
+  if (is_sha256_hex(hash)) ::utimensat(AT_FDCWD, path_for(hash).c_str(), nullptr, 0);
+}
+
+int PackageStore::remove_unused(int64_t max_age_s) {
+  const int64_t now = ::time(nullptr);
+  int removed = 0;
+  for (const auto& package : stored_packages(dir_)) {
+    if (package.used_s > now - max_age_s) break;  // newer ones follow
+    if (in_use_ && in_use_(package.hash)) continue;
+    if (::unlink(package.path.c_str()) == 0) {
+      stored_bytes_ -= package.size;
+      ++removed;
+    }
+  }
+  return removed;
+}
+
+Status PackageStore::reserve(int64_t bytes) {
+  auto fits = [&] { return stored_bytes_ + reserved_bytes_ + bytes <= quota_bytes_; };
+  if (!fits()) {
+    // Room is made from packages no pending or running job needs, oldest use first.
+    for (const auto& package : stored_packages(dir_)) {
+      if (fits()) break;
+      if (in_use_ && in_use_(package.hash)) continue;
+      if (::unlink(package.path.c_str()) == 0) stored_bytes_ -= package.size;
+    }
+  }
+  if (!fits()) {
+    return Error{ErrorCode::kResourceExhausted,
+                 "the head's package store is full: this package needs " + mib(bytes) + " and " +
+                     mib(stored_bytes_ + reserved_bytes_) + " of its " + mib(quota_bytes_) +
+                     " quota hold packages of pending or running jobs; wait for jobs to finish, or raise the quota "
+                     "(ag start-head --package-store-gb)"};
+  }
+  reserved_bytes_ += bytes;
+  return {};
+}
+
+void PackageStore::settle(int64_t bytes, bool stored) {
+  reserved_bytes_ -= bytes;
+  if (stored) stored_bytes_ += bytes;
 }
 
 bool PackageStore::contains(const std::string& hash) const {
@@ -135,7 +207,10 @@ Status PackageStore::make_durable(PackageUpload& upload, const std::string& path
 Result<bool> PackageStore::finish_upload(PackageUpload& upload) {
   auto needed = check_upload(upload);
   if (!needed.ok() || !needed.value()) return needed;
-  if (Status s = make_durable(upload, path_for(upload.hash_), dir_); !s) return s.error();
+  if (Status s = reserve(upload.size_); !s) return s.error();
+  Status stored = make_durable(upload, path_for(upload.hash_), dir_);
+  settle(upload.size_, static_cast<bool>(stored));
+  if (!stored) return stored.error();
   return true;
 }
 
@@ -143,11 +218,15 @@ void PackageStore::finish_upload_async(boost::asio::io_context& io, const std::s
                                        std::function<void(Result<bool>)> done) {
   auto needed = check_upload(*upload);
   if (!needed.ok() || !needed.value()) return done(needed);
+  if (Status s = reserve(upload->size()); !s) return done(s.error());
   // The sync waits for the disk (seconds for a large package on a slow one): off the
   // io thread, which keeps serving requests and heartbeats meanwhile.
-  boost::asio::post(syncer_, [&io, upload, path = path_for(upload->hash_), dir = dir_, done = std::move(done)] {
+  boost::asio::post(syncer_, [this, &io, upload, path = path_for(upload->hash_), dir = dir_, done = std::move(done)] {
     Status stored = make_durable(*upload, path, dir);
-    boost::asio::post(io, [stored, done] { done(stored ? Result<bool>(true) : Result<bool>(stored.error())); });
+    boost::asio::post(io, [this, upload, stored, done] {
+      settle(upload->size(), static_cast<bool>(stored));
+      done(stored ? Result<bool>(true) : Result<bool>(stored.error()));
+    });
   });
 }
 

@@ -4,12 +4,18 @@
 // and verify it. Uploads stream to disk while they are hashed, so a package never
 // sits whole in the head's memory. Io thread only (the final sync of an upload runs on
 // the store's own thread).
+//
+// The store holds at most `quota_bytes`. A package no pending or running job uses
+// (`in_use`, from the job manager) may be removed: the least recently used first when
+// an upload needs room, and any left unused for a week by remove_unused(). A client
+// that submits a job with a removed package simply uploads it again (HEAD says 404).
 #pragma once
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,9 +55,19 @@ class PackageUpload final : public net::BodySink {
 
 class PackageStore {
  public:
-  PackageStore(std::string dir, int64_t max_package_bytes);
+  PackageStore(std::string dir, int64_t max_package_bytes,
+               int64_t quota_bytes = std::numeric_limits<int64_t>::max());
 
   bool contains(const std::string& hash) const;
+
+  // Whether a pending or running job needs the package (never removed then).
+  void set_in_use(std::function<bool(const std::string& hash)> in_use) { in_use_ = std::move(in_use); }
+  // The package was just asked for (a submission, a client's check): it is the last
+  // to be removed for room.
+  void touch(const std::string& hash);
+  // Removes packages no job uses that were last used more than `max_age_s` ago;
+  // returns how many.
+  int remove_unused(int64_t max_age_s);
 
   // Starts an upload of the package named `hash`. Errors: kInvalidArgument for a
   // malformed hash; kInternal when the temporary file cannot be created.
@@ -76,6 +92,8 @@ class PackageStore {
   Result<std::string> read(const std::string& hash) const;
 
   int64_t max_package_bytes() const { return max_package_bytes_; }
+  int64_t quota_bytes() const { return quota_bytes_; }
+  int64_t stored_bytes() const { return stored_bytes_; }
   int64_t bytes_uploaded() const { return bytes_uploaded_; }
   int64_t uploads() const { return uploads_; }
   int64_t count() const;
@@ -87,9 +105,19 @@ class PackageStore {
   Result<bool> check_upload(PackageUpload& upload);
   // fdatasync, rename to `path`, fsync of `dir`. Any thread.
   static Status make_durable(PackageUpload& upload, const std::string& path, const std::string& dir);
+  // Makes room for `bytes` more within the quota (removing unused packages, least
+  // recently used first) and sets them aside for an upload being stored. Errors:
+  // kResourceExhausted saying what holds the room.
+  Status reserve(int64_t bytes);
+  // The reservation ends; `stored`: the package is in the store now.
+  void settle(int64_t bytes, bool stored);
 
   std::string dir_;
   int64_t max_package_bytes_;
+  int64_t quota_bytes_;
+  int64_t stored_bytes_ = 0;    // sizes of the stored packages
+  int64_t reserved_bytes_ = 0;  // uploads being made durable
+  std::function<bool(const std::string&)> in_use_;
   int64_t bytes_uploaded_ = 0;
   int64_t uploads_ = 0;
   int64_t next_upload_ = 0;

@@ -163,8 +163,9 @@ class Cluster:
     """One test's AetherGrid session: a head on 127.0.0.1 and workers on 127.0.0.x, all
     with their own data dirs under `root`. Owned by one test; not thread-safe."""
 
-    def __init__(self, root, node_timeout_s=None, kill_grace_s=3.0):
+    def __init__(self, root, node_timeout_s=None, kill_grace_s=3.0, head_options=()):
         self.root = Path(root)
+        self.head_options = [str(o) for o in head_options]  # more `ag start-head` options
         self.root.mkdir(parents=True, exist_ok=True)
         self.session_dir = self.root / "session"
         self.session_dir.mkdir(exist_ok=True)
@@ -249,7 +250,7 @@ class Cluster:
                 "--kill-grace", self.kill_grace_s]
         if self.node_timeout_s is not None:
             args += ["--node-timeout", self.node_timeout_s]
-        return args
+        return args + self.head_options
 
     def start_head(self, check=True, timeout=30):
         proc = self.ag(*self.head_args(), check=check, timeout=timeout)

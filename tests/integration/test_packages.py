@@ -3,7 +3,9 @@ and archives crafted by hand against the REST API that must never write outside 
 job's directory."""
 import hashlib
 import io
+import json
 import os
+import re
 import tarfile
 import time
 
@@ -301,3 +303,39 @@ def test_damaged_cached_package_is_downloaded_again(cluster, tmp_path):
     assert want in proc.stdout
     for archive in archives:
         assert hashlib.sha256(archive.read_bytes()).hexdigest() == digest
+
+
+def _folder_of(tmp_path, name, size):
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "data.bin").write_bytes(os.urandom(size))
+    return folder
+
+
+def test_the_package_store_keeps_to_its_quota_and_never_drops_a_package_a_job_needs(cluster_factory, tmp_path):
+    # A 2.5 MiB store (no workers: submitted jobs stay PENDING, so they need their package).
+    c = cluster_factory("quota", workers=(), head_options=["--package-store-gb", 2.5 / 1024, "--max-package-mb", 1.5])
+    first, _ = c.submit("--no-wait", "--working-dir", _folder_of(tmp_path, "a", 1 << 20), "--", "true")
+    second, _ = c.submit("--no-wait", "--working-dir", _folder_of(tmp_path, "b", 1 << 20), "--", "true")
+    hashes = [re.search(r'"sha256:([0-9a-f]{64})"', json.dumps(c.job(j))).group(1) for j in (first, second)]
+    # Both are needed: a third does not fit, and the refusal says why and what to do.
+    third = c.ag("submit", "--no-wait", "--working-dir", _folder_of(tmp_path, "c", 1 << 20), "--", "true", check=False)
+    assert third.returncode != 0
+    assert "package store is full" in third.stderr and "--package-store-gb" in third.stderr, third.stderr
+    assert [c.api("HEAD", f"/api/packages/{h}")[0] for h in hashes] == [200, 200]
+    assert len(c.jobs()) == 2
+    # Once the first job is over its package may make room; the second job's stays.
+    c.ag("stop-job", first)
+    c.wait_state(first, "STOPPED")
+    job_id, proc = c.submit("--no-wait", "--working-dir", tmp_path / "c", "--", "true")
+    assert proc.returncode == 0, proc.stderr
+    assert [c.api("HEAD", f"/api/packages/{h}")[0] for h in hashes] == [404, 200]
+    status, body = c.api("GET", "/api/packages")
+    assert body["stored_bytes"] <= body["quota_bytes"] == int(2.5 * (1 << 20))
+
+
+def test_a_package_store_smaller_than_one_package_is_refused_at_start(cluster_factory):
+    c = cluster_factory("tinystore", start_head=False, head_options=["--package-store-gb", 0.1])
+    proc = c.start_head(check=False)
+    assert proc.returncode != 0
+    assert "--package-store-gb 0.1 cannot hold one package of --max-package-mb 500" in proc.stderr, proc.stderr

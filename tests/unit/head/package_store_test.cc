@@ -11,6 +11,8 @@
 #include <chrono>
 #include <filesystem>
 #include <optional>
+#include <set>
+#include <vector>
 #include <thread>
 #include <string>
 
@@ -36,6 +38,82 @@ class PackageStoreTest : public ::testing::Test {
   TempDir work_;
   PackageStore store_{store_dir(), 4 * kMiB};
 };
+
+// Sets the package's last use `age_s` seconds back.
+void age(const std::string& dir, const std::string& hash, int64_t age_s) {
+  auto path = fs::path(dir) / (hash + ".tar.gz");
+  fs::last_write_time(path, fs::last_write_time(path) - std::chrono::seconds(age_s));
+}
+
+TEST(PackageStoreQuotaTest, RoomIsMadeFromUnusedPackagesLeastRecentlyUsedFirst) {
+  TempDir work;
+  const std::string dir = (work / "packages").string();
+  PackageStore store(dir, 2 * kMiB, 3 * kMiB);
+  std::set<std::string> in_use;
+  store.set_in_use([&](const std::string& h) { return in_use.count(h) > 0; });
+  std::vector<std::string> hashes;
+  for (char c : {'a', 'b', 'c'}) {
+    std::string bytes(kMiB, c);
+    hashes.push_back(sha256_hex(bytes));
+    ASSERT_TRUE(store.put(hashes.back(), bytes).ok());
+  }
+  age(dir, hashes[0], 300);  // a: oldest, but a job needs it
+  age(dir, hashes[1], 200);  // b: the oldest no job needs
+  age(dir, hashes[2], 100);
+  in_use.insert(hashes[0]);
+  EXPECT_EQ(store.stored_bytes(), 3 * kMiB);
+
+  std::string d(kMiB, 'd');
+  ASSERT_TRUE(store.put(sha256_hex(d), d).ok());
+
+  EXPECT_TRUE(store.contains(hashes[0]));
+  EXPECT_FALSE(store.contains(hashes[1]));
+  EXPECT_TRUE(store.contains(hashes[2]));
+  EXPECT_EQ(store.stored_bytes(), 3 * kMiB);
+}
+
+TEST(PackageStoreQuotaTest, AStoreFullOfPackagesInUseRefusesTheUploadAndKeepsThemAll) {
+  TempDir work;
+  const std::string dir = (work / "packages").string();
+  PackageStore store(dir, 2 * kMiB, 2 * kMiB);
+  store.set_in_use([](const std::string&) { return true; });
+  std::string a(kMiB, 'a'), b(kMiB, 'b'), c(kMiB, 'c');
+  ASSERT_TRUE(store.put(sha256_hex(a), a).ok());
+  ASSERT_TRUE(store.put(sha256_hex(b), b).ok());
+
+  Result<bool> stored = store.put(sha256_hex(c), c);
+
+  ASSERT_FALSE(stored.ok());
+  EXPECT_EQ(stored.error().code, ErrorCode::kResourceExhausted);
+  EXPECT_THAT(stored.error().message, HasSubstr("package store is full"));
+  EXPECT_THAT(stored.error().message, HasSubstr("--package-store-gb"));
+  EXPECT_TRUE(store.contains(sha256_hex(a)));
+  EXPECT_TRUE(store.contains(sha256_hex(b)));
+  EXPECT_FALSE(store.contains(sha256_hex(c)));
+  EXPECT_EQ(store.count(), 2);  // and no temporary file left behind
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 2);
+}
+
+TEST(PackageStoreQuotaTest, PackagesUnusedForLongerThanTheRetentionAreRemovedUnlessInUse) {
+  TempDir work;
+  const std::string dir = (work / "packages").string();
+  PackageStore store(dir, kMiB);
+  std::string old_bytes = "old", kept_bytes = "kept", new_bytes = "new";
+  for (const auto* b : {&old_bytes, &kept_bytes, &new_bytes}) ASSERT_TRUE(store.put(sha256_hex(*b), *b).ok());
+  age(dir, sha256_hex(old_bytes), 8 * 24 * 3600);
+  age(dir, sha256_hex(kept_bytes), 8 * 24 * 3600);
+  store.set_in_use([&](const std::string& h) { return h == sha256_hex(kept_bytes); });
+
+  EXPECT_EQ(store.remove_unused(7 * 24 * 3600), 1);
+
+  EXPECT_FALSE(store.contains(sha256_hex(old_bytes)));
+  EXPECT_TRUE(store.contains(sha256_hex(kept_bytes)));
+  EXPECT_TRUE(store.contains(sha256_hex(new_bytes)));
+  // A use makes a package young again.
+  age(dir, sha256_hex(new_bytes), 8 * 24 * 3600);
+  store.touch(sha256_hex(new_bytes));
+  EXPECT_EQ(store.remove_unused(7 * 24 * 3600), 0);
+}
 
 TEST_F(PackageStoreTest, CreatesItsFolder) {
   EXPECT_TRUE(fs::is_directory(store_dir()));
