@@ -16,6 +16,11 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <cctype>
+#include <sstream>
+#include <set>
+#include <fstream>
+#include <filesystem>
 
 extern char** environ;
 
@@ -184,6 +189,33 @@ void kill_everything(pid_t task_pgid, const Supervised& task, int sig) {
   }
 }
 
+// The supervisor's children: its tasks, and orphans of their processes (it is their
+// subreaper). Read from /proc/<pid>/task/<pid>/children (the supervisor has one
+// thread), or by a scan of /proc where the kernel lacks that file.
+std::vector<int> own_children() {
+  std::vector<int> out;
+  const std::string self = std::to_string(::getpid());
+  std::ifstream children("/proc/" + self + "/task/" + self + "/children");
+  if (children) {
+    for (int pid = 0; children >> pid;) out.push_back(pid);
+    return out;
+  }
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    size_t close = text.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(text.substr(close + 1));
+    std::string state;
+    int ppid = 0;
+    if (rest >> state >> ppid && ppid == ::getpid()) out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
 // True once no process of the task is left (its group is empty, or no process carries
 // its marker).
 bool all_gone(const Supervised& task) {
@@ -337,12 +369,15 @@ class Supervisor {
         }
       }
       reap();
+      // While tasks end (their leftovers being killed), and once a second below.
+      if (!endings_.empty()) kill_escaped();
       finish_endings();
       if (agent_fd_ >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) take_request();
       int64_t now = monotonic_ms();
       if (now - last_check >= 1000) {
         last_check = now;
         check_orphaned(now);
+        kill_escaped();
         retry_cgroup_removal();
       }
       if (agent_fd_ < 0 && tasks_.empty() && endings_.empty()) {
@@ -400,6 +435,32 @@ class Supervisor {
         std::snprintf(record, sizeof record, "exit %d\n", WEXITSTATUS(status));
       }
       endings_.push_back({std::move(task), record, monotonic_ms() + kLeftoverWaitMs});
+    }
+  }
+
+  // A process that left its task's control group, process group and marker is still
+  // the supervisor's descendant: once the task processes above it are gone it is
+  // handed to the supervisor (the subreaper). A child that is no task of its own and
+  // belongs to no live task (by group, or by marker where there is none) escaped its
+  // task: it is killed, and so in turn are its own children once handed over.
+  void kill_escaped() {
+    std::vector<int> orphans;
+    for (int pid : own_children()) {
+      if (!tasks_.count(pid)) orphans.push_back(pid);
+    }
+    if (orphans.empty()) return;
+    std::set<int> held;
+    auto hold = [&](const Supervised& task) {
+      for (int pid : task.cgroup.empty() ? find_marked_processes(task.marker) : cgroup_pids(task.cgroup)) {
+        held.insert(pid);
+      }
+    };
+    for (const auto& [_, task] : tasks_) hold(task);
+    for (const auto& ending : endings_) hold(ending.task);
+    for (int pid : orphans) {
+      if (held.count(pid)) continue;
+      std::fprintf(stderr, "ag-supervisor: killing pid %d: it left its task's control group\n", pid);
+      ::kill(pid, SIGKILL);
     }
   }
 

@@ -221,6 +221,30 @@ def test_stop_finds_a_grandchild_that_left_its_session_and_environment(cluster):
     wait_until(lambda: not escaped(), 10, message="the escaped grandchild to be killed")
 
 
+def test_a_root_task_that_moves_itself_out_of_its_control_group_still_dies_with_its_job(cluster):
+    import shlex
+    from conftest import all_pids, proc_cmdline
+    if not cgroups_available():
+        pytest.skip("this machine has no cgroup hierarchy a worker can use (v2, or v1 pids/freezer)")
+    # As root (no task user on this machine) the grandchild can leave everything: its
+    # session, the task marker and its control group (to the root of each hierarchy).
+    escape = ("for f in /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/*/cgroup.procs; do "
+              "(echo $$ > $f) 2>/dev/null; done; exec sleep 313.72")
+    job_id = submit_no_wait(cluster, "--", f"env -i setsid sh -c {shlex.quote(escape)} & sleep 300")
+    cluster.wait_state(job_id, "RUNNING", timeout=10)
+
+    def escaped():
+        return [p for p in all_pids() if proc_cmdline(p).strip() == "sleep 313.72"]
+
+    wait_until(lambda: escaped(), 10, message="the escaping grandchild to start")
+    with open(f"/proc/{escaped()[0]}/cgroup") as f:
+        assert "/aethergrid/" not in f.read(), "the grandchild did not manage to leave its group"
+    cluster.ag("stop-job", job_id)
+    cluster.wait_state(job_id, "STOPPED", timeout=cluster.kill_grace_s + 10)
+    # Its task's processes gone, it is handed to the task supervisor, which kills it.
+    wait_until(lambda: not escaped(), 10, message="the escaped grandchild to be killed")
+
+
 import contextlib
 
 
@@ -365,4 +389,8 @@ def test_a_stop_on_a_full_disk_is_refused_and_changes_nothing(small_disk, cluste
     os.kill(head, signal.SIGKILL)
     wait_until(lambda: not pid_alive(head), 10, message="the head is gone")
     cluster.start_head()
-    assert cluster.job(job_id)["state"] == "STOPPED"
+    # The stop itself was stored; the tasks' ends are stored within milliseconds, or
+    # else reported again by the worker (it keeps an end until the head has stored it).
+    job = cluster.job(job_id)
+    assert job["stop_requested"], job
+    assert cluster.wait_state(job_id, "STOPPED", timeout=30)["state"] == "STOPPED"
