@@ -125,7 +125,7 @@ def bench_log_ingestion(mib):
     cluster = LoadCluster(num_cpus=2).start()
     try:
         size = mib << 20
-        command = f"head -c {size} /dev/zero | tr '\\0' x"
+        command = f"head -c {size} /dev/zero"
         # The tasks alone, writing to a file on the same disk.
         scratch = os.path.join(cluster.session, "scratch")
         os.makedirs(scratch)
@@ -269,15 +269,16 @@ def section(gangs, logs, conns, cut_off, node_timeout_s, loopback, command):
                       f"{last['width'] / first['width']:.0f}x)."]
     mib_alone = 2 * logs['mib'] / logs['alone_s']
     lines += ["", "### Log ingestion", "",
-              f"Two tasks each write {logs['mib']} MiB as fast as they can; time until the head holds every byte.",
+              f"Two tasks each write {logs['mib']} MiB (`head -c N /dev/zero`) as fast as they can; time until",
+              "the head holds every byte (the tasks' exits follow their last bytes). The worker reads a",
+              "task's file only while less than 4 MiB waits for the head.",
               "",
               "| measure | value |", "|---|---|",
               f"| loopback bulk TCP (one connection, same run) | {loopback:.0f} MiB/s |",
               f"| the two tasks writing to files alone | {mib_alone:.0f} MiB/s |",
               f"| ingested by the head | {logs['mib_s']:.0f} MiB/s ({logs['elapsed_s']:.1f} s) |",
               f"| ingestion / loopback | {logs['mib_s'] / loopback * 100:.0f}% |",
-              f"| ingestion / half the tasks-alone rate (every byte is written twice: the worker's file "
-              f"and the head's log) | {logs['mib_s'] / (mib_alone / 2) * 100:.0f}% |",
+              f"| ingestion / the tasks-alone rate | {logs['mib_s'] / mib_alone * 100:.0f}% |",
               f"| largest worker growth meanwhile | {logs['worker_growth_mib']:.0f} MiB |"]
     lines += ["", "### Idle connections and stalled readers", "",
               f"{conns['idle']} idle TCP connections and {conns['stalled']} stalled readers (half on the live",

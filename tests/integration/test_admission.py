@@ -110,3 +110,24 @@ def test_an_env_value_that_expands_past_the_limit_fails_its_task_with_the_reason
     # The node goes on running other jobs.
     job_id, proc = c.submit("--", "echo fine")
     assert proc.returncode == 0 and "fine" in proc.stdout
+
+
+def test_job_pages_follow_each_other_by_cursor_while_jobs_arrive(head_only):
+    c = head_only
+    ids = [c.api("POST", "/api/jobs", body={"entrypoint": "true"})[1]["job_id"] for _ in range(5)]
+    seen = []
+    status, page = c.api("GET", "/api/jobs?limit=2")
+    assert status == 200 and page["total"] == 5
+    seen += [j["job_id"] for j in page["jobs"]]
+    # A job submitted between pages does not shift the next page (as an offset would).
+    ids.append(c.api("POST", "/api/jobs", body={"entrypoint": "true"})[1]["job_id"])
+    while page["next"]:
+        status, page = c.api("GET", f"/api/jobs?limit=2&after={page['next']}")
+        assert status == 200
+        seen += [j["job_id"] for j in page["jobs"]]
+    assert seen == list(reversed(ids[:5])), "every job once, newest first"
+    # Bad cursors are refused, naming what was wrong.
+    status, body = c.api("GET", "/api/jobs?after=job_nosuchjob000")
+    assert status == 400 and "'after': no job with id 'job_nosuchjob000'" in body["error"]
+    status, body = c.api("GET", f"/api/jobs?after={ids[0]}&offset=3")
+    assert status == 400 and "either 'after' or 'offset'" in body["error"]
