@@ -205,6 +205,30 @@ class Admission {
     return admission;
   }
 
+  // Request bodies read into memory from one peer address on another machine (each
+  // is bounded by its route's limit; this bounds them together): a body over this
+  // waits for no one and is refused with a 503.
+  static constexpr size_t kMaxBodyBytesPerPeer = 64 << 20;
+
+  // Room for a body of `bytes` from `peer`, held until the returned holder goes; null
+  // when the peer's bodies in memory would pass kMaxBodyBytesPerPeer.
+  std::shared_ptr<void> hold_body(const std::string& peer, size_t bytes) {
+    std::lock_guard lock(mu_);
+    if (is_loopback_host(peer)) return std::make_shared<int>(0);
+    size_t& held = body_bytes_[peer];
+    if (held + bytes > kMaxBodyBytesPerPeer) {
+      if (held == 0) body_bytes_.erase(peer);
+      return nullptr;
+    }
+    held += bytes;
+    return std::shared_ptr<void>(new int(0), [this, peer, bytes](int* p) {
+      delete p;
+      std::lock_guard lock(mu_);
+      auto it = body_bytes_.find(peer);
+      if (it != body_bytes_.end() && (it->second -= bytes) == 0) body_bytes_.erase(it);
+    });
+  }
+
   // A held place for a connection from `peer`, released when the last owner of the
   // connection lets go of it; null when the connection must be refused.
   std::shared_ptr<void> admit(const std::string& peer) {
@@ -247,6 +271,7 @@ class Admission {
   std::mutex mu_;
   size_t open_ = 0;
   std::unordered_map<std::string, size_t> per_peer_;
+  std::unordered_map<std::string, size_t> body_bytes_;
 };
 
 struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
@@ -453,6 +478,19 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
           }
         }
       }
+      // Read into memory: counted against what the peer may hold at once (a chunked
+      // body of unknown size counts as the route's limit).
+      if (parser->content_length().value_or(limit) > 0) {
+        body_hold = Admission::instance().hold_body(remote, parser->content_length().value_or(limit));
+        if (!body_hold) {
+          spdlog::warn("refused a request from {}: its request bodies in memory would pass {} MiB", remote,
+                       Admission::kMaxBodyBytesPerPeer >> 20);
+          return write({503, "application/json",
+                        R"({"error":"too many large requests from your address are being read at once; retry )"
+                        R"(once earlier ones are answered"})"},
+                       header.version(), false);
+        }
+      }
       http::async_read(stream, buffer, *parser,
                        [self = this->shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
     }
@@ -552,6 +590,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
 
     // (Moved into the handler below; the check misreads that inside a template.)
     void dispatch(HttpRequest request, unsigned version, bool keep_alive) {  // NOLINT(performance-unnecessary-value-param)
+      body_hold.reset();  // the body is the handler's now (parsed at once, then dropped)
       std::weak_ptr<Session> weak = this->weak_from_this();
       auto responded = std::make_shared<bool>(false);
       lowest().expires_never();  // long polls may hold the request open
@@ -565,6 +604,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     }
 
     std::shared_ptr<Session> pending_self;
+    std::shared_ptr<void> body_hold;  // this request's body's share of its peer's budget
 
     void upgrade(http::request<http::string_body> req, const HttpRequest& request) {
       if (server->handlers.check_upgrade) {

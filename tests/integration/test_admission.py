@@ -131,3 +131,50 @@ def test_job_pages_follow_each_other_by_cursor_while_jobs_arrive(head_only):
     assert status == 400 and "'after': no job with id 'job_nosuchjob000'" in body["error"]
     status, body = c.api("GET", f"/api/jobs?after={ids[0]}&offset=3")
     assert status == 400 and "either 'after' or 'offset'" in body["error"]
+
+
+@needs_other
+def test_one_peer_holds_a_bounded_amount_of_request_bodies_at_once(tmp_path):
+    import ssl
+    c = head_on_other_address(tmp_path)
+    head = c.head_pid()
+    ctx = ssl._create_unverified_context()
+    socks = []
+    declared = 7 << 20
+    try:
+        before = rss_kib(head)
+
+        def slow_submit(body_bytes=6 << 20):
+            s = ctx.wrap_socket(socket.create_connection((OTHER, c.port), timeout=10))
+            s.sendall(f"POST /api/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {c.token}\r\n"
+                      f"Content-Type: application/json\r\nContent-Length: {declared}\r\n\r\n".encode())
+            s.sendall(b" " * body_bytes)  # and never the rest
+            return s
+
+        # A token holder's unfinished bodies: nine of 7 MiB fit in the peer's 64 MiB.
+        for _ in range(9):
+            socks.append(slow_submit())
+        time.sleep(0.5)
+        extra = slow_submit(body_bytes=0)  # answered from its header alone
+        extra.settimeout(10)
+        answer = extra.recv(4096)
+        extra.close()
+        assert answer.startswith(b"HTTP/1.1 503"), answer[:200]
+        assert b"too many large requests from your address" in answer
+        grown_mib = (rss_kib(head) - before) / 1024
+        assert grown_mib < 100, f"the head grew by {grown_mib:.0f} MiB"
+        # Once those are gone the peer's requests are read again.
+        for s in socks:
+            s.close()
+        socks.clear()
+        time.sleep(0.5)
+        body = b'{"entrypoint": "true"}'
+        s = ctx.wrap_socket(socket.create_connection((OTHER, c.port), timeout=10))
+        s.sendall(f"POST /api/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {c.token}\r\n"
+                  f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+        assert s.recv(4096).startswith(b"HTTP/1.1 201")
+        s.close()
+    finally:
+        for s in socks:
+            s.close()
+        c.teardown()
