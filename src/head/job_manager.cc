@@ -39,7 +39,10 @@ JobManager::JobManager(Deps deps, JobManagerConfig config)
 
 JobManager::~JobManager() {
   durable_waiters_.clear();  // nobody is left to tell
-  flush_unsaved();           // the store outlives the manager and writes what it was given
+  flush_in_flight_ = false;  // the last changes go now, after whatever is in flight
+  flush_unsaved();
+  // The store outlives the manager: wait for its writer, whose callbacks refer to this.
+  deps_.store.flush();
   *alive_ = false;
 }
 
@@ -484,6 +487,12 @@ void JobManager::schedule_flush(int64_t delay_ms) {
 }
 
 void JobManager::flush_unsaved() {
+  // One write at a time, so that after_durable never answers ahead of an earlier write
+  // that then fails: what changes meanwhile goes in the next one.
+  if (flush_in_flight_) {
+    flush_again_ = true;
+    return;
+  }
   last_flush_steady_ms_ = deps_.clock.steady_ms();
   std::vector<store::Mutation> batch;
   for (const auto& [id, first_event] : unsaved_) {
@@ -502,15 +511,22 @@ void JobManager::flush_unsaved() {
   unsaved_.clear();
   auto waiters = std::move(durable_waiters_);
   durable_waiters_.clear();
+  flush_in_flight_ = true;
   auto alive = alive_;
   deps_.store.write(std::move(batch), [this, alive, written = std::move(written),
                                        waiters = std::move(waiters)](const Status& status) mutable {
     deps_.timers.post([this, alive, status, written = std::move(written), waiters = std::move(waiters)]() mutable {
       if (!*alive) return;
+      flush_in_flight_ = false;
       if (status) {
         for (auto& fn : waiters) fn();
+        if (flush_again_ || !unsaved_.empty() || !durable_waiters_.empty()) {
+          flush_again_ = false;
+          schedule_flush(last_flush_steady_ms_ + persist_interval_ms_ - deps_.clock.steady_ms());
+        }
         return;
       }
+      flush_again_ = false;
       // Kept as changed (with their events) and tried again; whoever waits, waits on.
       spdlog::error("could not store {} changed job(s): {}; trying again in {} ms", written.size(),
                     status.error().message, kPersistRetryMs);
@@ -530,7 +546,7 @@ void JobManager::apply(Job& job, const Effects& fx) {
   std::vector<JobEvent> added;
   for (const auto& e : fx.events) add_event(job, e, added);
   if (fx.changed || !added.empty()) persist(job, added);
-  // A placement is handed to the store before its launches go out, not batched: a head
+  // A placement is written at once (after a write in flight), not batched: a head
   // restarted right after it must know the attempt whose tasks its workers run.
   if (!fx.launch.empty()) flush_unsaved();
   for (const auto& ref : fx.launch) send_launch(job, ref);

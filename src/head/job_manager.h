@@ -176,6 +176,8 @@ class JobManager {
   // Jobs changed since the last flush -> index of their first event not yet written.
   std::map<std::string, size_t> unsaved_;
   bool flush_armed_ = false;
+  bool flush_in_flight_ = false;  // a flush is being written
+  bool flush_again_ = false;      // changes came while it was
   int64_t last_flush_steady_ms_ = -1000000;
   int64_t persist_interval_ms_ = 20;  // grows with what the last flush cost
   // after_durable callbacks waiting for the next flush to be stored.

@@ -97,6 +97,13 @@ void LogStore::close(const api::TaskKey& key) {
   if (log.fd >= 0) {
     ::fsync(log.fd);
     close_file(log);
+  } else if (log.size > 0) {
+    // Closed earlier to keep within max_open_files: made durable all the same.
+    int fd = ::open(path_for(key).c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      ::fsync(fd);
+      ::close(fd);
+    }
   }
   wake(key);
 }

@@ -107,7 +107,11 @@ Status PackageStore::reserve(int64_t bytes) {
 
 void PackageStore::settle(int64_t bytes, bool stored) {
   reserved_bytes_ -= bytes;
-  if (stored) stored_bytes_ += bytes;
+  if (!stored) return;
+  // Counted from the folder: two uploads of one package may both have been stored
+  // (the second replacing the first), which adds its size once.
+  stored_bytes_ = 0;
+  for (const auto& package : stored_packages(dir_)) stored_bytes_ += package.size;
 }
 
 bool PackageStore::contains(const std::string& hash) const {

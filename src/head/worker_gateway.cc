@@ -132,7 +132,11 @@ void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel
                    // Not yet acknowledged while the head lacks bytes of its log: the
                    // worker keeps them, is asked for them again, and sends the exit
                    // again after them.
-                   if (m.log_bytes > deps_.logs.size(m.task)) return retry_log(*node_id, m.task);
+                   // The end is recorded at once (the job goes on; its resources are
+                   // free), and an event says when its log is short meanwhile.
+                   if (m.log_bytes > deps_.logs.size(m.task) && deps_.jobs.may_report(*node_id, m.task)) {
+                     return retry_log(*node_id, m.task);
+                   }
                    // Acknowledged once the end is stored (the worker lets go of the task
                    // then), and also when the head no longer knows the task.
                    std::weak_ptr<net::WsConnection> weak = channel;
@@ -260,7 +264,7 @@ void WorkerGateway::complete_register(const std::shared_ptr<net::WsConnection>& 
   send(channel, api::Registered{added.node_id, config_.node_timeout_ms, credential});
   // Ask for the output the head missed while the channel was down. For tasks that
   // ended meanwhile the worker sends the missing bytes and then the exit again, so
-  // the head records the end only once the log is whole.
+  // the head normally records the end once the log is whole.
   // Only for tasks placed on this node: a made-up or foreign key opens no log (a
   // running one is killed by the reconciliation below; an ended one the head does
   // not know is acknowledged at once, so the worker lets go of it).

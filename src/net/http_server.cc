@@ -480,8 +480,9 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
       }
       // Read into memory: counted against what the peer may hold at once (a chunked
       // body of unknown size counts as the route's limit).
-      if (parser->content_length().value_or(limit) > 0) {
-        body_hold = Admission::instance().hold_body(remote, parser->content_length().value_or(limit));
+      const size_t body_bytes = parser->chunked() ? limit : parser->content_length().value_or(0);
+      if (body_bytes > 0) {
+        body_hold = Admission::instance().hold_body(remote, body_bytes);
         if (!body_hold) {
           spdlog::warn("refused a request from {}: its request bodies in memory would pass {} MiB", remote,
                        Admission::kMaxBodyBytesPerPeer >> 20);

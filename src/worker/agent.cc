@@ -23,6 +23,7 @@ constexpr size_t kLogLowWaterBytes = 1 << 20;
 // New output is sent this long after the task wrote it, so that a task's many small
 // writes travel as a few frames rather than one each.
 constexpr int64_t kLogBatchMs = 5;
+constexpr int64_t kLogRetryMs = 100;  // after a task's output could not be read
 
 std::string describe(const api::TaskExit& exit) {
   if (exit.signal) return "signal " + std::to_string(*exit.signal);
@@ -348,7 +349,20 @@ void Agent::pump_logs() {
       want_log(id);
       continue;
     }
-    if (!chunk.ok()) spdlog::warn("output of task {} cannot be sent: {}", id.to_string(), chunk.error().message);
+    if (!chunk.ok() && chunk.error().code != ErrorCode::kNotFound) {
+      // The file is there but cannot be read now (out of descriptors, ...): try again
+      // shortly rather than send an end without its output.
+      spdlog::warn("output of task {} cannot be read: {}; trying again", id.to_string(), chunk.error().message);
+      cursor.waiting = true;
+      deps_.timers.start(kLogRetryMs, [this, id] {
+        if (auto again = log_cursors_.find(id); again != log_cursors_.end()) {
+          again->second.waiting = false;
+          want_log(id);
+          pump_logs();
+        }
+      });
+      continue;
+    }
     // At the end of what the task wrote so far. An ended task's exit goes now, with its
     // length, and its cursor with it (the head asks again if it lacks bytes).
     if (!cursor.exit_due) continue;
@@ -381,6 +395,10 @@ void Agent::on_task_exit(const api::TaskKey& id, const api::TaskExit& exit) {
     want_log(id);
     pump_logs();
   } else {
+    // Not being sent (the head has not said where its copy ends): the length tells the
+    // head whether it lacks bytes, which it then asks for before acknowledging.
+    report.log_bytes = deps_.launcher.output_size(id);
+    unacked_exits_[id] = report;
     send(report);
   }
   if (stopping_ && deps_.launcher.idle()) stop_daemon();

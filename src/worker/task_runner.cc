@@ -86,6 +86,11 @@ std::string TaskRunner::task_dir(const api::TaskKey& id) const {
 
 std::string TaskRunner::log_path(const api::TaskKey& id) const { return task_dir(id) + "/output.log"; }
 
+int64_t TaskRunner::output_size(const api::TaskKey& id) const {
+  struct stat st {};
+  return ::stat(log_path(id).c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
+}
+
 Result<std::string> TaskRunner::read_output(const api::TaskKey& id, int64_t offset, int64_t max_bytes) const {
   std::string path = log_path(id);
   // A running task's file is open already; an ended one's is opened for the read.

@@ -63,6 +63,7 @@ class TaskRunner final : public TaskLauncher {
   std::vector<Running> running() const override;
   bool idle() const override { return tasks_.empty(); }
   bool runs(const api::TaskKey& id) const override { return tasks_.count(id) > 0; }
+  int64_t output_size(const api::TaskKey& id) const override;
   Result<std::string> read_output(const api::TaskKey& id, int64_t offset, int64_t max_bytes) const override;
 
  private:

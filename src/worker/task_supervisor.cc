@@ -441,9 +441,18 @@ class Supervisor {
   // A process that left its task's control group, process group and marker is still
   // the supervisor's descendant: once the task processes above it are gone it is
   // handed to the supervisor (the subreaper). A child that is no task of its own and
-  // belongs to no live task (by group, or by marker where there is none) escaped its
-  // task: it is killed, and so in turn are its own children once handed over.
+  // is in no live task's group escaped its task: it is killed, and so in turn are its
+  // own children once handed over.
   void kill_escaped() {
+    // Only where every task has a group: without one, a process is known by its
+    // marker, and one whose environment cannot be read (set non-dumpable, or rewritten
+    // by setproctitle) would look like an escaped one.
+    for (const auto& [_, task] : tasks_) {
+      if (task.cgroup.empty()) return;
+    }
+    for (const auto& ending : endings_) {
+      if (ending.task.cgroup.empty()) return;
+    }
     std::vector<int> orphans;
     for (int pid : own_children()) {
       if (!tasks_.count(pid)) orphans.push_back(pid);
@@ -451,9 +460,7 @@ class Supervisor {
     if (orphans.empty()) return;
     std::set<int> held;
     auto hold = [&](const Supervised& task) {
-      for (int pid : task.cgroup.empty() ? find_marked_processes(task.marker) : cgroup_pids(task.cgroup)) {
-        held.insert(pid);
-      }
+      for (int pid : cgroup_pids(task.cgroup)) held.insert(pid);
     };
     for (const auto& [_, task] : tasks_) hold(task);
     for (const auto& ending : endings_) hold(ending.task);

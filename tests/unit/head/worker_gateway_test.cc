@@ -369,6 +369,7 @@ TEST_F(WorkerGatewayTest, TheExitOfATaskTheHeadDoesNotKnowIsStillAcknowledged) {
   api::TaskExited exited;
   exited.task = key;
   exited.exit.signal = 9;
+  exited.log_bytes = 100;  // bytes the head does not have, of a task it does not know
   channel->deliver(api::encode(exited));
   clock_.advance(20);
   // The worker may let go of it.

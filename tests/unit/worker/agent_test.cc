@@ -79,6 +79,10 @@ class FakeLauncher final : public TaskLauncher {
   }
   bool idle() const override { return live.empty(); }
   bool runs(const api::TaskKey& id) const override { return live.count(id) > 0; }
+  int64_t output_size(const api::TaskKey& id) const override {
+    auto it = output.find(id);
+    return it == output.end() ? -1 : static_cast<int64_t>(it->second.size());
+  }
   Result<std::string> read_output(const api::TaskKey& id, int64_t offset, int64_t max_bytes) const override {
     ++reads;
     auto it = output.find(id);
@@ -495,6 +499,7 @@ TEST_F(AgentTest, ReconnectsWithBackoffAndResendsWhatTheHeadMissed) {
   auto reg = std::get<api::Register>(decode_all(again->take_text())[0]);
   ASSERT_EQ(reg.exited.size(), 1u);
   EXPECT_EQ(reg.exited[0].exit.exit_code, 1);
+  EXPECT_EQ(reg.exited[0].log_bytes, 11);  // so the head knows whether it lacks bytes
   again->deliver(api::encode(api::Registered{config_.node_id, 7000}));
   // The head has 4 of the 11 bytes: the rest comes, then the exit again.
   again->deliver(api::encode(api::LogResume{kTask, 4}));
