@@ -10,7 +10,6 @@
 #include <spdlog/spdlog.h>
 #include <fcntl.h>
 #include <sys/sendfile.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,11 +20,10 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <deque>
-#include <mutex>
-#include <unordered_map>
 #include <limits>
 #include <sstream>
 
+#include "net/admission.h"
 #include "net/beast_ws.h"
 #include "net/tls.h"
 
@@ -191,88 +189,6 @@ std::string stream_header(const HttpResponse& res, unsigned version) {
 
 }  // namespace
 
-// Open connections of this process (all its servers), in total and per peer address,
-// so that a stranger cannot take every descriptor: a peer on another machine gets at
-// most kMaxPerPeer, and all of them together leave kOwnerReserve descriptors that only
-// this machine's own clients (loopback) may use.
-class Admission {
- public:
-  static constexpr size_t kMaxPerPeer = 256;
-  static constexpr size_t kOwnerReserve = 64;
-
-  static Admission& instance() {
-    static Admission admission;
-    return admission;
-  }
-
-  // Request bodies read into memory from one peer address on another machine (each
-  // is bounded by its route's limit; this bounds them together): a body over this
-  // waits for no one and is refused with a 503.
-  static constexpr size_t kMaxBodyBytesPerPeer = 64 << 20;
-
-  // Room for a body of `bytes` from `peer`, held until the returned holder goes; null
-  // when the peer's bodies in memory would pass kMaxBodyBytesPerPeer.
-  std::shared_ptr<void> hold_body(const std::string& peer, size_t bytes) {
-    std::lock_guard lock(mu_);
-    if (is_loopback_host(peer)) return std::make_shared<int>(0);
-    size_t& held = body_bytes_[peer];
-    if (held + bytes > kMaxBodyBytesPerPeer) {
-      if (held == 0) body_bytes_.erase(peer);
-      return nullptr;
-    }
-    held += bytes;
-    return std::shared_ptr<void>(new int(0), [this, peer, bytes](int* p) {
-      delete p;
-      std::lock_guard lock(mu_);
-      auto it = body_bytes_.find(peer);
-      if (it != body_bytes_.end() && (it->second -= bytes) == 0) body_bytes_.erase(it);
-    });
-  }
-
-  // A held place for a connection from `peer`, released when the last owner of the
-  // connection lets go of it; null when the connection must be refused.
-  std::shared_ptr<void> admit(const std::string& peer) {
-    std::lock_guard lock(mu_);
-    const bool own = is_loopback_host(peer);
-    const size_t limit = descriptor_limit();
-    const size_t cap = own ? (limit > 32 ? limit - 32 : limit / 2) : (limit > kOwnerReserve * 2 ? limit - kOwnerReserve * 2 : limit / 2);
-    size_t& mine = per_peer_[peer];
-    if (open_ >= cap || (!own && mine >= kMaxPerPeer)) {
-      if (mine == 0) per_peer_.erase(peer);
-      return nullptr;
-    }
-    ++open_;
-    ++mine;
-    return std::make_shared<Place>(this, peer);
-  }
-
- private:
-  static size_t descriptor_limit() {
-    struct rlimit limit {};
-    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 1 << 20;
-    return static_cast<size_t>(limit.rlim_cur);
-  }
-  struct Place {
-    Place(Admission* a, std::string p) : admission(a), peer(std::move(p)) {}
-    ~Place() { admission->release(peer); }
-    Place(const Place&) = delete;
-    Place& operator=(const Place&) = delete;
-    Admission* admission;
-    std::string peer;
-  };
-
-  void release(const std::string& peer) {
-    std::lock_guard lock(mu_);
-    --open_;
-    auto it = per_peer_.find(peer);
-    if (it != per_peer_.end() && --it->second == 0) per_peer_.erase(it);
-  }
-
-  std::mutex mu_;
-  size_t open_ = 0;
-  std::unordered_map<std::string, size_t> per_peer_;
-  std::unordered_map<std::string, size_t> body_bytes_;
-};
 
 struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   asio::io_context& io;
@@ -318,7 +234,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     beast::error_code ec;
     auto ep = socket.remote_endpoint(ec);
     std::string remote = ec ? "" : ep.address().to_string();
-    std::shared_ptr<void> slot = Admission::instance().admit(remote);
+    std::shared_ptr<void> slot = detail::Admission::instance().admit(remote);
     if (!slot) {
       if (std::chrono::steady_clock::now() - last_refusal_warning > std::chrono::seconds(10)) {
         last_refusal_warning = std::chrono::steady_clock::now();
@@ -412,7 +328,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
           remote(std::move(peer)),
           slot(std::move(admitted)) {}
 
-    std::shared_ptr<void> slot;  // this connection's place (Admission), handed on with it
+    std::shared_ptr<void> slot;  // this connection's place (detail::Admission), handed on with it
 
     beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream); }
 
@@ -482,10 +398,10 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
       // body of unknown size counts as the route's limit).
       const size_t body_bytes = parser->chunked() ? limit : parser->content_length().value_or(0);
       if (body_bytes > 0) {
-        body_hold = Admission::instance().hold_body(remote, body_bytes);
+        body_hold = detail::Admission::instance().hold_body(remote, body_bytes);
         if (!body_hold) {
           spdlog::warn("refused a request from {}: its request bodies in memory would pass {} MiB", remote,
-                       Admission::kMaxBodyBytesPerPeer >> 20);
+                       detail::Admission::kMaxBodyBytesPerPeer >> 20);
           return write({503, "application/json",
                         R"({"error":"too many large requests from your address are being read at once; retry )"
                         R"(once earlier ones are answered"})"},
