@@ -9,16 +9,27 @@
 #include <cstring>
 #include <filesystem>
 
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+
 namespace ag::head {
 
-LogStore::LogStore(std::string root_dir, size_t max_open_files)
-    : root_(std::move(root_dir)), max_open_files_(std::max<size_t>(1, max_open_files)) {
+struct LogStore::Syncer {
+  boost::asio::thread_pool pool{1};
+};
+
+LogStore::LogStore(std::string root_dir, size_t max_open_files, Timers* io)
+    : root_(std::move(root_dir)), max_open_files_(std::max<size_t>(1, max_open_files)), io_(io) {
   // A folder that cannot be made fails each append with the path and the reason.
   std::error_code ec;
   std::filesystem::create_directories(root_, ec);
+  if (io_) syncer_ = std::make_unique<Syncer>();
 }
 
 LogStore::~LogStore() {
+  // Syncs under way finish (their ends, posted to an io thread that no longer runs,
+  // are dropped with it).
+  if (syncer_) syncer_->pool.join();
   for (auto& [_, log] : logs_) {
     if (log.fd >= 0) ::close(log.fd);
   }
@@ -94,18 +105,45 @@ void LogStore::close_file(OpenLog& log) {
 void LogStore::close(const api::TaskKey& key) {
   OpenLog& log = open(key);
   log.closed = true;
+  int fd = -1;
   if (log.fd >= 0) {
-    ::fsync(log.fd);
-    close_file(log);
+    fd = log.fd;  // the sync closes it
+    log.fd = -1;
+    open_order_.erase(log.lru);
   } else if (log.size > 0) {
     // Closed earlier to keep within max_open_files: made durable all the same.
-    int fd = ::open(path_for(key).c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd >= 0) {
-      ::fsync(fd);
-      ::close(fd);
-    }
+    fd = ::open(path_for(key).c_str(), O_WRONLY | O_CLOEXEC);
   }
   wake(key);
+  if (fd >= 0) sync(key, fd);
+}
+
+void LogStore::sync(const api::TaskKey& key, int fd) {
+  logs_[key].syncs_pending++;
+  if (!syncer_) {
+    ::fsync(fd);
+    ::close(fd);
+    return synced(key);
+  }
+  boost::asio::post(syncer_->pool, [this, key, fd] {
+    ::fsync(fd);
+    ::close(fd);
+    io_->post([this, key] { synced(key); });
+  });
+}
+
+void LogStore::synced(const api::TaskKey& key) {
+  OpenLog& log = logs_[key];
+  if (--log.syncs_pending > 0) return;
+  auto callbacks = std::move(log.synced);
+  log.synced.clear();
+  for (auto& fn : callbacks) fn();
+}
+
+void LogStore::after_synced(const api::TaskKey& key, std::function<void()> fn) {
+  auto it = logs_.find(key);
+  if (it == logs_.end() || it->second.syncs_pending == 0) return fn();
+  it->second.synced.push_back(std::move(fn));
 }
 
 int64_t LogStore::size(const api::TaskKey& key) { return open(key).size; }

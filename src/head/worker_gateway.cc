@@ -137,11 +137,13 @@ void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel
                    if (m.log_bytes > deps_.logs.size(m.task) && deps_.jobs.may_report(*node_id, m.task)) {
                      return retry_log(*node_id, m.task);
                    }
-                   // Acknowledged once the end is stored (the worker lets go of the task
-                   // then), and also when the head no longer knows the task.
+                   // Acknowledged once the log and the end are on disk (the worker lets
+                   // go of the task then), and also when the head no longer knows the task.
                    std::weak_ptr<net::WsConnection> weak = channel;
-                   deps_.jobs.after_durable([weak, task = m.task] {
-                     if (auto ch = weak.lock()) send(ch, api::ExitAck{task});
+                   deps_.logs.after_synced(m.task, [this, weak, task = m.task] {
+                     deps_.jobs.after_durable([weak, task] {
+                       if (auto ch = weak.lock()) send(ch, api::ExitAck{task});
+                     });
                    });
                  },
                  [&](const api::Register&) {

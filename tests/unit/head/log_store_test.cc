@@ -3,6 +3,11 @@
 // or the log's end.
 #include "head/log_store.h"
 
+#include <chrono>
+#include <thread>
+
+#include "fakes/fake_clock.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -143,6 +148,42 @@ TEST_F(LogStoreTest, CloseMarksTheLogCompleteAndKeepsItsBytes) {
   EXPECT_EQ(read(key_, 0, 100), "done\n");
   // Other tasks' logs stay open.
   EXPECT_FALSE(logs_.closed({"job_a", 0, 0}));
+}
+
+TEST_F(LogStoreTest, WithoutAnIoThreadACloseIsSyncedBeforeItReturns) {
+  ASSERT_TRUE(logs_.append(key_, 0, "done\n"));
+  logs_.close(key_);
+  int acked = 0;
+  logs_.after_synced(key_, [&] { acked++; });
+  EXPECT_EQ(acked, 1);
+}
+
+TEST_F(LogStoreTest, WithAnIoThreadTheSyncRunsAsideAndItsEndComesThroughTheIoThread) {
+  testing::FakeClock io;
+  LogStore logs((dir_ / "async").string(), 128, &io);
+  ASSERT_TRUE(logs.append(key_, 0, "first\n"));
+  logs.close(key_);
+  // Readers see the end at once; what waits for the disk runs only on the io thread.
+  EXPECT_TRUE(logs.closed(key_));
+  EXPECT_EQ(logs.read(key_, 0, 100).value(), "first\n");
+  std::vector<std::string> acked;
+  logs.after_synced(key_, [&] { acked.push_back("first close"); });
+  EXPECT_TRUE(acked.empty());
+  // Bytes resent after the end and a second close: a later callback waits for both.
+  ASSERT_TRUE(logs.append(key_, 6, "second\n"));
+  logs.close(key_);
+  logs.after_synced(key_, [&] { acked.push_back("second close"); });
+  // A log with no sync under way answers at once.
+  logs.after_synced({"job_a", 0, 0}, [&] { acked.push_back("other log"); });
+  EXPECT_EQ(acked, std::vector<std::string>{"other log"});
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (acked.size() < 3 && std::chrono::steady_clock::now() < deadline) {
+    io.run_ready();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(acked, (std::vector<std::string>{"other log", "first close", "second close"}));
+  EXPECT_EQ(logs.read(key_, 0, 100).value(), "first\nsecond\n");
+  EXPECT_EQ(logs.open_files(), 0u);
 }
 
 TEST_F(LogStoreTest, ALogWrittenBeforeARestartIsReadWithItsSize) {
