@@ -4,7 +4,9 @@ Every task of the gang runs this script. AetherGrid tells each one who it is thr
 the environment: AG_TASK_INDEX (its rank), AG_WORKER_NUM (the world size) and
 AG_MASTER_ADDR / AG_MASTER_PORT (where rank 0 listens). The torchrun names RANK,
 WORLD_SIZE, MASTER_ADDR and MASTER_PORT are set too, so torchrun-style scripts run
-unchanged. On GPUs the ranks talk over NCCL; on CPUs over gloo.
+unchanged. On GPUs the ranks talk over NCCL; on CPUs over gloo. Each task uses GPU
+LOCAL_RANK: the tasks on a node see all the GPUs the job holds there, each one's own
+at index LOCAL_RANK (one GPU per task), as under torchrun.
 
     ag submit --num-workers 2 -- python examples/train.py
 """
@@ -56,13 +58,18 @@ def main():
     if rank != 0:
         wait_for_master(os.environ["AG_MASTER_ADDR"], int(os.environ["AG_MASTER_PORT"]))
     dist.init_process_group(backend=backend, init_method=master, rank=rank, world_size=world_size)
-    device = torch.device("cuda", 0) if use_cuda else torch.device("cpu")
+    # GPU LOCAL_RANK, or the only one a task sees under --gpu-isolation.
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    gpu = local_rank if use_cuda and torch.cuda.device_count() > local_rank else 0
+    if use_cuda:
+        torch.cuda.set_device(gpu)
+    device = torch.device("cuda", gpu) if use_cuda else torch.device("cpu")
 
     # A small regression problem: learn y = 3x + 2 with noise. Each rank sees its own
     # shard of the data; DDP averages the gradients.
     torch.manual_seed(1234 + rank)
     model = DDP(nn.Sequential(nn.Linear(1, 16), nn.ReLU(), nn.Linear(16, 1)).to(device),
-                device_ids=[0] if use_cuda else None)
+                device_ids=[gpu] if use_cuda else None)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = nn.MSELoss()
 

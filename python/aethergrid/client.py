@@ -114,7 +114,7 @@ class Client:
         runtime_env: {"working_dir": local folder (packed and uploaded once),
         "excludes": [gitignore patterns], "env_vars": {K: V, $VAR expanded},
         "python": "/path" or {"executable": "/path"}, "image": ...}.
-        task_options: per-task {"num_cpus", "num_gpus", "memory"}. timeout: seconds
+        task_options: per-task {"num_cpus", "num_gpus", "memory", "gpu_isolation"}. timeout: seconds
         before the job is stopped and FAILS (its whole run, retries included, unless
         timeout_per_attempt). placement: "pack" or "spread".
         submission_id: idempotency key (a fresh one by default); resubmitting the same

@@ -243,7 +243,7 @@ Result<JobSpec> parse_job_spec(const json& body) {
   if (body.contains("task_options") && !body["task_options"].is_null()) {
     const json& opts = body["task_options"];
     if (!opts.is_object()) return field_error("task_options", std::string("must be an object, got ") + type_name(opts));
-    if (auto err = check_known_keys(opts, "task_options.", {"num_cpus", "num_gpus", "memory"})) return *err;
+    if (auto err = check_known_keys(opts, "task_options.", {"num_cpus", "num_gpus", "memory", "gpu_isolation"})) return *err;
     if (opts.contains("num_cpus")) {
       if (auto err = read_number(opts["num_cpus"], "task_options.num_cpus", kMinCpusPerTask, kMaxCpusPerTask, &spec.num_cpus)) return *err;
     }
@@ -252,6 +252,13 @@ Result<JobSpec> parse_job_spec(const json& body) {
     }
     if (opts.contains("memory")) {
       if (auto err = read_int(opts["memory"], "task_options.memory", 0, int64_t{1} << 50, &spec.memory_bytes)) return *err;
+    }
+    if (opts.contains("gpu_isolation") && !opts["gpu_isolation"].is_null()) {
+      if (!opts["gpu_isolation"].is_boolean()) {
+        return field_error("task_options.gpu_isolation",
+                           std::string("must be true or false, got ") + type_name(opts["gpu_isolation"]));
+      }
+      spec.gpu_isolation = opts["gpu_isolation"].get<bool>();
     }
   }
   if (body.contains("runtime_env") && !body["runtime_env"].is_null()) {
@@ -300,7 +307,7 @@ json to_json(const JobSpec& spec) {
   j["entrypoint"] = spec.entrypoint;
   j["num_workers"] = spec.num_workers;
   j["task_options"] = {{"num_cpus", spec.num_cpus}, {"num_gpus", spec.num_gpus},
-                       {"memory", spec.memory_bytes}};
+                       {"memory", spec.memory_bytes}, {"gpu_isolation", spec.gpu_isolation}};
   j["runtime_env"] = json::object();
   const RuntimeEnv& env = spec.runtime_env;
   if (!env.env_vars.empty()) j["runtime_env"]["env_vars"] = env.env_vars;

@@ -69,6 +69,9 @@ struct JobSpec {
   double num_cpus = 1;         // per task
   int64_t num_gpus = 0;        // per task
   int64_t memory_bytes = 0;    // per task; 0 = no memory requirement
+  // CUDA_VISIBLE_DEVICES lists only the task's own GPUs, not all the GPUs its gang
+  // holds on the node (see api::visible_gpus).
+  bool gpu_isolation = false;
   RuntimeEnv runtime_env;
   std::string name;
   std::map<std::string, std::string> labels;

@@ -4,9 +4,25 @@
 
 namespace ag::api {
 
+namespace {
+
+std::string join_ids(const std::vector<int>& ids) {
+  std::string out;
+  for (size_t i = 0; i < ids.size(); ++i) out += (i ? "," : "") + std::to_string(ids[i]);
+  return out;
+}
+
+}  // namespace
+
+std::vector<int> visible_gpus(const std::vector<std::vector<int>>& by_local_rank, int local_rank, bool isolated) {
+  if (local_rank < 0 || local_rank >= static_cast<int>(by_local_rank.size())) return {};
+  if (isolated) return by_local_rank[static_cast<size_t>(local_rank)];
+  std::vector<int> out;
+  for (const auto& ids : by_local_rank) out.insert(out.end(), ids.begin(), ids.end());
+  return out;
+}
+
 Environment head_task_environment(const TaskPlacement& p) {
-  std::string gpus;
-  for (size_t i = 0; i < p.gpu_ids.size(); ++i) gpus += (i ? "," : "") + std::to_string(p.gpu_ids[i]);
   const std::string world = std::to_string(p.num_tasks);
   const std::string rank = std::to_string(p.task_index);
   const std::string port = std::to_string(p.master_port);
@@ -25,7 +41,8 @@ Environment head_task_environment(const TaskPlacement& p) {
       {"LOCAL_WORLD_SIZE", std::to_string(p.local_world_size)},
       {"MASTER_ADDR", p.master_addr},
       {"MASTER_PORT", port},
-      {"CUDA_VISIBLE_DEVICES", gpus},
+      {"CUDA_VISIBLE_DEVICES", join_ids(p.visible_gpu_ids)},
+      {"AG_GPU_IDS", join_ids(p.gpu_ids)},
   };
 }
 

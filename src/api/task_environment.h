@@ -28,10 +28,18 @@ struct TaskPlacement {
   std::string node_address;
   int local_rank = 0;        // this task's position among the gang's tasks on its node
   int local_world_size = 1;  // how many of the gang's tasks share its node
-  std::vector<int> gpu_ids;  // the GPUs assigned to this task
+  std::vector<int> gpu_ids;          // the GPUs assigned to this task (AG_GPU_IDS)
+  std::vector<int> visible_gpu_ids;  // what CUDA_VISIBLE_DEVICES lists (visible_gpus)
 };
 
-// The head's half: AG_* and torchrun's variables and CUDA_VISIBLE_DEVICES.
+// What CUDA_VISIBLE_DEVICES lists for the task with LOCAL_RANK `local_rank`, given the
+// GPUs of each of its gang's tasks on that node (`by_local_rank[r]`: the task with
+// LOCAL_RANK r): all of them, task after task, so that a task's own GPUs start at
+// index LOCAL_RANK × num_gpus and `torch.cuda.set_device(LOCAL_RANK)` picks its own
+// device, as under torchrun; with `isolated`, only the task's own.
+std::vector<int> visible_gpus(const std::vector<std::vector<int>>& by_local_rank, int local_rank, bool isolated);
+
+// The head's half: AG_* and torchrun's variables and the GPUs.
 Environment head_task_environment(const TaskPlacement& placement);
 
 // The worker's half, completing the environment from

@@ -137,6 +137,8 @@ int run(int argc, char** argv) {
   submit_cmd->add_option("--num-cpus", submit_opts.num_cpus, "CPUs per task (default 1)")->check(CLI::Range(0.0, 1024.0));
   submit_cmd->add_option("--num-gpus", submit_opts.num_gpus, "GPUs per task (default 0)")->check(CLI::Range(0, 64));
   submit_cmd->add_option("--memory", submit_opts.memory_gb, "Memory per task, GiB")->check(CLI::Range(0.0, 1e6));
+  submit_cmd->add_flag("--gpu-isolation", submit_opts.gpu_isolation,
+                       "Each task sees only its own GPUs (default: all its gang's GPUs on the node, its own from index LOCAL_RANK x num_gpus)");
   submit_cmd->add_option("--placement", submit_opts.placement, "pack (fewest nodes) or spread")->capture_default_str()->check(CLI::IsMember({"pack", "spread"}));
   submit_cmd->add_option("--env", submit_opts.env, "Environment variable NAME=VALUE (repeatable)");
   submit_cmd->add_option("--working-dir", submit_opts.working_dir, "Local folder to ship to every task as its working directory");

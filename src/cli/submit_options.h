@@ -28,6 +28,7 @@ struct SubmitOptions {
   int max_retries = 0;
   std::optional<double> timeout_s;
   bool timeout_per_attempt = false;
+  bool gpu_isolation = false;
   bool no_wait = false;
   std::vector<std::string> command;
 };

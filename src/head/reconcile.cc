@@ -17,13 +17,15 @@ api::Launch launch_message(const Job& job, const api::TaskKey& key) {
   placement.node_id = task.node_id;
   placement.node_address = task.node_address;
   placement.gpu_ids = task.gpu_ids;
-  placement.local_rank = 0;
-  placement.local_world_size = 0;
+  // The gang's tasks on this node in index order are its local ranks.
+  std::vector<std::vector<int>> gpus_by_local_rank;
   for (const auto& other : attempt.tasks) {
     if (other.node_id != task.node_id) continue;
-    if (other.index < task.index) ++placement.local_rank;
-    ++placement.local_world_size;
+    if (other.index == task.index) placement.local_rank = static_cast<int>(gpus_by_local_rank.size());
+    gpus_by_local_rank.push_back(other.gpu_ids);
   }
+  placement.local_world_size = static_cast<int>(gpus_by_local_rank.size());
+  placement.visible_gpu_ids = api::visible_gpus(gpus_by_local_rank, placement.local_rank, job.spec.gpu_isolation);
   api::Launch launch;
   launch.task = key;
   launch.entrypoint = job.spec.entrypoint;

@@ -237,6 +237,22 @@ TEST(ParseJobSpecErrorTest, UnknownTaskOptionIsNamedWithItsPrefix) {
   EXPECT_THAT(error.message, AllOf(HasSubstr("task_options.num_tpus"), HasSubstr("num_gpus")));
 }
 
+TEST(ParseJobSpecTest, GpuIsolationIsOffByDefaultReadAsABooleanAndWrittenBack) {
+  EXPECT_FALSE(parse_job_spec(json{{"entrypoint", "true"}})->gpu_isolation);
+  const Result<JobSpec> spec = parse_job_spec(spec_with_task_option("gpu_isolation", true));
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_TRUE(spec->gpu_isolation);
+  EXPECT_TRUE(parse_job_spec(to_json(spec.value()))->gpu_isolation);
+}
+
+TEST(ParseJobSpecErrorTest, GpuIsolationThatIsNotABooleanIsRefusedNamingTheField) {
+  for (const json& value : {json("yes"), json(1)}) {
+    const Error error = parse_error(spec_with_task_option("gpu_isolation", value));
+    EXPECT_EQ(error.code, ErrorCode::kInvalidArgument);
+    EXPECT_THAT(error.message, AllOf(HasSubstr("task_options.gpu_isolation"), HasSubstr("true or false")));
+  }
+}
+
 TEST(ParseJobSpecErrorTest, UnknownRuntimeEnvFieldIsNamedWithItsPrefix) {
   const Error error = parse_error(spec_with("runtime_env", {{"pip", json::array({"torch"})}}));
 

@@ -4,7 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <set>
 #include <string>
+#include <vector>
 
 namespace ag::api {
 namespace {
@@ -22,6 +27,7 @@ TaskPlacement rank_three_of_four() {
   p.local_rank = 1;
   p.local_world_size = 2;
   p.gpu_ids = {2, 3};
+  p.visible_gpu_ids = {0, 1, 2, 3};  // local rank 0 holds GPUs 0 and 1
   return p;
 }
 
@@ -47,7 +53,8 @@ TEST(TaskEnvironment, EveryVariableOfTheContract) {
       {"LOCAL_WORLD_SIZE", "2"},
       {"MASTER_ADDR", "127.0.0.2"},
       {"MASTER_PORT", "29517"},
-      {"CUDA_VISIBLE_DEVICES", "2,3"},
+      {"CUDA_VISIBLE_DEVICES", "0,1,2,3"},  // its own from index LOCAL_RANK x num_gpus
+      {"AG_GPU_IDS", "2,3"},
       {"PATH", "/data/python-shims/abc:/usr/bin:/bin"},  // the python shim first
       {"HOME", "/root"},                                 // the rest of the agent's environment
       {"PYTHONPATH", "/code:/site"},                     // env_vars expand against it
@@ -65,10 +72,56 @@ TEST(TaskEnvironment, EveryVariableOfTheContract) {
 TEST(TaskEnvironment, NoGpusIsAnEmptyStringAndNoShimLeavesPathAlone) {
   TaskPlacement p = rank_three_of_four();
   p.gpu_ids.clear();
+  p.visible_gpu_ids.clear();
   Environment env = worker_task_environment({{"PATH", "/bin"}}, head_task_environment(p), {}, "").value();
   EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "");
+  EXPECT_EQ(env.at("AG_GPU_IDS"), "");
   EXPECT_EQ(env.at("PATH"), "/bin");
   EXPECT_EQ(env.at("PYTHONUNBUFFERED"), "1");
+}
+
+// Every inventory of 1-8 GPUs on a node, numbered in a scrambled order, and every way
+// 1-8 tasks of a gang with the same num_gpus fit on it: each task's own GPUs are at
+// index LOCAL_RANK x num_gpus of what it sees (torch.cuda.set_device(LOCAL_RANK) with
+// one GPU per task picks its own), it sees the gang's GPUs on the node and no GPU
+// twice; isolated, it sees its own only.
+TEST(VisibleGpus, OwnGpusStartAtLocalRankTimesNumGpusOnEveryInventory) {
+  std::mt19937 rng(7);
+  int cases = 0;
+  for (int node_gpus = 1; node_gpus <= 8; ++node_gpus) {
+    std::vector<int> inventory(static_cast<size_t>(node_gpus));
+    std::iota(inventory.begin(), inventory.end(), 0);
+    std::shuffle(inventory.begin(), inventory.end(), rng);
+    for (int tasks = 1; tasks <= 8; ++tasks) {
+      for (int per_task = 1; per_task * tasks <= node_gpus; ++per_task) {
+        std::vector<std::vector<int>> by_local_rank;
+        for (int r = 0; r < tasks; ++r) {
+          auto first = inventory.begin() + r * per_task;
+          by_local_rank.emplace_back(first, first + per_task);
+        }
+        for (int r = 0; r < tasks; ++r) {
+          SCOPED_TRACE(std::to_string(node_gpus) + " GPUs, " + std::to_string(tasks) + " tasks of " +
+                       std::to_string(per_task) + ", local rank " + std::to_string(r));
+          std::vector<int> seen = visible_gpus(by_local_rank, r, false);
+          ASSERT_EQ(seen.size(), static_cast<size_t>(tasks * per_task));
+          std::vector<int> own(seen.begin() + r * per_task, seen.begin() + (r + 1) * per_task);
+          EXPECT_EQ(own, by_local_rank[static_cast<size_t>(r)]);
+          EXPECT_EQ(std::set<int>(seen.begin(), seen.end()).size(), seen.size());
+          // The same view for every task of the gang on the node.
+          EXPECT_EQ(seen, visible_gpus(by_local_rank, 0, false));
+          EXPECT_EQ(visible_gpus(by_local_rank, r, true), by_local_rank[static_cast<size_t>(r)]);
+          ++cases;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(cases, 179);  // every (GPUs, tasks, GPUs per task, local rank) above
+}
+
+TEST(VisibleGpus, NoGpusOrARankOutsideTheGangSeesNone) {
+  EXPECT_TRUE(visible_gpus({{}, {}}, 1, false).empty());
+  EXPECT_TRUE(visible_gpus({{0}, {1}}, 2, false).empty());
+  EXPECT_TRUE(visible_gpus({}, 0, true).empty());
 }
 
 TEST(TaskEnvironment, ShimWithoutAnInheritedPath) {

@@ -157,6 +157,47 @@ TEST_F(JobManagerTest, SubmitPlaceLaunchExitSucceeds) {
   EXPECT_TRUE(channel_.take<api::Kill>().empty());
 }
 
+// Two nodes with four GPUs each (numbered apart so that a mix-up shows) and a gang of
+// four tasks with two GPUs each: on each node both tasks see the node's four GPUs, and
+// LOCAL_RANK x 2 is where each one's own begin; isolated, each sees its own.
+TEST_F(JobManagerTest, EachTaskSeesItsGangsGpusOnTheNodeWithItsOwnAtLocalRankTimesNumGpus) {
+  for (bool isolated : {false, true}) {
+    SCOPED_TRACE(isolated ? "isolated" : "shared");
+    std::string suffix = isolated ? "_i" : "_s";
+    add_node("node_a" + suffix, 8, {4, 5, 6, 7});
+    add_node("node_b" + suffix, 8, {0, 1, 2, 3});
+    api::JobSpec s = spec(4, 1);
+    s.num_gpus = 2;
+    s.gpu_isolation = isolated;
+    std::string id = submit(s);
+    auto launches = channel_.take<api::Launch>();
+    ASSERT_EQ(launches.size(), 4u);
+    std::map<std::string, std::vector<const api::Launch*>> by_node;
+    for (const auto& [node, launch] : launches) by_node[node].push_back(&launch);
+    ASSERT_EQ(by_node.size(), 2u);
+    for (const auto& [node, tasks] : by_node) {
+      ASSERT_EQ(tasks.size(), 2u);
+      for (const api::Launch* launch : tasks) {
+        const auto& env = launch->env;
+        int local_rank = std::stoi(env.at("LOCAL_RANK"));
+        std::string own = env.at("AG_GPU_IDS");
+        EXPECT_EQ(own, std::to_string(launch->gpu_ids[0]) + "," + std::to_string(launch->gpu_ids[1]));
+        std::string seen = env.at("CUDA_VISIBLE_DEVICES");
+        if (isolated) {
+          EXPECT_EQ(seen, own);
+        } else {
+          // Four ids, one character each: its own two begin at index local_rank x 2.
+          ASSERT_EQ(seen.size(), 7u) << seen;
+          EXPECT_EQ(seen.substr(static_cast<size_t>(local_rank) * 4, 3), own) << seen;
+          EXPECT_EQ(seen, tasks[0]->env.at("CUDA_VISIBLE_DEVICES"));
+        }
+      }
+    }
+    start_all(launches);
+    exit_all(id, 0, 4, 0);
+  }
+}
+
 TEST_F(JobManagerTest, ABurstOfTaskReportsIsWrittenInAFewWritesAndAfterDurableWaitsForThem) {
   add_node("node_a", 64);
   std::string id = submit(spec(50, 1));

@@ -26,12 +26,14 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
 class LogStoreTest : public ::testing::Test {
+ public:
+  ~LogStoreTest() override { fs::remove_all(dir_); }
+
  protected:
   LogStoreTest()
       : dir_(fs::temp_directory_path() / ("ag-log-store-test-" + std::to_string(::getpid()) + "-" +
                                           ::testing::UnitTest::GetInstance()->current_test_info()->name())),
         logs_((dir_ / "logs").string()) {}
-  ~LogStoreTest() override { fs::remove_all(dir_); }
 
   // What read() returns, or the error's message prefixed so a comparison fails loudly.
   std::string read(const api::TaskKey& key, int64_t offset, int64_t max_bytes) {
