@@ -150,7 +150,12 @@ export function mount(view, ctx) {
 
   function renderSummary() {
     const message = job.message ? h("p", { class: "reason", id: "job-message" }, job.message) : null;
-    replace(summary, message, h("dl", { class: "fields wide" },
+    // A failed job: the failing rank's last lines, under its reason.
+    const failure = job.failure && job.failure.last_lines ? h("div", { class: "failure", id: "job-failure" },
+      h("p", { class: "muted" }, `Last lines of rank ${job.failure.task_index} (attempt ${job.failure.attempt}, ` +
+        `node ${job.failure.node_id}):`),
+      h("pre", { class: "log tail" }, job.failure.last_lines)) : null;
+    replace(summary, message, failure, h("dl", { class: "fields wide" },
       field("Job ID", h("span", { class: "mono" }, job.job_id)),
       field("Owner", h("span", { id: "job-owner" }, job.owner)),
       field("Submitted", formatTime(job.submitted_ms)),
@@ -163,7 +168,8 @@ export function mount(view, ctx) {
   function renderLogPicker() {
     const attempts = job.attempts || [];
     const latest = attempts.length ? attempts[attempts.length - 1].attempt : 0;
-    if (!logChoice) logChoice = { attempt: latest, task: 0, latest: true };
+    // A failed job opens on the rank that failed it.
+    if (!logChoice) logChoice = { attempt: latest, task: job.failure ? job.failure.task_index : 0, latest: true };
     if (logChoice.latest && logChoice.attempt !== latest) logChoice = { ...logChoice, attempt: latest };
     const tasks = job.spec ? job.spec.num_workers : 1;
     const attemptSelect = h("select", { id: "log-attempt", "aria-label": "attempt",

@@ -107,7 +107,9 @@ class AGJobFailedError(AGError):
 
     ``message`` is the job's own reason, which names the task and its exit code or
     signal (``task 1 exited with code 3``), a lost node, a timeout, or why it could not
-    start. ``info`` is the job's full JSON; ``state`` and ``job_id`` come from it.
+    start; when a task failed, its last lines of output follow on the next lines.
+    ``info`` is the job's full JSON (``info["failure"]`` holds the failing task and its
+    lines); ``state`` and ``job_id`` come from it.
     ``str(error)`` adds the job id and state to the message.
     """
 

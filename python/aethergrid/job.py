@@ -14,6 +14,18 @@ MAX_WAIT_MS = 60000
 TAIL_WAIT_MS = 25000
 
 
+def failure_text(info):
+    """A FAILED or STOPPED job's reason, and for a failed task its last lines of output
+    (at most 50 lines / 8 KiB, as the head kept them) under it."""
+    text = info.get("message") or "job {}".format(str(info.get("state", "failed")).lower())
+    failure = info.get("failure") or {}
+    lines = failure.get("last_lines")
+    if lines:
+        text += "\nlast lines of task {} (attempt {}, node {}):\n{}".format(
+            failure.get("task_index"), failure.get("attempt"), failure.get("node_id"), lines.rstrip("\n"))
+    return text
+
+
 class Job:
     """One job on the cluster, by id. Methods raise AGConnectionError, AGAuthError or
     AGNotFoundError (unknown id) besides what each one documents; stop() and the log
@@ -76,7 +88,7 @@ class Job:
             if state == "SUCCEEDED":
                 return info
             if state in FAILED_STATES:
-                raise AGJobFailedError(info.get("message") or "job {}".format(state.lower()), info)
+                raise AGJobFailedError(failure_text(info), info)
             if deadline is not None and time.monotonic() >= deadline:
                 raise AGTimeoutError(
                     "job {} did not finish within {:g} s (it is {}; it keeps running: call "
@@ -84,11 +96,12 @@ class Job:
                     job_id=self.job_id, timeout=timeout, info=info)
 
     def get_error_message(self):
-        """Why the job FAILED or was STOPPED (names the task and exit code or signal), or
-        None while it is not in one of those states."""
+        """Why the job FAILED or was STOPPED (names the task and exit code or signal,
+        followed by the failing task's last lines of output), or None while it is not in
+        one of those states."""
         info = self.info()
         if info.get("state") in FAILED_STATES:
-            return info.get("message") or info.get("state")
+            return failure_text(info)
         return None
 
     def stop(self):

@@ -9,6 +9,7 @@
 #include <thread>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "api/job_spec.h"
 #include "api/job_state.h"
@@ -158,6 +159,19 @@ Result<std::string> upload_working_dir(const Connection& conn, const std::string
   return "sha256:" + hash;
 }
 
+// A FAILED job's failing task and its last lines of output, indented, unless there
+// are none or `streamed_task` (whose whole log was just shown) is the one.
+void print_failure(std::ostream& out, const json& job, const std::string& indent, int streamed_task = -1) {
+  if (!job.contains("failure") || !job["failure"].is_object()) return;
+  const json& failure = job["failure"];
+  const std::string lines = failure.value("last_lines", "");
+  if (lines.empty() || failure["task_index"].get<int>() == streamed_task) return;
+  out << indent << "Last lines of task " << failure["task_index"] << " (attempt " << failure["attempt"] << ", node "
+      << terminal_safe(failure["node_id"].get<std::string>(), false) << "):\n";
+  std::istringstream in(lines);
+  for (std::string line; std::getline(in, line);) out << indent << "  " << terminal_safe(line, false) << "\n";
+}
+
 }  // namespace
 
 int submit(const ConnectionOptions& options, const SubmitOptions& submit) {
@@ -237,8 +251,11 @@ int submit(const ConnectionOptions& options, const SubmitOptions& submit) {
     std::cout << job.dump() << "\n";
   } else {
     std::cerr << "Job " << job_id << " " << state;
-    if (!job["message"].get<std::string>().empty()) std::cerr << ": " << job["message"].get<std::string>();
+    if (!job["message"].get<std::string>().empty()) {
+      std::cerr << ": " << terminal_safe(job["message"].get<std::string>(), false);
+    }
     std::cerr << "\n";
+    print_failure(std::cerr, job, "  ", 0);
   }
   return job_state(job) == api::JobState::kSucceeded ? 0 : 1;
 }
@@ -305,6 +322,7 @@ int job_status(const ConnectionOptions& options, const std::string& job_id, bool
   if (!j["message"].get<std::string>().empty()) {
     std::cout << "  " << terminal_safe(j["message"].get<std::string>(), false) << "\n";
   }
+  print_failure(std::cout, j, "  ");
   std::cout << "  Owner: " << str(j, "owner") << "\n";
   std::cout << "  Entrypoint: " << terminal_safe(j["entrypoint"].get<std::string>(), false) << "\n"
             << "  Tasks: " << j["num_workers"] << " x {" << cpus_text(j["num_cpus"].get<double>()) << " CPU, "

@@ -145,10 +145,14 @@ bool ApiRoutes::may_act_on(const Principal& who, const Job& job) const {
 
 json ApiRoutes::job_view(const Principal& who, const Job& job) const {
   json doc = job_to_json(job);
+  doc["failure"] = failure_json(job);
   const bool may_act = may_act_on(who, job);
   // For pages that offer a stop button or logs only to those who may use them.
   doc["caller_may_act"] = may_act;
   if (!may_act) {
+    // Output is for those who may read the logs.
+    if (doc["failure"].is_object()) doc["failure"].erase("last_lines");
+    for (auto& attempt : doc["attempts"]) attempt.erase("last_lines");
     json& env = doc["spec"]["runtime_env"];
     if (env.is_object() && env.contains("env_vars")) {
       env.erase("env_vars");

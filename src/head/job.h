@@ -50,6 +50,10 @@ struct AttemptRecord {
   // task of it may succeed the job any more.
   bool ending = false;
   std::string failure_reason;
+  // The task whose failure ended the attempt (not those stopped because of it), or -1,
+  // and its last lines of output as the head held them then (nullopt until read).
+  int failed_task = -1;
+  std::optional<std::string> failure_tail;
 
   bool all_terminal() const;
   bool finished() const { return finished_ms != 0; }

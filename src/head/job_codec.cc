@@ -41,7 +41,10 @@ json attempt_to_json(const AttemptRecord& a) {
   return {{"attempt", a.number},         {"master_addr", a.master_addr},
           {"master_port", a.master_port}, {"started_ms", a.started_ms},
           {"finished_ms", a.finished_ms}, {"ending", a.ending},
-          {"failure_reason", a.failure_reason}, {"tasks", tasks}};
+          {"failure_reason", a.failure_reason},
+          {"failed_task_index", a.failed_task >= 0 ? json(a.failed_task) : json(nullptr)},
+          {"last_lines", a.failure_tail ? json(*a.failure_tail) : json(nullptr)},
+          {"tasks", tasks}};
 }
 
 AttemptRecord attempt_from_json(const json& j) {
@@ -53,6 +56,11 @@ AttemptRecord attempt_from_json(const json& j) {
   a.finished_ms = j.at("finished_ms").get<int64_t>();
   a.ending = j.at("ending").get<bool>();
   a.failure_reason = j.at("failure_reason").get<std::string>();
+  // Records from before these fields have neither.
+  if (j.contains("failed_task_index") && j["failed_task_index"].is_number_integer()) {
+    a.failed_task = j["failed_task_index"].get<int>();
+  }
+  if (j.contains("last_lines") && j["last_lines"].is_string()) a.failure_tail = j["last_lines"].get<std::string>();
   for (const auto& t : j.at("tasks")) a.tasks.push_back(task_from_json(t));
   return a;
 }
@@ -77,6 +85,19 @@ json job_summary_json(const Job& job) {
   j["started_ms"] = job.started_ms;
   j["finished_ms"] = job.finished_ms;
   return j;
+}
+
+json failure_json(const Job& job) {
+  // The task that failed first in the last attempt, not those stopped because of it.
+  const AttemptRecord* last = job.current_attempt();
+  if (!last || job.state != JobState::kFailed || last->failed_task < 0 ||
+      last->failed_task >= static_cast<int>(last->tasks.size())) {
+    return nullptr;
+  }
+  const TaskRecord& task = last->tasks[static_cast<size_t>(last->failed_task)];
+  return {{"attempt", last->number}, {"task_index", task.index}, {"node_id", task.node_id},
+          {"node_address", task.node_address}, {"reason", task.reason},
+          {"last_lines", last->failure_tail.value_or("")}};
 }
 
 json job_to_json(const Job& job) {

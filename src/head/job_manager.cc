@@ -31,6 +31,9 @@ constexpr size_t kMaxJobsPerPass = 64;
 constexpr int64_t kPersistIntervalMs = 20;
 constexpr int64_t kPersistCostShare = 10;
 constexpr int64_t kPersistRetryMs = 1000;
+// A failed task's last lines kept with its attempt (shown with the job's failure).
+constexpr int64_t kFailureTailBytes = 8 * 1024;
+constexpr int kFailureTailLines = 50;
 
 }  // namespace
 
@@ -543,6 +546,12 @@ void JobManager::flush_unsaved() {
 }
 
 void JobManager::apply(Job& job, const Effects& fx) {
+  // The task that failed an attempt: its last lines, while the head holds its log whole
+  // (a task's exit follows its last byte), kept with the attempt.
+  if (AttemptRecord* failed = job.current_attempt(); failed && failed->failed_task >= 0 && !failed->failure_tail) {
+    failed->failure_tail =
+        deps_.logs.tail({job.id, failed->number, failed->failed_task}, kFailureTailBytes, kFailureTailLines);
+  }
   std::vector<JobEvent> added;
   for (const auto& e : fx.events) add_event(job, e, added);
   if (fx.changed || !added.empty()) persist(job, added);

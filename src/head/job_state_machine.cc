@@ -101,6 +101,7 @@ void fail_task(Job& job, AttemptRecord& attempt, TaskRecord& task, const std::st
   if (!attempt.ending) {
     attempt.ending = true;
     attempt.failure_reason = "task " + std::to_string(task.index) + " " + reason;
+    attempt.failed_task = task.index;
     kill_live_tasks(job.id, attempt, task.index, fx);
     if (!fx.kill.empty()) {
       fx.events.push_back("stopping the other " + std::to_string(fx.kill.size()) +

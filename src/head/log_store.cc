@@ -167,6 +167,29 @@ Result<std::string> LogStore::read(const api::TaskKey& key, int64_t offset, int6
   return out;
 }
 
+std::string LogStore::tail(const api::TaskKey& key, int64_t max_bytes, int max_lines) {
+  const int64_t end = size(key);
+  const int64_t from = std::max<int64_t>(0, end - max_bytes);
+  auto data = read(key, from, end - from);
+  if (!data.ok()) return "";
+  std::string text = std::move(data.value());
+  // A line cut off at the front says less than it seems to: from the next one on.
+  if (from > 0) {
+    size_t nl = text.find('\n');
+    if (nl != std::string::npos && nl + 1 < text.size()) text.erase(0, nl + 1);
+  }
+  size_t last = text.size();
+  if (last > 0 && text[last - 1] == '\n') --last;  // the final newline ends the last line
+  int seen = 0;
+  for (size_t i = last; i-- > 0;) {
+    if (text[i] == '\n' && ++seen == max_lines) {
+      text.erase(0, i + 1);
+      break;
+    }
+  }
+  return text;
+}
+
 uint64_t LogStore::wait(const api::TaskKey& key, int64_t offset, std::function<void()> ready) {
   if (size(key) > offset || closed(key)) {
     ready();

@@ -54,6 +54,10 @@ class LogStore {
   // from disk.
   std::string path(const api::TaskKey& key) const { return path_for(key); }
 
+  // The last `max_lines` lines within the last `max_bytes` of the log, from the start
+  // of a line where the bytes allow; "" when there are none or they cannot be read.
+  std::string tail(const api::TaskKey& key, int64_t max_bytes, int max_lines);
+
   // Up to `max_bytes` from `offset`. Errors: kInternal when the file cannot be read.
   Result<std::string> read(const api::TaskKey& key, int64_t offset, int64_t max_bytes);
 

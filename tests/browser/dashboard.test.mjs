@@ -183,6 +183,24 @@ describe("dashboard", { concurrency: false }, () => {
     assert.deepEqual(dialogs, [], "the confirmation is the page's own dialog, not window.confirm");
   });
 
+  step("a failed job shows the failing rank's last lines and opens on its log", async () => {
+    const id = await submit("-n", "2", "--name", "fails", "--",
+      "if [ \"$RANK\" = 1 ]; then seq 1 80 | sed 's/^/err line /'; exit 3; fi; sleep 60");
+    const state = await page.evaluate(async (jid) =>
+      (await (await fetch("/api/jobs/" + jid + "/wait?timeout_ms=30000")).json()).state, id);
+    assert.equal(state, "FAILED");
+    await page.goto(BASE + "/#/jobs/" + id);
+    await page.locator("#job-failure").waitFor();
+    assert.match(await page.locator("#job-message").textContent(), /task 1 exited with code 3/);
+    // The last 50 lines: 31 to 80.
+    const tail = await page.locator("#job-failure pre").textContent();
+    assert.match(tail, /^err line 31$/m);
+    assert.match(tail, /^err line 80$/m);
+    assert.doesNotMatch(tail, /^err line 30$/m);
+    await page.locator("button.rank.active[data-rank='1']").waitFor();
+    await page.locator("#log-text", { hasText: "err line 80" }).waitFor();
+  });
+
   step("a long log opens at its end and loads earlier parts on demand", async () => {
     // About 2 MB of numbered lines: far more than the viewer loads at once.
     const id = await submit("--name", "long-log", "--", "seq 1 300000");

@@ -4,7 +4,17 @@ any), and each bad input refused with a message that names it.
 
 Each test is bounded: CLI calls have subprocess timeouts, waits have deadlines.
 """
+import sys
+
 import pytest
+
+from conftest import REPO
+
+SDK_PATH = str(REPO / "python")
+if SDK_PATH not in sys.path:
+    sys.path.insert(0, SDK_PATH)
+
+import aethergrid as ag  # noqa: E402
 
 
 def task_log(cluster, job_id, task_index):
@@ -84,3 +94,74 @@ def test_gpu_isolation_that_is_not_a_boolean_is_refused(head_only, value):
     assert status == 400, body
     assert "task_options.gpu_isolation" in body["error"] and "true or false" in body["error"], body
     assert head_only.jobs() == before
+
+
+# ---- failures explain themselves ----------------------------------------------------------
+
+# Rank 1 prints 80 numbered lines (with a terminal escape in one) and fails; rank 0 is
+# stopped because of it and must not be the one shown.
+FAILING = ("if [ \"$RANK\" = 1 ]; then seq 1 80 | sed 's/^/err line /'; printf 'bad \\033[2J escape\\n'; "
+           "echo 'ValueError: bad shape'; exit 3; fi; echo 'rank 0 fine'; sleep 60")
+
+
+def assert_last_fifty(text):
+    assert "ValueError: bad shape" in text, text
+    assert "err line 33" in text and "err line 80" in text, text
+    assert "err line 32\n" not in text + "\n" and "rank 0 fine" not in text, text
+
+
+def test_a_failed_job_carries_the_failing_tasks_last_lines_everywhere(cluster):
+    job_id, proc = cluster.submit("-n", 2, "--", FAILING, timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    # ag submit's final words: the reason, then the failing rank's last lines (escaped).
+    assert "task 1 exited with code 3" in proc.stderr, proc.stderr
+    assert "Last lines of task 1 (attempt 0" in proc.stderr, proc.stderr
+    assert_last_fifty(proc.stderr)
+    assert "\x1b" not in proc.stderr and "bad \\x1b[2J escape" in proc.stderr, proc.stderr
+
+    status, job = cluster.api("GET", f"/api/jobs/{job_id}")
+    assert status == 200 and job["state"] == "FAILED", job
+    assert job["message"] == "task 1 exited with code 3", job  # one line, for lists
+    failure = job["failure"]
+    assert failure["task_index"] == 1 and failure["attempt"] == 0, failure
+    assert failure["reason"] == "exited with code 3", failure
+    lines = failure["last_lines"].splitlines()
+    assert len(lines) == 50 and lines[-1] == "ValueError: bad shape", lines
+    assert lines[0] == "err line 33", lines
+    assert_last_fifty(failure["last_lines"])
+
+    out = cluster.ag("status", job_id).stdout
+    assert "Last lines of task 1" in out, out
+    # Under the reason, before the rest of the record (which shows the entrypoint).
+    assert_last_fifty(out.split("Last lines of task 1", 1)[1].split("  Owner:", 1)[0])
+
+    client = ag.Client(cluster.address, token=cluster.token)
+    handle = client.get_job(job_id)
+    message = handle.get_error_message()
+    assert message.startswith("task 1 exited with code 3\n"), message
+    assert_last_fifty(message)
+    with pytest.raises(ag.AGJobFailedError) as raised:
+        handle.wait(timeout=30)
+    assert_last_fifty(str(raised.value))
+    assert raised.value.info["failure"]["task_index"] == 1
+
+
+def test_a_job_that_succeeds_or_is_stopped_has_no_failure(cluster):
+    ok, _ = cluster.submit("--no-wait", "--", "echo fine")
+    assert cluster.wait_state(ok, "SUCCEEDED")["failure"] is None
+    stopped, _ = cluster.submit("--no-wait", "--", "echo started; sleep 60")
+    cluster.wait_state(stopped, "RUNNING")
+    cluster.ag("stop-job", stopped)
+    job = cluster.wait_state(stopped, "STOPPED")
+    assert job["failure"] is None and "Last lines" not in cluster.ag("status", stopped).stdout
+
+
+def test_a_viewer_sees_why_a_job_failed_but_not_its_output(cluster):
+    job_id, proc = cluster.submit("-n", 2, "--", FAILING, timeout=60)
+    assert proc.returncode == 1
+    viewer = cluster.ag_json("user", "add", "vera", "--role", "viewer")["token"]
+    status, job = cluster.api("GET", f"/api/jobs/{job_id}", token=viewer)
+    assert status == 200 and job["failure"]["task_index"] == 1, job
+    assert "last_lines" not in job["failure"], job
+    assert all("last_lines" not in a for a in job["attempts"]), job
+    assert "err line 80" not in str(job)

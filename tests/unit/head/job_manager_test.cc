@@ -198,6 +198,42 @@ TEST_F(JobManagerTest, EachTaskSeesItsGangsGpusOnTheNodeWithItsOwnAtLocalRankTim
   }
 }
 
+// The task that failed the job first: its last lines are kept with the attempt (and
+// survive a restart), and the job's failure names it; the task stopped because of it
+// and a job that succeeded have none.
+TEST_F(JobManagerTest, AFailedJobKeepsTheFailingTasksLastLines) {
+  add_node("node_a");
+  add_node("node_b");
+  std::string id = submit(spec(2, 4));
+  auto launches = channel_.take<api::Launch>();
+  start_all(launches);
+  ASSERT_TRUE(logs_.append({id, 0, 0}, 0, "rank 0 waiting\n"));
+  ASSERT_TRUE(logs_.append({id, 0, 1}, 0, "loading\nTraceback (most recent call last):\nValueError: bad shape\n"));
+  api::TaskExit failed;
+  failed.exit_code = 1;
+  report_exit({id, 0, 1}, failed);
+  api::TaskExit stopped;
+  stopped.signal = 15;
+  report_exit({id, 0, 0}, stopped);
+  clock_.advance(20);
+  ASSERT_EQ(job(id).state, JobState::kFailed);
+  const std::string lines = "loading\nTraceback (most recent call last):\nValueError: bad shape\n";
+  EXPECT_EQ(job(id).attempts[0].failure_tail, lines);
+  nlohmann::json failure = failure_json(job(id));
+  EXPECT_EQ(failure["task_index"], 1);
+  EXPECT_EQ(failure["attempt"], 0);
+  EXPECT_EQ(failure["last_lines"], lines);
+  EXPECT_EQ(failure["reason"], "exited with code 1");
+  EXPECT_EQ(stored(id).attempts[0].failure_tail, lines);
+  EXPECT_EQ(stored(id).attempts[0].failed_task, 1);
+
+  std::string ok = submit(spec(1, 1));
+  start_all(channel_.take<api::Launch>());
+  exit_all(ok, 0, 1, 0);
+  EXPECT_TRUE(failure_json(job(ok)).is_null());
+  EXPECT_FALSE(job(ok).attempts[0].failure_tail.has_value());
+}
+
 TEST_F(JobManagerTest, ABurstOfTaskReportsIsWrittenInAFewWritesAndAfterDurableWaitsForThem) {
   add_node("node_a", 64);
   std::string id = submit(spec(50, 1));

@@ -190,6 +190,19 @@ TEST(GangFailureTest, FirstFailureIsTheReasonEvenWhenOthersFailLater) {
   on_task_exited(job, 0, 0, exit_code(7), 5'100);
 
   EXPECT_EQ(job.message, "task 1 exited with code 3");
+  // The task whose lines explain the failure is the first one, not the one after it.
+  EXPECT_EQ(job.attempts[0].failed_task, 1);
+}
+
+TEST(GangFailureTest, AStopOrTimeoutNamesNoFailedTask) {
+  Job job = make_job(2);
+  place_and_start(job);
+  EXPECT_EQ(job.attempts[0].failed_task, -1);
+  on_stop_requested(job, 5'000);
+  on_task_exited(job, 0, 0, killed_by(SIGTERM), 5'100);
+  on_task_exited(job, 0, 1, killed_by(SIGTERM), 5'100);
+  EXPECT_EQ(job.state, JobState::kStopped);
+  EXPECT_EQ(job.attempts[0].failed_task, -1);
 }
 
 TEST(GangFailureTest, ExitCode127ReasonSaysCommandNotFound) {

@@ -188,6 +188,27 @@ TEST_F(LogStoreTest, WithAnIoThreadTheSyncRunsAsideAndItsEndComesThroughTheIoThr
   EXPECT_EQ(logs.open_files(), 0u);
 }
 
+TEST_F(LogStoreTest, TailIsTheLastLinesFromTheStartOfALine) {
+  std::string text;
+  for (int i = 1; i <= 80; ++i) text += "line " + std::to_string(i) + "\n";
+  ASSERT_TRUE(logs_.append(key_, 0, text));
+  std::string fifty;
+  for (int i = 31; i <= 80; ++i) fifty += "line " + std::to_string(i) + "\n";
+  EXPECT_EQ(logs_.tail(key_, 8192, 50), fifty);
+  // Fewer bytes than the lines: from the first whole line within them.
+  EXPECT_EQ(logs_.tail(key_, 20, 50), "line 79\nline 80\n");
+  // A last line without its newline counts as a line.
+  ASSERT_TRUE(logs_.append(key_, static_cast<int64_t>(text.size()), "no newline"));
+  EXPECT_EQ(logs_.tail(key_, 8192, 2), "line 80\nno newline");
+}
+
+TEST_F(LogStoreTest, TailOfAnEmptyOrUnknownLogOrOneLongLineIsWhatThereIs) {
+  EXPECT_EQ(logs_.tail(key_, 8192, 50), "");
+  ASSERT_TRUE(logs_.append(key_, 0, std::string(100, 'x')));
+  // No line starts within the last 10 bytes: they are all there is to show.
+  EXPECT_EQ(logs_.tail(key_, 10, 50), std::string(10, 'x'));
+}
+
 TEST_F(LogStoreTest, ALogWrittenBeforeARestartIsReadWithItsSize) {
   ASSERT_TRUE(logs_.append(key_, 0, "before restart\n"));
   logs_.close(key_);
