@@ -15,7 +15,7 @@ Standard library only; Python >= 3.8.
 """
 from . import exceptions
 from .client import Client
-from .exceptions import (AGAuthError, AGConnectionError, AGError, AGJobFailedError,
+from .exceptions import (AGAuthError, AGConflictError, AGConnectionError, AGError, AGJobFailedError,
                          AGNotFoundError, AGPermissionError, AGTimeoutError, AGValidationError)
 from .job import Job
 
@@ -31,6 +31,7 @@ __all__ = [
     "AGPermissionError",
     "AGValidationError",
     "AGNotFoundError",
+    "AGConflictError",
     "AGTimeoutError",
     "AGJobFailedError",
 ]

@@ -14,7 +14,7 @@ import socket
 import ssl
 import urllib.parse
 
-from .exceptions import (AGAuthError, AGConnectionError, AGError, AGNotFoundError,
+from .exceptions import (AGAuthError, AGConflictError, AGConnectionError, AGError, AGNotFoundError,
                          AGPermissionError, AGValidationError)
 
 DEFAULT_PORT = 6379
@@ -115,6 +115,8 @@ def raise_for_status(response, what):
         raise AGValidationError(message, status)
     if status == 404:
         raise AGNotFoundError(message, status)
+    if status == 409:
+        raise AGConflictError(message, status)
     raise AGError("{} failed with HTTP {}: {}".format(what, status, message), status)
 
 

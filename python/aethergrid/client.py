@@ -11,7 +11,8 @@ from .runtime_env import PackageUploader
 
 # The keys a job dict given to submit_jobs may have: submit_job's parameters.
 JOB_KEYS = ("entrypoint", "runtime_env", "num_workers", "task_options", "job_name",
-            "max_retries", "timeout", "labels", "placement", "submission_id", "timeout_per_attempt")
+            "max_retries", "timeout", "labels", "placement", "submission_id", "timeout_per_attempt",
+            "allow_unschedulable")
 
 
 class Client:
@@ -107,7 +108,7 @@ class Client:
     # ---- submitting -------------------------------------------------------------------
     def submit_job(self, entrypoint, runtime_env=None, num_workers=1, task_options=None,
                    job_name=None, max_retries=0, timeout=None, labels=None, placement="pack",
-                   submission_id=None, timeout_per_attempt=False):
+                   submission_id=None, timeout_per_attempt=False, allow_unschedulable=False):
         """Submits one job and returns its Job at once (it runs in the background).
 
         entrypoint: the command each of the `num_workers` tasks runs (through a shell).
@@ -118,8 +119,12 @@ class Client:
         before the job is stopped and FAILS (its whole run, retries included, unless
         timeout_per_attempt). placement: "pack" or "spread".
         submission_id: idempotency key (a fresh one by default); resubmitting the same
-        key returns the same job, so a POST retried after a lost connection never makes
-        two jobs.
+        key with the same spec returns the same job, so a POST retried after a lost
+        connection never makes two jobs; the same key with another spec is refused
+        (AGConflictError naming the job). The key also works as the job's id in get_job.
+        allow_unschedulable: queue the job even when no node of the cluster as it is
+        could ever run it (for nodes still to join); otherwise that submit is refused
+        with the reason (AGValidationError).
 
         Raises AGValidationError (bad working_dir before any upload; a package over the
         head's limit, with its size and biggest files; a field the head refuses).
@@ -129,7 +134,7 @@ class Client:
                           num_workers=num_workers, task_options=task_options, job_name=job_name,
                           max_retries=max_retries, timeout=timeout, labels=labels,
                           placement=placement, submission_id=submission_id,
-                          timeout_per_attempt=timeout_per_attempt)
+                          timeout_per_attempt=timeout_per_attempt, allow_unschedulable=allow_unschedulable)
         answer = self._transport.request("POST", "/api/jobs", body=spec, retry=True).json()
         return Job(self, answer["job_id"])
 
@@ -167,7 +172,7 @@ class Client:
 
     def _spec(self, uploader, entrypoint, runtime_env=None, num_workers=1, task_options=None,
               job_name=None, max_retries=0, timeout=None, labels=None, placement="pack",
-              submission_id=None, timeout_per_attempt=False):
+              submission_id=None, timeout_per_attempt=False, allow_unschedulable=False):
         """The JSON job spec to send, with working_dir uploaded."""
         spec = {"entrypoint": entrypoint, "num_workers": num_workers, "max_retries": max_retries,
                 "placement": placement, "submission_id": submission_id or uuid.uuid4().hex}
@@ -179,6 +184,8 @@ class Client:
             spec["timeout"] = timeout
         if timeout_per_attempt:
             spec["timeout_per_attempt"] = True
+        if allow_unschedulable:
+            spec["allow_unschedulable"] = True
         if labels is not None:
             spec["labels"] = labels
         if runtime_env is not None:
@@ -197,9 +204,8 @@ class Client:
 
     def get_job(self, job_id):
         """The Job with this id; AGNotFoundError when the head has none."""
-        job = Job(self, job_id)
-        job.info()
-        return job
+        # A submission_id works too: the Job carries the id the head answers with.
+        return Job(self, Job(self, job_id).info()["job_id"])
 
     def list_jobs(self, state=None):
         """The jobs as summary dicts (job_id, name, owner, state, message, ...), newest

@@ -91,6 +91,12 @@ class AGNotFoundError(AGError):
     """The head has no such object (HTTP 404), e.g. an unknown job id."""
 
 
+class AGConflictError(AGError):
+    """The request conflicts with what the head holds (HTTP 409): a submission_id
+    already used for a job with another spec (the message names that job), or a job
+    that has already finished."""
+
+
 class AGTimeoutError(AGError):
     """A wait ran out of time. The job keeps running; ``job_id`` names it, ``timeout``
     is the time waited in seconds, ``info`` the job as last seen."""

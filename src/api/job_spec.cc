@@ -224,7 +224,8 @@ Result<JobSpec> parse_job_spec(const json& body) {
   }
   static const std::set<std::string> kKnown = {
       "entrypoint", "num_workers", "task_options", "runtime_env", "job_name", "labels",
-      "max_retries", "timeout", "timeout_per_attempt", "placement", "submission_id"};
+      "max_retries", "timeout", "timeout_per_attempt", "placement", "submission_id",
+      "allow_unschedulable"};
   if (auto err = check_known_keys(body, "", kKnown)) return *err;
 
   JobSpec spec;
@@ -299,6 +300,13 @@ Result<JobSpec> parse_job_spec(const json& body) {
   if (body.contains("submission_id") && !body["submission_id"].is_null()) {
     if (auto err = read_string(body["submission_id"], "submission_id", 128, &spec.submission_id)) return *err;
   }
+  if (body.contains("allow_unschedulable") && !body["allow_unschedulable"].is_null()) {
+    if (!body["allow_unschedulable"].is_boolean()) {
+      return field_error("allow_unschedulable",
+                         std::string("must be true or false, got ") + type_name(body["allow_unschedulable"]));
+    }
+    spec.allow_unschedulable = body["allow_unschedulable"].get<bool>();
+  }
   return spec;
 }
 
@@ -322,6 +330,7 @@ json to_json(const JobSpec& spec) {
   if (spec.timeout_per_attempt) j["timeout_per_attempt"] = true;
   j["placement"] = to_string(spec.placement);
   if (!spec.submission_id.empty()) j["submission_id"] = spec.submission_id;
+  if (spec.allow_unschedulable) j["allow_unschedulable"] = true;
   return j;
 }
 

@@ -80,6 +80,9 @@ struct JobSpec {
   bool timeout_per_attempt = false;  // the timeout restarts with every attempt
   Placement placement = Placement::kPack;
   std::string submission_id;  // client-chosen idempotency key, optional
+  // Queue it even when no node of the cluster as it is could ever run it (nodes still
+  // to join); otherwise such a submit is refused with the reason.
+  bool allow_unschedulable = false;
 
   Resources per_task() const;
 };

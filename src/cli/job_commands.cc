@@ -9,6 +9,7 @@
 #include <thread>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "api/job_spec.h"
@@ -216,18 +217,34 @@ int submit(const ConnectionOptions& options, const SubmitOptions& submit) {
   // Follow task 0 of every attempt until the job ends.
   json job;
   int streamed = -1;  // the last attempt whose task-0 log was printed
+  // While the job waits, why: said once a job has waited half a second (one placed at
+  // once says nothing), and again each time the reason changes.
+  std::optional<std::string> shown_reason;
   for (int attempt = 0;;) {
-    auto waited = call_json_retrying(conn.value(), "GET", "/api/jobs/" + job_id +
-                                         "/wait?timeout_ms=25000&attempts_at_least=" + std::to_string(attempt + 1),
-                                     "", 40000, kReconnectWindowS);
+    std::string query = "/wait?attempts_at_least=" + std::to_string(attempt + 1);
+    if (shown_reason) {
+      query += "&timeout_ms=25000&changed_from=";
+      query += net::url_encode(*shown_reason);
+    } else {
+      query += "&timeout_ms=500";
+    }
+    std::string path = "/api/jobs/" + job_id;
+    path += query;
+    auto waited = call_json_retrying(conn.value(), "GET", path, "", 40000, kReconnectWindowS);
     if (!waited.ok()) return fail(waited.error());
     job = waited.value();
     bool terminal = is_terminal(job);
     int attempts = job["num_attempts"].get<int>();
     if (attempts <= attempt) {
       if (terminal) break;  // stopped before it was ever placed
-      continue;             // still pending
+      const std::string reason = job["message"].get<std::string>();
+      if (!shown_reason || *shown_reason != reason) {
+        std::cerr << "Pending: " << terminal_safe(reason, false) << "\n";
+        shown_reason = reason;
+      }
+      continue;
     }
+    shown_reason.reset();
     if (streamed < attempt) {
       if (!stream_log(conn.value(), job_id, 0, attempt, true, std::cout)) return 1;
       streamed = attempt;

@@ -148,6 +148,8 @@ int run(int argc, char** argv) {
   submit_cmd->add_option("--max-retries", submit_opts.max_retries, "Whole-gang retries after a failure")->capture_default_str()->check(CLI::Range(0, 100));
   submit_cmd->add_option("--timeout", submit_opts.timeout_s, "Seconds the job may run before it is stopped and FAILED")->check(CLI::PositiveNumber);
   submit_cmd->add_flag("--timeout-per-attempt", submit_opts.timeout_per_attempt, "Restart the --timeout with every retry");
+  submit_cmd->add_flag("--allow-unschedulable", submit_opts.allow_unschedulable,
+                       "Queue the job even if no node of the cluster as it is could run it (for nodes still to join)");
   submit_cmd->add_flag("--no-wait", submit_opts.no_wait, "Print the job id and return at once");
   submit_cmd->add_option("command", submit_opts.command, "The command each task runs (after --)");
 

@@ -66,6 +66,7 @@ Result<api::JobSpec> spec_from_submit_options(const SubmitOptions& options) {
   spec.timeout_s = options.timeout_s;
   spec.timeout_per_attempt = options.timeout_per_attempt;
   spec.gpu_isolation = options.gpu_isolation;
+  spec.allow_unschedulable = options.allow_unschedulable;
 
   // The placement goes in as typed: main.cc lets only "pack" and "spread" through,
   // and anything else is refused by the parser in the head's words.

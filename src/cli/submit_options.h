@@ -29,6 +29,7 @@ struct SubmitOptions {
   std::optional<double> timeout_s;
   bool timeout_per_attempt = false;
   bool gpu_isolation = false;
+  bool allow_unschedulable = false;
   bool no_wait = false;
   std::vector<std::string> command;
 };

@@ -279,6 +279,10 @@ void ApiRoutes::handle_authenticated(const net::HttpRequest& req, const Principa
     std::string rest = path.substr(kJobsPrefix.size());
     size_t slash = rest.find('/');
     std::string id = rest.substr(0, slash);
+    // The submission_id the caller chose works as the job's id too.
+    if (!deps_.jobs.find(id)) {
+      if (const Job* submitted = deps_.jobs.find_submission(who.name, id)) id = submitted->id;
+    }
     std::string action = slash == std::string::npos ? "" : rest.substr(slash + 1);
     return handle_job(req, who, id, action, std::move(respond));
   }
@@ -490,6 +494,10 @@ void ApiRoutes::handle_wait(const net::HttpRequest& req, const Principal& who, c
       !query_int(req, "attempts_at_least", 0, INT64_MAX, &attempts_at_least, respond)) {
     return;
   }
+  // Also answers once the job's message is no longer this one (a client showing why a
+  // job waits hears of each new reason).
+  std::optional<std::string> changed_from;
+  if (auto it = req.query.find("changed_from"); it != req.query.end()) changed_from = it->second;
   struct WaitState {
     boost::asio::steady_timer timer;
     uint64_t watch_id = 0;
@@ -511,11 +519,14 @@ void ApiRoutes::handle_wait(const net::HttpRequest& req, const Principal& who, c
   };
   // Answers once the job is finished or has the asked number of attempts; otherwise
   // waits for the job's next change and looks again.
-  state->check = [this, job_id, attempts_at_least, weak, finish]() {
+  state->check = [this, job_id, attempts_at_least, changed_from, weak, finish]() {
     auto s = weak.lock();
     if (!s || s->done) return;
     const Job* job = deps_.jobs.find(job_id);
-    if (job->terminal() || static_cast<int64_t>(job->attempts.size()) >= attempts_at_least) return finish();
+    if (job->terminal() || static_cast<int64_t>(job->attempts.size()) >= attempts_at_least ||
+        (changed_from && job->message != *changed_from)) {
+      return finish();
+    }
     s->watch_id = deps_.jobs.watch(job_id, [weak]() {
       if (auto again = weak.lock()) again->check();
     });

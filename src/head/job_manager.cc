@@ -123,12 +123,49 @@ void JobManager::submit(api::JobSpec spec, std::function<void(Result<std::string
   }, by);
 }
 
+const Job* JobManager::find_submission(const std::string& owner, const std::string& submission_id) const {
+  if (submission_id.empty()) return nullptr;
+  auto it = submission_ids_.find(owner + "\n" + submission_id);
+  return it == submission_ids_.end() ? nullptr : find(it->second);
+}
+
+std::optional<Error> JobManager::check_submissions(const std::vector<api::JobSpec>& specs,
+                                                   const std::string& owner) const {
+  std::vector<sched::NodeView> nodes;
+  for (auto& [_, view] : node_capacity()) nodes.push_back(std::move(view));
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const api::JobSpec& spec = specs[i];
+    const std::string where = specs.size() > 1 ? "jobs[" + std::to_string(i) + "]: " : "";
+    // A submit retried with the same id gets the job it made; the same id with another
+    // spec is a mistake that must not quietly return that job.
+    if (const Job* existing = find_submission(owner, spec.submission_id)) {
+      if (api::to_json(existing->spec) != api::to_json(spec)) {
+        return Error{ErrorCode::kConflict,
+                     where + "submission_id \"" + spec.submission_id + "\" was already used for job " + existing->id +
+                         " with a different spec; choose a new submission_id for a new job, or see that one with "
+                         "`ag status " + existing->id + "`" + (specs.size() > 1 ? " (no job was submitted)" : "")};
+      }
+      continue;
+    }
+    if (spec.allow_unschedulable) continue;
+    if (auto why = sched::never_fits(nodes, pending_job("", spec))) {
+      return Error{ErrorCode::kInvalidArgument,
+                   where + "no node of this cluster could ever run this job: " + *why +
+                       ". Ask for less, add nodes that have it, or queue it for nodes still to join with "
+                       "`ag submit --allow-unschedulable` (REST: \"allow_unschedulable\": true)" +
+                       (specs.size() > 1 ? " (no job was submitted)" : "")};
+    }
+  }
+  return std::nullopt;
+}
+
 void JobManager::submit_all(std::vector<api::JobSpec> specs,
                             std::function<void(Result<std::vector<std::string>>)> done, const Submitter& by) {
   struct Accepted {
     Job job;
     JobEvent event;
   };
+  if (auto refused = check_submissions(specs, by.owner)) return done(*refused);
   auto accepted = std::make_shared<std::vector<Accepted>>();
   std::vector<std::string> ids;
   std::vector<std::string> reserved_submission_ids;
@@ -390,9 +427,7 @@ void JobManager::request_schedule() {
   });
 }
 
-void JobManager::run_schedule() {
-  if (pending_.empty()) return;
-  // Build the snapshot: capacity minus what live tasks hold.
+std::map<std::string, sched::NodeView> JobManager::node_capacity() const {
   std::map<std::string, sched::NodeView> views;
   for (const auto& [id, node] : deps_.nodes.nodes()) {
     sched::NodeView v;
@@ -403,6 +438,18 @@ void JobManager::run_schedule() {
     v.schedulable = node.state == NodeState::kAlive;
     views[id] = std::move(v);
   }
+  return views;
+}
+
+sched::PendingJob JobManager::pending_job(const std::string& id, const api::JobSpec& spec) {
+  return {id, spec.num_workers, spec.per_task(),
+          spec.placement == api::Placement::kSpread ? sched::PlacementPolicy::kSpread : sched::PlacementPolicy::kPack};
+}
+
+void JobManager::run_schedule() {
+  if (pending_.empty()) return;
+  // Build the snapshot: capacity minus what live tasks hold.
+  std::map<std::string, sched::NodeView> views = node_capacity();
   for (const auto& id : active_) {
     const Job& job = jobs_[id];
     const AttemptRecord* attempt = job.current_attempt();
@@ -435,10 +482,7 @@ void JobManager::run_schedule() {
   for (const auto& [_, id] : pending_) {
     if (queue.size() >= kMaxJobsPerPass) break;
     if (set_aside_.count(id)) continue;
-    const Job& job = jobs_.at(id);
-    queue.push_back({id, job.spec.num_workers, job.spec.per_task(),
-                     job.spec.placement == api::Placement::kSpread ? sched::PlacementPolicy::kSpread
-                                                                   : sched::PlacementPolicy::kPack});
+    queue.push_back(pending_job(id, jobs_.at(id).spec));
   }
   sched::Plan plan = sched::schedule(nodes, queue);
 

@@ -77,6 +77,8 @@ class JobManager {
                   const Submitter& by = {});
 
   const Job* find(const std::string& job_id) const;
+  // The job `owner` submitted with `submission_id` (an alias of its id), or null.
+  const Job* find_submission(const std::string& owner, const std::string& submission_id) const;
   // Newest first.
   std::vector<const Job*> list() const;
   const std::vector<JobEvent>& events(const std::string& job_id) const;
@@ -140,6 +142,14 @@ class JobManager {
   void task_exited(const api::TaskKey& task, const api::TaskExit& exit);
   void request_schedule();
   void run_schedule();
+  // Every node with its whole capacity free (the scheduler's view before running tasks
+  // are taken off).
+  std::map<std::string, sched::NodeView> node_capacity() const;
+  static sched::PendingJob pending_job(const std::string& id, const api::JobSpec& spec);
+  // Why a submit of `specs` by `owner` must be refused before anything is reserved: a
+  // submission_id reused with another spec (kConflict), or a job no node of the
+  // cluster could ever run (kInvalidArgument, unless allow_unschedulable).
+  std::optional<Error> check_submissions(const std::vector<api::JobSpec>& specs, const std::string& owner) const;
   // Nodes came or went: jobs set aside as infeasible are looked at again.
   void cluster_changed();
   void apply(Job& job, const Effects& fx);

@@ -196,7 +196,7 @@ def test_jobs_survive_a_head_restart(cluster):
 
 
 def test_pending_job_says_why_and_can_be_stopped(cluster):
-    job_id, _ = cluster.submit("--num-gpus", 4, "--no-wait", "--", "true")
+    job_id, _ = cluster.submit("--num-gpus", 4, "--allow-unschedulable", "--no-wait", "--", "true")
     time.sleep(0.5)
     assert cluster.job(job_id)["state"] == "PENDING"
     out = cluster.ag("status", job_id, "-v").stdout

@@ -4,11 +4,13 @@ any), and each bad input refused with a message that names it.
 
 Each test is bounded: CLI calls have subprocess timeouts, waits have deadlines.
 """
+import subprocess
 import sys
+import threading
 
 import pytest
 
-from conftest import REPO
+from conftest import AG_BIN, REPO, wait_until
 
 SDK_PATH = str(REPO / "python")
 if SDK_PATH not in sys.path:
@@ -165,3 +167,122 @@ def test_a_viewer_sees_why_a_job_failed_but_not_its_output(cluster):
     assert "last_lines" not in job["failure"], job
     assert all("last_lines" not in a for a in job["attempts"]), job
     assert "err line 80" not in str(job)
+
+
+# ---- what a job waits for, and jobs that could never run ----------------------------------
+
+def job_count(cluster):
+    return len(cluster.jobs())
+
+
+def test_a_job_no_node_could_ever_run_is_refused_at_submit_with_the_reason(cluster):
+    before = job_count(cluster)
+    proc = cluster.ag("submit", "--num-gpus", 2, "--", "true", check=False)
+    assert proc.returncode != 0, proc
+    assert "no node of this cluster could ever run this job: needs 2 GPUs per task; largest node has 0" in proc.stderr
+    assert "--allow-unschedulable" in proc.stderr, proc.stderr
+    # Two workers of 2 CPUs hold at most two 2-CPU tasks at once.
+    proc = cluster.ag("submit", "-n", 3, "--num-cpus", 2, "--", "true", check=False)
+    assert proc.returncode != 0 and "the cluster can hold at most 2 such tasks" in proc.stderr, proc.stderr
+    status, body = cluster.api("POST", "/api/jobs", {"entrypoint": "true", "task_options": {"memory": 1 << 50}})
+    assert status == 400 and "memory per task; largest node has" in body["error"], body
+    # A batch is all or none, and says which job could not run.
+    status, body = cluster.api("POST", "/api/jobs/batch", {"jobs": [{"entrypoint": "true"},
+                                                                     {"entrypoint": "true", "num_workers": 9,
+                                                                      "task_options": {"num_cpus": 2}}]})
+    assert status == 400 and body["error"].startswith("jobs[1]: no node") and "no job was submitted" in body["error"]
+    client = ag.Client(cluster.address, token=cluster.token)
+    with pytest.raises(ag.AGValidationError, match="could ever run"):
+        client.submit_job("true", task_options={"num_gpus": 1})
+    assert job_count(cluster) == before  # nothing was kept
+
+    # Asked to queue it anyway (nodes still to join): PENDING with the reason.
+    job_id, _ = cluster.submit("--num-gpus", 2, "--allow-unschedulable", "--no-wait", "--", "true")
+    job = cluster.job(job_id)
+    assert job["state"] == "PENDING" and job["pending_kind"] == "infeasible", job
+    assert "needs 2 GPUs per task" in job["message"], job
+    queued = client.submit_job("true", task_options={"num_gpus": 1}, allow_unschedulable=True)
+    assert queued.status() == "PENDING"
+    cluster.ag("stop-job", job_id)
+    cluster.ag("stop-job", queued.job_id)
+
+
+class StderrLines:
+    """A process's stderr lines as they come, read on a thread of its own."""
+
+    def __init__(self, proc):
+        self.lines = []
+        self.thread = threading.Thread(target=self._read, args=(proc,), daemon=True)
+        self.thread.start()
+
+    def _read(self, proc):
+        for line in proc.stderr:
+            self.lines.append(line.rstrip("\n"))
+
+    def matching(self, text):
+        return [line for line in self.lines if text in line]
+
+
+def test_ag_submit_says_why_a_job_waits_and_again_when_the_reason_changes(cluster):
+    # One worker's CPUs taken, and a gang queued that needs both workers: the other
+    # worker's CPUs are kept for it, so a 1-CPU job waits behind it.
+    holder, _ = cluster.submit("--num-cpus", 2, "--no-wait", "--", "sleep 60")
+    cluster.wait_state(holder, "RUNNING")
+    ahead, _ = cluster.submit("-n", 2, "--num-cpus", 2, "--placement", "spread", "--no-wait", "--", "sleep 60")
+    proc = subprocess.Popen([AG_BIN, "submit", "--", "echo placed at last"], env=cluster.env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    try:
+        err = StderrLines(proc)
+        wait_until(lambda: err.matching("Pending: waiting behind job " + ahead), 15,
+                   message=f"the reason it waits behind {ahead}")
+        # The gang ahead runs once the holder is gone: now nothing is free at all.
+        cluster.ag("stop-job", holder)
+        cluster.wait_state(ahead, "RUNNING")
+        wait_until(lambda: err.matching("Pending: waiting for resources"), 15, message="the new reason")
+        cluster.ag("stop-job", ahead)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err.thread.join(timeout=5)
+    assert proc.returncode == 0, err.lines
+    assert "placed at last" in out
+    # Each reason once, in the order they came.
+    pending = [line for line in err.lines if line.startswith("Pending: ")]
+    assert len(pending) == 2 and "waiting behind" in pending[0] and "waiting for resources" in pending[1], err.lines
+
+
+def test_a_job_placed_at_once_prints_no_pending_line(cluster):
+    job_id, proc = cluster.submit("--", "echo quick")
+    assert proc.returncode == 0 and "quick" in proc.stdout
+    assert "Pending:" not in proc.stderr, proc.stderr
+
+
+# ---- submission ids -------------------------------------------------------------------------
+
+def test_a_submission_id_names_one_spec_and_works_as_the_jobs_id(cluster):
+    status, first = cluster.api("POST", "/api/jobs", {"entrypoint": "echo one", "submission_id": "nightly-42"})
+    assert status == 201, first
+    job_id = first["job_id"]
+    cluster.job_ids.add(job_id)
+    status, again = cluster.api("POST", "/api/jobs", {"entrypoint": "echo one", "submission_id": "nightly-42"})
+    assert status == 201 and again["job_id"] == job_id, again
+    before = job_count(cluster)
+    status, body = cluster.api("POST", "/api/jobs", {"entrypoint": "echo two", "submission_id": "nightly-42"})
+    assert status == 409, body
+    assert f'submission_id "nightly-42" was already used for job {job_id}' in body["error"], body
+    assert job_count(cluster) == before
+
+    # The id is an alias wherever a job id goes.
+    assert cluster.wait_state("nightly-42", "SUCCEEDED")["job_id"] == job_id
+    assert job_id in cluster.ag("status", "nightly-42").stdout
+    assert cluster.ag("logs", "nightly-42", "--task-index", 0).stdout == "one\n"
+    client = ag.Client(cluster.address, token=cluster.token)
+    assert client.get_job("nightly-42").job_id == job_id
+    with pytest.raises(ag.AGConflictError, match=job_id):
+        client.submit_job("echo three", submission_id="nightly-42")
+    # Only for the user who chose it: another user's alias is not theirs to find.
+    other = cluster.ag_json("user", "add", "omar")["token"]
+    status, body = cluster.api("GET", "/api/jobs/nightly-42", token=other)
+    assert status == 404, body

@@ -440,6 +440,12 @@ std::optional<PendingKind> parse_pending_kind(std::string_view text) {
   return std::nullopt;
 }
 
+std::optional<std::string> never_fits(const std::vector<NodeView>& nodes, const PendingJob& job) {
+  std::vector<WorkingNode> working = make_working_nodes(nodes);
+  if (working.empty()) return std::nullopt;
+  return infeasible_reason(working, largest_node(working), job);
+}
+
 Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>& queue) {
   Plan plan;
   std::vector<WorkingNode> working = make_working_nodes(nodes);

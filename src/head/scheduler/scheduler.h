@@ -89,4 +89,9 @@ struct Plan {
 // not depend on the order of `nodes` (ties are broken by node_id).
 Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>& queue);
 
+// Why the schedulable `nodes` could never hold `job` however long it waited (the
+// reason schedule() would give with kInfeasible), or nullopt when they could, or when
+// there is no schedulable node at all (workers may yet join).
+std::optional<std::string> never_fits(const std::vector<NodeView>& nodes, const PendingJob& job);
+
 }  // namespace ag::sched

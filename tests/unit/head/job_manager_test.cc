@@ -20,6 +20,7 @@
 namespace ag::head {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using testing::FakeClock;
 using testing::FakeWorkerChannel;
@@ -337,6 +338,7 @@ TEST_F(JobManagerTest, PendingReasonIsLoggedOncePerKindAndPlacedWhenANodeJoins) 
   // A node too small for the job: the reason changes kind, and is logged again.
   add_node("node_small", 1);
   api::JobSpec big = spec(1, 2);
+  big.allow_unschedulable = true;  // queued for nodes still to join
   std::string too_big = submit(big);
   EXPECT_THAT(job(too_big).message, HasSubstr("cannot be placed: needs 2 CPUs per task"));
   EXPECT_EQ(job(too_big).pending_kind, sched::PendingKind::kInfeasible);
@@ -350,7 +352,9 @@ TEST_F(JobManagerTest, JobsNoNodeCanHoldDoNotStopTheJobsBehindThem) {
   add_node("node_a", 2);
   // More infeasible jobs than one scheduling pass looks at, then one that fits.
   std::vector<std::string> infeasible;
-  for (int i = 0; i < 100; ++i) infeasible.push_back(submit(spec(1, 8)));
+  api::JobSpec big = spec(1, 8);
+  big.allow_unschedulable = true;  // queued for nodes still to join
+  for (int i = 0; i < 100; ++i) infeasible.push_back(submit(big));
   std::string fits = submit(spec(1, 1));
   clock_.run_ready();
   EXPECT_EQ(job(fits).state, JobState::kRunning);
@@ -367,6 +371,53 @@ TEST_F(JobManagerTest, JobsNoNodeCanHoldDoNotStopTheJobsBehindThem) {
   EXPECT_EQ(job(infeasible[1]).state, JobState::kRunning);
   EXPECT_EQ(job(infeasible[2]).state, JobState::kPending);
   EXPECT_EQ(job(infeasible[2]).pending_kind, sched::PendingKind::kWaitingForResources);
+}
+
+TEST_F(JobManagerTest, AJobNoNodeCouldEverRunIsRefusedWithTheReasonUnlessAskedToQueueIt) {
+  // No node yet: queued (workers may be about to join).
+  api::JobSpec gpus = spec(2, 1);
+  gpus.num_gpus = 2;
+  std::string early = submit(gpus);
+  EXPECT_EQ(job(early).state, JobState::kPending);
+  add_node("node_a", 4, {0});
+  add_node("node_b", 4, {0});
+  Result<std::string> refused = invalid_argument("not called");
+  jobs_->submit(gpus, [&](Result<std::string> r) { refused = std::move(r); });
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(refused.error().message, AllOf(HasSubstr("no node of this cluster could ever run this job"),
+                                             HasSubstr("needs 2 GPUs per task; largest node has 1"),
+                                             HasSubstr("--allow-unschedulable")));
+  // More tasks than the whole cluster can ever hold at once.
+  Result<std::string> too_many = invalid_argument("not called");
+  jobs_->submit(spec(3, 4), [&](Result<std::string> r) { too_many = std::move(r); });
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_THAT(too_many.error().message, HasSubstr("the cluster can hold at most 2 such tasks"));
+  clock_.run_ready();
+  EXPECT_EQ(jobs_->list().size(), 1u);  // nothing else was kept
+  gpus.allow_unschedulable = true;
+  std::string queued = submit(gpus);
+  EXPECT_EQ(job(queued).state, JobState::kPending);
+  EXPECT_EQ(job(queued).pending_kind, sched::PendingKind::kInfeasible);
+}
+
+TEST_F(JobManagerTest, ASubmissionIdNamesOneSpecAndWorksAsTheJobsAlias) {
+  add_node("node_a");
+  api::JobSpec s = spec(1, 1);
+  s.submission_id = "run-7";
+  std::string id = submit(s);
+  EXPECT_EQ(submit(s), id);  // a retry gets the same job
+  EXPECT_EQ(jobs_->find_submission("", "run-7")->id, id);
+  EXPECT_EQ(jobs_->find_submission("someone-else", "run-7"), nullptr);
+  s.entrypoint = "python other.py";
+  Result<std::string> reused = invalid_argument("not called");
+  jobs_->submit(s, [&](Result<std::string> r) { reused = std::move(r); });
+  ASSERT_FALSE(reused.ok());
+  EXPECT_EQ(reused.error().code, ErrorCode::kConflict);
+  EXPECT_THAT(reused.error().message, AllOf(HasSubstr("submission_id \"run-7\" was already used for job " + id),
+                                            HasSubstr("different spec")));
+  clock_.run_ready();
+  EXPECT_EQ(jobs_->list().size(), 1u);
 }
 
 TEST_F(JobManagerTest, AJobBeyondWhatOnePassLooksAtStillSaysWhyItWaits) {
