@@ -55,7 +55,8 @@ def worker_death(node_timeout_s):
         cluster.start_workers(["127.0.0.2", "127.0.0.3"])
         job_id = cluster.api("POST", "/api/jobs", {
             "entrypoint": "if [ \"$AG_ATTEMPT\" = 0 ]; then exec sleep 300; fi; exec bash -c 'echo $EPOCHREALTIME'",
-            "num_workers": 2, "placement": "spread", "max_retries": 1})["job_id"]
+            # No retry delay: what is measured is how fast the cluster notices and acts.
+            "num_workers": 2, "placement": "spread", "max_retries": 1, "retry_delay": 0})["job_id"]
         wait_for(lambda: all(t["state"] == "RUNNING" for t in
                              (cluster.api("GET", f"/api/jobs/{job_id}")["attempts"] or [{"tasks": [{"state": ""}]}])[0]["tasks"]), 20)
         victim = cluster.api("GET", f"/api/jobs/{job_id}")["attempts"][0]["tasks"][1]["node_address"]

@@ -12,7 +12,7 @@ from .runtime_env import PackageUploader
 # The keys a job dict given to submit_jobs may have: submit_job's parameters.
 JOB_KEYS = ("entrypoint", "runtime_env", "num_workers", "task_options", "job_name",
             "max_retries", "timeout", "labels", "placement", "submission_id", "timeout_per_attempt",
-            "allow_unschedulable")
+            "allow_unschedulable", "retry_delay", "retry_on")
 
 
 class Client:
@@ -108,7 +108,8 @@ class Client:
     # ---- submitting -------------------------------------------------------------------
     def submit_job(self, entrypoint, runtime_env=None, num_workers=1, task_options=None,
                    job_name=None, max_retries=0, timeout=None, labels=None, placement="pack",
-                   submission_id=None, timeout_per_attempt=False, allow_unschedulable=False):
+                   submission_id=None, timeout_per_attempt=False, allow_unschedulable=False,
+                   retry_delay=None, retry_on=None):
         """Submits one job and returns its Job at once (it runs in the background).
 
         entrypoint: the command each of the `num_workers` tasks runs (through a shell).
@@ -118,6 +119,10 @@ class Client:
         task_options: per-task {"num_cpus", "num_gpus", "memory", "gpu_isolation"}. timeout: seconds
         before the job is stopped and FAILS (its whole run, retries included, unless
         timeout_per_attempt). placement: "pack" or "spread".
+        max_retries: whole-gang retries after a failure; retry_delay: seconds before the
+        first (default 3), doubling for each next one up to 600; retry_on: which
+        failures are retried: "any" (default), "node_lost", or a list of exit codes
+        (a task killed by signal N counts as 128+N; a lost node is retried too).
         submission_id: idempotency key (a fresh one by default); resubmitting the same
         key with the same spec returns the same job, so a POST retried after a lost
         connection never makes two jobs; the same key with another spec is refused
@@ -134,7 +139,8 @@ class Client:
                           num_workers=num_workers, task_options=task_options, job_name=job_name,
                           max_retries=max_retries, timeout=timeout, labels=labels,
                           placement=placement, submission_id=submission_id,
-                          timeout_per_attempt=timeout_per_attempt, allow_unschedulable=allow_unschedulable)
+                          timeout_per_attempt=timeout_per_attempt, allow_unschedulable=allow_unschedulable,
+                          retry_delay=retry_delay, retry_on=retry_on)
         answer = self._transport.request("POST", "/api/jobs", body=spec, retry=True).json()
         return Job(self, answer["job_id"])
 
@@ -172,7 +178,8 @@ class Client:
 
     def _spec(self, uploader, entrypoint, runtime_env=None, num_workers=1, task_options=None,
               job_name=None, max_retries=0, timeout=None, labels=None, placement="pack",
-              submission_id=None, timeout_per_attempt=False, allow_unschedulable=False):
+              submission_id=None, timeout_per_attempt=False, allow_unschedulable=False,
+              retry_delay=None, retry_on=None):
         """The JSON job spec to send, with working_dir uploaded."""
         spec = {"entrypoint": entrypoint, "num_workers": num_workers, "max_retries": max_retries,
                 "placement": placement, "submission_id": submission_id or uuid.uuid4().hex}
@@ -186,6 +193,10 @@ class Client:
             spec["timeout_per_attempt"] = True
         if allow_unschedulable:
             spec["allow_unschedulable"] = True
+        if retry_delay is not None:
+            spec["retry_delay"] = retry_delay
+        if retry_on is not None:
+            spec["retry_on"] = retry_on
         if labels is not None:
             spec["labels"] = labels
         if runtime_env is not None:

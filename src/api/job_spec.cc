@@ -2,6 +2,7 @@
 
 #include "common/sha256.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -189,6 +190,38 @@ std::optional<Error> parse_runtime_env(const json& v, RuntimeEnv* env) {
   return std::nullopt;
 }
 
+// "any", "node_lost", or a list of exit codes (1-255).
+std::optional<Error> read_retry_on(const json& v, RetryOn* out) {
+  const char* accepted = "must be \"any\", \"node_lost\" or a list of exit codes (1-255)";
+  if (v.is_string()) {
+    const std::string text = v.get<std::string>();
+    if (text == "any") {
+      *out = RetryOn{};
+      return std::nullopt;
+    }
+    if (text == "node_lost") {
+      *out = RetryOn{RetryOn::Kind::kNodeLost, {}};
+      return std::nullopt;
+    }
+    return field_error("retry_on", std::string(accepted) + ", got \"" + text.substr(0, 64) + "\"");
+  }
+  if (!v.is_array()) return field_error("retry_on", std::string(accepted) + ", got " + type_name(v));
+  if (v.empty() || v.size() > kMaxRetryExitCodes) {
+    return field_error("retry_on", "a list of exit codes must hold 1 to " + std::to_string(kMaxRetryExitCodes) +
+                                       ", got " + std::to_string(v.size()));
+  }
+  RetryOn on{RetryOn::Kind::kExitCodes, {}};
+  for (size_t i = 0; i < v.size(); ++i) {
+    int64_t code = 0;
+    if (auto err = read_int(v[i], "retry_on[" + std::to_string(i) + "]", 1, 255, &code)) return err;
+    on.exit_codes.push_back(static_cast<int>(code));
+  }
+  std::sort(on.exit_codes.begin(), on.exit_codes.end());
+  on.exit_codes.erase(std::unique(on.exit_codes.begin(), on.exit_codes.end()), on.exit_codes.end());
+  *out = std::move(on);
+  return std::nullopt;
+}
+
 }  // namespace
 
 const char* to_string(Placement placement) {
@@ -218,6 +251,12 @@ Resources JobSpec::per_task() const {
   return r;
 }
 
+int64_t JobSpec::retry_delay_ms(int retry) const {
+  double delay = retry_delay_s;
+  for (int i = 0; i < retry && delay < kMaxRetryDelaySeconds; ++i) delay *= 2;
+  return static_cast<int64_t>(std::min(delay, kMaxRetryDelaySeconds) * 1000);
+}
+
 Result<JobSpec> parse_job_spec(const json& body) {
   if (!body.is_object()) {
     return invalid_argument(std::string("the job spec must be a JSON object, got ") + type_name(body));
@@ -225,7 +264,7 @@ Result<JobSpec> parse_job_spec(const json& body) {
   static const std::set<std::string> kKnown = {
       "entrypoint", "num_workers", "task_options", "runtime_env", "job_name", "labels",
       "max_retries", "timeout", "timeout_per_attempt", "placement", "submission_id",
-      "allow_unschedulable"};
+      "allow_unschedulable", "retry_delay", "retry_on"};
   if (auto err = check_known_keys(body, "", kKnown)) return *err;
 
   JobSpec spec;
@@ -279,6 +318,14 @@ Result<JobSpec> parse_job_spec(const json& body) {
     if (auto err = read_int(body["max_retries"], "max_retries", 0, kMaxRetries, &n)) return *err;
     spec.max_retries = static_cast<int>(n);
   }
+  if (body.contains("retry_delay") && !body["retry_delay"].is_null()) {
+    if (auto err = read_number(body["retry_delay"], "retry_delay", 0, kMaxRetryDelaySeconds, &spec.retry_delay_s)) {
+      return *err;
+    }
+  }
+  if (body.contains("retry_on") && !body["retry_on"].is_null()) {
+    if (auto err = read_retry_on(body["retry_on"], &spec.retry_on)) return *err;
+  }
   if (body.contains("timeout") && !body["timeout"].is_null()) {
     double t = 0;
     if (auto err = read_number(body["timeout"], "timeout", 0.001, kMaxTimeoutSeconds, &t)) return *err;
@@ -326,6 +373,12 @@ json to_json(const JobSpec& spec) {
   j["job_name"] = spec.name;
   j["labels"] = spec.labels;
   j["max_retries"] = spec.max_retries;
+  j["retry_delay"] = spec.retry_delay_s;
+  switch (spec.retry_on.kind) {
+    case RetryOn::Kind::kAny: j["retry_on"] = "any"; break;
+    case RetryOn::Kind::kNodeLost: j["retry_on"] = "node_lost"; break;
+    case RetryOn::Kind::kExitCodes: j["retry_on"] = spec.retry_on.exit_codes; break;
+  }
   j["timeout"] = spec.timeout_s ? json(*spec.timeout_s) : json(nullptr);
   if (spec.timeout_per_attempt) j["timeout_per_attempt"] = true;
   j["placement"] = to_string(spec.placement);

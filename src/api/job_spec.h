@@ -37,6 +37,11 @@ inline constexpr size_t kMaxLabelValueBytes = 1024;
 inline constexpr size_t kMaxExcludes = 1024;
 inline constexpr size_t kMaxExcludeBytes = 1024;
 inline constexpr double kMaxTimeoutSeconds = 90.0 * 24 * 3600;
+// Retries wait retry_delay before the first retry, twice as long before each next one,
+// at most kMaxRetryDelaySeconds.
+inline constexpr double kDefaultRetryDelaySeconds = 3;
+inline constexpr double kMaxRetryDelaySeconds = 600;
+inline constexpr size_t kMaxRetryExitCodes = 64;
 
 // How a job's tasks are spread over nodes. On the wire (REST body, stored records) it
 // is the string "pack" or "spread", so that documents written before it was an enum
@@ -51,6 +56,18 @@ const char* to_string(Placement placement);
 // The placement a wire string names; nullopt for anything but "pack" and "spread"
 // (exact, lower case).
 std::optional<Placement> parse_placement(std::string_view text);
+
+// Which failures a job's retries are for.
+struct RetryOn {
+  enum class Kind {
+    kAny,        // every failure (the default)
+    kNodeLost,   // only a task lost with its node (the program did nothing wrong)
+    kExitCodes,  // a task exiting with one of exit_codes, and a lost node
+  };
+  Kind kind = Kind::kAny;
+  std::vector<int> exit_codes;  // kExitCodes: 1-255, ascending, distinct
+  bool operator==(const RetryOn&) const = default;
+};
 
 struct RuntimeEnv {
   std::map<std::string, std::string> env_vars;
@@ -76,6 +93,8 @@ struct JobSpec {
   std::string name;
   std::map<std::string, std::string> labels;
   int max_retries = 0;
+  double retry_delay_s = kDefaultRetryDelaySeconds;  // before the first retry; doubles
+  RetryOn retry_on;
   std::optional<double> timeout_s;
   bool timeout_per_attempt = false;  // the timeout restarts with every attempt
   Placement placement = Placement::kPack;
@@ -85,6 +104,8 @@ struct JobSpec {
   bool allow_unschedulable = false;
 
   Resources per_task() const;
+  // How long retry number `retry` (0 for the first) waits, in ms.
+  int64_t retry_delay_ms(int retry) const;
 };
 
 // Parses and validates a job spec from JSON. Errors (kInvalidArgument) name the field

@@ -146,6 +146,12 @@ int run(int argc, char** argv) {
   submit_cmd->add_option("--python", submit_opts.python, "Interpreter that `python`/`python3` run as in the tasks");
   submit_cmd->add_option("--name", submit_opts.name, "Job name");
   submit_cmd->add_option("--max-retries", submit_opts.max_retries, "Whole-gang retries after a failure")->capture_default_str()->check(CLI::Range(0, 100));
+  submit_cmd->add_option("--retry-delay", submit_opts.retry_delay_s,
+                         "Seconds before the first retry, doubling for each next one up to 600 (default 3)")
+      ->check(CLI::Range(0.0, 600.0));
+  submit_cmd->add_option("--retry-on", submit_opts.retry_on,
+                         "Which failures are retried: any (default), node-lost, or exit codes like 3,137 "
+                         "(and lost nodes)");
   submit_cmd->add_option("--timeout", submit_opts.timeout_s, "Seconds the job may run before it is stopped and FAILED")->check(CLI::PositiveNumber);
   submit_cmd->add_flag("--timeout-per-attempt", submit_opts.timeout_per_attempt, "Restart the --timeout with every retry");
   submit_cmd->add_flag("--allow-unschedulable", submit_opts.allow_unschedulable,

@@ -1,5 +1,6 @@
 #include "cli/submit_options.h"
 
+#include <charconv>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 
@@ -47,6 +48,31 @@ std::string entrypoint_from_command(const std::vector<std::string>& command) {
   return entrypoint;
 }
 
+namespace {
+
+// --retry-on as the REST field: "any", "node_lost" or a list of exit codes.
+Result<nlohmann::json> retry_on_json(const std::string& text) {
+  if (text == "any") return nlohmann::json("any");
+  if (text == "node-lost" || text == "node_lost") return nlohmann::json("node_lost");
+  nlohmann::json codes = nlohmann::json::array();
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    int code = 0;
+    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), code);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size()) {
+      return invalid_argument("--retry-on takes any, node-lost or exit codes like 3,137; got '" + text + "'");
+    }
+    codes.push_back(code);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return codes;
+}
+
+}  // namespace
+
 Result<api::JobSpec> spec_from_submit_options(const SubmitOptions& options) {
   if (auto err = check_submit_usage(options)) return *err;
   api::JobSpec spec;
@@ -70,8 +96,14 @@ Result<api::JobSpec> spec_from_submit_options(const SubmitOptions& options) {
 
   // The placement goes in as typed: main.cc lets only "pack" and "spread" through,
   // and anything else is refused by the parser in the head's words.
+  if (options.retry_delay_s) spec.retry_delay_s = *options.retry_delay_s;
   nlohmann::json body = api::to_json(spec);
   body["placement"] = options.placement;
+  if (!options.retry_on.empty()) {
+    auto retry_on = retry_on_json(options.retry_on);
+    if (!retry_on.ok()) return retry_on.error();
+    body["retry_on"] = retry_on.value();
+  }
   return api::parse_job_spec(body);
 }
 

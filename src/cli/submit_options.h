@@ -26,6 +26,8 @@ struct SubmitOptions {
   std::string python;  // runtime_env.python.executable
   std::string name;
   int max_retries = 0;
+  std::optional<double> retry_delay_s;
+  std::string retry_on;  // "any", "node-lost" or exit codes "3,137"; "" for the default
   std::optional<double> timeout_s;
   bool timeout_per_attempt = false;
   bool gpu_isolation = false;

@@ -54,6 +54,10 @@ struct AttemptRecord {
   // and its last lines of output as the head held them then (nullopt until read).
   int failed_task = -1;
   std::optional<std::string> failure_tail;
+  // What that task's failure was, for the job's retry_on: its exit code (a signal N
+  // counts as 128+N, as a shell reports it), or its node lost.
+  std::optional<int> failure_exit_code;
+  bool failure_node_lost = false;
 
   bool all_terminal() const;
   bool finished() const { return finished_ms != 0; }
@@ -75,6 +79,7 @@ struct Job {
   bool stop_requested = false;
   bool timed_out = false;
   uint64_t queue_seq = 0;  // FIFO order among pending jobs; assigned at submit
+  int64_t retry_at_ms = 0;  // PENDING for a retry: not placed before this time
 
   bool terminal() const {
     return state == JobState::kSucceeded || state == JobState::kFailed ||

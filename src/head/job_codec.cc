@@ -44,6 +44,7 @@ json attempt_to_json(const AttemptRecord& a) {
           {"failure_reason", a.failure_reason},
           {"failed_task_index", a.failed_task >= 0 ? json(a.failed_task) : json(nullptr)},
           {"last_lines", a.failure_tail ? json(*a.failure_tail) : json(nullptr)},
+          {"failure_exit_code", optional_int(a.failure_exit_code)}, {"failure_node_lost", a.failure_node_lost},
           {"tasks", tasks}};
 }
 
@@ -61,6 +62,10 @@ AttemptRecord attempt_from_json(const json& j) {
     a.failed_task = j["failed_task_index"].get<int>();
   }
   if (j.contains("last_lines") && j["last_lines"].is_string()) a.failure_tail = j["last_lines"].get<std::string>();
+  if (j.contains("failure_exit_code") && j["failure_exit_code"].is_number_integer()) {
+    a.failure_exit_code = j["failure_exit_code"].get<int>();
+  }
+  a.failure_node_lost = j.value("failure_node_lost", false);
   for (const auto& t : j.at("tasks")) a.tasks.push_back(task_from_json(t));
   return a;
 }
@@ -106,6 +111,7 @@ json job_to_json(const Job& job) {
   j["stop_requested"] = job.stop_requested;
   j["timed_out"] = job.timed_out;
   j["queue_seq"] = job.queue_seq;
+  j["retry_at_ms"] = job.retry_at_ms;
   j["submitted_from"] = job.submitted_from;
   json attempts = json::array();
   for (const auto& a : job.attempts) attempts.push_back(attempt_to_json(a));
@@ -132,6 +138,7 @@ Result<Job> job_from_json(const json& j) {
     job.stop_requested = j.at("stop_requested").get<bool>();
     job.timed_out = j.at("timed_out").get<bool>();
     job.queue_seq = j.at("queue_seq").get<uint64_t>();
+    job.retry_at_ms = j.value("retry_at_ms", int64_t{0});
     job.owner = j.value("owner", "");
     job.submitted_from = j.value("submitted_from", "");
     for (const auto& a : j.at("attempts")) job.attempts.push_back(attempt_from_json(a));

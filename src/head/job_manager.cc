@@ -41,6 +41,7 @@ JobManager::JobManager(Deps deps, JobManagerConfig config)
     : deps_(deps), config_(config), next_port_(config.master_port_first) {}
 
 JobManager::~JobManager() {
+  if (retry_timer_ != 0) deps_.timers.cancel(retry_timer_);
   durable_waiters_.clear();  // nobody is left to tell
   flush_in_flight_ = false;  // the last changes go now, after whatever is in flight
   flush_unsaved();
@@ -446,6 +447,16 @@ sched::PendingJob JobManager::pending_job(const std::string& id, const api::JobS
           spec.placement == api::Placement::kSpread ? sched::PlacementPolicy::kSpread : sched::PlacementPolicy::kPack};
 }
 
+void JobManager::schedule_at(int64_t at_ms) {
+  if (retry_timer_ != 0 && retry_timer_at_ms_ <= at_ms) return;
+  if (retry_timer_ != 0) deps_.timers.cancel(retry_timer_);
+  retry_timer_at_ms_ = at_ms;
+  retry_timer_ = deps_.timers.start(std::max<int64_t>(0, at_ms - deps_.clock.now_ms()), [this] {
+    retry_timer_ = 0;
+    run_schedule();
+  });
+}
+
 void JobManager::run_schedule() {
   if (pending_.empty()) return;
   // Build the snapshot: capacity minus what live tasks hold.
@@ -479,11 +490,20 @@ void JobManager::run_schedule() {
   queue.reserve(std::min(pending_.size(), kMaxJobsPerPass));
   // Jobs no node of this cluster can ever hold wait aside (with their reason) until the
   // cluster changes: otherwise a window full of them would stop everything behind.
+  // Jobs waiting out their retry delay are looked at again when it ends.
+  const int64_t now_ms = deps_.clock.now_ms();
+  int64_t next_retry_ms = 0;
   for (const auto& [_, id] : pending_) {
     if (queue.size() >= kMaxJobsPerPass) break;
     if (set_aside_.count(id)) continue;
-    queue.push_back(pending_job(id, jobs_.at(id).spec));
+    const Job& job = jobs_.at(id);
+    if (job.retry_at_ms > now_ms) {
+      next_retry_ms = next_retry_ms == 0 ? job.retry_at_ms : std::min(next_retry_ms, job.retry_at_ms);
+      continue;
+    }
+    queue.push_back(pending_job(id, job.spec));
   }
+  if (next_retry_ms != 0) schedule_at(next_retry_ms);
   sched::Plan plan = sched::schedule(nodes, queue);
 
   for (const auto& placement : plan.placements) {

@@ -142,6 +142,8 @@ class JobManager {
   void task_exited(const api::TaskKey& task, const api::TaskExit& exit);
   void request_schedule();
   void run_schedule();
+  // A scheduling pass at `at_ms` (wall clock), unless one is due before.
+  void schedule_at(int64_t at_ms);
   // Every node with its whole capacity free (the scheduler's view before running tasks
   // are taken off).
   std::map<std::string, sched::NodeView> node_capacity() const;
@@ -183,6 +185,8 @@ class JobManager {
   int next_port_;
   uint64_t next_seq_ = 1;
   bool schedule_posted_ = false;
+  Timers::Id retry_timer_ = 0;  // the pass when the earliest retry delay ends
+  int64_t retry_timer_at_ms_ = 0;
   // Jobs changed since the last flush -> index of their first event not yet written.
   std::map<std::string, size_t> unsaved_;
   bool flush_armed_ = false;

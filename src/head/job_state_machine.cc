@@ -1,5 +1,6 @@
 #include "head/job_state_machine.h"
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 #include <iomanip>
@@ -31,6 +32,34 @@ void kill_live_tasks(const std::string& job_id, AttemptRecord& attempt, int exce
     if (task.index == except_index || task.terminal()) continue;
     fx.kill.push_back({{job_id, attempt.number, task.index}, task.node_id});
   }
+}
+
+// What a failure was, for retry_on.
+struct FailureCause {
+  std::optional<int> exit_code;  // a signal N as 128+N
+  bool node_lost = false;
+};
+
+// Why retry_on rules out retrying this attempt's failure ("" when it allows it).
+std::string not_retried_because(const api::RetryOn& on, const AttemptRecord& attempt) {
+  switch (on.kind) {
+    case api::RetryOn::Kind::kAny:
+      return "";
+    case api::RetryOn::Kind::kNodeLost:
+      return attempt.failure_node_lost ? "" : "retry_on is node_lost and no node was lost";
+    case api::RetryOn::Kind::kExitCodes: {
+      const auto& codes = on.exit_codes;
+      if (attempt.failure_node_lost ||
+          (attempt.failure_exit_code &&
+           std::find(codes.begin(), codes.end(), *attempt.failure_exit_code) != codes.end())) {
+        return "";
+      }
+      std::string list;
+      for (int code : codes) list += (list.empty() ? "" : ", ") + std::to_string(code);
+      return "retry_on lists exit codes " + list;
+    }
+  }
+  return "";
 }
 
 // Called whenever a task of the current attempt became terminal: once all are, the
@@ -70,20 +99,26 @@ void maybe_finish_attempt(Job& job, int64_t now_ms, Effects& fx) {
     return;
   }
   int attempts_allowed = job.spec.max_retries + 1;
-  if (static_cast<int>(job.attempts.size()) < attempts_allowed) {
+  const bool retries_left = static_cast<int>(job.attempts.size()) < attempts_allowed;
+  const std::string not_retried = retries_left ? not_retried_because(job.spec.retry_on, attempt) : "";
+  if (retries_left && not_retried.empty()) {
+    const int64_t delay_ms = job.spec.retry_delay_ms(attempt.number);
+    const std::string next = "attempt " + std::to_string(attempt.number + 1) + " of " + std::to_string(attempts_allowed);
+    const std::string when = delay_ms > 0 ? " in " + format_seconds(static_cast<double>(delay_ms) / 1000) : "";
     job.state = JobState::kPending;
-    job.message = "retrying after: " + attempt.failure_reason;
+    job.retry_at_ms = now_ms + delay_ms;
+    job.message = "retrying after: " + attempt.failure_reason + "; " + next + " starts" + (when.empty() ? " now" : when);
     fx.requeue = true;
     fx.events.push_back("attempt " + std::to_string(attempt.number) + " failed (" +
-                        attempt.failure_reason + "); all its tasks are dead; retrying as attempt " +
-                        std::to_string(attempt.number + 1) + " of " +
-                        std::to_string(attempts_allowed));
+                        attempt.failure_reason + "); all its tasks are dead; retrying as " + next + when);
     return;
   }
   job.state = JobState::kFailed;
   job.finished_ms = now_ms;
   job.message = attempt.failure_reason;
-  if (job.spec.max_retries > 0) {
+  if (!not_retried.empty()) {
+    job.message += " (not retried: " + not_retried + ")";
+  } else if (job.spec.max_retries > 0) {
     job.message += " (after " + std::to_string(job.attempts.size()) + " attempts)";
   }
   fx.finished = true;
@@ -92,7 +127,7 @@ void maybe_finish_attempt(Job& job, int64_t now_ms, Effects& fx) {
 
 // Marks `task` failed for `reason` and tears the rest of the gang down.
 void fail_task(Job& job, AttemptRecord& attempt, TaskRecord& task, const std::string& reason,
-               int64_t now_ms, Effects& fx) {
+               const FailureCause& cause, int64_t now_ms, Effects& fx) {
   fx.changed = true;
   task.state = TaskState::kFailed;
   task.reason = reason;
@@ -102,6 +137,8 @@ void fail_task(Job& job, AttemptRecord& attempt, TaskRecord& task, const std::st
     attempt.ending = true;
     attempt.failure_reason = "task " + std::to_string(task.index) + " " + reason;
     attempt.failed_task = task.index;
+    attempt.failure_exit_code = cause.exit_code;
+    attempt.failure_node_lost = cause.node_lost;
     kill_live_tasks(job.id, attempt, task.index, fx);
     if (!fx.kill.empty()) {
       fx.events.push_back("stopping the other " + std::to_string(fx.kill.size()) +
@@ -190,6 +227,7 @@ Effects on_placed(Job& job, const std::vector<PlacedTask>& tasks, int master_por
   job.state = JobState::kRunning;
   job.message.clear();
   job.pending_kind.reset();
+  job.retry_at_ms = 0;
   if (job.started_ms == 0) job.started_ms = now_ms;
   fx.events.push_back("attempt " + std::to_string(job.attempts.back().number) + " placed: " +
                       where + "; master " + job.attempts.back().master_addr + ":" +
@@ -241,7 +279,12 @@ Effects on_task_exited(Job& job, int attempt_number, int task_index, const api::
     maybe_finish_attempt(job, now_ms, fx);
     return fx;
   }
-  fail_task(job, *attempt, task, describe_exit(exit), now_ms, fx);
+  FailureCause cause;
+  cause.node_lost = !exit.lost.empty();
+  if (exit.start_error.empty() && exit.lost.empty()) {
+    cause.exit_code = exit.signal ? std::optional<int>(128 + *exit.signal) : exit.exit_code;
+  }
+  fail_task(job, *attempt, task, describe_exit(exit), cause, now_ms, fx);
   return fx;
 }
 
@@ -259,7 +302,8 @@ Effects on_node_lost(Job& job, const std::string& node_id, const std::string& no
       fx.changed = true;
       continue;
     }
-    fail_task(job, *attempt, task, "lost: node " + node_label + " stopped responding", now_ms, fx);
+    fail_task(job, *attempt, task, "lost: node " + node_label + " stopped responding", FailureCause{std::nullopt, true},
+              now_ms, fx);
   }
   if (fx.changed) maybe_finish_attempt(job, now_ms, fx);
   return fx;

@@ -274,12 +274,16 @@ def test_full_disk_refuses_submits_clearly_and_loses_nothing(small_disk, cluster
 def test_timeout_covers_all_attempts_unless_per_attempt(cluster):
     # Each attempt fails after 1.5 s; the job may retry 3 times.
     script = 'sleep 1.5; exit 1'
-    whole = submit_no_wait(cluster, "--timeout", "2.5", "--max-retries", "3", "--", script)
+    whole = submit_no_wait(cluster, "--timeout", "2.5", "--max-retries", "3", "--retry-delay", "0", "--", script)
     per_attempt = submit_no_wait(cluster, "--timeout", "2.5", "--timeout-per-attempt", "--max-retries", "1",
-                                 "--", script)
+                                 "--retry-delay", "0", "--", script)
+    # The whole run's clock also runs while a retry waits out its delay.
+    waiting = submit_no_wait(cluster, "--timeout", "2.5", "--max-retries", "3", "--retry-delay", "5", "--", script)
 
     whole_job = cluster.wait_state(whole, {"FAILED", "SUCCEEDED"}, timeout=30)
     per_job = cluster.wait_state(per_attempt, {"FAILED", "SUCCEEDED"}, timeout=30)
+    waiting_job = cluster.wait_state(waiting, {"FAILED", "SUCCEEDED"}, timeout=30)
+    assert "timed out after 2.5s" in waiting_job["message"] and waiting_job["num_attempts"] == 1, waiting_job
 
     # The whole-run timeout ends the second attempt; per attempt, no attempt reaches it
     # and the job fails on its exit codes after its retries.

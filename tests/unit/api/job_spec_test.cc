@@ -253,6 +253,48 @@ TEST(ParseJobSpecErrorTest, GpuIsolationThatIsNotABooleanIsRefusedNamingTheField
   }
 }
 
+TEST(ParseJobSpecTest, RetryPolicyDefaultsParsesAndRoundTrips) {
+  const Result<JobSpec> plain = parse_job_spec(json{{"entrypoint", "true"}});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->retry_delay_s, kDefaultRetryDelaySeconds);
+  EXPECT_EQ(plain->retry_on.kind, RetryOn::Kind::kAny);
+  const Result<JobSpec> node_lost =
+      parse_job_spec(json{{"entrypoint", "true"}, {"retry_on", "node_lost"}, {"retry_delay", 0.5}});
+  ASSERT_TRUE(node_lost.ok()) << node_lost.error().message;
+  EXPECT_EQ(node_lost->retry_on.kind, RetryOn::Kind::kNodeLost);
+  EXPECT_EQ(node_lost->retry_delay_s, 0.5);
+  const Result<JobSpec> codes = parse_job_spec(json{{"entrypoint", "true"}, {"retry_on", {137, 3, 3}}});
+  ASSERT_TRUE(codes.ok()) << codes.error().message;
+  EXPECT_EQ(codes->retry_on, (RetryOn{RetryOn::Kind::kExitCodes, {3, 137}}));
+  for (const auto& spec : {plain.value(), node_lost.value(), codes.value()}) {
+    const Result<JobSpec> again = parse_job_spec(to_json(spec));
+    ASSERT_TRUE(again.ok()) << again.error().message;
+    EXPECT_EQ(again->retry_on, spec.retry_on);
+    EXPECT_EQ(again->retry_delay_s, spec.retry_delay_s);
+  }
+}
+
+TEST(ParseJobSpecErrorTest, BadRetryPolicyIsRefusedNamingTheFieldAndWhatIsAccepted) {
+  const std::vector<std::pair<json, std::string>> cases = {
+      {json{{"retry_on", "sometimes"}}, "must be \"any\", \"node_lost\" or a list of exit codes"},
+      {json{{"retry_on", 3}}, "must be \"any\", \"node_lost\" or a list of exit codes"},
+      {json{{"retry_on", json::array()}}, "must hold 1 to 64"},
+      {json{{"retry_on", {0}}}, "retry_on[0]"},
+      {json{{"retry_on", {3, 256}}}, "retry_on[1]"},
+      {json{{"retry_on", {"3"}}}, "retry_on[0]"},
+      {json{{"retry_delay", -1}}, "retry_delay"},
+      {json{{"retry_delay", 601}}, "retry_delay"},
+      {json{{"retry_delay", "3s"}}, "retry_delay"},
+  };
+  for (const auto& [fields, expected] : cases) {
+    json body = fields;
+    body["entrypoint"] = "true";
+    const Error error = parse_error(body);
+    EXPECT_EQ(error.code, ErrorCode::kInvalidArgument) << body.dump();
+    EXPECT_THAT(error.message, HasSubstr(expected)) << body.dump();
+  }
+}
+
 TEST(ParseJobSpecErrorTest, UnknownRuntimeEnvFieldIsNamedWithItsPrefix) {
   const Error error = parse_error(spec_with("runtime_env", {{"pip", json::array({"torch"})}}));
 

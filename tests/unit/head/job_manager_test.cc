@@ -460,6 +460,12 @@ TEST_F(JobManagerTest, NodeLossFailsTheGangKillsTheRestAndRetries) {
   add_node("node_c");
   jobs_->on_node_registered("node_c", {}, {});
   clock_.run_ready();
+  // Not before its retry delay (3 s by default) has passed.
+  EXPECT_EQ(job(id).state, JobState::kPending);
+  EXPECT_THAT(job(id).message, HasSubstr("attempt 1 of 2 starts in 3s"));
+  clock_.advance(2999);
+  EXPECT_EQ(job(id).state, JobState::kPending);
+  clock_.advance(1);
   EXPECT_EQ(job(id).state, JobState::kRunning);
   EXPECT_EQ(job(id).attempts.size(), 2u);
   EXPECT_EQ(channel_.take<api::Launch>().size(), 2u);
@@ -554,6 +560,7 @@ TEST_F(JobManagerTest, WholeRunTimeoutCoversRetries) {
   api::JobSpec s = spec();
   s.timeout_s = 10;
   s.max_retries = 3;
+  s.retry_delay_s = 0;
   std::string id = submit(s);
   start_all(channel_.take<api::Launch>());
   clock_.advance(6000);
@@ -580,6 +587,7 @@ TEST_F(JobManagerTest, PerAttemptTimeoutRestartsWithEachAttempt) {
   s.timeout_s = 10;
   s.timeout_per_attempt = true;
   s.max_retries = 1;
+  s.retry_delay_s = 0;
   std::string id = submit(s);
   start_all(channel_.take<api::Launch>());
   clock_.advance(6000);

@@ -288,8 +288,76 @@ TEST(RetryTest, FailureWithRetriesLeftRequeuesAsPending) {
   EXPECT_TRUE(fx.changed);
   EXPECT_EQ(job.state, JobState::kPending);
   EXPECT_EQ(job.finished_ms, 0);
-  EXPECT_EQ(job.message, "retrying after: task 0 exited with code 1");
-  EXPECT_TRUE(has_event_containing(fx, "retrying as attempt 1 of 2"));
+  EXPECT_EQ(job.message, "retrying after: task 0 exited with code 1; attempt 1 of 2 starts in 3s");
+  EXPECT_EQ(job.retry_at_ms, 5'010 + 3'000);  // the default delay after the attempt's last task ended
+  EXPECT_TRUE(has_event_containing(fx, "retrying as attempt 1 of 2 in 3s"));
+}
+
+TEST(RetryTest, EachRetryWaitsTwiceAsLongAsTheOneBeforeUpToTenMinutes) {
+  Job job = make_job(1, /*max_retries=*/12);
+  job.spec.retry_delay_s = 2;
+  std::vector<int64_t> delays;
+  int64_t now = kPlacedAtMs;
+  for (int attempt = 0; attempt < 12; ++attempt) {
+    place_and_start(job, now);
+    fail_attempt(job, attempt, now + 100);
+    delays.push_back(job.retry_at_ms - (now + 100));
+    now = job.retry_at_ms;
+  }
+  EXPECT_EQ(delays, (std::vector<int64_t>{2'000, 4'000, 8'000, 16'000, 32'000, 64'000, 128'000, 256'000, 512'000,
+                                          600'000, 600'000, 600'000}));
+  // Placing the retry clears the wait.
+  place(job, now);
+  EXPECT_EQ(job.retry_at_ms, 0);
+}
+
+TEST(RetryTest, NoDelayStartsTheRetryNow) {
+  Job job = make_job(1, /*max_retries=*/1);
+  job.spec.retry_delay_s = 0;
+  place_and_start(job);
+  fail_attempt(job, 0, 5'000);
+  EXPECT_EQ(job.retry_at_ms, 5'000);
+  EXPECT_EQ(job.message, "retrying after: task 0 exited with code 1; attempt 1 of 2 starts now");
+}
+
+TEST(RetryTest, RetryOnNodeLostRetriesALostNodeButNotAFailingProgram) {
+  Job lost = make_job(2, /*max_retries=*/1);
+  lost.spec.retry_on.kind = api::RetryOn::Kind::kNodeLost;
+  place_and_start(lost);
+  on_node_lost(lost, node_id_for(1), "n1", 5'000);
+  on_task_exited(lost, 0, 0, killed_by(SIGTERM), 5'100);
+  EXPECT_EQ(lost.state, JobState::kPending);
+
+  Job failing = make_job(2, /*max_retries=*/1);
+  failing.spec.retry_on.kind = api::RetryOn::Kind::kNodeLost;
+  place_and_start(failing);
+  on_task_exited(failing, 0, 1, exit_code(2), 5'000);
+  on_task_exited(failing, 0, 0, killed_by(SIGTERM), 5'100);
+  EXPECT_EQ(failing.state, JobState::kFailed);
+  EXPECT_EQ(failing.message,
+            "task 1 exited with code 2 (not retried: retry_on is node_lost and no node was lost)");
+}
+
+TEST(RetryTest, RetryOnExitCodesRetriesThoseCodesSignalsAs128PlusNAndLostNodes) {
+  auto run = [](const api::TaskExit& exit) {
+    Job job = make_job(1, /*max_retries=*/1);
+    job.spec.retry_on = {api::RetryOn::Kind::kExitCodes, {3, 137}};
+    place_and_start(job);
+    on_task_exited(job, 0, 0, exit, 5'000);
+    return job;
+  };
+  EXPECT_EQ(run(exit_code(3)).state, JobState::kPending);
+  EXPECT_EQ(run(killed_by(SIGKILL)).state, JobState::kPending);  // 128 + 9
+  Job other = run(exit_code(1));
+  EXPECT_EQ(other.state, JobState::kFailed);
+  EXPECT_EQ(other.message, "task 0 exited with code 1 (not retried: retry_on lists exit codes 3, 137)");
+  EXPECT_EQ(run(start_error("no such file")).state, JobState::kFailed);
+
+  Job lost = make_job(1, /*max_retries=*/1);
+  lost.spec.retry_on = {api::RetryOn::Kind::kExitCodes, {3}};
+  place_and_start(lost);
+  on_node_lost(lost, node_id_for(0), "n0", 5'000);
+  EXPECT_EQ(lost.state, JobState::kPending);
 }
 
 TEST(RetryTest, SecondPlacementStartsAttemptOneAndLaunchesItsTasks) {
