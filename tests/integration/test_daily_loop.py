@@ -286,3 +286,68 @@ def test_a_submission_id_names_one_spec_and_works_as_the_jobs_id(cluster):
     other = cluster.ag_json("user", "add", "omar")["token"]
     status, body = cluster.api("GET", "/api/jobs/nightly-42", token=other)
     assert status == 404, body
+
+
+# ---- retry policy -----------------------------------------------------------------------------
+
+def test_retries_wait_a_growing_delay_and_say_when_the_next_attempt_starts(cluster):
+    job_id, _ = cluster.submit("--max-retries", 2, "--retry-delay", 1, "--no-wait", "--",
+                               "echo attempt $AG_ATTEMPT; exit 3")
+    waiting = wait_until(lambda: (lambda j: j if j["state"] == "PENDING" and j["num_attempts"] == 1 else None)(
+        cluster.job(job_id)), 15, message="the first retry's wait")
+    assert "retrying after: task 0 exited with code 3; attempt 1 of 3 starts in 1s" == waiting["message"], waiting
+    job = cluster.wait_state(job_id, "FAILED", timeout=30)
+    assert job["num_attempts"] == 3 and job["message"] == "task 0 exited with code 3 (after 3 attempts)", job
+    # Attempt 1 started no sooner than 1 s after attempt 0 ended, attempt 2 no sooner
+    # than 2 s after attempt 1 (the head's own times).
+    attempts = job["attempts"]
+    assert attempts[1]["started_ms"] - attempts[0]["finished_ms"] >= 1000, attempts
+    assert attempts[2]["started_ms"] - attempts[1]["finished_ms"] >= 2000, attempts
+
+
+def test_retry_on_chooses_which_failures_are_retried(cluster):
+    not_lost, _ = cluster.submit("--max-retries", 2, "--retry-on", "node-lost", "--no-wait", "--", "exit 3")
+    listed, _ = cluster.submit("--max-retries", 1, "--retry-delay", 0, "--retry-on", "3,137", "--no-wait", "--",
+                               "exit 3")
+    unlisted, _ = cluster.submit("--max-retries", 1, "--retry-delay", 0, "--retry-on", "3,137", "--no-wait", "--",
+                                 "exit 1")
+    job = cluster.wait_state(not_lost, "FAILED")
+    assert job["num_attempts"] == 1, job
+    assert job["message"] == "task 0 exited with code 3 (not retried: retry_on is node_lost and no node was lost)"
+    assert cluster.wait_state(listed, "FAILED")["num_attempts"] == 2
+    job = cluster.wait_state(unlisted, "FAILED")
+    assert job["num_attempts"] == 1 and "not retried: retry_on lists exit codes 3, 137" in job["message"], job
+    assert job["spec"]["retry_on"] == [3, 137] and job["spec"]["retry_delay"] == 0
+    # The SDK takes the same policy.
+    client = ag.Client(cluster.address, token=cluster.token)
+    sdk_job = client.submit_job("exit 3", max_retries=1, retry_delay=0, retry_on=[3])
+    with pytest.raises(ag.AGJobFailedError, match="after 2 attempts"):
+        sdk_job.wait(timeout=30)
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (["--retry-on", "sometimes"], "--retry-on takes any, node-lost or exit codes like 3,137; got 'sometimes'"),
+    (["--retry-on", "3,x"], "--retry-on takes any, node-lost or exit codes like 3,137"),
+    (["--retry-on", "0"], "retry_on[0]"),
+    (["--retry-delay", "-1"], "--retry-delay"),
+    (["--retry-delay", "700"], "--retry-delay"),
+])
+def test_a_bad_retry_policy_is_refused_by_the_cli(head_only, flags, expected):
+    before = head_only.jobs()
+    proc = head_only.ag("submit", *flags, "--", "true", check=False)
+    assert proc.returncode != 0 and expected in proc.stderr, proc.stderr
+    assert head_only.jobs() == before
+
+
+@pytest.mark.parametrize("body, expected", [
+    ({"retry_on": "often"}, 'must be "any", "node_lost" or a list of exit codes'),
+    ({"retry_on": [300]}, "retry_on[0]"),
+    ({"retry_on": []}, "must hold 1 to 64"),
+    ({"retry_delay": -1}, "retry_delay"),
+    ({"retry_delay": "3s"}, "retry_delay"),
+])
+def test_a_bad_retry_policy_is_refused_by_the_api(head_only, body, expected):
+    before = head_only.jobs()
+    status, answer = head_only.api("POST", "/api/jobs", dict(body, entrypoint="true"))
+    assert status == 400 and expected in answer["error"], answer
+    assert head_only.jobs() == before
