@@ -121,9 +121,21 @@ class Job:
             query["wait_ms"] = wait_ms
         return self._get("/logs", query=query, extra_timeout=wait_ms / 1000.0)
 
-    def get_logs(self, task_index=0, attempt=None):
-        """The output (stdout and stderr) of task `task_index` so far, as text. `attempt`
-        picks a retry (0 is the first run); by default the latest one."""
+    def get_logs(self, task_index=None, attempt=None, tail=None, since=None, timestamps=False):
+        """The output (stdout and stderr) so far, as text.
+
+        task_index: one task's output; by default every task's, its lines interleaved in
+        the order the head received them and (with several tasks) each prefixed
+        "[rank N] ", as `ag logs` shows them. attempt: a retry (0 is the first run); by
+        default the latest one. tail: only the last N lines. since: only lines received
+        at or after this time (seconds since the epoch, as time.time() gives).
+        timestamps: each line after the UTC time the head received it.
+        """
+        if task_index is None and tail is None and since is None and not timestamps:
+            if self.info().get("num_workers", 1) == 1:
+                task_index = 0
+        if task_index is None or tail is not None or since is not None or timestamps:
+            return self._get_lines(task_index, attempt, tail, since, timestamps)
         parts = []
         offset = 0
         while True:
@@ -137,6 +149,32 @@ class Job:
             if response.header("X-AG-Log-Complete") == "1":
                 break
         return b"".join(parts).decode("utf-8", "replace")
+
+    def _get_lines(self, task_index, attempt, tail, since, timestamps):
+        """get_logs through GET .../lines, page after page."""
+        query = {}
+        if task_index is not None:
+            query["task_index"] = task_index
+        if attempt is not None:
+            query["attempt"] = attempt
+        if tail is not None:
+            query["tail"] = int(tail)
+        if since is not None:
+            query["since_ms"] = max(0, int(float(since) * 1000))
+        out = []
+        while True:
+            page = self._get("/lines", query=query).json()
+            several = len(page["tasks"]) > 1
+            for index, time_ms, text in page["lines"]:
+                stamp = _utc_timestamp(time_ms) + " " if timestamps else ""
+                out.append(stamp + ("[rank {}] ".format(index) if several else "") + text + "\n")
+            # A tail or since read is one page; a whole log may take several.
+            if tail is not None or since is not None or not page["lines"] or page["complete"]:
+                break
+            query = {"attempt": page["attempt"], "from": ",".join(str(n) for n in page["next"])}
+            if task_index is not None:
+                query["task_index"] = task_index
+        return "".join(out)
 
     def tail_logs(self, task_index=0):
         """Yields task `task_index`'s output as text chunks as it is written, from the
@@ -177,6 +215,11 @@ class Job:
                              extra_timeout=MAX_WAIT_MS / 1000.0).json()
             if info.get("state") in TERMINAL_STATES or info.get("num_attempts", 0) > number:
                 return info
+
+
+def _utc_timestamp(ms):
+    """'2026-12-01T11:48:03.123Z', as `ag logs --timestamps` prints it."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + ".{:03d}Z".format(ms % 1000)
 
 
 def _int_header(response, name, default):

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/log_lines.h"
 #include "cli/session.h"
 #include "cli/submit_options.h"
 
@@ -55,9 +56,12 @@ int cluster_status(const ConnectionOptions& conn);
 int job_status(const ConnectionOptions& conn, const std::string& job_id, bool verbose);
 int list_nodes(const ConnectionOptions& conn);
 int list_jobs(const ConnectionOptions& conn, const std::string& state);
-// Control characters in the output are escaped (terminal_safe) unless `raw`.
-int logs(const ConnectionOptions& conn, const std::string& job_id, int task_index,
-         std::optional<int> attempt, bool follow, bool raw);
+// One task's output as its bytes (--task-index without --tail/--since/--timestamps),
+// else as lines (cli/log_lines.h): all ranks interleaved, each prefixed "[rank N]".
+// `since` is --since as typed. Control characters are escaped (terminal_safe) unless
+// `lines.raw`.
+int logs(const ConnectionOptions& conn, const std::string& job_id, const LinesOptions& lines,
+         const std::string& since);
 int head_logs();
 int stop_job(const ConnectionOptions& conn, const std::string& job_id);
 

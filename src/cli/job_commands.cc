@@ -212,7 +212,8 @@ int submit(const ConnectionOptions& options, const SubmitOptions& submit) {
     std::cout << job_id << "\n";
     return 0;
   }
-  std::cerr << "Streaming task 0's log; Ctrl-C stops watching (the job keeps running; stop it with `ag stop-job "
+  std::cerr << (submit.all_ranks ? "Streaming every task's log" : "Streaming task 0's log")
+            << "; Ctrl-C stops watching (the job keeps running; stop it with `ag stop-job "
             << job_id << "`).\n";
   // Follow task 0 of every attempt until the job ends.
   json job;
@@ -246,7 +247,14 @@ int submit(const ConnectionOptions& options, const SubmitOptions& submit) {
     }
     shown_reason.reset();
     if (streamed < attempt) {
-      if (!stream_log(conn.value(), job_id, 0, attempt, true, std::cout)) return 1;
+      if (submit.all_ranks) {
+        LinesOptions all;
+        all.attempt = attempt;
+        all.follow = true;
+        if (!print_job_lines(conn.value(), job_id, all, std::cout)) return 1;
+      } else if (!stream_log(conn.value(), job_id, 0, attempt, true, std::cout)) {
+        return 1;
+      }
       streamed = attempt;
     }
     // This attempt's log is complete: either the job ended or a retry follows.
@@ -272,7 +280,7 @@ int submit(const ConnectionOptions& options, const SubmitOptions& submit) {
       std::cerr << ": " << terminal_safe(job["message"].get<std::string>(), false);
     }
     std::cerr << "\n";
-    print_failure(std::cerr, job, "  ", 0);
+    print_failure(std::cerr, job, "  ", submit.all_ranks ? -1 : 0);
   }
   return job_state(job) == api::JobState::kSucceeded ? 0 : 1;
 }
@@ -419,11 +427,29 @@ int list_jobs(const ConnectionOptions& options, const std::string& state) {
   return 0;
 }
 
-int logs(const ConnectionOptions& options, const std::string& job_id, int task_index, std::optional<int> attempt,
-         bool follow, bool raw) {
+int logs(const ConnectionOptions& options, const std::string& job_id, const LinesOptions& lines,
+         const std::string& since) {
+  LinesOptions asked = lines;
+  if (!since.empty()) {
+    auto since_ms = parse_since(since, static_cast<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                std::chrono::system_clock::now().time_since_epoch())
+                                                                .count()));
+    if (!since_ms.ok()) {
+      std::cerr << "error: " << since_ms.error().message << "\n";
+      return 2;
+    }
+    asked.since_ms = since_ms.value();
+  }
   auto conn = resolve_connection(options);
   if (!conn.ok()) return fail(conn.error());
-  return stream_log(conn.value(), net::url_encode(job_id), task_index, attempt, follow, std::cout, raw) ? 0 : 1;
+  // One task's bytes as they are, unless its lines are asked for.
+  if (asked.task_index && asked.tail == 0 && !asked.since_ms && !asked.timestamps) {
+    return stream_log(conn.value(), net::url_encode(job_id), *asked.task_index, asked.attempt, asked.follow, std::cout,
+                      asked.raw)
+               ? 0
+               : 1;
+  }
+  return print_job_lines(conn.value(), job_id, asked, std::cout) ? 0 : 1;
 }
 
 int head_logs() {

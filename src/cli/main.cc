@@ -119,17 +119,21 @@ int run(int argc, char** argv) {
   list_jobs_cmd->add_option("--state", list_state, "Only jobs in this state");
 
   std::string logs_job;
-  int logs_task = 0;
-  std::optional<int> logs_attempt;
-  bool logs_follow = false, logs_head = false;
+  ag::cli::LinesOptions logs_lines;
+  std::string logs_since;
+  bool logs_head = false;
   auto* logs_cmd = app.add_subcommand("logs", "Print a task's output (or the head's log with --head)");
   logs_cmd->add_option("job_id", logs_job, "Job id");
-  logs_cmd->add_option("--task-index", logs_task, "Task index")->capture_default_str()->check(CLI::NonNegativeNumber);
-  logs_cmd->add_option("--attempt", logs_attempt, "Attempt (default: the latest)")->check(CLI::NonNegativeNumber);
-  logs_cmd->add_flag("-f,--follow", logs_follow, "Keep printing new output until the task ends");
+  logs_cmd->add_option("--task-index", logs_lines.task_index,
+                       "One task's output (default: every task's, lines interleaved as received, each prefixed [rank N])")
+      ->check(CLI::NonNegativeNumber);
+  logs_cmd->add_option("--attempt", logs_lines.attempt, "Attempt (default: the latest)")->check(CLI::NonNegativeNumber);
+  logs_cmd->add_flag("-f,--follow", logs_lines.follow, "Keep printing new output until the tasks end");
+  logs_cmd->add_option("--tail", logs_lines.tail, "Only the last N lines")->check(CLI::Range(1, 100000));
+  logs_cmd->add_option("--since", logs_since, "Only lines received since: a time ago (90s, 10m, 2h, 1d) or a UTC time (2026-12-01T11:00:00)");
+  logs_cmd->add_flag("--timestamps", logs_lines.timestamps, "Each line after the time the head received it (UTC)");
   logs_cmd->add_flag("--head", logs_head, "Print the head daemon's own log");
-  bool logs_raw = false;
-  logs_cmd->add_flag("--raw", logs_raw, "Print the bytes as the task wrote them (terminal escape sequences included)");
+  logs_cmd->add_flag("--raw", logs_lines.raw, "Print the bytes as the task wrote them (terminal escape sequences included)");
 
   SubmitOptions submit_opts;
   auto* submit_cmd = app.add_subcommand("submit", "Submit a job: ag submit [options] -- COMMAND...");
@@ -156,6 +160,7 @@ int run(int argc, char** argv) {
   submit_cmd->add_flag("--timeout-per-attempt", submit_opts.timeout_per_attempt, "Restart the --timeout with every retry");
   submit_cmd->add_flag("--allow-unschedulable", submit_opts.allow_unschedulable,
                        "Queue the job even if no node of the cluster as it is could run it (for nodes still to join)");
+  submit_cmd->add_flag("--all-ranks", submit_opts.all_ranks, "Stream every task's output, each line prefixed [rank N] (default: task 0's)");
   submit_cmd->add_flag("--no-wait", submit_opts.no_wait, "Print the job id and return at once");
   submit_cmd->add_option("command", submit_opts.command, "The command each task runs (after --)");
 
@@ -236,7 +241,7 @@ int run(int argc, char** argv) {
       std::cerr << "error: give a job id (ag logs JOB_ID) or --head\n";
       return 2;
     }
-    return logs(conn, logs_job, logs_task, logs_attempt, logs_follow, logs_raw);
+    return logs(conn, logs_job, logs_lines, logs_since);
   }
   if (*submit_cmd) return submit(conn, submit_opts);
   if (*stop_job_cmd) return stop_job(conn, stop_job_id);

@@ -33,6 +33,7 @@ struct SubmitOptions {
   bool gpu_isolation = false;
   bool allow_unschedulable = false;
   bool no_wait = false;
+  bool all_ranks = false;  // stream every task's output, each line prefixed "[rank N]"
   std::vector<std::string> command;
 };
 

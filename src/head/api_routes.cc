@@ -8,6 +8,7 @@
 #include "common/sha256.h"
 #include "head/job_codec.h"
 #include "head/node_codec.h"
+#include "head/route_helpers.h"
 #include "net/auth.h"
 
 namespace ag::head {
@@ -20,35 +21,6 @@ constexpr int64_t kMaxLogChunk = 4 << 20;
 constexpr int64_t kMaxWaitMs = 60000;
 // Tasks a node page lists: every live one, then the most recent finished ones.
 constexpr size_t kMaxNodeTasks = 100;
-
-HttpResponse json_response(int status, const json& body) {
-  return {status, "application/json", body.dump(-1, ' ', false, json::error_handler_t::replace)};
-}
-
-HttpResponse error_response(int status, const std::string& message) {
-  return json_response(status, {{"error", message}});
-}
-
-HttpResponse error_response(const Error& error) {
-  return error_response(http_status_for(error.code), error.message);
-}
-
-// Reads an optional integer query parameter; returns false with a 400 on bad input.
-bool query_int(const net::HttpRequest& req, const std::string& name, int64_t min, int64_t max,
-               int64_t* out, net::Respond& respond) {
-  auto it = req.query.find(name);
-  if (it == req.query.end()) return true;
-  const std::string& text = it->second;
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (!text.empty() && ec == std::errc() && end == text.data() + text.size() && v >= min && v <= max) {
-    *out = v;
-    return true;
-  }
-  respond(error_response(400, "query parameter '" + name + "' must be a whole number between " +
-                                  std::to_string(min) + " and " + std::to_string(max) + ", got '" + text + "'"));
-  return false;
-}
 
 }  // namespace
 
@@ -413,6 +385,10 @@ void ApiRoutes::handle_job(const net::HttpRequest& req, const Principal& who, co
     if (!may_act_on(who, *job)) return respond(not_your_job(*job, "read its logs"));
     return handle_logs(req, job_id, std::move(respond));
   }
+  if (action == "lines") {
+    if (!may_act_on(who, *job)) return respond(not_your_job(*job, "read its logs"));
+    return handle_lines(req, job_id, std::move(respond));
+  }
   if (action == "wait") return handle_wait(req, who, job_id, std::move(respond));
   respond(error_response(404, "no route for " + req.method + " " + req.path));
 }
@@ -451,14 +427,7 @@ void ApiRoutes::handle_logs(const net::HttpRequest& req, const std::string& job_
     const int64_t next = offset + length;
     // The log is complete once its task has ended and every byte has been read.
     const Job* j = deps_.jobs.find(job_id);
-    bool task_over = true;
-    if (j && key.attempt < static_cast<int>(j->attempts.size())) {
-      const auto& tasks = j->attempts[key.attempt].tasks;
-      task_over = key.task_index >= static_cast<int>(tasks.size()) || tasks[key.task_index].terminal() || j->terminal();
-    } else if (j && !j->terminal()) {
-      task_over = false;  // not placed yet
-    }
-    bool complete = task_over && next >= size;
+    bool complete = (!j || j->task_over(key.attempt, key.task_index)) && next >= size;
     HttpResponse res{200, "text/plain; charset=utf-8", ""};
     if (length > 0) {
       res.body_file = deps_.logs.path(key);

@@ -101,6 +101,8 @@ class ApiRoutes {
   // The job as `who` may see it (no env vars unless may_act_on).
   nlohmann::json job_view(const Principal& who, const Job& job) const;
   void handle_logs(const net::HttpRequest& request, const std::string& job_id, net::Respond respond);
+  // GET /api/jobs/{id}/lines (api_lines.cc).
+  void handle_lines(const net::HttpRequest& request, const std::string& job_id, net::Respond respond);
   void handle_wait(const net::HttpRequest& request, const Principal& who, const std::string& job_id,
                    net::Respond respond);
   void handle_packages(const net::HttpRequest& request, const Principal& who, const net::Respond& respond);

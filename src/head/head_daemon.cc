@@ -91,7 +91,7 @@ int run_head(const HeadConfig& config, const std::function<void(const Status&, c
     return 1;
   }
   NodeRegistry nodes;
-  LogStore logs(config.data_dir + "/logs", 128, &timers);
+  LogStore logs(config.data_dir + "/logs", 128, &timers, &clock);
   JobManagerConfig jm_config;
   jm_config.kill_grace_ms = config.kill_grace_ms;
   JobManager jobs({timers, *store.value(), nodes, nodes, logs, clock}, jm_config);

@@ -85,6 +85,15 @@ struct Job {
     return state == JobState::kSucceeded || state == JobState::kFailed ||
            state == JobState::kStopped;
   }
+  // Whether task `task_index` of attempt `attempt` can write no more output: it ended,
+  // or the job did, or the attempt is no longer the current one. A task of an attempt
+  // not placed yet is not over while the job is not.
+  bool task_over(int attempt, int task_index) const {
+    if (attempt < 0 || attempt >= static_cast<int>(attempts.size())) return terminal();
+    const auto& tasks = attempts[static_cast<size_t>(attempt)].tasks;
+    return terminal() || task_index < 0 || task_index >= static_cast<int>(tasks.size()) ||
+           tasks[static_cast<size_t>(task_index)].terminal();
+  }
   AttemptRecord* current_attempt() { return attempts.empty() ? nullptr : &attempts.back(); }
   const AttemptRecord* current_attempt() const {
     return attempts.empty() ? nullptr : &attempts.back();

@@ -18,8 +18,11 @@ struct LogStore::Syncer {
   boost::asio::thread_pool pool{1};
 };
 
-LogStore::LogStore(std::string root_dir, size_t max_open_files, Timers* io)
-    : root_(std::move(root_dir)), max_open_files_(std::max<size_t>(1, max_open_files)), io_(io) {
+LogStore::LogStore(std::string root_dir, size_t max_open_files, Timers* io, const Clock* clock)
+    : root_(std::move(root_dir)),
+      max_open_files_(std::max<size_t>(1, max_open_files)),
+      io_(io),
+      clock_(clock ? clock : &system_clock_) {
   // A folder that cannot be made fails each append with the path and the reason.
   std::error_code ec;
   std::filesystem::create_directories(root_, ec);
@@ -30,7 +33,8 @@ LogStore::~LogStore() {
   // Syncs under way finish (their ends, posted to an io thread that no longer runs,
   // are dropped with it).
   if (syncer_) syncer_->pool.join();
-  for (auto& [_, log] : logs_) {
+  for (auto& [key, log] : logs_) {
+    save_times(key, log);
     if (log.fd >= 0) ::close(log.fd);
   }
 }
@@ -75,6 +79,7 @@ Status LogStore::append(const api::TaskKey& key, int64_t offset, std::string_vie
     }
     written += static_cast<size_t>(n);
   }
+  if (written > 0) note_time(key, log, log.size);
   log.size += static_cast<int64_t>(written);
   bytes_ingested_ += static_cast<int64_t>(written);
   if (written > 0) wake(key);
@@ -105,6 +110,7 @@ void LogStore::close_file(OpenLog& log) {
 void LogStore::close(const api::TaskKey& key) {
   OpenLog& log = open(key);
   log.closed = true;
+  save_times(key, log);
   int fd = -1;
   if (log.fd >= 0) {
     fd = log.fd;  // the sync closes it
@@ -188,6 +194,136 @@ std::string LogStore::tail(const api::TaskKey& key, int64_t max_bytes, int max_l
     }
   }
   return text;
+}
+
+namespace {
+
+constexpr size_t kTimesBatch = 32;
+constexpr int64_t kBackwardChunk = 64 * 1024;
+
+std::string times_path(const std::string& log_path) {
+  return log_path.substr(0, log_path.size() - 4) + ".times";  // "<attempt>.<task>.log" -> ".times"
+}
+
+}  // namespace
+
+void LogStore::note_time(const api::TaskKey& key, OpenLog& log, int64_t offset) {
+  const int64_t now = clock_->now_ms();
+  if (log.last_time_ms != INT64_MIN && now - log.last_time_ms < kLineTimeGranularityMs) return;
+  log.last_time_ms = now;
+  log.unsaved_times.emplace_back(offset, now);
+  if (log.unsaved_times.size() >= kTimesBatch) save_times(key, log);
+}
+
+void LogStore::save_times(const api::TaskKey& key, OpenLog& log) {
+  if (log.unsaved_times.empty()) return;
+  // Lost only in a crash, and then the lines concerned show the time noted before them.
+  int fd = ::open(times_path(path_for(key)).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  if (fd < 0) return;
+  std::vector<int64_t> flat;
+  for (const auto& [offset, ms] : log.unsaved_times) {
+    flat.push_back(offset);
+    flat.push_back(ms);
+  }
+  const auto bytes = static_cast<ssize_t>(flat.size() * sizeof(int64_t));
+  if (::write(fd, flat.data(), static_cast<size_t>(bytes)) == bytes) log.unsaved_times.clear();
+  ::close(fd);
+}
+
+std::vector<std::pair<int64_t, int64_t>> LogStore::times(const api::TaskKey& key, const OpenLog& log) const {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  int fd = ::open(times_path(path_for(key)).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    struct stat st{};
+    if (::fstat(fd, &st) == 0 && st.st_size >= 16) {
+      std::vector<int64_t> flat(static_cast<size_t>(st.st_size) / sizeof(int64_t) / 2 * 2);
+      ssize_t got = ::pread(fd, flat.data(), flat.size() * sizeof(int64_t), 0);
+      for (size_t i = 0; got > 0 && i + 1 < static_cast<size_t>(got) / sizeof(int64_t); i += 2) {
+        out.emplace_back(flat[i], flat[i + 1]);
+      }
+    }
+    ::close(fd);
+  }
+  out.insert(out.end(), log.unsaved_times.begin(), log.unsaved_times.end());
+  return out;
+}
+
+int64_t LogStore::start_of_last_lines(const api::TaskKey& key, int64_t begin, int64_t end, int64_t count,
+                                      int64_t max_bytes, bool* cut) const {
+  int fd = ::open(path_for(key).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return begin;
+  // The newline that ends the last line does not start one.
+  int64_t pos = end;
+  int64_t newlines = 0;
+  std::string chunk;
+  int64_t start = std::max(begin, end - max_bytes);
+  while (pos > start) {
+    const int64_t from = std::max(start, pos - kBackwardChunk);
+    chunk.resize(static_cast<size_t>(pos - from));
+    if (::pread(fd, chunk.data(), chunk.size(), from) != static_cast<ssize_t>(chunk.size())) break;
+    for (int64_t i = pos - from - 1; i >= 0; --i) {
+      if (chunk[static_cast<size_t>(i)] != '\n' || from + i == end - 1) continue;
+      if (++newlines == count) {
+        ::close(fd);
+        return from + i + 1;
+      }
+    }
+    pos = from;
+  }
+  ::close(fd);
+  *cut = start > begin;  // the budget ended the search mid-line
+  return start;
+}
+
+Result<LogStore::LinePage> LogStore::lines(const api::TaskKey& key, const LineQuery& query) {
+  OpenLog& log = open(key);
+  const int64_t end = log.size;
+  const auto noted = times(key, log);
+  int64_t begin = std::clamp<int64_t>(query.from, 0, end);
+  if (query.since_ms) {
+    auto first = std::find_if(noted.begin(), noted.end(), [&](const auto& t) { return t.second >= *query.since_ms; });
+    begin = std::max(begin, first == noted.end() ? end : first->first);
+  }
+  LinePage page;
+  if (query.tail > 0) begin = std::max(begin, start_of_last_lines(key, begin, end, query.tail, query.max_bytes,
+                                                                  &page.truncated));
+  int64_t length = end - begin;
+  const bool newest = query.tail > 0 || query.since_ms.has_value();
+  if (length > query.max_bytes) {
+    page.truncated = true;
+    if (newest) begin = end - query.max_bytes;
+    length = query.max_bytes;
+  }
+  auto data = read(key, begin, length);
+  if (!data.ok()) return data.error();
+  std::string_view text = data.value();
+  // Cut into the middle of a line: from the next one.
+  if (newest && page.truncated) {
+    size_t nl = text.find('\n');
+    size_t skip = nl == std::string_view::npos ? text.size() : nl + 1;
+    text.remove_prefix(skip);
+    begin += static_cast<int64_t>(skip);
+  }
+  const bool whole = begin + static_cast<int64_t>(text.size()) == end && log.closed;
+  size_t at = 0;
+  auto time_at = [&](int64_t offset) {
+    auto it = std::upper_bound(noted.begin(), noted.end(), offset,
+                               [](int64_t off, const auto& t) { return off < t.first; });
+    return it == noted.begin() ? int64_t{0} : std::prev(it)->second;
+  };
+  while (at < text.size()) {
+    size_t nl = text.find('\n', at);
+    if (nl == std::string_view::npos && !whole) break;  // the rest of it has not arrived
+    size_t stop = nl == std::string_view::npos ? text.size() : nl;
+    const int64_t offset = begin + static_cast<int64_t>(at);
+    page.lines.push_back({offset, time_at(offset), std::string(text.substr(at, stop - at))});
+    at = nl == std::string_view::npos ? text.size() : nl + 1;
+  }
+  page.next = begin + static_cast<int64_t>(at);
+  if (query.tail > 0 && static_cast<int64_t>(page.lines.size()) > query.tail) {
+    page.lines.erase(page.lines.begin(), page.lines.end() - query.tail);
+  }
+  return page;
 }
 
 uint64_t LogStore::wait(const api::TaskKey& key, int64_t offset, std::function<void()> ready) {

@@ -18,8 +18,10 @@
 #include <vector>
 
 #include <memory>
+#include <optional>
 
 #include "api/protocol.h"
+#include "common/clock.h"
 #include "common/result.h"
 #include "common/timers.h"
 
@@ -29,7 +31,9 @@ class LogStore {
  public:
   // With `io`, syncs run on a background thread and their ends are posted to `io`;
   // without it, close() syncs before it returns.
-  explicit LogStore(std::string root_dir, size_t max_open_files = 128, Timers* io = nullptr);
+  // Receive times come from `clock` (the system's when null).
+  explicit LogStore(std::string root_dir, size_t max_open_files = 128, Timers* io = nullptr,
+                    const Clock* clock = nullptr);
   ~LogStore();
 
   // Appends bytes at `offset`. Bytes before the current end (a resend) are skipped.
@@ -58,6 +62,32 @@ class LogStore {
   // of a line where the bytes allow; "" when there are none or they cannot be read.
   std::string tail(const api::TaskKey& key, int64_t max_bytes, int max_lines);
 
+  // Lines of a log with the time the head received each (the time of the bytes that
+  // begin it, to within kLineTimeGranularityMs), for interleaving ranks and
+  // --timestamps. From byte `from` on; with `since_ms`, from the first line received
+  // then or later; with `tail` > 0, only the last `tail` lines. At most `max_bytes`: a
+  // read from a cursor stops there (and goes on from `next`); a tail or since read
+  // keeps the newest bytes (`truncated`). A last line without its newline is left for
+  // the next read, unless the log is closed.
+  struct Line {
+    int64_t offset = 0;
+    int64_t time_ms = 0;
+    std::string text;  // without its newline
+  };
+  struct LineQuery {
+    int64_t from = 0;
+    std::optional<int64_t> since_ms;
+    int64_t tail = 0;
+    int64_t max_bytes = 4 << 20;
+  };
+  struct LinePage {
+    std::vector<Line> lines;
+    int64_t next = 0;  // where the next read from a cursor begins
+    bool truncated = false;
+  };
+  Result<LinePage> lines(const api::TaskKey& key, const LineQuery& query);
+  static constexpr int64_t kLineTimeGranularityMs = 100;
+
   // Up to `max_bytes` from `offset`. Errors: kInternal when the file cannot be read.
   Result<std::string> read(const api::TaskKey& key, int64_t offset, int64_t max_bytes);
 
@@ -77,6 +107,10 @@ class LogStore {
     int64_t size = 0;
     bool closed = false;
     int syncs_pending = 0;                        // close() syncs not yet done
+    // Receive times: (offset, ms) from which on bytes arrived at that time, not yet in
+    // the log's .times file; written there in batches and at close.
+    std::vector<std::pair<int64_t, int64_t>> unsaved_times;
+    int64_t last_time_ms = INT64_MIN;
     std::vector<std::function<void()>> synced;    // after_synced callbacks waiting on them
     std::list<api::TaskKey>::iterator lru;  // its place in open_order_ while fd >= 0
   };
@@ -95,6 +129,15 @@ class LogStore {
   // fsync on the background thread (or here without one), then synced(key).
   void sync(const api::TaskKey& key, int fd);
   void synced(const api::TaskKey& key);
+  // Notes that the bytes from `offset` on arrived now (at most one note per
+  // kLineTimeGranularityMs), and writes the notes out in batches.
+  void note_time(const api::TaskKey& key, OpenLog& log, int64_t offset);
+  void save_times(const api::TaskKey& key, OpenLog& log);
+  std::vector<std::pair<int64_t, int64_t>> times(const api::TaskKey& key, const OpenLog& log) const;
+  // Where the last `count` lines of [begin, end) start, reading back at most max_bytes
+  // (`cut`: the search stopped there, mid-line, before finding them all).
+  int64_t start_of_last_lines(const api::TaskKey& key, int64_t begin, int64_t end, int64_t count,
+                              int64_t max_bytes, bool* cut) const;
 
   struct Syncer;  // the background thread
 
@@ -106,6 +149,8 @@ class LogStore {
   uint64_t next_waiter_ = 1;
   int64_t bytes_ingested_ = 0;
   Timers* io_;
+  SystemClock system_clock_;
+  const Clock* clock_;
   std::unique_ptr<Syncer> syncer_;  // last: joined before the rest goes
 };
 

@@ -351,3 +351,77 @@ def test_a_bad_retry_policy_is_refused_by_the_api(head_only, body, expected):
     status, answer = head_only.api("POST", "/api/jobs", dict(body, entrypoint="true"))
     assert status == 400 and expected in answer["error"], answer
     assert head_only.jobs() == before
+
+
+# ---- logs as lines: all ranks, tail, since, timestamps ----------------------------------------
+
+# Each rank prints three lines 0.4 s apart: the head receives them in rounds.
+ROUNDS = 'for i in 1 2 3; do echo "line $i from $RANK"; sleep 0.4; done'
+
+
+def test_ag_logs_interleaves_every_rank_as_received_with_rank_prefixes(cluster):
+    job_id, _ = cluster.submit("-n", 2, "--placement", "spread", "--no-wait", "--", ROUNDS)
+    assert cluster.wait_state(job_id, "SUCCEEDED", timeout=30)
+    lines = cluster.ag("logs", job_id).stdout.splitlines()
+    assert sorted(lines) == sorted(f"[rank {r}] line {i} from {r}" for r in (0, 1) for i in (1, 2, 3)), lines
+    # Round by round: both ranks' line i come before either rank's line i+1.
+    rounds = [int(line.split()[3]) for line in lines]
+    assert rounds == sorted(rounds), lines
+
+    assert sorted(cluster.ag("logs", job_id, "--tail", 2).stdout.splitlines()) == [
+        "[rank 0] line 3 from 0", "[rank 1] line 3 from 1"]
+    # One rank: no prefix; with --tail its last lines only.
+    assert cluster.ag("logs", job_id, "--task-index", 1, "--tail", 1).stdout == "line 3 from 1\n"
+    stamped = cluster.ag("logs", job_id, "--timestamps").stdout.splitlines()
+    stamps = [line.split(" ", 1)[0] for line in stamped]
+    assert len(stamps) == 6 and all(s.endswith("Z") and "T" in s for s in stamps), stamped
+    assert stamps == sorted(stamps), stamped
+    assert len(cluster.ag("logs", job_id, "--since", "1h").stdout.splitlines()) == 6
+    assert cluster.ag("logs", job_id, "--since", "2099-01-01T00:00:00").stdout == ""
+    # From the time rank 0's last line arrived: the last round only.
+    last_round = stamped[-2].split(" ", 1)[0].rstrip("Z").split(".")[0]
+    since = cluster.ag("logs", job_id, "--since", last_round).stdout.splitlines()
+    assert set(since) >= {"[rank 0] line 3 from 0", "[rank 1] line 3 from 1"} and len(since) <= 4, since
+
+
+def test_a_single_task_job_prints_its_lines_without_a_prefix(cluster):
+    job_id, _ = cluster.submit("--no-wait", "--", "printf 'a\\nb'")
+    cluster.wait_state(job_id, "SUCCEEDED")
+    assert cluster.ag("logs", job_id).stdout == "a\nb\n"
+    assert cluster.ag("logs", job_id, "--task-index", 0).stdout == "a\nb"  # the bytes as written
+
+
+def test_ag_submit_all_ranks_streams_every_rank(cluster):
+    job_id, proc = cluster.submit("-n", 2, "--all-ranks", "--", "echo hello from $RANK")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(proc.stdout.splitlines()) == ["[rank 0] hello from 0", "[rank 1] hello from 1"], proc.stdout
+
+
+def test_sdk_get_logs_reads_every_rank_or_a_tail(cluster):
+    client = ag.Client(cluster.address, token=cluster.token)
+    job = client.submit_job(ROUNDS, num_workers=2, placement="spread")
+    job.wait(timeout=30)
+    every = job.get_logs().splitlines()
+    assert len(every) == 6 and all(line.startswith("[rank ") for line in every), every
+    assert job.get_logs(task_index=0) == "line 1 from 0\nline 2 from 0\nline 3 from 0\n"
+    assert sorted(job.get_logs(tail=2).splitlines()) == ["[rank 0] line 3 from 0", "[rank 1] line 3 from 1"]
+    assert job.get_logs(task_index=1, tail=1) == "line 3 from 1\n"
+    assert job.get_logs(since=4102444800) == ""  # 2100-01-01
+    stamped = job.get_logs(task_index=0, timestamps=True).splitlines()
+    assert len(stamped) == 3 and stamped[0].endswith("Z line 1 from 0"), stamped
+
+
+def test_bad_log_line_requests_are_refused(cluster):
+    job_id, _ = cluster.submit("-n", 2, "--no-wait", "--", "echo x")
+    cluster.wait_state(job_id, "SUCCEEDED")
+    for query, expected in [("from=1", "'from' must list one byte offset per task (2)"),
+                            ("from=1,x", "'from' must list one byte offset per task"),
+                            ("tail=0", "'tail' must be a whole number between 1 and 100000"),
+                            ("since_ms=-5", "'since_ms'"),
+                            ("task_index=2", "'task_index'")]:
+        status, body = cluster.api("GET", f"/api/jobs/{job_id}/lines?{query}")
+        assert status == 400 and expected in body["error"], (query, body)
+    proc = cluster.ag("logs", job_id, "--since", "yesterday", check=False)
+    assert proc.returncode == 2 and "--since takes a time ago like 90s" in proc.stderr, proc.stderr
+    proc = cluster.ag("logs", job_id, "--tail", 0, check=False)
+    assert proc.returncode != 0 and "--tail" in proc.stderr, proc.stderr

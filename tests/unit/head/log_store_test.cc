@@ -73,7 +73,9 @@ TEST_F(LogStoreTest, WritesOneFilePerAttemptAndTaskUnderTheJobsFolder) {
 
   std::vector<std::string> found = files();
   std::sort(found.begin(), found.end());
-  EXPECT_EQ(found, (std::vector<std::string>{"logs/job_a/0.1.log", "logs/job_a/1.0.log", "logs/job_b/0.1.log"}));
+  // Each log, and beside it the times its bytes arrived (LogStore::lines).
+  EXPECT_EQ(found, (std::vector<std::string>{"logs/job_a/0.1.log", "logs/job_a/0.1.times", "logs/job_a/1.0.log",
+                                             "logs/job_a/1.0.times", "logs/job_b/0.1.log", "logs/job_b/0.1.times"}));
   std::ifstream in(dir_ / "logs/job_a/1.0.log");
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "a10");
   // Logs of different tasks do not mix.
@@ -207,6 +209,67 @@ TEST_F(LogStoreTest, TailOfAnEmptyOrUnknownLogOrOneLongLineIsWhatThereIs) {
   ASSERT_TRUE(logs_.append(key_, 0, std::string(100, 'x')));
   // No line starts within the last 10 bytes: they are all there is to show.
   EXPECT_EQ(logs_.tail(key_, 10, 50), std::string(10, 'x'));
+}
+
+TEST_F(LogStoreTest, LinesCarryTheTimeTheirBytesArrivedAndSurviveARestart) {
+  testing::FakeClock clock(1'000'000);
+  {
+    LogStore logs((dir_ / "timed").string(), 128, nullptr, &clock);
+    ASSERT_TRUE(logs.append(key_, 0, "one\ntw"));
+    clock.advance(50);  // within one note's granularity: the time of the bytes before
+    ASSERT_TRUE(logs.append(key_, 6, "o\n"));
+    clock.advance(500);
+    ASSERT_TRUE(logs.append(key_, 8, "three\npartial"));
+    auto page = logs.lines(key_, {});
+    ASSERT_TRUE(page.ok());
+    ASSERT_EQ(page->lines.size(), 3u);  // the partial line waits for its newline
+    EXPECT_EQ(page->lines[0].text, "one");
+    EXPECT_EQ(page->lines[0].time_ms, 1'000'000);
+    EXPECT_EQ(page->lines[1].text, "two");
+    EXPECT_EQ(page->lines[1].time_ms, 1'000'000);
+    EXPECT_EQ(page->lines[2].text, "three");
+    EXPECT_EQ(page->lines[2].time_ms, 1'000'550);
+    EXPECT_EQ(page->next, 14);
+    // From the cursor: nothing new until the line is whole, or the log closed.
+    EXPECT_TRUE(logs.lines(key_, {14}).value().lines.empty());
+    logs.close(key_);
+    EXPECT_EQ(logs.lines(key_, {14}).value().lines.at(0).text, "partial");
+  }
+  LogStore reopened((dir_ / "timed").string(), 128, nullptr, &clock);
+  LogStore::LineQuery since;
+  since.since_ms = 1'000'500;
+  auto page = reopened.lines(key_, since);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->lines.size(), 1u);  // "partial" arrived with "three"; unclosed now, so it waits
+  EXPECT_EQ(page->lines[0].text, "three");
+}
+
+TEST_F(LogStoreTest, TailKeepsTheLastLinesAndABudgetKeepsTheNewest) {
+  std::string text;
+  for (int i = 1; i <= 1000; ++i) text += "line " + std::to_string(i) + "\n";
+  ASSERT_TRUE(logs_.append(key_, 0, text));
+  LogStore::LineQuery tail;
+  tail.tail = 3;
+  auto last = logs_.lines(key_, tail).value();
+  ASSERT_EQ(last.lines.size(), 3u);
+  EXPECT_EQ(last.lines[0].text, "line 998");
+  EXPECT_EQ(last.lines[2].text, "line 1000");
+  EXPECT_FALSE(last.truncated);
+  // A budget smaller than the tail: the newest whole lines within it.
+  tail.tail = 500;
+  tail.max_bytes = 40;
+  auto cut = logs_.lines(key_, tail).value();
+  EXPECT_TRUE(cut.truncated);
+  ASSERT_FALSE(cut.lines.empty());
+  EXPECT_EQ(cut.lines.back().text, "line 1000");
+  EXPECT_LE(cut.lines.size(), 4u);
+  // A cursor read with a budget stops at it and goes on from `next`.
+  LogStore::LineQuery first;
+  first.max_bytes = 20;
+  auto page = logs_.lines(key_, first).value();
+  EXPECT_EQ(page.lines.front().text, "line 1");
+  auto again = logs_.lines(key_, {page.next}).value();
+  EXPECT_EQ(again.lines.front().text, "line " + std::to_string(page.lines.size() + 1));
 }
 
 TEST_F(LogStoreTest, ALogWrittenBeforeARestartIsReadWithItsSize) {
