@@ -126,6 +126,14 @@ export function mount(view, ctx) {
       counts = update.counts;
       renderFilters();
       let reloadNeeded = false;
+      // Deleted jobs leave the list.
+      for (const id of update.deleted || []) {
+        const tr = body.querySelector(`tr[data-job-id="${CSS.escape(id)}"]`);
+        if (tr) {
+          tr.remove();
+          shown.delete(id);
+        }
+      }
       for (const job of update.jobs) {
         const tr = body.querySelector(`tr[data-job-id="${CSS.escape(job.job_id)}"]`);
         if (tr) {

@@ -109,6 +109,12 @@ class Job:
         SIGKILL after the grace period. Returns the head's answer ({job_id, state})."""
         return self._client._transport.request("POST", self._path + "/stop", retry=True).json()
 
+    def delete(self):
+        """Deletes the finished job for good: its record, events, logs and (when no other
+        job has it) its working_dir package. AGConflictError while it is not finished
+        (stop() it first); AGNotFoundError once it is gone."""
+        return self._client._transport.request("DELETE", self._path).json()
+
     def events(self):
         """The job's event log: a list of {"time_ms", "message"}, oldest first."""
         return self._get("/events").json().get("events", [])

@@ -53,7 +53,7 @@ Result<int64_t> parse_duration_s(const std::string& text) {
   int64_t scale = unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : unit == "d" ? 86400 : 0;
   if (ec != std::errc() || n <= 0 || scale == 0 || n > 3650 * 86400 / scale) {
     return invalid_argument("'" + text + "' is not a duration: use a whole number with s, m, h or d (e.g. 24h), or 0 "
-                            "for a token that does not expire");
+                            "for none");
   }
   return n * scale;
 }

@@ -21,6 +21,7 @@ struct StartHeadOptions {
   double kill_grace_s = 10;
   double max_package_mb = 500;
   double package_store_gb = 20;
+  std::string job_retention = "0";  // a duration (30d); "0" keeps finished jobs
   bool insecure = false;
   std::string tls_cert, tls_key;
   std::vector<std::string> advertise;
@@ -64,6 +65,7 @@ int logs(const ConnectionOptions& conn, const std::string& job_id, const LinesOp
          const std::string& since);
 int head_logs();
 int stop_job(const ConnectionOptions& conn, const std::string& job_id);
+int delete_job(const ConnectionOptions& conn, const std::string& job_id);
 
 // Users, join tokens, nodes and the audit log (admin_commands.cc).
 int user_add(const ConnectionOptions& conn, const std::string& name, const std::string& role,

@@ -480,4 +480,18 @@ int stop_job(const ConnectionOptions& options, const std::string& job_id) {
   return 0;
 }
 
+int delete_job(const ConnectionOptions& options, const std::string& job_id) {
+  auto conn = resolve_connection(options);
+  if (!conn.ok()) return fail(conn.error());
+  auto res = call_json(conn.value(), "DELETE", "/api/jobs/" + net::url_encode(job_id));
+  if (!res.ok()) return fail(res.error());
+  if (json_output(options)) {
+    std::cout << res.value().dump() << "\n";
+  } else {
+    std::cout << "Deleted job " << res.value()["job_id"].get<std::string>()
+              << (res.value()["package_removed"].get<bool>() ? " and its working_dir package" : "") << "\n";
+  }
+  return 0;
+}
+
 }  // namespace ag::cli

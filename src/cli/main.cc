@@ -75,6 +75,9 @@ int run(int argc, char** argv) {
   start_head_cmd->add_option("--node-timeout", head.node_timeout_s, "Seconds without heartbeat before a node is dead")->capture_default_str()->check(CLI::Range(0.2, 3600.0));
   start_head_cmd->add_option("--kill-grace", head.kill_grace_s, "Seconds between SIGTERM and SIGKILL when stopping tasks")->capture_default_str()->check(CLI::Range(0.0, 3600.0));
   start_head_cmd->add_option("--max-package-mb", head.max_package_mb, "Largest working_dir package accepted, MiB")->capture_default_str()->check(CLI::Range(1.0, 1e6));
+  start_head_cmd->add_option("--job-retention", head.job_retention,
+                             "Delete finished jobs (record, events, logs) this long after they end, e.g. 30d (default 0: keep them)")
+      ->capture_default_str();
   start_head_cmd->add_option("--package-store-gb", head.package_store_gb, "Most the stored working_dir packages may take, GiB (packages no pending or running job uses make room)")->capture_default_str()->check(CLI::Range(0.001, 1e6));
   start_head_cmd->add_option("--tls-cert", head.tls_cert, "Certificate chain (PEM) for the dashboard port, e.g. your CA's");
   start_head_cmd->add_option("--tls-key", head.tls_key, "Private key (PEM, mode 0600) of --tls-cert");
@@ -167,6 +170,10 @@ int run(int argc, char** argv) {
   std::string stop_job_id;
   auto* stop_job_cmd = app.add_subcommand("stop-job", "Stop a job: every process of every task");
   stop_job_cmd->add_option("job_id", stop_job_id, "Job id")->required();
+  std::string delete_job_id;
+  auto* delete_job_cmd =
+      app.add_subcommand("delete-job", "Delete a finished job for good: its record, events, logs and package");
+  delete_job_cmd->add_option("job_id", delete_job_id, "Job id")->required();
 
   std::string user_name, user_role = "user";
   std::vector<std::string> user_groups;
@@ -245,6 +252,7 @@ int run(int argc, char** argv) {
   }
   if (*submit_cmd) return submit(conn, submit_opts);
   if (*stop_job_cmd) return stop_job(conn, stop_job_id);
+  if (*delete_job_cmd) return delete_job(conn, delete_job_id);
   if (*user_add_cmd) return user_add(conn, user_name, user_role, user_groups);
   if (*user_list_cmd) return user_list(conn);
   if (*user_disable_cmd) return user_set_enabled(conn, user_name, false);

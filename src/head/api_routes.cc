@@ -356,8 +356,25 @@ void ApiRoutes::handle_job(const net::HttpRequest& req, const Principal& who, co
                            const std::string& action, net::Respond respond) {
   const Job* job = deps_.jobs.find(job_id);
   if (!job) return respond(error_response(404, "no job with id '" + job_id + "'; list jobs with `ag list-jobs`"));
+  if (action.empty() && req.method == "DELETE") {
+    if (!may_act_on(who, *job)) return respond(not_your_job(*job, "delete it"));
+    const std::string package = job->spec.runtime_env.working_dir.empty() ? "" : job->spec.runtime_env.working_dir_hash();
+    return deps_.jobs.delete_job(job->id, [this, respond, id = job->id, package](const Status& s) {
+      if (!s) {
+        if (s.error().code == ErrorCode::kResourceExhausted) {
+          return respond(error_response(507, "the deletion could not be stored (" + s.error().message +
+                                                 "); the job is kept: free space on the head and delete it again"));
+        }
+        return respond(error_response(s.error()));
+      }
+      // Its package goes with it unless another job still has it.
+      const bool package_removed =
+          !package.empty() && !deps_.jobs.references_package(package) && deps_.packages.remove(package);
+      respond(json_response(200, {{"job_id", id}, {"deleted", true}, {"package_removed", package_removed}}));
+    });
+  }
   if (action.empty()) {
-    if (req.method != "GET") return respond(error_response(405, "use GET for /api/jobs/{id}"));
+    if (req.method != "GET") return respond(error_response(405, "use GET or DELETE for /api/jobs/{id}"));
     return respond(json_response(200, job_view(who, *job)));
   }
   if (action == "events") {
@@ -484,7 +501,9 @@ void ApiRoutes::handle_wait(const net::HttpRequest& req, const Principal& who, c
     s->done = true;
     s->timer.cancel();
     deps_.jobs.cancel_watch(s->watch_id);
-    respond(json_response(200, job_view(who, *deps_.jobs.find(job_id))));
+    const Job* job = deps_.jobs.find(job_id);
+    if (!job) return respond(error_response(404, "job " + job_id + " was deleted"));
+    respond(json_response(200, job_view(who, *job)));
   };
   // Answers once the job is finished or has the asked number of attempts; otherwise
   // waits for the job's next change and looks again.
@@ -492,7 +511,7 @@ void ApiRoutes::handle_wait(const net::HttpRequest& req, const Principal& who, c
     auto s = weak.lock();
     if (!s || s->done) return;
     const Job* job = deps_.jobs.find(job_id);
-    if (job->terminal() || static_cast<int64_t>(job->attempts.size()) >= attempts_at_least ||
+    if (!job || job->terminal() || static_cast<int64_t>(job->attempts.size()) >= attempts_at_least ||
         (changed_from && job->message != *changed_from)) {
       return finish();
     }

@@ -32,6 +32,7 @@ namespace ag::head {
 namespace {
 // A working_dir package no job has used for this long is removed.
 constexpr int64_t kPackageRetentionS = int64_t{7} * 24 * 3600;
+constexpr int64_t kJobRetentionSweepMs = 10 * 60 * 1000;
 }  // namespace
 
 int run_head(const HeadConfig& config, const std::function<void(const Status&, const std::string&)>& on_ready) {
@@ -115,11 +116,25 @@ int run_head(const HeadConfig& config, const std::function<void(const Status&, c
     timers.start(3600 * 1000, sweep_packages);
   };
   sweep_packages();
+  // Finished jobs past their retention go, checked now and every ten minutes (or at
+  // half the retention, when that is shorter).
+  std::function<void()> sweep_jobs = [&] {
+    if (config.job_retention_ms <= 0) return;
+    if (int deleted = jobs.delete_finished_before(clock.now_ms() - config.job_retention_ms)) {
+      spdlog::info("deleting {} job(s) that finished more than {} s ago", deleted, config.job_retention_ms / 1000);
+    }
+    timers.start(std::clamp<int64_t>(config.job_retention_ms / 2, 1000, kJobRetentionSweepMs), sweep_jobs);
+  };
+  sweep_jobs();
   dashboard::Metrics metrics({jobs, nodes, logs});
   dashboard::EventHub live_events({io, jobs, nodes, clock});
   jobs.add_observer([&metrics, &live_events](const Job& job) {
     metrics.on_job_changed(job);
     live_events.on_job_changed(job);
+  });
+  jobs.add_removal_observer([&metrics, &live_events](const std::string& job_id) {
+    metrics.on_job_removed(job_id);
+    live_events.on_job_removed(job_id);
   });
   dashboard::DashboardRoutes dashboard({access, audit, clock, metrics, live_events});
   ApiRoutes routes({io, jobs, nodes, logs, packages, access, audit, gateway, clock, dashboard});

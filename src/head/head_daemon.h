@@ -21,6 +21,8 @@ struct HeadConfig {
   size_t max_body_bytes = 8 << 20;
   int64_t max_package_bytes = int64_t{500} << 20;
   int64_t package_store_bytes = int64_t{20} << 30;  // the package store's quota
+  // Finished jobs older than this are deleted (record, events, logs); 0 keeps them.
+  int64_t job_retention_ms = 0;
   // TLS (net/tls.h): on unless `insecure`; plain HTTP is then answered only on
   // loopback. The dashboard port may carry a certificate of the user's own.
   bool insecure = false;

@@ -564,11 +564,19 @@ void JobManager::flush_unsaved() {
   std::vector<store::Mutation> batch;
   for (const auto& [id, first_event] : unsaved_) {
     auto job = jobs_.find(id);
-    if (job == jobs_.end()) continue;
+    if (job == jobs_.end() || deletions_.count(id)) continue;
     batch.push_back({store::kJobsTable, id, job_to_json(job->second).dump()});
     const auto& events = events_[id];
     for (size_t i = first_event; i < events.size(); ++i) {
       batch.push_back({store::kEventsTable, event_key(id, i), event_to_json(events[i]).dump()});
+    }
+  }
+  // Deleted jobs go in the same write, after any earlier write of them.
+  for (const auto& [id, _] : deletions_) {
+    batch.push_back({store::kJobsTable, id, std::nullopt});
+    auto events = events_.find(id);
+    for (size_t i = 0; events != events_.end() && i < events->second.size(); ++i) {
+      batch.push_back({store::kEventsTable, event_key(id, i), std::nullopt});
     }
   }
   persist_interval_ms_ =
@@ -576,15 +584,22 @@ void JobManager::flush_unsaved() {
   if (batch.empty() && durable_waiters_.empty()) return;
   auto written = std::move(unsaved_);
   unsaved_.clear();
+  auto deleted = std::move(deletions_);
+  deletions_.clear();
   auto waiters = std::move(durable_waiters_);
   durable_waiters_.clear();
   flush_in_flight_ = true;
   auto alive = alive_;
-  deps_.store.write(std::move(batch), [this, alive, written = std::move(written),
-                                       waiters = std::move(waiters)](const Status& status) mutable {
-    deps_.timers.post([this, alive, status, written = std::move(written), waiters = std::move(waiters)]() mutable {
+  deps_.store.write(std::move(batch), [this, alive, written = std::move(written), waiters = std::move(waiters),
+                                       deleted = std::move(deleted)](const Status& status) mutable {
+    deps_.timers.post([this, alive, status, written = std::move(written), waiters = std::move(waiters),
+                       deleted = std::move(deleted)]() mutable {
       if (!*alive) return;
       flush_in_flight_ = false;
+      for (auto& [id, callbacks] : deleted) {
+        if (status) forget(id);
+        for (auto& fn : callbacks) fn(status);
+      }
       if (status) {
         for (auto& fn : waiters) fn();
         if (flush_again_ || !unsaved_.empty() || !durable_waiters_.empty()) {
@@ -601,6 +616,8 @@ void JobManager::flush_unsaved() {
         auto [it, inserted] = unsaved_.try_emplace(id, first_event);
         if (!inserted) it->second = std::min(it->second, first_event);
       }
+      // A job whose deletion failed is kept, and written whole again with what it skipped.
+      for (const auto& [id, _] : deleted) unsaved_[id] = 0;
       waiters.insert(waiters.end(), std::make_move_iterator(durable_waiters_.begin()),
                      std::make_move_iterator(durable_waiters_.end()));
       durable_waiters_ = std::move(waiters);

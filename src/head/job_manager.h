@@ -77,6 +77,20 @@ class JobManager {
                   const Submitter& by = {});
 
   const Job* find(const std::string& job_id) const;
+
+  // Removes a finished job for good: its record, events, logs and submission id
+  // (DELETE /api/jobs/{id}, `ag delete-job`); `done` gets ok once that is durable.
+  // Errors: kNotFound; kConflict while the job is not finished (stop it first) or is
+  // being deleted already; the store's (the job is kept then). job_retention.cc.
+  void delete_job(const std::string& job_id, std::function<void(Status)> done);
+  // Deletes every job that finished before `before_ms` (the head's --job-retention
+  // sweep); returns how many.
+  int delete_finished_before(int64_t before_ms);
+  // Called with the id of each job deleted, once it is gone.
+  using RemovalObserver = std::function<void(const std::string& job_id)>;
+  void add_removal_observer(RemovalObserver observer) { removal_observers_.push_back(std::move(observer)); }
+  // Whether a job still kept (in any state) has this working_dir package.
+  bool references_package(const std::string& hash) const;
   // The job `owner` submitted with `submission_id` (an alias of its id), or null.
   const Job* find_submission(const std::string& owner, const std::string& submission_id) const;
   // Newest first.
@@ -169,6 +183,8 @@ class JobManager {
   void release_master_port(int port);
   void arm_timeout(Job& job);
   void notify_waiters(const std::string& job_id);
+  // Drops a deleted job from memory (its logs too) and tells the removal observers.
+  void forget(const std::string& job_id);
 
   Deps deps_;
   JobManagerConfig config_;
@@ -208,6 +224,9 @@ class JobManager {
   std::map<uint64_t, Waiter> waiters_;
   uint64_t next_waiter_ = 1;
   std::vector<JobObserver> observers_;
+  std::vector<RemovalObserver> removal_observers_;
+  // Jobs to delete in the next write, with whoever waits for each.
+  std::map<std::string, std::vector<std::function<void(Status)>>> deletions_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -139,7 +140,9 @@ void LogStore::sync(const api::TaskKey& key, int fd) {
 }
 
 void LogStore::synced(const api::TaskKey& key) {
-  OpenLog& log = logs_[key];
+  auto it = logs_.find(key);
+  if (it == logs_.end()) return;  // its job was deleted meanwhile
+  OpenLog& log = it->second;
   if (--log.syncs_pending > 0) return;
   auto callbacks = std::move(log.synced);
   log.synced.clear();
@@ -153,6 +156,34 @@ void LogStore::after_synced(const api::TaskKey& key, std::function<void()> fn) {
 }
 
 int64_t LogStore::size(const api::TaskKey& key) { return open(key).size; }
+
+void LogStore::remove_job(const std::string& job_id) {
+  const api::TaskKey first{job_id, INT_MIN, INT_MIN};
+  std::vector<std::function<void()>> callbacks;
+  for (auto it = logs_.lower_bound(first); it != logs_.end() && it->first.job_id == job_id;) {
+    close_file(it->second);
+    for (auto& fn : it->second.synced) callbacks.push_back(std::move(fn));
+    it = logs_.erase(it);
+  }
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    if (it->second.key.job_id != job_id) {
+      ++it;
+      continue;
+    }
+    callbacks.push_back(std::move(it->second.ready));
+    it = waiters_.erase(it);
+  }
+  auto remove = [dir = root_ + "/" + job_id] {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  };
+  if (syncer_) {
+    boost::asio::post(syncer_->pool, remove);
+  } else {
+    remove();
+  }
+  for (auto& fn : callbacks) fn();
+}
 
 bool LogStore::closed(const api::TaskKey& key) const {
   auto it = logs_.find(key);

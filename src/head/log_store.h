@@ -96,6 +96,10 @@ class LogStore {
   uint64_t wait(const api::TaskKey& key, int64_t offset, std::function<void()> ready);
   void cancel_wait(uint64_t id);
 
+  // Forgets every log of a deleted job and removes its folder (on the store's own
+  // thread when it has one); readers waiting on them are answered.
+  void remove_job(const std::string& job_id);
+
   // Bytes ingested since start (for metrics and benchmarks).
   int64_t bytes_ingested() const { return bytes_ingested_; }
   // Log files open for writing now (at most max_open_files).

@@ -84,6 +84,14 @@ int PackageStore::remove_unused(int64_t max_age_s) {
   return removed;
 }
 
+bool PackageStore::remove(const std::string& hash) {
+  struct stat st{};
+  const std::string path = path_for(hash);
+  if (::stat(path.c_str(), &st) != 0 || ::unlink(path.c_str()) != 0) return false;
+  stored_bytes_ -= st.st_size;
+  return true;
+}
+
 Status PackageStore::reserve(int64_t bytes) {
   auto fits = [&] { return stored_bytes_ + reserved_bytes_ + bytes <= quota_bytes_; };
   if (!fits()) {

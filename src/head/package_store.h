@@ -68,6 +68,9 @@ class PackageStore {
   // Removes packages no job uses that were last used more than `max_age_s` ago;
   // returns how many.
   int remove_unused(int64_t max_age_s);
+  // Removes one package (the last job that had it was deleted); false when there was
+  // none.
+  bool remove(const std::string& hash);
 
   // Starts an upload of the package named `hash`. Errors: kInvalidArgument for a
   // malformed hash; kInternal when the temporary file cannot be created.

@@ -425,3 +425,95 @@ def test_bad_log_line_requests_are_refused(cluster):
     assert proc.returncode == 2 and "--since takes a time ago like 90s" in proc.stderr, proc.stderr
     proc = cluster.ag("logs", job_id, "--tail", 0, check=False)
     assert proc.returncode != 0 and "--tail" in proc.stderr, proc.stderr
+
+
+# ---- deleting finished jobs, and retention ------------------------------------------------------
+
+def package_exists(cluster, job):
+    hash_ = job["spec"]["runtime_env"]["working_dir"].split(":")[-1]
+    status, _ = cluster.api("HEAD", f"/api/packages/{hash_}")
+    return status == 200
+
+
+def test_delete_job_removes_a_finished_job_for_good(cluster, tmp_path):
+    import os
+    import signal
+    from conftest import pid_alive
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "main.sh").write_text("echo from the package\n")
+    gone, _ = cluster.submit("--working-dir", code, "--no-wait", "--", "sh main.sh")
+    job = cluster.wait_state(gone, "SUCCEEDED")
+    # A second folder, and two jobs sharing a third: deleting one keeps their package.
+    shared_dir = tmp_path / "shared"
+    shared_dir.mkdir()
+    (shared_dir / "x.sh").write_text("echo shared\n")
+    first, _ = cluster.submit("--working-dir", shared_dir, "--no-wait", "--", "sh x.sh")
+    second, _ = cluster.submit("--working-dir", shared_dir, "--no-wait", "--", "sh x.sh")
+    running, _ = cluster.submit("--no-wait", "--", "echo busy; sleep 60")
+    cluster.wait_state(first, "SUCCEEDED")
+    shared = cluster.wait_state(second, "SUCCEEDED")
+    cluster.wait_state(running, "RUNNING")
+    assert package_exists(cluster, job) and (cluster.head_data_dir / "logs" / gone).is_dir()
+
+    out = cluster.ag("delete-job", gone).stdout
+    assert f"Deleted job {gone} and its working_dir package" in out, out
+    status, body = cluster.api("GET", f"/api/jobs/{gone}")
+    assert status == 404, body
+    assert gone not in {j["job_id"] for j in cluster.jobs()}
+    assert not package_exists(cluster, job)
+    wait_until(lambda: not (cluster.head_data_dir / "logs" / gone).exists(), 10, message="its logs removed")
+    status, body = cluster.api("DELETE", f"/api/jobs/{first}")
+    assert status == 200 and body["package_removed"] is False, body
+    assert package_exists(cluster, shared)  # the second job still has it
+
+    # A running job is refused and keeps everything.
+    proc = cluster.ag("delete-job", running, check=False)
+    assert proc.returncode == 1 and "is RUNNING; only a finished job can be deleted: stop it first" in proc.stderr
+    assert cluster.job(running)["state"] == "RUNNING"
+    assert "busy" in cluster.ag("logs", running, "--task-index", 0).stdout
+    # Unknown ids, and another user's job.
+    assert cluster.ag("delete-job", "job_000000000000", check=False).returncode == 1
+    other = cluster.ag_json("user", "add", "dora")["token"]
+    status, body = cluster.api("DELETE", f"/api/jobs/{second}", token=other)
+    assert status == 403 and "delete it" in body["error"], body
+
+    # Durable: a head killed and started again does not bring it back.
+    head_pid = cluster.head_pid()
+    os.kill(head_pid, signal.SIGKILL)
+    wait_until(lambda: not pid_alive(head_pid), 10, message="the head to die")
+    cluster.start_head()
+    listed = {j["job_id"] for j in cluster.jobs()}
+    assert gone not in listed and first not in listed and {second, running} <= listed
+    cluster.ag("stop-job", running)
+
+
+def test_sdk_delete(cluster):
+    client = ag.Client(cluster.address, token=cluster.token)
+    live = client.submit_job("sleep 60")
+    with pytest.raises(ag.AGConflictError, match="stop it first"):
+        live.delete()
+    live.stop()
+    with pytest.raises(ag.AGJobFailedError):
+        live.wait(timeout=30)
+    assert live.delete()["deleted"] is True
+    with pytest.raises(ag.AGNotFoundError):
+        client.get_job(live.job_id)
+
+
+def test_finished_jobs_past_the_retention_are_deleted(cluster_factory):
+    c = cluster_factory("kept", head_options=["--job-retention", "2s"])
+    done, _ = c.submit("--no-wait", "--", "echo short-lived")
+    live, _ = c.submit("--no-wait", "--", "sleep 30")
+    c.wait_state(done, "SUCCEEDED")
+    wait_until(lambda: done not in {j["job_id"] for j in c.jobs()}, 20, message="the finished job deleted")
+    assert c.job(live)["state"] == "RUNNING"  # running jobs are never deleted
+    c.ag("stop-job", live)
+
+
+def test_a_bad_retention_is_refused_at_start(tmp_path):
+    from conftest import Cluster
+    c = Cluster(tmp_path / "bad", head_options=["--job-retention", "soon"])
+    proc = c.start_head(check=False)
+    assert proc.returncode == 2 and "--job-retention: 'soon' is not a duration" in proc.stderr, proc.stderr
+    assert not c.head_started

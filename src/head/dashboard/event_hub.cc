@@ -66,9 +66,13 @@ void EventHub::broadcast(const std::string& event, const std::string& data) {
   for (const auto& stream : streams_) stream->write(message);
 }
 
-void EventHub::on_job_changed(const Job& job) {
+void EventHub::on_job_changed(const Job& job) { mark_dirty(job.id); }
+
+void EventHub::on_job_removed(const std::string& job_id) { mark_dirty(job_id); }
+
+void EventHub::mark_dirty(const std::string& job_id) {
   if (streams_.empty()) return;
-  dirty_jobs_.insert(job.id);
+  dirty_jobs_.insert(job_id);
   if (flush_armed_) return;
   flush_armed_ = true;
   flush_timer_.expires_after(kFlushDelay);
@@ -84,15 +88,20 @@ void EventHub::flush_jobs() {
   dirty_jobs_.clear();
   if (streams_.empty() || ids.empty()) return;
   json jobs = json::array();
+  json deleted = json::array();
   for (const auto& id : ids) {
-    if (const Job* job = deps_.jobs.find(id)) jobs.push_back(job_summary_json(*job));
+    if (const Job* job = deps_.jobs.find(id)) {
+      jobs.push_back(job_summary_json(*job));
+    } else {
+      deleted.push_back(id);
+    }
   }
   json counts = json::object();
   for (auto s : {JobState::kPending, JobState::kRunning, JobState::kSucceeded, JobState::kFailed, JobState::kStopped}) {
     counts[to_string(s)] = 0;
   }
   for (const auto& [state, n] : deps_.jobs.count_by_state()) counts[to_string(state)] = n;
-  broadcast("jobs", dump({{"jobs", jobs}, {"counts", counts}}));
+  broadcast("jobs", dump({{"jobs", jobs}, {"deleted", deleted}, {"counts", counts}}));
 }
 
 std::string EventHub::nodes_snapshot() const {

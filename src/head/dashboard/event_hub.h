@@ -47,10 +47,13 @@ class EventHub {
 
   // JobManager observer.
   void on_job_changed(const Job& job);
+  // A deleted job: the next "jobs" message lists its id under "deleted".
+  void on_job_removed(const std::string& job_id);
 
   size_t subscribers() const { return streams_.size(); }
 
  private:
+  void mark_dirty(const std::string& job_id);
   void add(std::shared_ptr<net::HttpStream> stream);
   void broadcast(const std::string& event, const std::string& data);
   void flush_jobs();

@@ -110,6 +110,8 @@ std::string route_template(const std::string& path) {
 
 Metrics::Metrics(Deps deps) : deps_(deps), scheduling_latency_(kLatencyBounds), start_latency_(kLatencyBounds) {}
 
+void Metrics::on_job_removed(const std::string& job_id) { recorded_.erase(job_id); }
+
 void Metrics::on_job_changed(const Job& job) {
   // Latencies come from the job's own timestamps, not the time of observation: a job
   // may be placed, start and even finish between two observations.

@@ -57,6 +57,7 @@ class Metrics {
   // attempt placed) and start latency (submitted -> every task of the first attempt
   // running), each once per job, from the job's own timestamps.
   void on_job_changed(const Job& job);
+  void on_job_removed(const std::string& job_id);
 
   // Wraps `respond` so that the response is counted under the request's route
   // template, method and status code.
