@@ -22,6 +22,7 @@ struct StartHeadOptions {
   double max_package_mb = 500;
   double package_store_gb = 20;
   std::string job_retention = "0";  // a duration (30d); "0" keeps finished jobs
+  double max_task_log_mb = 1024;
   bool insecure = false;
   std::string tls_cert, tls_key;
   std::vector<std::string> advertise;

@@ -139,6 +139,7 @@ int start_head(const StartHeadOptions& options) {
     return 2;
   }
   config.job_retention_ms = retention_s.value() * 1000;
+  config.max_task_log_bytes = static_cast<int64_t>(options.max_task_log_mb * (1 << 20));
   if (config.package_store_bytes < config.max_package_bytes) {
     std::cerr << "error: --package-store-gb " << options.package_store_gb << " cannot hold one package of "
               << "--max-package-mb " << options.max_package_mb << "; give a larger store or a smaller package limit\n";

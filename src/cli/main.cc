@@ -75,6 +75,10 @@ int run(int argc, char** argv) {
   start_head_cmd->add_option("--node-timeout", head.node_timeout_s, "Seconds without heartbeat before a node is dead")->capture_default_str()->check(CLI::Range(0.2, 3600.0));
   start_head_cmd->add_option("--kill-grace", head.kill_grace_s, "Seconds between SIGTERM and SIGKILL when stopping tasks")->capture_default_str()->check(CLI::Range(0.0, 3600.0));
   start_head_cmd->add_option("--max-package-mb", head.max_package_mb, "Largest working_dir package accepted, MiB")->capture_default_str()->check(CLI::Range(1.0, 1e6));
+  start_head_cmd->add_option("--max-task-log-mb", head.max_task_log_mb,
+                             "Most of one task's log kept, MiB; past it the oldest part is dropped (a marker line says so)")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 1e7));
   start_head_cmd->add_option("--job-retention", head.job_retention,
                              "Delete finished jobs (record, events, logs) this long after they end, e.g. 30d (default 0: keep them)")
       ->capture_default_str();

@@ -438,8 +438,19 @@ void ApiRoutes::handle_logs(const net::HttpRequest& req, const std::string& job_
     timer->cancel();
     deps_.logs.cancel_wait(waiters->first);
     deps_.jobs.cancel_watch(waiters->second);
-    // Sent from the log's file: a client that reads slowly holds no copy in memory.
     const int64_t size = deps_.logs.size(key);
+    // The part dropped under the head's cap: a line that says so, then on from there.
+    if (const int64_t dropped = deps_.logs.dropped(key); offset < dropped) {
+      HttpResponse res{200, "text/plain; charset=utf-8", deps_.logs.drop_marker(key) + "\n"};
+      res.headers.emplace_back("X-AG-Offset", std::to_string(offset));
+      res.headers.emplace_back("X-AG-Next-Offset", std::to_string(dropped));
+      res.headers.emplace_back("X-AG-Log-Size", std::to_string(size));
+      res.headers.emplace_back("X-AG-Attempt", std::to_string(key.attempt));
+      res.headers.emplace_back("X-Content-Type-Options", "nosniff");
+      res.headers.emplace_back("X-AG-Log-Complete", "0");
+      return respond(std::move(res));
+    }
+    // Sent from the log's file: a client that reads slowly holds no copy in memory.
     const int64_t length = std::clamp<int64_t>(size - offset, 0, max_bytes);
     const int64_t next = offset + length;
     // The log is complete once its task has ended and every byte has been read.

@@ -93,6 +93,7 @@ int run_head(const HeadConfig& config, const std::function<void(const Status&, c
   }
   NodeRegistry nodes;
   LogStore logs(config.data_dir + "/logs", 128, &timers, &clock);
+  logs.set_max_log_bytes(config.max_task_log_bytes);
   JobManagerConfig jm_config;
   jm_config.kill_grace_ms = config.kill_grace_ms;
   JobManager jobs({timers, *store.value(), nodes, nodes, logs, clock}, jm_config);

@@ -21,6 +21,8 @@ struct HeadConfig {
   size_t max_body_bytes = 8 << 20;
   int64_t max_package_bytes = int64_t{500} << 20;
   int64_t package_store_bytes = int64_t{20} << 30;  // the package store's quota
+  // Bytes of one task's log kept on disk; past it the oldest part is dropped.
+  int64_t max_task_log_bytes = int64_t{1} << 30;
   // Finished jobs older than this are deleted (record, events, logs); 0 keeps them.
   int64_t job_retention_ms = 0;
   // TLS (net/tls.h): on unless `insecure`; plain HTTP is then answered only on

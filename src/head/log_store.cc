@@ -9,11 +9,20 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <spdlog/spdlog.h>
 
 namespace ag::head {
+namespace {
+
+// Beside "<attempt>.<task>.log": when its bytes arrived, and where its kept part begins.
+std::string times_path(const std::string& log_path) { return log_path.substr(0, log_path.size() - 4) + ".times"; }
+std::string dropped_path(const std::string& log_path) { return log_path.substr(0, log_path.size() - 4) + ".dropped"; }
+
+}  // namespace
 
 struct LogStore::Syncer {
   boost::asio::thread_pool pool{1};
@@ -51,6 +60,8 @@ LogStore::OpenLog& LogStore::open(const api::TaskKey& key) {
   if (inserted) {
     struct stat st{};
     if (::stat(path_for(key).c_str(), &st) == 0) log.size = st.st_size;
+    std::ifstream in(dropped_path(path_for(key)));
+    in >> log.dropped;
   }
   return log;
 }
@@ -83,6 +94,7 @@ Status LogStore::append(const api::TaskKey& key, int64_t offset, std::string_vie
   if (written > 0) note_time(key, log, log.size);
   log.size += static_cast<int64_t>(written);
   bytes_ingested_ += static_cast<int64_t>(written);
+  if (max_log_bytes_ > 0 && log.fd >= 0 && log.size - log.dropped > max_log_bytes_) drop_oldest(key, log, log.fd);
   if (written > 0) wake(key);
   return status;
 }
@@ -206,7 +218,7 @@ Result<std::string> LogStore::read(const api::TaskKey& key, int64_t offset, int6
 
 std::string LogStore::tail(const api::TaskKey& key, int64_t max_bytes, int max_lines) {
   const int64_t end = size(key);
-  const int64_t from = std::max<int64_t>(0, end - max_bytes);
+  const int64_t from = std::max<int64_t>(dropped(key), end - max_bytes);
   auto data = read(key, from, end - from);
   if (!data.ok()) return "";
   std::string text = std::move(data.value());
@@ -232,11 +244,29 @@ namespace {
 constexpr size_t kTimesBatch = 32;
 constexpr int64_t kBackwardChunk = 64 * 1024;
 
-std::string times_path(const std::string& log_path) {
-  return log_path.substr(0, log_path.size() - 4) + ".times";  // "<attempt>.<task>.log" -> ".times"
+}  // namespace
+
+void LogStore::drop_oldest(const api::TaskKey& key, OpenLog& log, int fd) {
+  if (log.cap_failed) return;
+  const int64_t keep = max_log_bytes_ - max_log_bytes_ / 4;
+  const int64_t until = (log.size - keep) / 4096 * 4096;  // whole blocks
+  if (until <= log.dropped) return;
+  if (::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, log.dropped, until - log.dropped) != 0) {
+    log.cap_failed = true;
+    spdlog::warn("log of {} task {} is over its cap but its oldest part cannot be dropped here ({}); it keeps growing",
+                 key.job_id, key.task_index, std::strerror(errno));
+    return;
+  }
+  log.dropped = until;
+  std::ofstream out(dropped_path(path_for(key)), std::ios::trunc);
+  out << log.dropped << "\n";
 }
 
-}  // namespace
+std::string LogStore::drop_marker(const api::TaskKey& key) {
+  const int64_t dropped = open(key).dropped;
+  return "[... " + std::to_string(dropped) + " bytes of this task's output were dropped: its log passed the head's cap of " +
+         std::to_string(max_log_bytes_ >> 20) + " MiB (ag start-head --max-task-log-mb); the newest part is kept ...]";
+}
 
 void LogStore::note_time(const api::TaskKey& key, OpenLog& log, int64_t offset) {
   const int64_t now = clock_->now_ms();
@@ -315,6 +345,9 @@ Result<LogStore::LinePage> LogStore::lines(const api::TaskKey& key, const LineQu
     auto first = std::find_if(noted.begin(), noted.end(), [&](const auto& t) { return t.second >= *query.since_ms; });
     begin = std::max(begin, first == noted.end() ? end : first->first);
   }
+  // Bytes dropped under the cap read as a marker line, from the next whole line on.
+  const bool asked_dropped = begin < log.dropped;
+  begin = std::max(begin, log.dropped);
   LinePage page;
   if (query.tail > 0) begin = std::max(begin, start_of_last_lines(key, begin, end, query.tail, query.max_bytes,
                                                                   &page.truncated));
@@ -328,8 +361,9 @@ Result<LogStore::LinePage> LogStore::lines(const api::TaskKey& key, const LineQu
   auto data = read(key, begin, length);
   if (!data.ok()) return data.error();
   std::string_view text = data.value();
+  const bool at_drop = log.dropped > 0 && begin == log.dropped;
   // Cut into the middle of a line: from the next one.
-  if (newest && page.truncated) {
+  if ((newest && page.truncated) || at_drop) {
     size_t nl = text.find('\n');
     size_t skip = nl == std::string_view::npos ? text.size() : nl + 1;
     text.remove_prefix(skip);
@@ -351,6 +385,7 @@ Result<LogStore::LinePage> LogStore::lines(const api::TaskKey& key, const LineQu
     at = nl == std::string_view::npos ? text.size() : nl + 1;
   }
   page.next = begin + static_cast<int64_t>(at);
+  if (asked_dropped && at_drop) page.lines.insert(page.lines.begin(), {log.dropped, time_at(log.dropped), drop_marker(key)});
   if (query.tail > 0 && static_cast<int64_t>(page.lines.size()) > query.tail) {
     page.lines.erase(page.lines.begin(), page.lines.end() - query.tail);
   }

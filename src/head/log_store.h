@@ -96,6 +96,15 @@ class LogStore {
   uint64_t wait(const api::TaskKey& key, int64_t offset, std::function<void()> ready);
   void cancel_wait(uint64_t id);
 
+  // At most this many bytes of one task's log are kept on disk (0: no cap): past it the
+  // oldest part is dropped (its blocks freed, offsets kept), so the newest always stays.
+  // Reads of the dropped part get drop_marker().
+  void set_max_log_bytes(int64_t bytes) { max_log_bytes_ = bytes; }
+  // Where the kept part of the log begins (0 when nothing was dropped).
+  int64_t dropped(const api::TaskKey& key) { return open(key).dropped; }
+  // The line shown in place of the dropped part.
+  std::string drop_marker(const api::TaskKey& key);
+
   // Forgets every log of a deleted job and removes its folder (on the store's own
   // thread when it has one); readers waiting on them are answered.
   void remove_job(const std::string& job_id);
@@ -111,6 +120,8 @@ class LogStore {
     int64_t size = 0;
     bool closed = false;
     int syncs_pending = 0;                        // close() syncs not yet done
+    int64_t dropped = 0;                          // bytes before this offset were dropped
+    bool cap_failed = false;                      // the file system cannot drop them
     // Receive times: (offset, ms) from which on bytes arrived at that time, not yet in
     // the log's .times file; written there in batches and at close.
     std::vector<std::pair<int64_t, int64_t>> unsaved_times;
@@ -136,6 +147,8 @@ class LogStore {
   // Notes that the bytes from `offset` on arrived now (at most one note per
   // kLineTimeGranularityMs), and writes the notes out in batches.
   void note_time(const api::TaskKey& key, OpenLog& log, int64_t offset);
+  // Frees the oldest part of a log over max_log_bytes_, keeping three quarters of it.
+  void drop_oldest(const api::TaskKey& key, OpenLog& log, int fd);
   void save_times(const api::TaskKey& key, OpenLog& log);
   std::vector<std::pair<int64_t, int64_t>> times(const api::TaskKey& key, const OpenLog& log) const;
   // Where the last `count` lines of [begin, end) start, reading back at most max_bytes
@@ -152,6 +165,7 @@ class LogStore {
   std::map<uint64_t, Waiter> waiters_;
   uint64_t next_waiter_ = 1;
   int64_t bytes_ingested_ = 0;
+  int64_t max_log_bytes_ = 0;
   Timers* io_;
   SystemClock system_clock_;
   const Clock* clock_;

@@ -517,3 +517,23 @@ def test_a_bad_retention_is_refused_at_start(tmp_path):
     proc = c.start_head(check=False)
     assert proc.returncode == 2 and "--job-retention: 'soon' is not a duration" in proc.stderr, proc.stderr
     assert not c.head_started
+
+
+def test_a_log_past_the_cap_keeps_its_newest_part_and_says_what_was_dropped(cluster_factory):
+    c = cluster_factory("capped", head_options=["--max-task-log-mb", "1"])
+    # About 3.4 MiB of numbered lines.
+    job_id, _ = c.submit("--no-wait", "--", "seq 1 500000")
+    c.wait_state(job_id, "SUCCEEDED", timeout=60)
+    status, headers, _ = c.api_full("GET", f"/api/jobs/{job_id}/logs?task_index=0&max_bytes=1")
+    size = int(headers["X-AG-Log-Size"])
+    assert size == sum(len(f"{i}\n") for i in range(1, 500001))  # every byte was received
+    log_file = c.head_data_dir / "logs" / job_id / "0.0.log"
+    assert log_file.stat().st_blocks * 512 <= (1 << 20) + (256 << 10), log_file.stat()  # only the kept part on disk
+    out = c.ag("logs", job_id, "--task-index", 0).stdout
+    first, rest = out.split("\n", 1)
+    assert first.startswith("[... ") and "bytes of this task's output were dropped" in first, first
+    assert "--max-task-log-mb" in first and rest.endswith("499999\n500000\n")
+    assert len(rest) <= 1 << 20
+    lines = c.ag("logs", job_id).stdout.splitlines()
+    assert "were dropped" in lines[0] and lines[1].isdigit() and lines[-1] == "500000", lines[:3]
+    assert c.ag("logs", job_id, "--tail", 2).stdout == "499999\n500000\n"

@@ -10,6 +10,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -270,6 +271,36 @@ TEST_F(LogStoreTest, TailKeepsTheLastLinesAndABudgetKeepsTheNewest) {
   EXPECT_EQ(page.lines.front().text, "line 1");
   auto again = logs_.lines(key_, {page.next}).value();
   EXPECT_EQ(again.lines.front().text, "line " + std::to_string(page.lines.size() + 1));
+}
+
+TEST_F(LogStoreTest, ALogPastItsCapDropsItsOldestPartAndSaysSo) {
+  logs_.set_max_log_bytes(64 << 10);
+  std::string text;
+  for (int i = 0; i < 20000; ++i) text += std::to_string(i) + "\n";
+  // In frames, as workers send them.
+  for (size_t at = 0; at < text.size(); at += 4096) {
+    ASSERT_TRUE(logs_.append(key_, static_cast<int64_t>(at), std::string_view(text).substr(at, 4096)));
+  }
+  EXPECT_EQ(logs_.size(key_), static_cast<int64_t>(text.size()));  // offsets are kept
+  const int64_t dropped = logs_.dropped(key_);
+  EXPECT_GT(dropped, 0);
+  EXPECT_EQ(dropped % 4096, 0);
+  EXPECT_LE(logs_.size(key_) - dropped, 64 << 10);
+  struct stat st{};
+  ASSERT_EQ(::stat((dir_ / "logs/job_a/0.1.log").c_str(), &st), 0);
+  EXPECT_LE(st.st_blocks * 512, (64 << 10) + 8192);  // the dropped blocks are freed
+  auto page = logs_.lines(key_, {}).value();
+  EXPECT_THAT(page.lines.front().text, HasSubstr("bytes of this task's output were dropped"));
+  EXPECT_EQ(page.lines.back().text, "19999");
+  // The first line after the marker is whole, and the newest lines are all there.
+  const LogStore::Line& first = page.lines.at(1);
+  EXPECT_GE(first.offset, dropped);
+  EXPECT_EQ(text[static_cast<size_t>(first.offset) - 1], '\n');
+  EXPECT_EQ(text.substr(static_cast<size_t>(first.offset), first.text.size() + 1), first.text + "\n");
+  EXPECT_EQ(logs_.tail(key_, 8192, 2), "19998\n19999\n");
+  // The cap's place is kept across a restart.
+  LogStore reopened((dir_ / "logs").string());
+  EXPECT_EQ(reopened.dropped(key_), dropped);
 }
 
 TEST_F(LogStoreTest, ALogWrittenBeforeARestartIsReadWithItsSize) {
