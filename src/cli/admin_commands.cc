@@ -163,6 +163,14 @@ int remove_node(const ConnectionOptions& options, const std::string& node_id) {
                        "tasks are lost (jobs with retries left run again elsewhere).");
 }
 
+int set_draining(const ConnectionOptions& options, const std::string& node_id, bool draining) {
+  auto res = call(options, "POST", "/api/nodes/" + net::url_encode(node_id) + (draining ? "/drain" : "/resume"));
+  return print_or_fail(options, res,
+                       draining ? "Node " + node_id + " is draining: it takes no new tasks, and those running finish. "
+                                  "`ag resume " + node_id + "` gives it work again."
+                                : "Node " + node_id + " takes new tasks again.");
+}
+
 int audit(const ConnectionOptions& options, int limit) {
   auto res = call(options, "GET", "/api/audit?limit=" + std::to_string(limit));
   if (!res.ok()) return fail(res.error());

@@ -78,6 +78,8 @@ int token_create_join(const ConnectionOptions& conn, const std::string& ttl);
 int token_list(const ConnectionOptions& conn);
 int token_revoke(const ConnectionOptions& conn, const std::string& id);
 int remove_node(const ConnectionOptions& conn, const std::string& node_id);
+// ag drain NODE / ag resume NODE.
+int set_draining(const ConnectionOptions& conn, const std::string& node_id, bool draining);
 int audit(const ConnectionOptions& conn, int limit);
 int whoami(const ConnectionOptions& conn);
 // ag config [--address HOST:PORT] [--ca-fingerprint sha256:...]: pins a head's CA.

@@ -392,7 +392,8 @@ int list_nodes(const ConnectionOptions& options) {
   for (const auto& n : nodes.value()["nodes"]) {
     const json& r = n["resources"];
     const json& a = n["allocated"];
-    table.add({n["node_id"].get<std::string>(), n["state"].get<std::string>(), n["address"].get<std::string>(),
+    const std::string state = n["state"].get<std::string>() + (n.value("draining", false) ? ", draining" : "");
+    table.add({n["node_id"].get<std::string>(), state, n["address"].get<std::string>(),
                n["hostname"].get<std::string>(),
                cpus_text(a["num_cpus"].get<double>()) + "/" + cpus_text(r["num_cpus"].get<double>()),
                a["num_gpus"].dump() + "/" + r["num_gpus"].dump(),

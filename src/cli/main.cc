@@ -209,6 +209,11 @@ int run(int argc, char** argv) {
   std::string remove_node_id;
   auto* remove_node_cmd = app.add_subcommand("remove-node", "Remove a node: revoke its credential, end its tasks (admin)");
   remove_node_cmd->add_option("node_id", remove_node_id, "Node id (from `ag list-nodes`)")->required();
+  std::string drain_node_id, resume_node_id;
+  auto* drain_cmd = app.add_subcommand("drain", "Drain a node: no new tasks, those running finish (admin)");
+  drain_cmd->add_option("node_id", drain_node_id, "Node id (from `ag list-nodes`)")->required();
+  auto* resume_cmd = app.add_subcommand("resume", "Let a drained node take new tasks again (admin)");
+  resume_cmd->add_option("node_id", resume_node_id, "Node id (from `ag list-nodes`)")->required();
 
   int audit_limit = 100;
   auto* audit_cmd = app.add_subcommand("audit", "Who changed what, when, from where (admin)");
@@ -266,6 +271,8 @@ int run(int argc, char** argv) {
   if (*token_list_cmd) return token_list(conn);
   if (*token_revoke_cmd) return token_revoke(conn, token_id);
   if (*remove_node_cmd) return remove_node(conn, remove_node_id);
+  if (*drain_cmd) return set_draining(conn, drain_node_id, true);
+  if (*resume_cmd) return set_draining(conn, resume_node_id, false);
   if (*audit_cmd) return audit(conn, audit_limit);
   if (*whoami_cmd) return whoami(conn);
   if (*config_cmd) return config(conn, config_fingerprint);

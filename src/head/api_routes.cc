@@ -312,8 +312,20 @@ void ApiRoutes::handle_list_jobs(const net::HttpRequest& req, net::Respond respo
                               {"next", more ? json(last) : json(nullptr)}}));
 }
 
-void ApiRoutes::handle_node(const net::HttpRequest& req, const Principal& who, const std::string& node_id,
+void ApiRoutes::handle_node(const net::HttpRequest& req, const Principal& who, const std::string& path,
                             const net::Respond& respond) {
+  const std::string node_id = path.substr(0, path.find('/'));
+  const std::string action = path.size() > node_id.size() ? path.substr(node_id.size() + 1) : "";
+  if (action == "drain" || action == "resume") {
+    if (req.method != "POST") return respond(error_response(405, "use POST to " + action + " a node"));
+    if (!who.is_admin()) return respond(forbidden("draining or resuming a node: " + std::string(kAdminOnly)));
+    const bool draining = action == "drain";
+    return deps_.jobs.set_draining(node_id, draining, [respond, node_id, draining](const Status& s) {
+      if (!s) return respond(error_response(s.error()));
+      respond(json_response(200, {{"node_id", node_id}, {"draining", draining}}));
+    });
+  }
+  if (!action.empty()) return respond(error_response(404, "no route for " + req.method + " " + req.path));
   if (req.method == "DELETE") {
     if (!who.is_admin()) return respond(forbidden(std::string("removing a node: ") + kAdminOnly));
     return deps_.gateway.remove_node(node_id, [respond, node_id](const Status& s) {

@@ -31,6 +31,8 @@ constexpr size_t kMaxJobsPerPass = 64;
 constexpr int64_t kPersistIntervalMs = 20;
 constexpr int64_t kPersistCostShare = 10;
 constexpr int64_t kPersistRetryMs = 1000;
+// The meta table's record of drained nodes (a JSON list of ids).
+constexpr const char* kDrainedNodesKey = "drained_nodes";
 // A failed task's last lines kept with its attempt (shown with the job's failure).
 constexpr int64_t kFailureTailBytes = 8 * 1024;
 constexpr int kFailureTailLines = 50;
@@ -51,6 +53,19 @@ JobManager::~JobManager() {
 }
 
 Status JobManager::recover() {
+  // Nodes an admin drained stay drained.
+  auto drained = deps_.store.get(store::kMetaTable, kDrainedNodesKey);
+  if (!drained.ok()) return drained.error();
+  if (drained.value()) {
+    auto list = json::parse(*drained.value(), nullptr, false);
+    std::set<std::string> ids;
+    if (list.is_array()) {
+      for (const auto& id : list) {
+        if (id.is_string()) ids.insert(id.get<std::string>());
+      }
+    }
+    deps_.nodes.set_drained(std::move(ids));
+  }
   auto jobs = deps_.store.scan(store::kJobsTable);
   if (!jobs.ok()) return jobs.error();
   for (const auto& [key, value] : jobs.value()) {
@@ -132,8 +147,9 @@ const Job* JobManager::find_submission(const std::string& owner, const std::stri
 
 std::optional<Error> JobManager::check_submissions(const std::vector<api::JobSpec>& specs,
                                                    const std::string& owner) const {
+  // A draining node counts: it takes tasks again once resumed.
   std::vector<sched::NodeView> nodes;
-  for (auto& [_, view] : node_capacity()) nodes.push_back(std::move(view));
+  for (auto& [_, view] : node_capacity(true)) nodes.push_back(std::move(view));
   for (size_t i = 0; i < specs.size(); ++i) {
     const api::JobSpec& spec = specs[i];
     const std::string where = specs.size() > 1 ? "jobs[" + std::to_string(i) + "]: " : "";
@@ -269,6 +285,31 @@ bool JobManager::uses_package(const std::string& hash) const {
     }
   }
   return false;
+}
+
+void JobManager::set_draining(const std::string& node_id, bool draining, std::function<void(Status)> done) {
+  if (!deps_.nodes.find(node_id)) {
+    return done(not_found("no node with id '" + node_id + "'; list nodes with `ag list-nodes`"));
+  }
+  std::set<std::string> drained = deps_.nodes.drained();
+  if (draining) {
+    drained.insert(node_id);
+  } else {
+    drained.erase(node_id);
+  }
+  json list(drained);
+  std::vector<store::Mutation> batch{{store::kMetaTable, kDrainedNodesKey, list.dump()}};
+  auto alive = alive_;
+  deps_.store.write(std::move(batch), [this, alive, drained, done = std::move(done)](const Status& status) {
+    deps_.timers.post([this, alive, drained, done, status] {
+      if (!*alive) return;
+      if (!status) return done(status.error());
+      deps_.nodes.set_drained(drained);
+      cluster_changed();
+      request_schedule();
+      done({});
+    });
+  });
 }
 
 void JobManager::report_problem(const std::string& job_id, const std::string& message) {
@@ -428,7 +469,7 @@ void JobManager::request_schedule() {
   });
 }
 
-std::map<std::string, sched::NodeView> JobManager::node_capacity() const {
+std::map<std::string, sched::NodeView> JobManager::node_capacity(bool draining_schedulable) const {
   std::map<std::string, sched::NodeView> views;
   for (const auto& [id, node] : deps_.nodes.nodes()) {
     sched::NodeView v;
@@ -436,7 +477,7 @@ std::map<std::string, sched::NodeView> JobManager::node_capacity() const {
     v.total = node.total;
     v.free = node.total;
     v.free_gpu_ids = node.gpu_ids;
-    v.schedulable = node.state == NodeState::kAlive;
+    v.schedulable = node.state == NodeState::kAlive && (draining_schedulable || !node.draining);
     views[id] = std::move(v);
   }
   return views;
@@ -519,10 +560,15 @@ void JobManager::run_schedule() {
     apply(job, on_placed(job, tasks, port, deps_.clock.now_ms()));
     arm_timeout(job);
   }
+  // Nodes left out because an admin drained them are named in every reason.
+  int draining = 0;
+  for (const auto& [_, node] : deps_.nodes.nodes()) draining += node.state == NodeState::kAlive && node.draining;
+  const std::string drained_note =
+      draining == 0 ? "" : "; " + std::to_string(draining) + " node(s) draining take no new tasks (`ag resume NODE`)";
   for (const auto& reason : plan.pending) {
     Job& job = jobs_[reason.job_id];
     if (reason.infeasible()) set_aside_.insert(job.id);
-    apply(job, on_pending(job, reason.kind, reason.reason, deps_.clock.now_ms()));
+    apply(job, on_pending(job, reason.kind, reason.reason + drained_note, deps_.clock.now_ms()));
   }
 }
 

@@ -89,6 +89,9 @@ class JobManager {
   // Called with the id of each job deleted, once it is gone.
   using RemovalObserver = std::function<void(const std::string& job_id)>;
   void add_removal_observer(RemovalObserver observer) { removal_observers_.push_back(std::move(observer)); }
+  // Drains a node (no new tasks; those running finish) or resumes it, once that is
+  // stored (it holds across head restarts). Errors: kNotFound; the store's.
+  void set_draining(const std::string& node_id, bool draining, std::function<void(Status)> done);
   // Whether a job still kept (in any state) has this working_dir package.
   bool references_package(const std::string& hash) const;
   // The job `owner` submitted with `submission_id` (an alias of its id), or null.
@@ -160,7 +163,8 @@ class JobManager {
   void schedule_at(int64_t at_ms);
   // Every node with its whole capacity free (the scheduler's view before running tasks
   // are taken off).
-  std::map<std::string, sched::NodeView> node_capacity() const;
+  // `draining_schedulable`: whether draining nodes count (they will take tasks again).
+  std::map<std::string, sched::NodeView> node_capacity(bool draining_schedulable = false) const;
   static sched::PendingJob pending_job(const std::string& id, const api::JobSpec& spec);
   // Why a submit of `specs` by `owner` must be refused before anything is reserved: a
   // submission_id reused with another spec (kConflict), or a job no node of the

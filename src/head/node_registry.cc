@@ -19,8 +19,14 @@ Node& NodeRegistry::upsert(Node node) {
   }
   std::string id = node.node_id;
   if (it != nodes_.end() && node.usage.empty()) node.usage = std::move(it->second.usage);  // keep the history
+  node.draining = drained_.count(id) > 0;
   nodes_[id] = std::move(node);
   return nodes_[id];
+}
+
+void NodeRegistry::set_drained(std::set<std::string> drained) {
+  drained_ = std::move(drained);
+  for (auto& [id, node] : nodes_) node.draining = drained_.count(id) > 0;
 }
 
 Node* NodeRegistry::find(const std::string& node_id) {

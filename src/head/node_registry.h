@@ -47,6 +47,7 @@ struct Node {
   std::shared_ptr<net::WsConnection> channel;  // null unless ALIVE
   std::deque<UsageSample> usage;               // oldest first, bounded by kUsageHistoryMs
   std::set<int> busy_ports;  // master-port range ports held on the node (last report)
+  bool draining = false;     // no new tasks; those running finish (ag drain / ag resume)
 
   // "node_ab12 (127.0.0.2)"
   std::string label() const { return node_id + " (" + address + ")"; }
@@ -56,6 +57,10 @@ class NodeRegistry final : public WorkerChannel {
  public:
   // Adds or refreshes a node from its registration; returns it.
   Node& upsert(Node node);
+  // The nodes an admin drained (kept across registrations and head restarts by the
+  // caller, who stores the set).
+  const std::set<std::string>& drained() const { return drained_; }
+  void set_drained(std::set<std::string> drained);
   Node* find(const std::string& node_id);
   const std::map<std::string, Node>& nodes() const { return nodes_; }
 
@@ -77,6 +82,7 @@ class NodeRegistry final : public WorkerChannel {
   std::vector<std::string> expire(int64_t steady_now_ms, int64_t timeout_ms);
 
  private:
+  std::set<std::string> drained_;
   std::map<std::string, Node> nodes_;
 };
 

@@ -537,3 +537,58 @@ def test_a_log_past_the_cap_keeps_its_newest_part_and_says_what_was_dropped(clus
     lines = c.ag("logs", job_id).stdout.splitlines()
     assert "were dropped" in lines[0] and lines[1].isdigit() and lines[-1] == "500000", lines[:3]
     assert c.ag("logs", job_id, "--tail", 2).stdout == "499999\n500000\n"
+
+
+# ---- draining nodes -----------------------------------------------------------------------------
+
+def node_id_at(cluster, address):
+    return [n["node_id"] for n in cluster.nodes() if n["address"] == address][0]
+
+
+def test_a_drained_node_takes_no_new_tasks_keeps_its_running_ones_and_resumes(cluster):
+    import os
+    import signal
+    from conftest import pid_alive
+    a = node_id_at(cluster, "127.0.0.2")
+    # A task already running on the node to be drained.
+    running, _ = cluster.submit("-n", 2, "--placement", "spread", "--num-cpus", 1, "--no-wait", "--", "sleep 60")
+    cluster.wait_state(running, "RUNNING")
+    out = cluster.ag("drain", a).stdout
+    assert f"Node {a} is draining" in out, out
+    assert [n for n in cluster.nodes() if n["node_id"] == a][0]["draining"] is True
+    assert f"{a}" in cluster.ag("list-nodes").stdout and "ALIVE, draining" in cluster.ag("list-nodes").stdout
+    # One task goes to the other node; a gang that needs both nodes waits, saying why.
+    single, _ = cluster.submit("--num-cpus", 1, "--no-wait", "--", "echo one")
+    waiting, _ = cluster.submit("-n", 2, "--placement", "spread", "--num-cpus", 1, "--no-wait", "--", "echo both")
+    job = wait_until(lambda: (lambda j: j if "draining" in j["message"] else None)(cluster.job(waiting)), 10,
+                     message="a reason naming the drained node")
+    assert job["state"] == "PENDING" and "1 node(s) draining take no new tasks (`ag resume NODE`)" in job["message"]
+    single_job = cluster.wait_state(single, "SUCCEEDED")
+    assert single_job["attempts"][0]["tasks"][0]["node_address"] == "127.0.0.3"
+    assert cluster.job(running)["state"] == "RUNNING"  # the drained node's task goes on
+
+    # Drained across a head restart.
+    head_pid = cluster.head_pid()
+    os.kill(head_pid, signal.SIGKILL)
+    wait_until(lambda: not pid_alive(head_pid), 10, message="the head to die")
+    cluster.start_head()
+    wait_until(lambda: any(n["node_id"] == a and n["state"] == "ALIVE" for n in cluster.nodes()), 20,
+               message="the worker back")
+    assert [n for n in cluster.nodes() if n["node_id"] == a][0]["draining"] is True
+    assert cluster.job(waiting)["state"] == "PENDING"
+
+    cluster.ag("stop-job", running)
+    assert "takes new tasks again" in cluster.ag("resume", a).stdout
+    assert cluster.wait_state(waiting, "SUCCEEDED", timeout=20)
+
+
+def test_draining_is_for_admins_and_known_nodes(cluster):
+    a = node_id_at(cluster, "127.0.0.2")
+    user = cluster.ag_json("user", "add", "nils")["token"]
+    status, body = cluster.api("POST", f"/api/nodes/{a}/drain", token=user)
+    assert status == 403 and "admin" in body["error"], body
+    proc = cluster.ag("drain", "node_000000000000", check=False)
+    assert proc.returncode == 1 and "no node with id 'node_000000000000'" in proc.stderr, proc.stderr
+    status, body = cluster.api("GET", f"/api/nodes/{a}/drain")
+    assert status == 405, body
+    assert all(n["draining"] is False for n in cluster.nodes())

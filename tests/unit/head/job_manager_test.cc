@@ -420,6 +420,30 @@ TEST_F(JobManagerTest, ASubmissionIdNamesOneSpecAndWorksAsTheJobsAlias) {
   EXPECT_EQ(jobs_->list().size(), 1u);
 }
 
+TEST_F(JobManagerTest, ADrainedNodeTakesNoNewTasksUntilResumedAndStaysDrainedAcrossARestart) {
+  add_node("node_a", 4);
+  Status drained = invalid_argument("not called");
+  jobs_->set_draining("node_a", true, [&](const Status& s) { drained = s; });
+  clock_.run_ready();
+  ASSERT_TRUE(drained.ok()) << drained.error().message;
+  EXPECT_TRUE(nodes_.find("node_a")->draining);
+  // Still accepted (the node will take tasks again), but not placed.
+  std::string id = submit(spec(1, 1));
+  EXPECT_EQ(job(id).state, JobState::kPending);
+  EXPECT_THAT(job(id).message, HasSubstr("1 node(s) draining take no new tasks"));
+  // A head started again over the same store still has it drained.
+  NodeRegistry fresh;
+  JobManager again({clock_, store_, fresh, channel_, logs_, clock_}, config_);
+  ASSERT_TRUE(again.recover().ok());
+  EXPECT_EQ(fresh.drained(), (std::set<std::string>{"node_a"}));
+  jobs_->set_draining("node_a", false, [&](const Status& s) { drained = s; });
+  clock_.run_ready();
+  EXPECT_EQ(job(id).state, JobState::kRunning);
+  Status unknown;
+  jobs_->set_draining("node_zz", true, [&](const Status& s) { unknown = s; });
+  EXPECT_EQ(unknown.error().code, ErrorCode::kNotFound);
+}
+
 TEST_F(JobManagerTest, AJobBeyondWhatOnePassLooksAtStillSaysWhyItWaits) {
   add_node("node_a", 1);
   std::vector<std::string> ids;
