@@ -12,7 +12,7 @@ from .runtime_env import PackageUploader
 # The keys a job dict given to submit_jobs may have: submit_job's parameters.
 JOB_KEYS = ("entrypoint", "runtime_env", "num_workers", "task_options", "job_name",
             "max_retries", "timeout", "labels", "placement", "submission_id", "timeout_per_attempt",
-            "allow_unschedulable", "retry_delay", "retry_on")
+            "allow_unschedulable", "retry_delay", "retry_on", "constraints")
 
 
 class Client:
@@ -109,7 +109,7 @@ class Client:
     def submit_job(self, entrypoint, runtime_env=None, num_workers=1, task_options=None,
                    job_name=None, max_retries=0, timeout=None, labels=None, placement="pack",
                    submission_id=None, timeout_per_attempt=False, allow_unschedulable=False,
-                   retry_delay=None, retry_on=None):
+                   retry_delay=None, retry_on=None, constraints=None):
         """Submits one job and returns its Job at once (it runs in the background).
 
         entrypoint: the command each of the `num_workers` tasks runs (through a shell).
@@ -123,6 +123,8 @@ class Client:
         first (default 3), doubling for each next one up to 600; retry_on: which
         failures are retried: "any" (default), "node_lost", or a list of exit codes
         (a task killed by signal N counts as 128+N; a lost node is retried too).
+        constraints: {"KEY": "VALUE"} node labels (ag start-worker --label) that every
+        node of the job must have.
         submission_id: idempotency key (a fresh one by default); resubmitting the same
         key with the same spec returns the same job, so a POST retried after a lost
         connection never makes two jobs; the same key with another spec is refused
@@ -140,7 +142,7 @@ class Client:
                           max_retries=max_retries, timeout=timeout, labels=labels,
                           placement=placement, submission_id=submission_id,
                           timeout_per_attempt=timeout_per_attempt, allow_unschedulable=allow_unschedulable,
-                          retry_delay=retry_delay, retry_on=retry_on)
+                          retry_delay=retry_delay, retry_on=retry_on, constraints=constraints)
         answer = self._transport.request("POST", "/api/jobs", body=spec, retry=True).json()
         return Job(self, answer["job_id"])
 
@@ -179,7 +181,7 @@ class Client:
     def _spec(self, uploader, entrypoint, runtime_env=None, num_workers=1, task_options=None,
               job_name=None, max_retries=0, timeout=None, labels=None, placement="pack",
               submission_id=None, timeout_per_attempt=False, allow_unschedulable=False,
-              retry_delay=None, retry_on=None):
+              retry_delay=None, retry_on=None, constraints=None):
         """The JSON job spec to send, with working_dir uploaded."""
         spec = {"entrypoint": entrypoint, "num_workers": num_workers, "max_retries": max_retries,
                 "placement": placement, "submission_id": submission_id or uuid.uuid4().hex}
@@ -197,6 +199,8 @@ class Client:
             spec["retry_delay"] = retry_delay
         if retry_on is not None:
             spec["retry_on"] = retry_on
+        if constraints is not None:
+            spec["constraints"] = constraints
         if labels is not None:
             spec["labels"] = labels
         if runtime_env is not None:

@@ -3,6 +3,7 @@
 #include "common/sha256.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -251,6 +252,21 @@ Resources JobSpec::per_task() const {
   return r;
 }
 
+std::optional<std::string> label_problem(const std::string& key, const std::string& value) {
+  auto ok = [](const std::string& text, bool slash) {
+    return std::all_of(text.begin(), text.end(), [slash](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' || (slash && c == '/');
+    });
+  };
+  if (key.empty() || key.size() > 63 || !ok(key, true)) {
+    return "the key must be 1 to 63 letters, digits or . _ - /, got \"" + key.substr(0, 64) + "\"";
+  }
+  if (value.size() > 63 || !ok(value, false)) {
+    return "the value must be up to 63 letters, digits or . _ -, got \"" + value.substr(0, 64) + "\"";
+  }
+  return std::nullopt;
+}
+
 int64_t JobSpec::retry_delay_ms(int retry) const {
   double delay = retry_delay_s;
   for (int i = 0; i < retry && delay < kMaxRetryDelaySeconds; ++i) delay *= 2;
@@ -264,7 +280,7 @@ Result<JobSpec> parse_job_spec(const json& body) {
   static const std::set<std::string> kKnown = {
       "entrypoint", "num_workers", "task_options", "runtime_env", "job_name", "labels",
       "max_retries", "timeout", "timeout_per_attempt", "placement", "submission_id",
-      "allow_unschedulable", "retry_delay", "retry_on"};
+      "allow_unschedulable", "retry_delay", "retry_on", "constraints"};
   if (auto err = check_known_keys(body, "", kKnown)) return *err;
 
   JobSpec spec;
@@ -321,6 +337,15 @@ Result<JobSpec> parse_job_spec(const json& body) {
   if (body.contains("retry_delay") && !body["retry_delay"].is_null()) {
     if (auto err = read_number(body["retry_delay"], "retry_delay", 0, kMaxRetryDelaySeconds, &spec.retry_delay_s)) {
       return *err;
+    }
+  }
+  if (body.contains("constraints") && !body["constraints"].is_null()) {
+    if (auto err = read_string_map(body["constraints"], "constraints", kMaxConstraints, &spec.constraints, 64, 64,
+                                   kMaxConstraints * 128)) {
+      return *err;
+    }
+    for (const auto& [key, value] : spec.constraints) {
+      if (auto problem = label_problem(key, value)) return field_error("constraints." + key.substr(0, 64), *problem);
     }
   }
   if (body.contains("retry_on") && !body["retry_on"].is_null()) {
@@ -384,6 +409,7 @@ json to_json(const JobSpec& spec) {
   j["placement"] = to_string(spec.placement);
   if (!spec.submission_id.empty()) j["submission_id"] = spec.submission_id;
   if (spec.allow_unschedulable) j["allow_unschedulable"] = true;
+  if (!spec.constraints.empty()) j["constraints"] = spec.constraints;
   return j;
 }
 

@@ -42,6 +42,13 @@ inline constexpr double kMaxTimeoutSeconds = 90.0 * 24 * 3600;
 inline constexpr double kDefaultRetryDelaySeconds = 3;
 inline constexpr double kMaxRetryDelaySeconds = 600;
 inline constexpr size_t kMaxRetryExitCodes = 64;
+// Node labels (ag start-worker --label) and the constraints jobs put on them.
+inline constexpr size_t kMaxNodeLabels = 32;
+inline constexpr size_t kMaxConstraints = 16;
+
+// What is wrong with a label or constraint `key`=`value` (key: 1-63 of letters, digits,
+// '.', '_', '-', '/'; value: up to 63 of letters, digits, '.', '_', '-'), or nullopt.
+std::optional<std::string> label_problem(const std::string& key, const std::string& value);
 
 // How a job's tasks are spread over nodes. On the wire (REST body, stored records) it
 // is the string "pack" or "spread", so that documents written before it was an enum
@@ -99,6 +106,8 @@ struct JobSpec {
   bool timeout_per_attempt = false;  // the timeout restarts with every attempt
   Placement placement = Placement::kPack;
   std::string submission_id;  // client-chosen idempotency key, optional
+  // Node labels every node of the job must have (key -> value).
+  std::map<std::string, std::string> constraints;
   // Queue it even when no node of the cluster as it is could ever run it (nodes still
   // to join); otherwise such a submit is refused with the reason.
   bool allow_unschedulable = false;

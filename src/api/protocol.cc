@@ -247,7 +247,8 @@ std::string encode(const Register& m) {
                {"resources", {{"cpu_millis", m.cpu_millis}, {"memory_bytes", m.memory_bytes}, {"gpu_ids", m.gpu_ids}}},
                {"running", running},
                {"exited", exited},
-               {"busy_ports", m.busy_ports}});
+               {"busy_ports", m.busy_ports},
+               {"labels", m.labels}});
 }
 
 std::string encode(const Heartbeat& m) {
@@ -322,6 +323,7 @@ Result<WorkerMessage> decode_worker_message(std::string_view text) {
     return read_as<WorkerMessage>(doc, type, [](Fields& f) {
       Register m;
       f.id("node_id", &m.node_id);
+      f.string_map("labels", &m.labels, false);
       f.string("address", &m.address);
       f.string("hostname", &m.hostname, false);
       Fields res = f.object("resources");

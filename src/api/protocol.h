@@ -127,6 +127,7 @@ struct Register {
   std::vector<RunningTask> running;
   std::vector<TaskExited> exited;
   std::vector<int> busy_ports;  // master-port range ports already held on the node
+  std::map<std::string, std::string> labels;  // ag start-worker --label
   bool operator==(const Register&) const = default;
 };
 

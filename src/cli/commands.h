@@ -42,6 +42,7 @@ struct StartWorkerOptions {
   std::optional<double> num_cpus;
   std::optional<int> num_gpus;
   std::optional<double> memory_gb;
+  std::vector<std::string> labels;  // KEY=VALUE
   std::string data_dir;
   double kill_grace_s = 10;
   double package_cache_gb = 10;

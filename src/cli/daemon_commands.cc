@@ -226,6 +226,21 @@ int start_worker(const StartWorkerOptions& options) {
   config.node_ip = options.node_ip;
   config.num_cpus = options.num_cpus;
   config.num_gpus = options.num_gpus;
+  if (options.labels.size() > api::kMaxNodeLabels) {
+    std::cerr << "error: --label: at most " << api::kMaxNodeLabels << " labels, got " << options.labels.size() << "\n";
+    return 2;
+  }
+  for (const auto& label : options.labels) {
+    const size_t eq = label.find('=');
+    const std::string key = label.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : label.substr(eq + 1);
+    auto problem = eq == std::string::npos ? std::optional<std::string>("it must be KEY=VALUE") : api::label_problem(key, value);
+    if (problem) {
+      std::cerr << "error: --label " << label << ": " << *problem << "\n";
+      return 2;
+    }
+    config.labels[key] = value;
+  }
   if (options.memory_gb) config.memory_bytes = static_cast<int64_t>(*options.memory_gb * (1ll << 30));
   config.stop_grace_ms = static_cast<int64_t>(options.kill_grace_s * 1000);
   config.package_cache_bytes = static_cast<int64_t>(options.package_cache_gb * (1ll << 30));

@@ -379,6 +379,17 @@ int job_status(const ConnectionOptions& options, const std::string& job_id, bool
   return 0;
 }
 
+namespace {
+
+// "gpu=a100,zone=b", or "-".
+std::string labels_text(const json& labels) {
+  std::string out;
+  for (const auto& [key, value] : labels.items()) out += (out.empty() ? "" : ",") + key + "=" + value.get<std::string>();
+  return out.empty() ? "-" : terminal_safe(out, false);
+}
+
+}  // namespace
+
 int list_nodes(const ConnectionOptions& options) {
   auto conn = resolve_connection(options);
   if (!conn.ok()) return fail(conn.error());
@@ -388,7 +399,7 @@ int list_nodes(const ConnectionOptions& options) {
     std::cout << nodes.value().dump(2) << "\n";
     return 0;
   }
-  Table table({"NODE", "STATE", "ADDRESS", "HOSTNAME", "CPUS", "GPUS", "MEMORY"});
+  Table table({"NODE", "STATE", "ADDRESS", "HOSTNAME", "CPUS", "GPUS", "MEMORY", "LABELS"});
   for (const auto& n : nodes.value()["nodes"]) {
     const json& r = n["resources"];
     const json& a = n["allocated"];
@@ -397,7 +408,8 @@ int list_nodes(const ConnectionOptions& options) {
                n["hostname"].get<std::string>(),
                cpus_text(a["num_cpus"].get<double>()) + "/" + cpus_text(r["num_cpus"].get<double>()),
                a["num_gpus"].dump() + "/" + r["num_gpus"].dump(),
-               std::to_string(a["memory_bytes"].get<int64_t>() >> 30) + "/" + std::to_string(r["memory_bytes"].get<int64_t>() >> 30) + " GiB"});
+               std::to_string(a["memory_bytes"].get<int64_t>() >> 30) + "/" + std::to_string(r["memory_bytes"].get<int64_t>() >> 30) + " GiB",
+               labels_text(n.value("labels", json::object()))});
   }
   table.print(std::cout);
   return 0;

@@ -94,6 +94,7 @@ int run(int argc, char** argv) {
   start_worker_cmd->add_option("--head-node", worker.head_node, "Head address HOST:PORT")->required();
   start_worker_cmd->add_option("--node-ip-address", worker.node_ip, "This node's IP address (tasks' MASTER_ADDR)")->capture_default_str();
   start_worker_cmd->add_option("--num-cpus", worker.num_cpus, "CPUs to offer (default: detected)")->check(CLI::Range(0.0, ag::api::kMaxNodeCpuMillis / 1000.0));
+  start_worker_cmd->add_option("--label", worker.labels, "Node label KEY=VALUE for job constraints (repeatable)");
   start_worker_cmd->add_option("--num-gpus", worker.num_gpus, "GPUs to offer (default: detected with NVML)")->check(CLI::Range(0, ag::api::kMaxNodeGpus));
   start_worker_cmd->add_option("--memory", worker.memory_gb, "Memory to offer, GiB (default: detected)")->check(CLI::Range(0.0, static_cast<double>(ag::api::kMaxNodeMemoryBytes >> 30)));
   start_worker_cmd->add_option("--data-dir", worker.data_dir, "Where the worker keeps task dirs and logs");
@@ -165,6 +166,8 @@ int run(int argc, char** argv) {
                          "(and lost nodes)");
   submit_cmd->add_option("--timeout", submit_opts.timeout_s, "Seconds the job may run before it is stopped and FAILED")->check(CLI::PositiveNumber);
   submit_cmd->add_flag("--timeout-per-attempt", submit_opts.timeout_per_attempt, "Restart the --timeout with every retry");
+  submit_cmd->add_option("--constraint", submit_opts.constraints,
+                         "Run only on nodes with this label KEY=VALUE (repeatable; see ag start-worker --label)");
   submit_cmd->add_flag("--allow-unschedulable", submit_opts.allow_unschedulable,
                        "Queue the job even if no node of the cluster as it is could run it (for nodes still to join)");
   submit_cmd->add_flag("--all-ranks", submit_opts.all_ranks, "Stream every task's output, each line prefixed [rank N] (default: task 0's)");

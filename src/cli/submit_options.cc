@@ -35,6 +35,9 @@ std::optional<Error> check_submit_usage(const SubmitOptions& options) {
     size_t eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) return invalid_argument("--env takes NAME=VALUE, got '" + kv + "'");
   }
+  for (const auto& kv : options.constraints) {
+    if (kv.find('=') == std::string::npos) return invalid_argument("--constraint takes KEY=VALUE, got '" + kv + "'");
+  }
   if (options.working_dir.empty() && !options.excludes.empty()) {
     return invalid_argument("--exclude only applies with --working-dir");
   }
@@ -93,6 +96,10 @@ Result<api::JobSpec> spec_from_submit_options(const SubmitOptions& options) {
   spec.timeout_per_attempt = options.timeout_per_attempt;
   spec.gpu_isolation = options.gpu_isolation;
   spec.allow_unschedulable = options.allow_unschedulable;
+  for (const auto& kv : options.constraints) {
+    const size_t eq = kv.find('=');
+    spec.constraints[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
 
   // The placement goes in as typed: main.cc lets only "pack" and "spread" through,
   // and anything else is refused by the parser in the head's words.

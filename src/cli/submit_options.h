@@ -32,6 +32,7 @@ struct SubmitOptions {
   bool timeout_per_attempt = false;
   bool gpu_isolation = false;
   bool allow_unschedulable = false;
+  std::vector<std::string> constraints;  // KEY=VALUE
   bool no_wait = false;
   bool all_ranks = false;  // stream every task's output, each line prefixed "[rank N]"
   std::vector<std::string> command;

@@ -478,6 +478,7 @@ std::map<std::string, sched::NodeView> JobManager::node_capacity(bool draining_s
     v.free = node.total;
     v.free_gpu_ids = node.gpu_ids;
     v.schedulable = node.state == NodeState::kAlive && (draining_schedulable || !node.draining);
+    v.labels = node.labels;
     views[id] = std::move(v);
   }
   return views;
@@ -485,7 +486,8 @@ std::map<std::string, sched::NodeView> JobManager::node_capacity(bool draining_s
 
 sched::PendingJob JobManager::pending_job(const std::string& id, const api::JobSpec& spec) {
   return {id, spec.num_workers, spec.per_task(),
-          spec.placement == api::Placement::kSpread ? sched::PlacementPolicy::kSpread : sched::PlacementPolicy::kPack};
+          spec.placement == api::Placement::kSpread ? sched::PlacementPolicy::kSpread : sched::PlacementPolicy::kPack,
+          spec.constraints};
 }
 
 void JobManager::schedule_at(int64_t at_ms) {

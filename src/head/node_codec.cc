@@ -12,6 +12,7 @@ json node_to_json(const Node& node, const Resources& allocated) {
           {"hostname", node.hostname},
           {"state", to_string(node.state)},
           {"draining", node.draining},
+          {"labels", node.labels},
           {"resources",
            {{"num_cpus", node.total.cpu_millis / 1000.0},
             {"memory_bytes", node.total.memory_bytes},

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "api/job_spec.h"
 #include "common/overloaded.h"
 #include "net/auth.h"
 
@@ -206,6 +207,16 @@ void WorkerGateway::on_register(const std::shared_ptr<net::WsConnection>& channe
                                 const std::shared_ptr<ChannelState>& state, api::Register message) {
   const Principal& who = state->who;
   const std::string id = message.node_id;  // a copy: `message` moves into a callback below
+  if (message.labels.size() > api::kMaxNodeLabels) {
+    return send_error_and_close(channel, "node " + id + " has " + std::to_string(message.labels.size()) +
+                                             " labels; at most " + std::to_string(api::kMaxNodeLabels) +
+                                             "; registration refused");
+  }
+  for (const auto& [key, value] : message.labels) {
+    if (auto problem = api::label_problem(key, value)) {
+      return send_error_and_close(channel, "node label " + key.substr(0, 64) + ": " + *problem + "; registration refused");
+    }
+  }
   if (who.kind == Principal::Kind::kNode) {
     // A node's own credential: its own id only, whether or not it is live.
     if (who.name != id) {
@@ -254,6 +265,7 @@ void WorkerGateway::complete_register(const std::shared_ptr<net::WsConnection>& 
   node.gpu_ids = message.gpu_ids;
   node.total.gpus = static_cast<int64_t>(node.gpu_ids.size());
   node.busy_ports = {message.busy_ports.begin(), message.busy_ports.end()};
+  node.labels = message.labels;
   *node_id = node.node_id;
   node.channel = channel;
   node.state = NodeState::kAlive;

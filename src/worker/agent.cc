@@ -122,6 +122,7 @@ void Agent::on_connected(std::shared_ptr<net::WsConnection> channel) {
   reg.cpu_millis = config_.resources.cpu_millis;
   reg.memory_bytes = config_.resources.memory_bytes;
   reg.gpu_ids = config_.gpu_ids;
+  reg.labels = config_.labels;
   for (const auto& r : deps_.launcher.running()) reg.running.push_back({r.id, r.pid});
   for (const auto& [_, exited] : unacked_exits_) reg.exited.push_back(exited);
   reg.busy_ports = deps_.busy_ports();

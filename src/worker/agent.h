@@ -35,6 +35,7 @@ struct AgentConfig {
   std::string hostname;
   Resources resources;
   std::vector<int> gpu_ids;
+  std::map<std::string, std::string> labels;  // ag start-worker --label
   std::string data_dir;
   api::Environment inherited_env;  // the agent's own environment, handed down to tasks
   int64_t heartbeat_ms = 1000;

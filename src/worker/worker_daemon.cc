@@ -126,6 +126,7 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
   int gpu_count = config.num_gpus.value_or(static_cast<int>(gpus.size()));
   for (int i = 0; i < gpu_count; ++i) agent_config.gpu_ids.push_back(i);
   agent_config.resources.gpus = gpu_count;
+  agent_config.labels = config.labels;
   char cpus_text[32];
   std::snprintf(cpus_text, sizeof cpus_text, "%g", cpus);
   std::string summary = std::string(cpus_text) + " CPUs, " + std::to_string(agent_config.resources.memory_bytes >> 20) +

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -17,6 +18,7 @@ struct WorkerConfig {
   std::string node_ip = "127.0.0.1";
   std::optional<double> num_cpus;  // overrides detection
   std::optional<int> num_gpus;     // overrides detection (first N indices)
+  std::map<std::string, std::string> labels;  // what job constraints match
   std::optional<int64_t> memory_bytes;
   std::string data_dir;
   int64_t stop_grace_ms = 10000;

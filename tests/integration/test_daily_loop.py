@@ -592,3 +592,52 @@ def test_draining_is_for_admins_and_known_nodes(cluster):
     status, body = cluster.api("GET", f"/api/nodes/{a}/drain")
     assert status == 405, body
     assert all(n["draining"] is False for n in cluster.nodes())
+
+
+# ---- node labels and job constraints ------------------------------------------------------------
+
+def test_jobs_constrained_to_labels_run_only_on_nodes_that_have_them(cluster_factory):
+    c = cluster_factory("labels", workers=())
+    c.start_worker("127.0.0.2", options=["--label", "gpu=a100", "--label", "zone=b"])
+    c.start_worker("127.0.0.3", options=["--label", "gpu=h100"])
+    nodes = {n["address"]: n for n in c.nodes()}
+    assert nodes["127.0.0.2"]["labels"] == {"gpu": "a100", "zone": "b"}, nodes
+    assert "gpu=a100,zone=b" in c.ag("list-nodes").stdout
+    job_id, _ = c.submit("-n", 2, "--num-cpus", 1, "--constraint", "gpu=a100", "--no-wait", "--", "echo $AG_NODE_IP")
+    job = c.wait_state(job_id, "SUCCEEDED")
+    assert {t["node_address"] for t in job["attempts"][0]["tasks"]} == {"127.0.0.2"}, job
+    assert job["spec"]["constraints"] == {"gpu": "a100"}
+    # No node has it: refused at once, or queued with the reason when asked.
+    proc = c.ag("submit", "--constraint", "gpu=b200", "--", "true", check=False)
+    assert proc.returncode == 1 and "no alive node has the label(s) gpu=b200" in proc.stderr, proc.stderr
+    queued, _ = c.submit("--constraint", "gpu=b200", "--allow-unschedulable", "--no-wait", "--", "true")
+    pending = c.job(queued)
+    assert pending["state"] == "PENDING" and "gpu=b200" in pending["message"], pending
+    c.ag("stop-job", queued)
+    client = ag.Client(c.address, token=c.token)
+    sdk_job = client.submit_job("echo sdk", constraints={"gpu": "h100"})
+    sdk_job.wait(timeout=30)
+    assert sdk_job.info()["attempts"][0]["tasks"][0]["node_address"] == "127.0.0.3"
+
+
+@pytest.mark.parametrize("label, expected", [
+    ("gpu", "--label gpu: it must be KEY=VALUE"),
+    ("=a100", "the key must be 1 to 63 letters"),
+    ("gpu=a 100", "the value must be up to 63 letters"),
+])
+def test_a_bad_node_label_is_refused_at_start(cluster_factory, label, expected):
+    c = cluster_factory("badlabel", workers=())
+    proc = c.start_worker("127.0.0.2", options=["--label", label], check=False)
+    assert proc.returncode == 2 and expected in proc.stderr, proc.stderr
+    assert c.nodes() == []
+
+
+def test_bad_constraints_are_refused(head_only):
+    before = head_only.jobs()
+    proc = head_only.ag("submit", "--constraint", "gpu", "--", "true", check=False)
+    assert proc.returncode == 2 and "--constraint takes KEY=VALUE, got 'gpu'" in proc.stderr, proc.stderr
+    for constraints, expected in [({"gpu": 1}, "constraints"), ({"bad key": "x"}, "the key must be"),
+                                  ("a100", "constraints")]:
+        status, body = head_only.api("POST", "/api/jobs", {"entrypoint": "true", "constraints": constraints})
+        assert status == 400 and expected in body["error"], body
+    assert head_only.jobs() == before

@@ -37,6 +37,15 @@ struct WorkingNode {
   int first_reserver = -1;        // queue index of the first job that reserved here
 };
 
+// Whether the node has every label the job's constraints name.
+bool matches(const WorkingNode& node, const PendingJob& job) {
+  for (const auto& [key, value] : job.constraints) {
+    auto it = node.view->labels.find(key);
+    if (it == node.view->labels.end() || it->second != value) return false;
+  }
+  return true;
+}
+
 // How many tasks of one job a node takes, in the order the policy chose the nodes.
 struct Assignment {
   size_t node = 0;  // index into the working nodes, which are sorted by node_id
@@ -266,10 +275,11 @@ bool reserve(std::vector<WorkingNode>& nodes, const PendingJob& job, int queue_i
   int64_t capacity_slots = 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const WorkingNode& node = nodes[i];
-    const int64_t slots = slots_in(node.capacity - node.reserved, job.per_task, n);
+    const bool fits_labels = matches(node, job);
+    const int64_t slots = fits_labels ? slots_in(node.capacity - node.reserved, job.per_task, n) : 0;
     // Capped at n (inside fractional_slots_in) because room beyond the gang does not
     // help it start sooner.
-    const double free_now = fractional_slots_in(node.free, job.per_task, n);
+    const double free_now = fits_labels ? fractional_slots_in(node.free, job.per_task, n) : 0.0;
     candidates.push_back({i, slots, std::min(free_now, static_cast<double>(slots))});
     capacity_slots += std::min(slots, n);
     if (capacity_slots >= n) capacity_slots = n;
@@ -351,8 +361,28 @@ Resources largest_node(const std::vector<WorkingNode>& nodes) {
 // Says why no amount of waiting would place the job, or nothing when the cluster as it
 // is could hold it once running tasks end.
 std::optional<std::string> infeasible_reason(const std::vector<WorkingNode>& nodes,
-                                             const Resources& largest, const PendingJob& job) {
+                                             const Resources& largest_of_all, const PendingJob& job) {
   const Resources& need = job.per_task;
+  // With constraints, only the nodes that have the labels count.
+  Resources largest = largest_of_all;
+  if (!job.constraints.empty()) {
+    std::vector<WorkingNode> labelled;
+    for (const WorkingNode& node : nodes) {
+      if (matches(node, job)) labelled.push_back(node);
+    }
+    if (labelled.empty()) {
+      std::string wanted;
+      for (const auto& [key, value] : job.constraints) {
+        if (!wanted.empty()) wanted += ", ";
+        wanted += key;
+        wanted += "=";
+        wanted += value;
+      }
+      return "no alive node has the label(s) " + wanted +
+             " it is constrained to; nodes get labels with `ag start-worker --label KEY=VALUE`";
+    }
+    largest = largest_node(labelled);
+  }
   if (job.num_tasks <= 0) {
     return "needs at least 1 task; got num_tasks=" + std::to_string(job.num_tasks);
   }
@@ -383,7 +413,7 @@ std::optional<std::string> infeasible_reason(const std::vector<WorkingNode>& nod
   // Every dimension fits somewhere, yet maybe not all on the same node (the CPU-rich
   // node has no GPUs); the whole-cluster count below then reports zero.
   const int64_t cluster_slots = sum_slots_up_to(nodes, job.num_tasks, [&](const WorkingNode& n) {
-    return slots_in(n.capacity, need, job.num_tasks);
+    return matches(n, job) ? slots_in(n.capacity, need, job.num_tasks) : 0;
   });
   if (cluster_slots == 0) {
     return "needs " + format_resources(need) + " per task; no single node has that much in total";
@@ -404,6 +434,7 @@ PendingReason waiting_reason(const std::vector<WorkingNode>& nodes,
     int blocker = -1;
     for (const WorkingNode& node : nodes) {
       if (node.first_reserver < 0) continue;
+      if (!matches(node, job)) continue;
       const int64_t without = slots_in(node.unreserved_free, job.per_task, job.num_tasks);
       const int64_t with = slots_in(node.free, job.per_task, job.num_tasks);
       if (without > with && (blocker < 0 || node.first_reserver < blocker)) {
@@ -470,7 +501,7 @@ Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>&
     candidates.reserve(working.size());
     int64_t free_slots = 0;
     for (size_t i = 0; i < working.size(); ++i) {
-      const int64_t slots = slots_in(working[i].free, job.per_task, n);
+      const int64_t slots = matches(working[i], job) ? slots_in(working[i].free, job.per_task, n) : 0;
       candidates.push_back({i, slots, static_cast<double>(slots)});
       free_slots = std::min(free_slots + std::min(slots, n), n);
     }
@@ -483,7 +514,7 @@ Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>&
     // Blocked: explain before reserving, so the reason reflects the jobs ahead of this
     // one and not this job's own reservation.
     const int64_t unreserved_slots = sum_slots_up_to(working, n, [&](const WorkingNode& node) {
-      return slots_in(node.unreserved_free, job.per_task, n);
+      return matches(node, job) ? slots_in(node.unreserved_free, job.per_task, n) : 0;
     });
     plan.pending.push_back(waiting_reason(working, queue, job, unreserved_slots));
     reserve(working, job, static_cast<int>(q));

@@ -8,6 +8,7 @@
 // may call it; it keeps no state between calls.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,6 +30,7 @@ struct NodeView {
   Resources free;                  // total minus what running tasks hold
   std::vector<int> free_gpu_ids;   // concrete free GPU indices; size() == free.gpus
   bool schedulable = true;         // false for dead or draining nodes
+  std::map<std::string, std::string> labels;  // what job constraints match
 };
 
 // One job waiting in the queue: a gang of `num_tasks` identical tasks.
@@ -37,6 +39,7 @@ struct PendingJob {
   int num_tasks = 1;
   Resources per_task;
   PlacementPolicy policy = PlacementPolicy::kPack;
+  std::map<std::string, std::string> constraints;  // labels each of its nodes must have
 };
 
 struct TaskPlacement {

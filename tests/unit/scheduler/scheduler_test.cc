@@ -2,6 +2,8 @@
 #include "head/scheduler/scheduler.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <random>
 #include <sstream>
 #include <string>
@@ -469,6 +471,71 @@ TEST(PendingKindTest, NamesRoundTripAndUnknownNamesAreRefused) {
   EXPECT_EQ(to_string(PendingKind::kWaitingBehind), std::string("waiting_behind"));
   EXPECT_EQ(parse_pending_kind("waiting"), std::nullopt);
   EXPECT_EQ(parse_pending_kind(""), std::nullopt);
+}
+
+}  // namespace
+}  // namespace ag::sched
+
+// --- Constraints on node labels -------------------------------------------------------
+
+namespace ag::sched {
+namespace {
+
+using namespace ag::sched::testing;  // NOLINT: fixture builders keep tests short.
+
+NodeView labelled(NodeView node, std::map<std::string, std::string> labels) {
+  node.labels = std::move(labels);
+  return node;
+}
+
+PendingJob constrained(PendingJob job, std::map<std::string, std::string> constraints) {
+  job.constraints = std::move(constraints);
+  return job;
+}
+
+TEST(ConstraintTest, TasksGoOnlyToNodesWithEveryLabelAsked) {
+  const std::vector<NodeView> nodes = {
+      labelled(make_node("a", 8), {{"gpu", "a100"}, {"zone", "b"}}),
+      labelled(make_node("b", 8), {{"gpu", "a100"}}),
+      labelled(make_node("c", 64), {{"gpu", "h100"}, {"zone", "b"}}),
+      make_node("d", 64),
+  };
+  Plan plan = schedule(nodes, {constrained(make_job("j", 2, 8), {{"gpu", "a100"}}),
+                               constrained(make_job("k", 1, 4), {{"gpu", "a100"}, {"zone", "b"}})});
+  const JobPlacement* j = find_placement(plan, "j");
+  ASSERT_NE(j, nullptr);
+  std::set<std::string> used;
+  for (const auto& t : j->tasks) used.insert(t.node_id);
+  EXPECT_EQ(used, (std::set<std::string>{"a", "b"}));  // never c or d, though they have more room
+  // k's only node is full now: it waits for it, not for c.
+  const PendingReason* k = find_pending(plan, "k");
+  ASSERT_NE(k, nullptr);
+  EXPECT_NE(k->kind, PendingKind::kInfeasible);
+}
+
+TEST(ConstraintTest, NoNodeWithTheLabelsIsInfeasibleAndSaysWhich) {
+  const std::vector<NodeView> nodes = {labelled(make_node("a", 8), {{"gpu", "a100"}}), make_node("b", 64)};
+  Plan plan = schedule(nodes, {constrained(make_job("j", 1, 1), {{"gpu", "h100"}})});
+  const PendingReason* j = find_pending(plan, "j");
+  ASSERT_NE(j, nullptr);
+  EXPECT_EQ(j->kind, PendingKind::kInfeasible);
+  EXPECT_NE(j->reason.find("no alive node has the label(s) gpu=h100"), std::string::npos) << j->reason;
+  // Sized against the labelled nodes only: 16 CPUs never fit the 8-CPU a100 node.
+  Plan big = schedule(nodes, {constrained(make_job("k", 1, 16), {{"gpu", "a100"}})});
+  EXPECT_EQ(find_pending(big, "k")->kind, PendingKind::kInfeasible);
+  EXPECT_TRUE(never_fits(nodes, constrained(make_job("m", 1, 16), {{"gpu", "a100"}})).has_value());
+  EXPECT_FALSE(never_fits(nodes, constrained(make_job("n", 1, 8), {{"gpu", "a100"}})).has_value());
+}
+
+TEST(ConstraintTest, AConstrainedGangBlockedOnItsNodesReservesOnlyThoseNodes) {
+  // j (constrained to a) is blocked; k may still use b, which j could never use.
+  const std::vector<NodeView> nodes = {labelled(with_busy_cpus(make_node("a", 8), 6), {{"pool", "x"}}),
+                                       make_node("b", 8)};
+  Plan plan = schedule(nodes, {constrained(make_job("j", 1, 4), {{"pool", "x"}}), make_job("k", 1, 4)});
+  EXPECT_NE(find_pending(plan, "j"), nullptr);
+  const JobPlacement* k = find_placement(plan, "k");
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->tasks.at(0).node_id, "b");
 }
 
 }  // namespace
