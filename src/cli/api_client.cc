@@ -80,7 +80,14 @@ Result<nlohmann::json> call_json_retrying(const Connection& conn, const std::str
   }
 }
 
+namespace {
+bool json_errors = false;
+}  // namespace
+
+void set_json_errors(bool on) { json_errors = on; }
+
 int fail(const Error& error) {
+  if (json_errors) std::cout << nlohmann::json{{"error", error.message}}.dump() << "\n";
   std::cerr << "error: " << error.message << "\n";
   return 1;
 }

@@ -30,7 +30,9 @@ Result<nlohmann::json> upload_json(const Connection& conn, const std::string& me
 Result<nlohmann::json> call_json_retrying(const Connection& conn, const std::string& method, const std::string& target,
                                           const std::string& body, int timeout_ms, double window_s);
 
-// Prints "error: <message>" and returns 1.
+// Prints "error: <message>" (to stderr; with set_json_errors also {"error": message}
+// to stdout, so that -o json output is JSON whatever happens) and returns 1.
 int fail(const Error& error);
+void set_json_errors(bool on);
 
 }  // namespace ag::cli

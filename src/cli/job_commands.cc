@@ -247,12 +247,14 @@ int submit(const ConnectionOptions& options, const SubmitOptions& submit) {
     }
     shown_reason.reset();
     if (streamed < attempt) {
+      // With -o json, stdout carries only the job's JSON at the end.
+      std::ostream& log_out = json_output(options) ? std::cerr : std::cout;
       if (submit.all_ranks) {
         LinesOptions all;
         all.attempt = attempt;
         all.follow = true;
-        if (!print_job_lines(conn.value(), job_id, all, std::cout)) return 1;
-      } else if (!stream_log(conn.value(), job_id, 0, attempt, true, std::cout)) {
+        if (!print_job_lines(conn.value(), job_id, all, log_out)) return 1;
+      } else if (!stream_log(conn.value(), job_id, 0, attempt, true, log_out)) {
         return 1;
       }
       streamed = attempt;

@@ -10,10 +10,13 @@
 
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "api/protocol.h"
+#include "cli/api_client.h"
 #include "cli/commands.h"
+#include "cli/usage_hints.h"
 #include "worker/task_supervisor.h"
 
 namespace {
@@ -233,9 +236,15 @@ int run(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    std::string hint = ag::cli::usage_hint(app, e);
+    if (ag::cli::json_requested(argc, argv)) {
+      std::cout << nlohmann::json{{"error", std::string(e.what()) + hint}}.dump() << "\n";
+    }
     app.exit(e);
+    if (!hint.empty()) std::cerr << hint.substr(1) << "\n";
     return 2;
   }
+  ag::cli::set_json_errors(conn.output == "json");
 
   if (worker.token.empty()) worker.token = conn.token;
   if (worker.token_file.empty()) worker.token_file = conn.token_file;
