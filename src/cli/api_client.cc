@@ -9,9 +9,21 @@
 namespace ag::cli {
 namespace {
 
+// What a server that is not an AetherGrid head (its answers are not our JSON errors)
+// gets called, instead of printing its page.
+Error not_a_head(const Connection& conn, int status) {
+  return Error{ErrorCode::kUnavailable, conn.endpoint.to_string() + " answered but is not an AetherGrid head (HTTP " +
+                                            std::to_string(status) +
+                                            "); check the address (--address, ag config) and the port (the head's API "
+                                            "port, 6379 by default)"};
+}
+
 Error from_response(const Connection& conn, const net::HttpResponse& res) {
   auto body = nlohmann::json::parse(res.body, nullptr, false);
-  std::string message = body.is_object() && body.contains("error") ? body["error"].get<std::string>() : res.body;
+  // Every error the head sends is {"error": ...}, but for answers without a body (HEAD).
+  const bool ours = body.is_object() && body.contains("error") && body["error"].is_string();
+  if (!ours && !res.body.empty()) return not_a_head(conn, res.status);
+  std::string message = ours ? body["error"].get<std::string>() : "HTTP " + std::to_string(res.status);
   ErrorCode code = ErrorCode::kInternal;
   if (res.status == 401) {
     code = ErrorCode::kUnauthenticated;
@@ -46,7 +58,7 @@ Result<nlohmann::json> call_json(const Connection& conn, const std::string& meth
   if (!res.ok()) return res.error();
   if (res->status / 100 != 2) return from_response(conn, res.value());
   auto json = nlohmann::json::parse(res->body, nullptr, false);
-  if (json.is_discarded()) return internal_error("the head answered with something that is not JSON");
+  if (json.is_discarded()) return not_a_head(conn, res->status);
   return json;
 }
 

@@ -307,7 +307,8 @@ int cluster_status(const ConnectionOptions& options) {
                                                 : "on for other machines (this connection stays on this machine)";
   bool warn = !head_tls || clear_here;
   const bool color = warn && ::isatty(1);
-  std::cout << "Head: " << conn->endpoint.to_string() << "\n"
+  std::cout << "Head: " << conn->endpoint.to_string() << (s.contains("version") ? ", " + str(s, "version") : "")
+            << "\n"
             << "TLS: " << (color ? "\033[1;31m" : "") << security << (color ? "\033[0m" : "") << "\n"
             << "Nodes: " << s["nodes_alive"] << " alive of " << s["nodes_total"] << "\n"
             << "CPUs: " << cpus_text(s["allocated"]["num_cpus"].get<double>()) << " / "

@@ -17,6 +17,7 @@
 #include "cli/api_client.h"
 #include "cli/commands.h"
 #include "cli/usage_hints.h"
+#include "common/version.h"
 #include "worker/task_supervisor.h"
 
 namespace {
@@ -58,6 +59,7 @@ int run(int argc, char** argv) {
 
   CLI::App app{"AetherGrid: run distributed AI jobs on your machines.\n"
                "Start a cluster with `ag start-head` and `ag start-worker`, then `ag submit -- COMMAND`."};
+  app.set_version_flag("--version", ag::version_line());
   app.name("ag");
   app.require_subcommand(1);
   app.fallthrough();
@@ -234,6 +236,8 @@ int run(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::string hint = ag::cli::usage_hint(app, e);

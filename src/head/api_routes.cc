@@ -6,6 +6,7 @@
 
 #include "api/job_spec.h"
 #include "common/sha256.h"
+#include "common/version.h"
 #include "head/job_codec.h"
 #include "head/node_codec.h"
 #include "head/route_helpers.h"
@@ -196,6 +197,11 @@ void ApiRoutes::handle_authenticated(const net::HttpRequest& req, const Principa
     if (!who.is_admin()) return respond(forbidden(std::string("the audit log: ") + kAdminOnly));
     return handle_audit(req, std::move(respond));
   }
+  if (path == "/api/version") {
+    const BuildInfo& info = build_info();
+    return respond(json_response(200, {{"version", info.version}, {"commit", info.commit},
+                                       {"build_type", info.build_type}}));
+  }
   if (path == "/api/nodes" || path == "/api/cluster") {
     if (req.method != "GET") return respond(error_response(405, "use GET for " + path));
     auto alloc = deps_.jobs.allocations();
@@ -222,7 +228,8 @@ void ApiRoutes::handle_authenticated(const net::HttpRequest& req, const Principa
               {"resources", {{"num_cpus", total.cpu_millis / 1000.0}, {"memory_bytes", total.memory_bytes}, {"num_gpus", total.gpus}}},
               {"allocated", {{"num_cpus", used.cpu_millis / 1000.0}, {"memory_bytes", used.memory_bytes}, {"num_gpus", used.gpus}}},
               {"jobs", by_state},
-              {"tls", !ca_pem_.empty()}}));
+              {"tls", !ca_pem_.empty()},
+              {"version", version_line()}}));
   }
   if (path == "/api/jobs") {
     if (req.method == "GET") return handle_list_jobs(req, std::move(respond));

@@ -1,5 +1,8 @@
 #include "worker/worker_daemon.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+
 #include <spdlog/spdlog.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -134,9 +137,21 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
   spdlog::info("worker {} at {}: {}{}", node_id.value(), config.node_ip, summary,
                gpus.empty() ? " (" + why_no_gpus + ")" : "");
 
+  // One agent per data dir: the lock is held for the agent's life (the kernel lets go
+  // of it however the agent ends), so a second one is refused, naming the first.
+  std::string pid_file = config.data_dir + "/agent.pid";
+  const int lock_fd = ::open((config.data_dir + "/agent.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    std::string holder;
+    std::ifstream(pid_file) >> holder;
+    on_ready(Error{ErrorCode::kConflict, "another worker agent" + (holder.empty() ? "" : " (pid " + holder + ")") +
+                                             " already runs with data dir " + config.data_dir +
+                                             "; stop it first (`ag stop`), or give this one its own --data-dir"},
+             "");
+    return 1;
+  }
   // Task supervisors watch this file: while it names a live agent, their tasks are
   // looked after; once no agent has run for the node timeout, they end their tasks.
-  std::string pid_file = config.data_dir + "/agent.pid";
   std::ofstream(pid_file) << ::getpid() << "\n";
 
   boost::asio::io_context io(1);

@@ -673,3 +673,53 @@ def test_json_output_is_json_on_stdout_errors_included(cluster):
     job = json.loads(proc.stdout)
     assert job["state"] == "SUCCEEDED" and "streamed" in proc.stderr
     cluster.job_ids.add(job["job_id"])
+
+
+# ---- versions, and servers that are not a head -------------------------------------------------
+
+def test_version_is_the_same_from_the_cli_the_api_and_status(cluster):
+    line = cluster.ag("--version").stdout.strip()
+    assert line.startswith("AetherGrid ") and "(commit " in line, line
+    status, info = cluster.api("GET", "/api/version")
+    assert status == 200 and line == f"AetherGrid {info['version']} (commit {info['commit']}, {info['build_type']})"
+    assert line in cluster.ag("status").stdout
+
+
+def test_a_server_that_is_not_a_head_is_named_not_printed(head_only):
+    import http.server
+    import threading
+
+    class Foreign(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(404)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(b"<html><body><h1>Not Found</h1></body></html>")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Foreign)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        proc = head_only.ag("--address", f"127.0.0.1:{port}", "--token", "x", "list-jobs", check=False)
+        assert proc.returncode == 1, proc
+        assert f"127.0.0.1:{port} answered but is not an AetherGrid head (HTTP 404)" in proc.stderr, proc.stderr
+        assert "<html>" not in proc.stderr + proc.stdout
+    finally:
+        server.shutdown()
+        thread.join(timeout=5)
+
+
+def test_a_second_agent_for_the_same_data_dir_is_refused_naming_the_first(cluster):
+    first_pid = cluster.worker_pid("127.0.0.2")
+    proc = cluster.ag("start-worker", "--head-node", cluster.address, "--node-ip-address", "127.0.0.4",
+                      "--data-dir", cluster.worker_data_dir("127.0.0.2"), check=False)
+    assert proc.returncode != 0, proc
+    assert f"another worker agent (pid {first_pid}) already runs with data dir" in proc.stderr, proc.stderr
+    # The first goes on, and nothing joined as 127.0.0.4.
+    assert {n["address"] for n in cluster.nodes()} == {"127.0.0.2", "127.0.0.3"}
+    job_id, _ = cluster.submit("--no-wait", "--", "true")
+    assert cluster.wait_state(job_id, "SUCCEEDED")
