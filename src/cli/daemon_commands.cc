@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <thread>
 
 #include "cli/commands.h"
@@ -369,11 +370,19 @@ int stop_daemons(double timeout_s) {
     for (const auto& d : daemons) {
       if ((d.name == "head") == (phase == 1)) group.push_back(d);
     }
+    // Only a live daemon of ours is signalled (and reported stopped); a record whose
+    // process is gone, or whose pid now belongs to something else, is only removed.
+    std::set<int> signalled;
     for (const auto& d : group) {
-      if (process_alive(d.pid) && is_our_daemon(d.pid)) ::kill(d.pid, SIGTERM);
+      if (process_alive(d.pid) && is_our_daemon(d.pid) && ::kill(d.pid, SIGTERM) == 0) signalled.insert(d.pid);
     }
     auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
     for (const auto& d : group) {
+      if (!signalled.count(d.pid)) {
+        std::filesystem::remove(d.pid_file);
+        std::cout << d.name << " (pid " << d.pid << ") was not running; its record is removed\n";
+        continue;
+      }
       while (process_alive(d.pid) && std::chrono::steady_clock::now() < deadline) {
         int status;
         ::waitpid(d.pid, &status, WNOHANG);  // reaps it when it is our child (--block tests)
@@ -389,7 +398,7 @@ int stop_daemons(double timeout_s) {
       ++stopped;
     }
   }
-  if (stopped == 0) std::cout << "no AetherGrid daemons were started from this machine (session " << session_dir() << ")\n";
+  if (stopped == 0) std::cout << "no AetherGrid daemons started from this machine were running (session " << session_dir() << ")\n";
   return 0;
 }
 

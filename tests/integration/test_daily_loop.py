@@ -723,3 +723,18 @@ def test_a_second_agent_for_the_same_data_dir_is_refused_naming_the_first(cluste
     assert {n["address"] for n in cluster.nodes()} == {"127.0.0.2", "127.0.0.3"}
     job_id, _ = cluster.submit("--no-wait", "--", "true")
     assert cluster.wait_state(job_id, "SUCCEEDED")
+
+
+def test_ag_stop_reports_only_what_it_stopped(cluster_factory):
+    import os
+    import signal
+    from conftest import pid_alive
+    c = cluster_factory("stopping")
+    dead = c.worker_pid("127.0.0.3")
+    os.kill(dead, signal.SIGKILL)
+    wait_until(lambda: not pid_alive(dead), 10, message="the worker to die")
+    out = c.ag("stop").stdout
+    assert f"worker-127.0.0.3 (pid {dead}) was not running; its record is removed" in out, out
+    assert f"stopped worker-127.0.0.3" not in out, out
+    assert "stopped head" in out and "stopped worker-127.0.0.2" in out, out
+    assert "no AetherGrid daemons started from this machine were running" in c.ag("stop").stdout
