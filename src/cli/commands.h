@@ -46,6 +46,7 @@ struct StartWorkerOptions {
   std::string data_dir;
   double kill_grace_s = 10;
   double package_cache_gb = 10;
+  bool wait_for_head = false;
   bool block = false;
   bool verbose = false;
 };

@@ -227,6 +227,7 @@ int start_worker(const StartWorkerOptions& options) {
   config.node_ip = options.node_ip;
   config.num_cpus = options.num_cpus;
   config.num_gpus = options.num_gpus;
+  config.wait_for_head = options.wait_for_head;
   if (options.labels.size() > api::kMaxNodeLabels) {
     std::cerr << "error: --label: at most " << api::kMaxNodeLabels << " labels, got " << options.labels.size() << "\n";
     return 2;

@@ -85,6 +85,14 @@ void Agent::dial() {
         stop_daemon();
         return;
       }
+      if (!ever_registered_ && !config_.wait_for_head && error.code == ErrorCode::kUnavailable) {
+        spdlog::error("giving up: {}", error.message);
+        report_first(Error{error.code, error.message + "; start the head first, check --head-node, or pass "
+                                                       "--wait-for-head to keep trying until it answers"});
+        stopping_ = true;
+        stop_daemon();
+        return;
+      }
       spdlog::warn("{}; retrying in {} ms", error.message, backoff_ms_);
       report_first(error);
       return retry_later();

@@ -42,6 +42,9 @@ struct AgentConfig {
   // Grace between SIGTERM and SIGKILL when the node fences itself off (lost head).
   int64_t fence_grace_ms = 2000;
   int64_t max_backoff_ms = 5000;
+  // Keep trying a head that cannot be reached at start (otherwise the agent gives up,
+  // so that `ag start-worker` fails with the reason). Once joined it always retries.
+  bool wait_for_head = false;
 };
 
 class Agent {

@@ -130,6 +130,7 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
   for (int i = 0; i < gpu_count; ++i) agent_config.gpu_ids.push_back(i);
   agent_config.resources.gpus = gpu_count;
   agent_config.labels = config.labels;
+  agent_config.wait_for_head = config.wait_for_head;
   char cpus_text[32];
   std::snprintf(cpus_text, sizeof cpus_text, "%g", cpus);
   std::string summary = std::string(cpus_text) + " CPUs, " + std::to_string(agent_config.resources.memory_bytes >> 20) +

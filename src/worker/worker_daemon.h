@@ -26,6 +26,7 @@ struct WorkerConfig {
   std::string task_user;  // --task-user; "" for the default (worker/task_user.h)
   std::string head_ca_pem;  // verify the head against this CA (TLS); "" for plain HTTP
   bool verbose = false;
+  bool wait_for_head = false;  // keep trying a head not reachable at start
 };
 
 // Runs the worker until it is told to stop. `on_ready` is called exactly once: ok

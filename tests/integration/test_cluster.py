@@ -291,7 +291,7 @@ def test_worker_keeps_retrying_a_closed_port(cluster_factory):
     lonely = cluster_factory("lonely", start_head=False)
     (closed_port,) = free_ports(1)
     proc = lonely.start_worker("127.0.0.8", num_cpus=1, check=False, token="some-token",
-                               head=f"127.0.0.1:{closed_port}")
+                               head=f"127.0.0.1:{closed_port}", options=["--wait-for-head"])
     assert proc.returncode >= 0, proc  # not killed by a signal
     assert "cannot reach head at" in proc.stdout + proc.stderr, proc
     pid = lonely.worker_pid("127.0.0.8")

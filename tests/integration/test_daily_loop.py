@@ -738,3 +738,14 @@ def test_ag_stop_reports_only_what_it_stopped(cluster_factory):
     assert f"stopped worker-127.0.0.3" not in out, out
     assert "stopped head" in out and "stopped worker-127.0.0.2" in out, out
     assert "no AetherGrid daemons started from this machine were running" in c.ag("stop").stdout
+
+
+def test_start_worker_fails_with_the_reason_when_no_head_answers(cluster_factory):
+    from conftest import free_ports
+    lonely = cluster_factory("nohead", start_head=False)
+    (closed_port,) = free_ports(1)
+    proc = lonely.start_worker("127.0.0.9", num_cpus=1, check=False, token="some-token",
+                               head=f"127.0.0.1:{closed_port}")
+    assert proc.returncode == 1, proc
+    assert "cannot reach head at" in proc.stderr and "--wait-for-head" in proc.stderr, proc.stderr
+    assert lonely.worker_pid("127.0.0.9") is None, lonely.daemon_pids()  # nothing left running

@@ -523,6 +523,30 @@ TEST_F(AgentTest, AWrongTokenStopsTheWorker) {
   EXPECT_TRUE(dialer_.waiting.empty());  // it does not retry
 }
 
+TEST_F(AgentTest, AHeadUnreachableAtStartStopsTheWorkerWithTheReasonUnlessItShouldWait) {
+  start();
+  dialer_.refuse(Error{ErrorCode::kUnavailable, "cannot reach head at 127.0.0.1:1: connection refused"});
+  ASSERT_TRUE(first_.has_value());
+  EXPECT_EQ(first_->error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(first_->error().message.find("--wait-for-head"), std::string::npos) << first_->error().message;
+  EXPECT_EQ(exits_, 1);
+  clock_.advance(60'000);
+  EXPECT_TRUE(dialer_.waiting.empty());  // it does not retry
+}
+
+TEST_F(AgentTest, WaitingForTheHeadKeepsTryingUntilItAnswers) {
+  config_.wait_for_head = true;
+  start();
+  dialer_.refuse(Error{ErrorCode::kUnavailable, "connection refused"});
+  EXPECT_EQ(exits_, 0);
+  clock_.advance(250);
+  ASSERT_EQ(dialer_.waiting.size(), 1u);
+  auto channel = dialer_.accept();
+  channel->take_text();
+  channel->deliver(api::encode(api::Registered{config_.node_id, 7000}));
+  EXPECT_EQ(exits_, 0);
+}
+
 TEST_F(AgentTest, ARefusedTokenComesWithTheDialersAdvice) {
   start();
   dialer_.refuse(Error{ErrorCode::kUnauthenticated, "the head refused the worker's token (HTTP 401)"});
