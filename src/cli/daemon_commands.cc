@@ -287,6 +287,13 @@ int start_worker(const StartWorkerOptions& options) {
   }
   const std::string pinned_path = config.data_dir + "/head-ca.pem";
   auto head_ep = net::parse_endpoint(options.head_node, 6379);
+  // Other machines' ranks reach this one at --node-ip-address (task 0's is MASTER_ADDR):
+  // a loopback address is only right when the head, and so the cluster, is on this machine.
+  if (head_ep.ok() && !net::is_loopback_host(head_ep->host) && net::is_loopback_host(options.node_ip)) {
+    std::cerr << "WARNING: --node-ip-address " << options.node_ip << " is a loopback address, but the head at "
+              << options.head_node << " is on another machine: ranks on other nodes cannot reach this one there. "
+              << "Pass this machine's address (e.g. --node-ip-address $(hostname -I | cut -d' ' -f1)).\n";
+  }
   if (!options.insecure) {
     if (!options.ca_fingerprint.empty()) {
       auto ca = net::fetch_pinned_ca(head_ep.value(), options.ca_fingerprint, 10000);

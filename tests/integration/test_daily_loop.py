@@ -749,3 +749,21 @@ def test_start_worker_fails_with_the_reason_when_no_head_answers(cluster_factory
     assert proc.returncode == 1, proc
     assert "cannot reach head at" in proc.stderr and "--wait-for-head" in proc.stderr, proc.stderr
     assert lonely.worker_pid("127.0.0.9") is None, lonely.daemon_pids()  # nothing left running
+
+
+def test_a_loopback_worker_joining_a_head_elsewhere_is_warned(cluster_factory):
+    import subprocess as sp
+    addresses = [a for a in sp.run(["hostname", "-I"], capture_output=True, text=True, timeout=5).stdout.split()
+                 if "." in a and not a.startswith("127.")]
+    if not addresses:
+        pytest.skip("this machine has no non-loopback IPv4 address to stand for another machine")
+    from conftest import free_ports
+    lonely = cluster_factory("elsewhere", start_head=False)
+    (port,) = free_ports(1)  # nothing listens there: the worker then fails, after the warning
+    proc = lonely.start_worker("127.0.0.9", check=False, token="some-token", head=f"{addresses[0]}:{port}",
+                               options=["--insecure"])
+    assert "WARNING: --node-ip-address 127.0.0.9 is a loopback address" in proc.stderr, proc.stderr
+    assert "Pass this machine's address" in proc.stderr
+    # A cluster on this machine gets no such warning.
+    local = cluster_factory("local-only")
+    assert "WARNING: --node-ip-address" not in local.start_worker("127.0.0.4", check=False).stderr
