@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstdint>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 namespace ag::cli {
@@ -49,6 +50,37 @@ std::string entrypoint_from_command(const std::vector<std::string>& command) {
   std::string entrypoint;
   for (const auto& arg : command) entrypoint += (entrypoint.empty() ? "" : " ") + shell_quote(arg);
   return entrypoint;
+}
+
+std::string in_flag_terms(const std::string& message) {
+  static const std::pair<const char*, const char*> kFlags[] = {
+      {"num_workers", "--num-workers"},
+      {"task_options.num_cpus", "--num-cpus"},
+      {"task_options.num_gpus", "--num-gpus"},
+      {"task_options.memory", "--memory"},
+      {"runtime_env.env_vars", "--env"},
+      {"runtime_env.python", "--python"},
+      {"entrypoint", "the command after --"},
+      {"job_name", "--name"},
+      {"max_retries", "--max-retries"},
+      {"timeout", "--timeout"},
+      {"retry_delay", "--retry-delay"},
+      {"retry_on", "--retry-on"},
+      {"constraints", "--constraint"},
+      {"placement", "--placement"},
+  };
+  const std::string prefix = "field '";
+  if (message.rfind(prefix, 0) != 0) return message;
+  const size_t end = message.find('\'', prefix.size());
+  if (end == std::string::npos) return message;
+  const std::string field = message.substr(prefix.size(), end - prefix.size());
+  for (const auto& [name, flag] : kFlags) {
+    const std::string rest = field.substr(0, std::strlen(name));
+    if (rest == name && (field.size() == rest.size() || field[rest.size()] == '.' || field[rest.size()] == '[')) {
+      return std::string(flag) + " (" + field + ")" + message.substr(end + 1);
+    }
+  }
+  return message;
 }
 
 namespace {
@@ -111,7 +143,9 @@ Result<api::JobSpec> spec_from_submit_options(const SubmitOptions& options) {
     if (!retry_on.ok()) return retry_on.error();
     body["retry_on"] = retry_on.value();
   }
-  return api::parse_job_spec(body);
+  auto spec_checked = api::parse_job_spec(body);
+  if (!spec_checked.ok()) return Error{spec_checked.error().code, in_flag_terms(spec_checked.error().message)};
+  return spec_checked;
 }
 
 }  // namespace ag::cli

@@ -43,6 +43,11 @@ struct SubmitOptions {
 // Returns the first one (kInvalidArgument; `ag submit` exits 2 for these), or nullopt.
 std::optional<Error> check_submit_usage(const SubmitOptions& options);
 
+// The head's parser names REST fields ("field 'task_options.num_cpus': ..."); a user of
+// `ag submit` typed a flag: the same message with the flag first ("--num-cpus
+// (task_options.num_cpus): ..."). Messages about other fields stay as they are.
+std::string in_flag_terms(const std::string& message);
+
 // The command line each task runs: a single argument is taken as a shell command line
 // as it is; several are shell-quoted where needed and joined with spaces.
 std::string entrypoint_from_command(const std::vector<std::string>& command);

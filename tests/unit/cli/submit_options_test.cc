@@ -129,7 +129,22 @@ void expect_refused_like_the_head(const SubmitOptions& options) {
   Result<api::JobSpec> spec = spec_from_submit_options(options);
   ASSERT_FALSE(spec.ok()) << hand_built_body(options).dump();
   EXPECT_EQ(spec.error().code, ErrorCode::kInvalidArgument);
-  EXPECT_EQ(spec.error().message, head_message(options));
+  // The head's words, with the flag the user typed named first.
+  EXPECT_EQ(spec.error().message, in_flag_terms(head_message(options)));
+}
+
+TEST(InFlagTermsTest, ARestFieldIsNamedByItsFlagFirst) {
+  EXPECT_EQ(in_flag_terms("field 'task_options.num_cpus': must be between 0.001 and 1024, got 0"),
+            "--num-cpus (task_options.num_cpus): must be between 0.001 and 1024, got 0");
+  EXPECT_EQ(in_flag_terms("field 'retry_on[0]': must be between 1 and 255, got 0"),
+            "--retry-on (retry_on[0]): must be between 1 and 255, got 0");
+  EXPECT_EQ(in_flag_terms("field 'constraints.gpu': the value must be up to 63 letters"),
+            "--constraint (constraints.gpu): the value must be up to 63 letters");
+  // Not a field, or one without a flag: as it was.
+  EXPECT_EQ(in_flag_terms("something else"), "something else");
+  EXPECT_EQ(in_flag_terms("field 'labels': too many"), "field 'labels': too many");
+  EXPECT_EQ(in_flag_terms("field 'timeout_per_attempt': must be true or false"),
+            "field 'timeout_per_attempt': must be true or false");
 }
 
 // --- Same request as before --------------------------------------------------------
@@ -243,7 +258,8 @@ TEST(SpecFromSubmitOptionsTest, BlankCommandIsRefusedWithTheHeadsMessage) {
   options.command = {"  "};
 
   expect_refused_like_the_head(options);
-  EXPECT_THAT(spec_from_submit_options(options).error().message, HasSubstr("'entrypoint' must not be empty"));
+  EXPECT_THAT(spec_from_submit_options(options).error().message,
+              HasSubstr("the command after -- (entrypoint) must not be empty"));
 }
 
 TEST(SpecFromSubmitOptionsTest, UnknownPlacementIsRefusedWithTheHeadsMessage) {
