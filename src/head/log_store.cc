@@ -242,6 +242,76 @@ std::string LogStore::tail(const api::TaskKey& key, int64_t max_bytes, int max_l
 namespace {
 
 constexpr size_t kTimesBatch = 32;
+
+// A log's receive-time notes, (offset, ms) ascending in both: its .times file (which
+// grows with the log, so it is searched, never read whole) and then those not yet
+// written. A page of lines reads only the notes that time its bytes.
+class TimeNotes {
+ public:
+  using Note = std::pair<int64_t, int64_t>;
+  TimeNotes(const std::string& path, const std::vector<Note>& unsaved) : unsaved_(unsaved) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st{};
+    if (fd_ >= 0 && ::fstat(fd_, &st) == 0) stored_ = static_cast<size_t>(st.st_size) / sizeof(Note);
+  }
+  ~TimeNotes() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  TimeNotes(const TimeNotes&) = delete;
+  TimeNotes& operator=(const TimeNotes&) = delete;
+
+  // Where the first bytes that arrived at or after `ms` begin; nullopt when none did.
+  std::optional<int64_t> first_at_or_after(int64_t ms) const {
+    const size_t i = first_index([ms](const Note& n) { return n.second >= ms; });
+    if (i == size()) return std::nullopt;
+    return at(i).first;
+  }
+
+  // The notes that time the bytes [begin, end): the last one at or before `begin`, and
+  // those within.
+  std::vector<Note> covering(int64_t begin, int64_t end) const {
+    const size_t after = first_index([begin](const Note& n) { return n.first > begin; });
+    const size_t from = after > 0 ? after - 1 : 0;
+    const size_t to = first_index([end](const Note& n) { return n.first >= end; });
+    std::vector<Note> out;
+    if (from < std::min(to, stored_)) {
+      out.resize(std::min(to, stored_) - from);
+      const auto bytes = static_cast<ssize_t>(out.size() * sizeof(Note));
+      if (::pread(fd_, out.data(), static_cast<size_t>(bytes), static_cast<off_t>(from * sizeof(Note))) != bytes) {
+        out.clear();
+      }
+    }
+    for (size_t i = std::max(from, stored_); i < to; ++i) out.push_back(unsaved_[i - stored_]);
+    return out;
+  }
+
+ private:
+  size_t size() const { return stored_ + unsaved_.size(); }
+  Note at(size_t i) const {
+    if (i >= stored_) return unsaved_[i - stored_];
+    Note note{0, 0};
+    if (::pread(fd_, &note, sizeof note, static_cast<off_t>(i * sizeof note)) != sizeof note) return {0, 0};
+    return note;
+  }
+  // The first note for which `past` holds (it holds for every later one too).
+  template <typename Pred>
+  size_t first_index(Pred past) const {
+    size_t lo = 0, hi = size();
+    while (lo < hi) {
+      const size_t mid = lo + (hi - lo) / 2;
+      if (past(at(mid))) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    return lo;
+  }
+
+  int fd_ = -1;
+  size_t stored_ = 0;
+  const std::vector<Note>& unsaved_;
+};
 constexpr int64_t kBackwardChunk = 64 * 1024;
 
 }  // namespace
@@ -291,24 +361,6 @@ void LogStore::save_times(const api::TaskKey& key, OpenLog& log) {
   ::close(fd);
 }
 
-std::vector<std::pair<int64_t, int64_t>> LogStore::times(const api::TaskKey& key, const OpenLog& log) const {
-  std::vector<std::pair<int64_t, int64_t>> out;
-  int fd = ::open(times_path(path_for(key)).c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    struct stat st{};
-    if (::fstat(fd, &st) == 0 && st.st_size >= 16) {
-      std::vector<int64_t> flat(static_cast<size_t>(st.st_size) / sizeof(int64_t) / 2 * 2);
-      ssize_t got = ::pread(fd, flat.data(), flat.size() * sizeof(int64_t), 0);
-      for (size_t i = 0; got > 0 && i + 1 < static_cast<size_t>(got) / sizeof(int64_t); i += 2) {
-        out.emplace_back(flat[i], flat[i + 1]);
-      }
-    }
-    ::close(fd);
-  }
-  out.insert(out.end(), log.unsaved_times.begin(), log.unsaved_times.end());
-  return out;
-}
-
 int64_t LogStore::start_of_last_lines(const api::TaskKey& key, int64_t begin, int64_t end, int64_t count,
                                       int64_t max_bytes, bool* cut) const {
   int fd = ::open(path_for(key).c_str(), O_RDONLY | O_CLOEXEC);
@@ -339,12 +391,9 @@ int64_t LogStore::start_of_last_lines(const api::TaskKey& key, int64_t begin, in
 Result<LogStore::LinePage> LogStore::lines(const api::TaskKey& key, const LineQuery& query) {
   OpenLog& log = open(key);
   const int64_t end = log.size;
-  const auto noted = times(key, log);
+  const TimeNotes notes(times_path(path_for(key)), log.unsaved_times);
   int64_t begin = std::clamp<int64_t>(query.from, 0, end);
-  if (query.since_ms) {
-    auto first = std::find_if(noted.begin(), noted.end(), [&](const auto& t) { return t.second >= *query.since_ms; });
-    begin = std::max(begin, first == noted.end() ? end : first->first);
-  }
+  if (query.since_ms) begin = std::max(begin, notes.first_at_or_after(*query.since_ms).value_or(end));
   // Bytes dropped under the cap read as a marker line, from the next whole line on.
   const bool asked_dropped = begin < log.dropped;
   begin = std::max(begin, log.dropped);
@@ -370,6 +419,8 @@ Result<LogStore::LinePage> LogStore::lines(const api::TaskKey& key, const LineQu
     begin += static_cast<int64_t>(skip);
   }
   const bool whole = begin + static_cast<int64_t>(text.size()) == end && log.closed;
+  const auto noted = notes.covering(std::min(begin, log.dropped > 0 ? log.dropped : begin),
+                                    begin + static_cast<int64_t>(text.size()));
   size_t at = 0;
   auto time_at = [&](int64_t offset) {
     auto it = std::upper_bound(noted.begin(), noted.end(), offset,

@@ -150,7 +150,6 @@ class LogStore {
   // Frees the oldest part of a log over max_log_bytes_, keeping three quarters of it.
   void drop_oldest(const api::TaskKey& key, OpenLog& log, int fd);
   void save_times(const api::TaskKey& key, OpenLog& log);
-  std::vector<std::pair<int64_t, int64_t>> times(const api::TaskKey& key, const OpenLog& log) const;
   // Where the last `count` lines of [begin, end) start, reading back at most max_bytes
   // (`cut`: the search stopped there, mid-line, before finding them all).
   int64_t start_of_last_lines(const api::TaskKey& key, int64_t begin, int64_t end, int64_t count,
