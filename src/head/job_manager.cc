@@ -399,7 +399,9 @@ void JobManager::on_node_registered(const std::string& node_id, const std::vecto
   Reconciliation plan = reconcile_node(jobs_, active_, node_id, running, ended, config_.kill_grace_ms);
   for (const auto& kill : plan.kill) deps_.workers.send(node_id, kill);
   for (const auto& task : plan.adopt) task_started(task.task, task.pid);
-  for (const auto& ref : plan.relaunch) send_launch(jobs_.at(ref.task.job_id), ref);
+  for (const auto& ref : plan.relaunch) {
+    if (!unstored_launches_.count(ref.task)) send_launch(jobs_.at(ref.task.job_id), ref);
+  }
   const Node* node = deps_.nodes.find(node_id);
   const std::string label = node ? node->label() : node_id;
   for (const auto& ref : plan.lost) {
@@ -684,10 +686,7 @@ void JobManager::apply(Job& job, const Effects& fx) {
   std::vector<JobEvent> added;
   for (const auto& e : fx.events) add_event(job, e, added);
   if (fx.changed || !added.empty()) persist(job, added);
-  // A placement is written at once (after a write in flight), not batched: a head
-  // restarted right after it must know the attempt whose tasks its workers run.
-  if (!fx.launch.empty()) flush_unsaved();
-  for (const auto& ref : fx.launch) send_launch(job, ref);
+  if (!fx.launch.empty()) launch_when_stored(job.id, fx.launch);
   for (const auto& ref : fx.kill) send_kill(ref);
   const AttemptRecord* attempt = job.current_attempt();
   if (fx.requeue || fx.finished) {
@@ -720,6 +719,25 @@ void JobManager::send_launch(const Job& job, const TaskRef& ref) {
     exit.start_error = "its node is not connected";
     task_exited(task, exit);
   });
+}
+
+void JobManager::launch_when_stored(const std::string& job_id, const std::vector<TaskRef>& refs) {
+  for (const auto& ref : refs) unstored_launches_.insert(ref.task);
+  auto alive = alive_;
+  after_durable([this, alive, job_id, refs] {
+    if (!*alive) return;
+    for (const auto& ref : refs) {
+      unstored_launches_.erase(ref.task);
+      // Unless the attempt was stopped or given up meanwhile.
+      const Job* job = find(job_id);
+      const AttemptRecord* attempt = job ? job->current_attempt() : nullptr;
+      if (!attempt || attempt->number != ref.task.attempt || attempt->ending) continue;
+      const TaskRecord& task = attempt->tasks[static_cast<size_t>(ref.task.task_index)];
+      if (task.state == TaskState::kStarting && task.node_id == ref.node_id) send_launch(*job, ref);
+    }
+  });
+  // Written at once (after a write in flight), not batched: a task starts on the write.
+  flush_unsaved();
 }
 
 void JobManager::send_kill(const TaskRef& ref) {

@@ -181,6 +181,10 @@ class JobManager {
   void flush_unsaved();
   void add_event(Job& job, const std::string& message, std::vector<JobEvent>& out);
   void send_launch(const Job& job, const TaskRef& ref);
+  // Sends the launches of a new placement once it is stored: a head restarted after a
+  // task began must know the attempt it belongs to, or it would place the job again
+  // under the same task ids while the first run goes on.
+  void launch_when_stored(const std::string& job_id, const std::vector<TaskRef>& refs);
   void send_kill(const TaskRef& ref);
   // A port of the range no live attempt holds and task 0's node does not report busy.
   int allocate_master_port(const std::string& node_id);
@@ -216,6 +220,9 @@ class JobManager {
   int64_t persist_interval_ms_ = 20;  // grows with what the last flush cost
   // after_durable callbacks waiting for the next flush to be stored.
   std::vector<std::function<void()>> durable_waiters_;
+  // Placed tasks whose launch waits for their placement to be stored (a node that
+  // re-registers meanwhile is not sent them twice).
+  std::set<api::TaskKey> unstored_launches_;
   struct ArmedDeadline {
     Deadline deadline;
     Timers::Id timer = 0;

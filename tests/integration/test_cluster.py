@@ -192,7 +192,7 @@ def test_jobs_survive_a_head_restart(cluster):
     # Nothing lost: the workers reconnect and every job still finishes.
     for job_id in job_ids:
         job = cluster.wait_state(job_id, ("SUCCEEDED", "FAILED", "STOPPED"), timeout=30)
-        assert job["state"] == "SUCCEEDED", job
+        assert job["state"] == "SUCCEEDED", (job.get("message"), job.get("failure"), job["attempts"])
 
 
 def test_pending_job_says_why_and_can_be_stopped(cluster):

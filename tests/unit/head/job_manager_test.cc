@@ -271,6 +271,42 @@ TEST_F(JobManagerTest, AChangeTheStoreCannotWriteIsWrittenAgainAndAfterDurableWa
   EXPECT_EQ(stored(id).state, JobState::kSucceeded);
 }
 
+TEST_F(JobManagerTest, ATaskIsLaunchedOnlyOnceItsPlacementIsStoredAndOnlyOnce) {
+  add_node("node_a");
+  std::optional<Result<std::string>> result;
+  jobs_->submit(spec(), [&](Result<std::string> id) { result = std::move(id); });
+  store_.fail_next_writes(1);  // the job is stored; its placement is not, at first
+  clock_.run_ready();
+  ASSERT_TRUE(result.has_value() && result->ok());
+  std::string id = result->value();
+  EXPECT_EQ(job(id).state, JobState::kRunning);
+  EXPECT_TRUE(channel_.take<api::Launch>().empty());  // a restart now would not know attempt 0
+  EXPECT_TRUE(stored(id).attempts.empty());
+  // The node re-registers meanwhile: the launch still waits, and is not sent twice.
+  jobs_->on_node_registered("node_a", {}, {});
+  clock_.run_ready();
+  EXPECT_TRUE(channel_.take<api::Launch>().empty());
+  clock_.advance(1000);  // the write is tried again
+  ASSERT_EQ(stored(id).attempts.size(), 1u);
+  auto launches = channel_.take<api::Launch>();
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].second.task, (api::TaskKey{id, 0, 0}));
+}
+
+TEST_F(JobManagerTest, AJobStoppedBeforeItsPlacementIsStoredIsNeverLaunched) {
+  add_node("node_a");
+  std::optional<Result<std::string>> result;
+  jobs_->submit(spec(), [&](Result<std::string> id) { result = std::move(id); });
+  store_.fail_next_writes(1);
+  clock_.run_ready();
+  ASSERT_TRUE(result.has_value() && result->ok());
+  ASSERT_TRUE(jobs_->stop(result->value(), "alice").ok());
+  clock_.advance(1000);
+  clock_.advance(1000);
+  EXPECT_EQ(stored(result->value()).attempts.size(), 1u);
+  EXPECT_TRUE(channel_.take<api::Launch>().empty());
+}
+
 TEST_F(JobManagerTest, StoreWriteFailureRefusesTheJobAndKeepsNothing) {
   add_node("node_a");
   store_.fail_next_writes(1);
