@@ -440,6 +440,10 @@ void JobManager::task_exited(const api::TaskKey& task, const api::TaskExit& exit
   auto it = jobs_.find(task.job_id);
   if (it == jobs_.end()) return;
   apply(it->second, head::on_task_exited(it->second, task.attempt, task.task_index, exit, deps_.clock.now_ms()));
+  // Any task that ended freed capacity: let queued jobs have it now. (A start, a
+  // placement or a new pending reason frees nothing; a pass after them would only
+  // look at the same queue again.)
+  if (!pending_.empty()) request_schedule();
 }
 
 void JobManager::on_node_dead(const std::string& node_id) {
@@ -705,8 +709,8 @@ void JobManager::apply(Job& job, const Effects& fx) {
     notify_waiters(job.id);
     for (const auto& observer : observers_) observer(job);
   }
-  // Any task that ended freed capacity: let queued jobs have it now.
-  if (fx.changed && !pending_.empty()) request_schedule();
+  // A job that ended or went back to the queue: queued jobs may have what it held.
+  if ((fx.finished || fx.requeue) && !pending_.empty()) request_schedule();
 }
 
 void JobManager::send_launch(const Job& job, const TaskRef& ref) {
@@ -724,10 +728,10 @@ void JobManager::send_launch(const Job& job, const TaskRef& ref) {
 void JobManager::launch_when_stored(const std::string& job_id, const std::vector<TaskRef>& refs) {
   for (const auto& ref : refs) unstored_launches_.insert(ref.task);
   auto alive = alive_;
-  after_durable([this, alive, job_id, refs] {
+  auto launch = [this, alive, job_id, refs] {
     if (!*alive) return;
     for (const auto& ref : refs) {
-      unstored_launches_.erase(ref.task);
+      if (!unstored_launches_.erase(ref.task)) continue;  // sent already
       // Unless the attempt was stopped or given up meanwhile.
       const Job* job = find(job_id);
       const AttemptRecord* attempt = job ? job->current_attempt() : nullptr;
@@ -735,9 +739,20 @@ void JobManager::launch_when_stored(const std::string& job_id, const std::vector
       const TaskRecord& task = attempt->tasks[static_cast<size_t>(ref.task.task_index)];
       if (task.state == TaskState::kStarting && task.node_id == ref.node_id) send_launch(*job, ref);
     }
+  };
+  // The placed job alone, at once: it does not wait for a flush in flight, and the
+  // store commits it with whatever else is queued. The job stays marked changed, so
+  // the next flush writes it again (with its events) whatever happens to this write;
+  // a later flush always carries a newer copy, and the store applies writes in order.
+  std::vector<store::Mutation> batch{{store::kJobsTable, job_id, job_to_json(jobs_.at(job_id)).dump()}};
+  deps_.store.write(std::move(batch), [this, alive, launch](const Status& status) {
+    deps_.timers.post([this, alive, launch, status] {
+      if (!*alive) return;
+      if (status) return launch();
+      // A full disk, say: the launch waits for the flush, which retries until it is stored.
+      after_durable(launch);
+    });
   });
-  // Written at once (after a write in flight), not batched: a task starts on the write.
-  flush_unsaved();
 }
 
 void JobManager::send_kill(const TaskRef& ref) {

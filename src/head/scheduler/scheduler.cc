@@ -477,10 +477,34 @@ std::optional<std::string> never_fits(const std::vector<NodeView>& nodes, const 
   return infeasible_reason(working, largest_node(working), job);
 }
 
+// The dimensions in which blocked jobs hold everything, on every node: none of it is
+// free and none is left to reserve, so no later job that asks for some of it can be
+// placed or reserve. A dimension is marked 1 when so.
+Resources fully_reserved(const std::vector<WorkingNode>& nodes) {
+  Resources full{1, 1, 1};
+  for (const WorkingNode& node : nodes) {
+    const Resources left = clamp_at_zero(node.capacity - node.reserved);
+    if (node.free.cpu_millis > 0 || left.cpu_millis > 0) full.cpu_millis = 0;
+    if (node.free.memory_bytes > 0 || left.memory_bytes > 0) full.memory_bytes = 0;
+    if (node.free.gpus > 0 || left.gpus > 0) full.gpus = 0;
+  }
+  return full;
+}
+
+bool needs_any_of(const Resources& need, const Resources& dims) {
+  return (need.cpu_millis > 0 && dims.cpu_millis > 0) || (need.memory_bytes > 0 && dims.memory_bytes > 0) ||
+         (need.gpus > 0 && dims.gpus > 0);
+}
+
 Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>& queue) {
   Plan plan;
   std::vector<WorkingNode> working = make_working_nodes(nodes);
   const Resources largest = largest_node(working);
+  // The dimensions blocked jobs already hold whole: the jobs further back that need
+  // them are not weighed one by one (on a full cluster with a long queue that would
+  // cost every pass, and a pass runs at every task end, for nothing).
+  Resources saturated;
+  std::string behind_reason;  // theirs
 
   for (size_t q = 0; q < queue.size(); ++q) {
     const PendingJob& job = queue[q];
@@ -496,6 +520,10 @@ Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>&
       continue;
     }
 
+    if (needs_any_of(job.per_task, saturated)) {
+      plan.pending.push_back({job.job_id, PendingKind::kWaitingBehind, behind_reason});
+      continue;
+    }
     const int64_t n = job.num_tasks;
     std::vector<Candidate> candidates;
     candidates.reserve(working.size());
@@ -518,6 +546,14 @@ Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>&
     });
     plan.pending.push_back(waiting_reason(working, queue, job, unreserved_slots));
     reserve(working, job, static_cast<int>(q));
+    saturated = fully_reserved(working);
+    if (behind_reason.empty() && !demands_nothing(saturated)) {
+      int blocker = static_cast<int>(q);
+      for (const WorkingNode& node : working) {
+        if (node.first_reserver >= 0) blocker = std::min(blocker, node.first_reserver);
+      }
+      behind_reason = "waiting behind job " + queue[static_cast<size_t>(blocker)].job_id + " (resources reserved for it)";
+    }
   }
   return plan;
 }

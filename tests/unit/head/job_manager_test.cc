@@ -275,7 +275,9 @@ TEST_F(JobManagerTest, ATaskIsLaunchedOnlyOnceItsPlacementIsStoredAndOnlyOnce) {
   add_node("node_a");
   std::optional<Result<std::string>> result;
   jobs_->submit(spec(), [&](Result<std::string> id) { result = std::move(id); });
-  store_.fail_next_writes(1);  // the job is stored; its placement is not, at first
+  // The job is stored; its placement is not, at first: neither on its own nor with the
+  // next flush.
+  store_.fail_next_writes(2);
   clock_.run_ready();
   ASSERT_TRUE(result.has_value() && result->ok());
   std::string id = result->value();
@@ -297,7 +299,7 @@ TEST_F(JobManagerTest, AJobStoppedBeforeItsPlacementIsStoredIsNeverLaunched) {
   add_node("node_a");
   std::optional<Result<std::string>> result;
   jobs_->submit(spec(), [&](Result<std::string> id) { result = std::move(id); });
-  store_.fail_next_writes(1);
+  store_.fail_next_writes(2);
   clock_.run_ready();
   ASSERT_TRUE(result.has_value() && result->ok());
   ASSERT_TRUE(jobs_->stop(result->value(), "alice").ok());

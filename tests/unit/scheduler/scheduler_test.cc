@@ -222,6 +222,29 @@ TEST(BackfillTest, SmallJobsUseOnlyNodesOutsideTheReservation) {
             "waiting behind job head (resources reserved for it)");
 }
 
+TEST(BackfillTest, OnceBlockedJobsHoldAWholeResourceLaterJobsNeedingItWaitAndOthersStillRun) {
+  // Both nodes are busy; "r1" and "r2" reserve all four CPUs between them.
+  NodeView a = make_node("a", 2), b = make_node("b", 2);
+  a.free.cpu_millis = b.free.cpu_millis = 0;
+  const std::vector<NodeView> nodes = {a, b};
+  std::vector<PendingJob> queue = {make_job("r1", 1, 2), make_job("r2", 1, 2)};
+  for (int i = 0; i < 50; ++i) queue.push_back(make_job("cpu" + std::to_string(i), 1, 0.5));
+  queue.push_back(make_job("memory_only", 1, 0, 0, int64_t{1} << 30));
+
+  const Plan plan = schedule(nodes, queue);
+
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_EQ(plan.placements[0].job_id, "memory_only");  // it needs no CPU
+  EXPECT_EQ(find_pending(plan, "r2")->kind, PendingKind::kWaitingForResources);
+  for (const char* id : {"cpu0", "cpu49"}) {
+    const PendingReason* waiting = find_pending(plan, id);
+    ASSERT_NE(waiting, nullptr) << id;
+    EXPECT_EQ(waiting->kind, PendingKind::kWaitingBehind);
+    EXPECT_EQ(waiting->reason, "waiting behind job r1 (resources reserved for it)");
+  }
+  EXPECT_EQ(plan.pending.size(), queue.size() - 1);
+}
+
 TEST(BackfillTest, ReservationPrefersNodeWhereHeadCanStartSoonest) {
   // "b" has more GPUs free, so the head's reservation goes there and the small job
   // may use the free GPUs on "a".
