@@ -195,6 +195,28 @@ def test_jobs_survive_a_head_restart(cluster):
         assert job["state"] == "SUCCEEDED", (job.get("message"), job.get("failure"), job["attempts"])
 
 
+def test_a_head_killed_right_after_placing_runs_each_job_exactly_once(cluster, tmp_path):
+    # The head stores a placement before the launch goes out: killed at any moment
+    # after it, the restarted head knows the attempt its workers run (or will be told to
+    # run), so no job is placed again under the same task id, run twice or failed.
+    ran = tmp_path / "ran"
+    job_ids = []
+    for round_ in range(3):
+        ids = [cluster.submit("--no-wait", "--", f"echo $AG_JOB_ID >> {ran}; sleep 0.3")[0]
+               for _ in range(3)]
+        job_ids += ids
+        head_pid = cluster.head_pid()
+        os.kill(head_pid, signal.SIGKILL)
+        wait_until(lambda: not pid_alive(head_pid), 10, message="the head to die")
+        cluster.start_head()
+    for job_id in job_ids:
+        job = cluster.wait_state(job_id, ("SUCCEEDED", "FAILED", "STOPPED"), timeout=30)
+        assert job["state"] == "SUCCEEDED", (job.get("message"), job.get("failure"), job["attempts"])
+        assert len(job["attempts"]) == 1, job["attempts"]
+    runs = ran.read_text().split()
+    assert sorted(runs) == sorted(job_ids), "each job must run exactly once"
+
+
 def test_pending_job_says_why_and_can_be_stopped(cluster):
     job_id, _ = cluster.submit("--num-gpus", 4, "--allow-unschedulable", "--no-wait", "--", "true")
     time.sleep(0.5)
