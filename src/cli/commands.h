@@ -14,6 +14,7 @@ namespace ag::cli {
 
 struct StartHeadOptions {
   std::string node_ip = "127.0.0.1";
+  std::string bind;  // where to listen, when not node_ip
   int port = 6379;
   int dashboard_port = 8265;
   std::string data_dir;

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -19,6 +20,7 @@
 #include "common/logging.h"
 #include "common/private_dir.h"
 #include "head/head_daemon.h"
+#include "net/addresses.h"
 #include "net/auth.h"
 #include "net/http_client.h"
 #include "net/tls.h"
@@ -125,7 +127,17 @@ std::string absolute(const std::string& path) {
 
 int start_head(const StartHeadOptions& options) {
   head::HeadConfig config;
-  config.node_ip = options.node_ip;
+  config.node_ip = options.bind.empty() ? options.node_ip : options.bind;
+  config.advertise = options.advertise;
+  // What the join line and the dashboard link name: --node-ip-address, unless it is a
+  // wildcard, or a loopback address (the default) while --bind opens other interfaces.
+  const bool show_node_ip = !net::is_wildcard_address(options.node_ip) &&
+                            (options.bind.empty() || !net::is_loopback_host(options.node_ip) ||
+                             net::is_loopback_host(options.bind));
+  const std::string shown = show_node_ip ? options.node_ip : net::advertised_address(options.advertise);
+  if (shown != config.node_ip && std::find(config.advertise.begin(), config.advertise.end(), shown) == config.advertise.end()) {
+    config.advertise.push_back(shown);  // in the head's certificate
+  }
   config.port = options.port;
   config.dashboard_port = options.dashboard_port;
   config.data_dir = absolute(options.data_dir.empty() ? session_dir() + "/head" : options.data_dir);
@@ -149,7 +161,6 @@ int start_head(const StartHeadOptions& options) {
   config.insecure = options.insecure;
   config.tls_cert = options.tls_cert;
   config.tls_key = options.tls_key;
-  config.advertise = options.advertise;
   if (config.tls_cert.empty() != config.tls_key.empty()) {
     std::cerr << "error: give --tls-cert and --tls-key together\n";
     return 2;
@@ -158,13 +169,15 @@ int start_head(const StartHeadOptions& options) {
     std::cerr << "error: " << s.error().message << "\n";
     return 1;
   }
-  std::string address = options.node_ip + ":" + std::to_string(options.port);
-  std::string dashboard = std::string(options.insecure ? "http://" : "https://") + options.node_ip + ":" +
+  std::string address = shown + ":" + std::to_string(options.port);
+  std::string dashboard = std::string(options.insecure ? "http://" : "https://") + shown + ":" +
                           std::to_string(options.dashboard_port);
+  // The CLI and SDK on this machine reach a head on every interface over loopback.
+  std::string local_address = net::is_wildcard_address(config.node_ip) ? "127.0.0.1:" + std::to_string(options.port) : address;
 
   auto announce = [&](const std::string& token, int pid) {
     std::string ca_file = options.insecure ? "" : config.data_dir + "/tls/ca.crt";
-    warn_if_failed(write_session({address, dashboard, config.data_dir, config.data_dir + "/token", ca_file}),
+    warn_if_failed(write_session({local_address, dashboard, config.data_dir, config.data_dir + "/token", ca_file}),
                    "the CLI and SDK on this machine will not find the head by themselves");
     auto join = net::read_private_token_file(config.data_dir + "/join-token");
     std::string pin;

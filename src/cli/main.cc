@@ -73,7 +73,8 @@ int run(int argc, char** argv) {
 
   StartHeadOptions head;
   auto* start_head_cmd = app.add_subcommand("start-head", "Start the head daemon");
-  start_head_cmd->add_option("--node-ip-address", head.node_ip, "IP address to bind and advertise")->capture_default_str();
+  start_head_cmd->add_option("--node-ip-address", head.node_ip, "IP address to bind and advertise (0.0.0.0: every interface)")->capture_default_str();
+  start_head_cmd->add_option("--bind", head.bind, "Listen on this address instead (0.0.0.0: every interface); the join line and dashboard link then name a non-loopback --node-ip-address, else the first --advertise-address, else the outgoing interface's address");
   start_head_cmd->add_option("--port", head.port, "Cluster/API port")->capture_default_str()->check(CLI::Range(1, 65535));
   start_head_cmd->add_option("--dashboard-port", head.dashboard_port, "Dashboard port")->capture_default_str()->check(CLI::Range(1, 65535));
   start_head_cmd->add_option("--data-dir", head.data_dir, "Where the head keeps its database, logs and token");

@@ -709,7 +709,9 @@ Status HttpServer::enable_tls(const TlsIdentity& identity, bool plain_for_loopba
 Status HttpServer::listen(const std::string& address, uint16_t port) {
   beast::error_code ec;
   auto ip = asio::ip::make_address(address, ec);
-  if (ec) return invalid_argument("'" + address + "' is not an IP address");
+  if (ec) {
+    return invalid_argument("'" + address + "' is not an IP address; give one of this machine's addresses, or 0.0.0.0 for every interface");
+  }
   tcp::endpoint endpoint(ip, port);
   auto acceptor = std::make_unique<tcp::acceptor>(impl_->io);
   acceptor->open(endpoint.protocol(), ec);
@@ -717,9 +719,12 @@ Status HttpServer::listen(const std::string& address, uint16_t port) {
   if (!ec) acceptor->bind(endpoint, ec);
   if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
-    std::string hint = ec == asio::error::address_in_use
-                           ? " (another process is listening there; is a head already running? stop it with `ag stop` or pick another port)"
-                           : "";
+    std::string hint;
+    if (ec == asio::error::address_in_use) {
+      hint = " (another process is listening there; is a head already running? stop it with `ag stop` or pick another port)";
+    } else if (ec == boost::system::errc::address_not_available) {
+      hint = " (it is not an address of this machine; `ip -brief address` lists them, and 0.0.0.0 means every interface)";
+    }
     return Error{ErrorCode::kUnavailable,
                  "cannot listen on " + address + ":" + std::to_string(port) + ": " + ec.message() + hint};
   }

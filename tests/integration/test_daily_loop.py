@@ -767,3 +767,59 @@ def test_a_loopback_worker_joining_a_head_elsewhere_is_warned(cluster_factory):
     # A cluster on this machine gets no such warning.
     local = cluster_factory("local-only")
     assert "WARNING: --node-ip-address" not in local.start_worker("127.0.0.4", check=False).stderr
+
+
+def _outgoing_ipv4():
+    """The address the head should name when it listens on every interface (the same
+    choice as net::outgoing_address: the default route's source, else an interface)."""
+    import socket
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("192.0.2.1", 9))
+            return s.getsockname()[0]
+        except OSError:
+            return None
+
+
+def test_a_head_on_every_interface_names_its_advertised_address_in_the_join_line(cluster_factory):
+    c = cluster_factory("bind-advertise", workers=(), start_head=False,
+                        head_options=["--bind", "0.0.0.0", "--advertise-address", "127.0.0.9"])
+    out = c.start_head().stdout
+    assert f"ag start-worker --head-node 127.0.0.9:{c.port} " in out, out
+    assert f"Dashboard and REST API: https://127.0.0.9:{c.dashboard_port}" in out, out
+    assert "0.0.0.0" not in out, out
+    # It listens on every interface: a worker joins through the advertised address, and
+    # the CLI on this machine still finds the head by itself.
+    c.start_worker("127.0.0.2", head=f"127.0.0.9:{c.port}")
+    wait_until(lambda: len(c.ag_json("list-nodes")["nodes"]) == 1, 15, message="the worker to join")
+    job_id, proc = c.submit("--", "echo joined-through-the-advertised-address")
+    assert proc.returncode == 0 and "joined-through-the-advertised-address" in proc.stdout, proc
+
+
+def test_a_head_bound_to_every_interface_without_an_advertised_address_names_the_outgoing_one(cluster_factory):
+    import socket
+    c = cluster_factory("bind-outgoing", workers=(), start_head=False, head_options=["--bind", "0.0.0.0"])
+    out = c.start_head().stdout
+    line = next(l for l in out.splitlines() if "ag start-worker --head-node" in l)
+    host = line.split("--head-node ")[1].split()[0].rsplit(":", 1)[0]
+    assert host not in ("0.0.0.0", "127.0.0.1"), line
+    expected = _outgoing_ipv4()
+    if expected:
+        assert host == expected, (host, expected)
+    with socket.create_connection((host, c.port), timeout=5):
+        pass  # the head answers there
+    assert c.ag_json("list-nodes")["nodes"] == []  # and on loopback, for this machine's CLI
+
+
+@pytest.mark.parametrize("bind, expected", [
+    ("nonsense", "'nonsense' is not an IP address; give one of this machine's addresses, or 0.0.0.0"),
+    ("10.255.255.254", "it is not an address of this machine"),
+])
+def test_a_bind_address_the_head_cannot_listen_on_is_refused_with_what_to_do(cluster_factory, bind, expected):
+    c = cluster_factory("bad-bind", workers=(), start_head=False, head_options=["--bind", bind])
+    proc = c.start_head(check=False)
+    assert proc.returncode != 0, proc
+    assert expected in proc.stderr, proc.stderr
+    from conftest import pid_alive
+    pid = c.head_pid()
+    assert pid is None or not pid_alive(pid), "no head may be left running"
