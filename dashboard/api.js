@@ -66,6 +66,13 @@ export async function getLog(jobId, params, options) {
   };
 }
 
+// Who is signed in ({name, role, groups}), asked once per page load.
+let me = null;
+export function whoami() {
+  if (!me) me = getJson("/api/whoami");
+  return me;
+}
+
 export async function signOut() {
   await fetch("/api/session", { method: "DELETE", headers: { "X-AG-CSRF": "1" }, credentials: "same-origin" });
   location.replace("/");

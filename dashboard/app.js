@@ -9,7 +9,7 @@
 // Pages load what they show from the REST API once, then apply pushed updates; nothing
 // here polls the head on a timer.
 import { h, clear } from "./dom.js";
-import { getJson, signOut } from "./api.js";
+import { getJson, signOut, whoami } from "./api.js";
 import * as overview from "./pages/overview.js";
 import * as jobs from "./pages/jobs.js";
 import * as job from "./pages/job.js";
@@ -92,8 +92,13 @@ getJson("/api/cluster").then((cluster) => {
   document.body.insertBefore(banner, document.body.firstChild);
 }).catch(() => {});
 // Who is signed in, and as what: a viewer's pages offer nothing it may not do.
-getJson("/api/whoami").then((me) => {
+whoami().then((me) => {
   document.getElementById("who").textContent = me.name + " · " + me.role;
+}).catch(() => {});
+// Which head this is, in the footer (what to quote in a bug report).
+getJson("/api/version").then((v) => {
+  const footer = document.getElementById("version");
+  footer.textContent = "AetherGrid " + v.version + (v.commit ? " · commit " + v.commit : "");
 }).catch(() => {});
 window.addEventListener("hashchange", route);
 route();

@@ -58,6 +58,13 @@ export function badge(state) {
   return h("span", { class: "badge state-" + String(state).toLowerCase() }, state);
 }
 
+// {gpu: "a100", zone: "b"} as small "gpu=a100" chips, or a muted "none".
+export function labelList(labels) {
+  const keys = Object.keys(labels || {}).sort();
+  if (keys.length === 0) return h("span", { class: "muted" }, "none");
+  return h("span", { class: "labels" }, keys.map((k) => h("span", { class: "label" }, k + "=" + labels[k])));
+}
+
 // "#/jobs/ID" with the id encoded, so no id can become another route or a scheme.
 export function jobHref(id) { return "#/jobs/" + encodeURIComponent(id); }
 export function nodeHref(id) { return "#/nodes/" + encodeURIComponent(id); }

@@ -1,7 +1,8 @@
 // One node: state, capacity and allocation, its usage over the last 15 minutes (CPU,
 // memory, each GPU) and its tasks.
-import { h, replace, badge, formatBytes, formatNumber, formatTime, formatDuration, runDuration, jobHref, throttle } from "../dom.js";
-import { getJson } from "../api.js";
+import { h, replace, badge, labelList, formatBytes, formatNumber, formatTime, formatDuration, runDuration, jobHref, throttle,
+  confirmDialog } from "../dom.js";
+import { getJson, postJson, whoami } from "../api.js";
 import { lineChart, UsageSeries } from "../charts.js";
 
 function pct(v) { return Math.round(v) + "%"; }
@@ -30,13 +31,47 @@ export function mount(view, ctx) {
     return h("figure", { class: "chart-box" }, h("figcaption", {}, title), chart);
   }
 
+  let isAdmin = false;
+  whoami().then((me) => {
+    isAdmin = me.role === "admin";
+    if (alive && node) renderInfo();
+  }).catch(() => {});
+
+  async function setDraining(button, draining) {
+    if (draining) {
+      const ok = await confirmDialog("Drain node " + (node.hostname || nodeId) + "?",
+        "No new tasks are placed on it; the tasks running there finish. Resume it to take tasks again.", "Drain node");
+      if (!ok) return;
+    }
+    button.disabled = true;
+    try {
+      await postJson("/api/nodes/" + encodeURIComponent(nodeId) + (draining ? "/drain" : "/resume"));
+      await load();
+    } catch (e) {
+      error.textContent = "Could not " + (draining ? "drain" : "resume") + " the node: " + e.message;
+      error.hidden = false;
+      button.disabled = false;
+    }
+  }
+
   function renderInfo() {
-    replace(header, h("h1", {}, node.hostname || nodeId, " ", badge(node.state)));
+    // Offered to admins only, as the head allows.
+    let action = null;
+    if (isAdmin && node.draining) {
+      action = h("button", { type: "button", id: "resume-node", onclick: (e) => setDraining(e.currentTarget, false) }, "Resume");
+    } else if (isAdmin && node.state === "ALIVE") {
+      action = h("button", { type: "button", class: "danger", id: "drain-node", onclick: (e) => setDraining(e.currentTarget, true) }, "Drain");
+    }
+    // Workers on one machine share a host name: the address tells them apart.
+    replace(header, h("h1", {}, node.hostname || nodeId, node.address ? h("span", { class: "muted subtitle" }, " · " + node.address) : null,
+      " ", badge(node.state), node.draining ? [" ", badge("DRAINING")] : null),
+      h("span", { class: "spacer" }), action);
     const r = node.resources;
     const a = node.allocated;
     replace(facts, h("dl", { class: "fields wide" },
       h("dt", {}, "Node ID"), h("dd", { class: "mono" }, node.node_id),
       h("dt", {}, "Address"), h("dd", { class: "mono" }, node.address),
+      h("dt", {}, "Labels"), h("dd", { id: "node-labels" }, labelList(node.labels)),
       h("dt", {}, "CPUs allocated"), h("dd", {}, formatNumber(a.num_cpus) + " / " + formatNumber(r.num_cpus)),
       h("dt", {}, "Memory allocated"), h("dd", {}, formatBytes(a.memory_bytes) + " / " + formatBytes(r.memory_bytes)),
       h("dt", {}, "GPUs allocated"), h("dd", {}, r.num_gpus ? a.num_gpus + " / " + r.num_gpus + " (ids " + r.gpu_ids.join(", ") + ")" : "no GPUs"),
@@ -98,7 +133,8 @@ export function mount(view, ctx) {
     onNodes(list) {
       const pushed = list.find((n) => n.node_id === nodeId);
       if (!pushed || !node) return;
-      node = { ...node, state: pushed.state, allocated: pushed.allocated, resources: pushed.resources };
+      node = { ...node, state: pushed.state, draining: pushed.draining, labels: pushed.labels, allocated: pushed.allocated,
+        resources: pushed.resources };
       usage.add(pushed.sample);
       renderInfo();
       renderCharts();

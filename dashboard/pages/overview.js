@@ -1,7 +1,7 @@
 // Cluster overview: capacity and allocation, jobs by state, every node with its live
 // usage charts, and the latest jobs.
 import { h, replace, clear, badge, formatBytes, formatNumber, formatTime, formatDuration, runDuration,
-  jobHref, nodeHref, JOB_STATES, throttle } from "../dom.js";
+  jobHref, nodeHref, JOB_STATES, throttle, labelList } from "../dom.js";
 import { getJson } from "../api.js";
 import { lineChart, UsageSeries } from "../charts.js";
 
@@ -66,7 +66,8 @@ export function mount(view, ctx) {
       card("Nodes alive", aliveNodes.length + " / " + nodes.length, null),
       card("CPUs allocated", formatNumber(cpusUsed) + " / " + formatNumber(cpus), cpus ? pct(100 * cpusUsed / cpus) : null),
       card("GPUs allocated", gpusUsed + " / " + gpus, gpus ? pct(100 * gpusUsed / gpus) : "no GPUs"),
-      card("Memory allocated", formatBytes(memUsed) + " / " + formatBytes(mem), null),
+      // The total goes under the value: "0 B / 47.1 GiB" does not fit a card.
+      card("Memory allocated", formatBytes(memUsed), "of " + formatBytes(mem) + (mem ? " · " + pct(100 * memUsed / mem) : "")),
     ];
     if (counts) {
       for (const state of JOB_STATES) {
@@ -85,8 +86,9 @@ export function mount(view, ctx) {
       const memTotal = n.resources.memory_bytes;
       const hasGpus = n.resources.num_gpus > 0;
       return h("tr", { dataset: { nodeId: n.node_id } },
-        h("td", {}, h("a", { href: nodeHref(n.node_id), class: "mono" }, n.node_id), h("div", { class: "muted small" }, n.hostname)),
-        h("td", {}, badge(n.state)),
+        h("td", {}, h("a", { href: nodeHref(n.node_id), class: "mono" }, n.node_id), h("div", { class: "muted small" }, n.hostname),
+          Object.keys(n.labels || {}).length ? h("div", {}, labelList(n.labels)) : null),
+        h("td", {}, badge(n.state), n.draining ? [" ", badge("DRAINING")] : null),
         h("td", { class: "mono" }, n.address),
         h("td", {}, meter(n.allocated.num_cpus, n.resources.num_cpus, formatNumber)),
         h("td", {}, meter(n.allocated.memory_bytes, memTotal, formatBytes)),

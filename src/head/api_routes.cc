@@ -119,6 +119,10 @@ bool ApiRoutes::may_act_on(const Principal& who, const Job& job) const {
 json ApiRoutes::job_view(const Principal& who, const Job& job) const {
   json doc = job_to_json(job);
   doc["failure"] = failure_json(job);
+  if (job.state == JobState::kPending) {
+    const auto positions = deps_.jobs.queue_positions();
+    if (auto at = positions.find(job.queue_seq); at != positions.end()) doc["queue_position"] = at->second;
+  }
   const bool may_act = may_act_on(who, job);
   // For pages that offer a stop button or logs only to those who may use them.
   doc["caller_may_act"] = may_act;
@@ -266,57 +270,6 @@ void ApiRoutes::handle_authenticated(const net::HttpRequest& req, const Principa
     return handle_job(req, who, id, action, std::move(respond));
   }
   respond(error_response(404, "no route for " + req.method + " " + path));
-}
-
-void ApiRoutes::handle_list_jobs(const net::HttpRequest& req, net::Respond respond) {
-  // A page is bounded: a list of every job would hold the io thread for seconds.
-  // Pages follow each other by offset, or by cursor (`after`: the previous page's
-  // `next`), which stays right while new jobs arrive.
-  int64_t limit = 1000, offset = 0;
-  if (!query_int(req, "limit", 1, 1000, &limit, respond) ||
-      !query_int(req, "offset", 0, INT64_MAX, &offset, respond)) {
-    return;
-  }
-  std::optional<uint64_t> before_seq;
-  if (auto it = req.query.find("after"); it != req.query.end() && !it->second.empty()) {
-    if (offset != 0) return respond(error_response(400, "give either 'after' or 'offset', not both"));
-    const Job* from = deps_.jobs.find(it->second);
-    if (!from) {
-      return respond(error_response(400, "'after': no job with id '" + it->second +
-                                             "'; pass the 'next' of the previous page"));
-    }
-    before_seq = from->queue_seq;
-  }
-  std::optional<JobState> state;
-  if (auto it = req.query.find("state"); it != req.query.end() && !it->second.empty()) {
-    std::string upper = it->second;
-    for (auto& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    state = parse_job_state(upper);
-    if (!state) return respond(error_response(400, "unknown state '" + it->second + "'; use PENDING, RUNNING, SUCCEEDED, FAILED or STOPPED"));
-  }
-  // Only the page is serialized; the rest is counted (10,000 jobs cost a pass over
-  // pointers, not 10,000 JSON documents). Newest first.
-  json jobs = json::array();
-  int64_t total = 0, skipped = 0;
-  bool more = false;
-  std::string last;
-  for (const Job* job : deps_.jobs.list()) {
-    if (state && job->state != *state) continue;
-    ++total;
-    if (before_seq && job->queue_seq >= *before_seq) continue;
-    if (skipped++ < offset) continue;
-    if (static_cast<int64_t>(jobs.size()) >= limit) {
-      more = true;
-      continue;
-    }
-    jobs.push_back(job_summary_json(*job));
-    last = job->id;
-  }
-  respond(json_response(200, {{"jobs", jobs},
-                              {"total", total},
-                              {"offset", offset},
-                              {"limit", limit},
-                              {"next", more ? json(last) : json(nullptr)}}));
 }
 
 void ApiRoutes::handle_node(const net::HttpRequest& req, const Principal& who, const std::string& path,

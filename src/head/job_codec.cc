@@ -82,6 +82,7 @@ json job_summary_json(const Job& job) {
   // What a PENDING job waits for, as a word a script can compare (message says it in full).
   j["pending_kind"] = job.pending_kind ? json(sched::to_string(*job.pending_kind)) : json(nullptr);
   j["entrypoint"] = job.spec.entrypoint;
+  j["labels"] = job.spec.labels;
   j["num_workers"] = job.spec.num_workers;
   j["num_gpus"] = job.spec.num_gpus;
   j["num_cpus"] = job.spec.num_cpus;

@@ -259,6 +259,13 @@ std::vector<const Job*> JobManager::list() const {
   return out;
 }
 
+std::map<uint64_t, int64_t> JobManager::queue_positions() const {
+  std::map<uint64_t, int64_t> out;
+  int64_t position = 0;
+  for (const auto& [seq, _] : pending_) out.emplace_hint(out.end(), seq, ++position);
+  return out;
+}
+
 const std::vector<JobEvent>& JobManager::events(const std::string& job_id) const {
   auto it = events_.find(job_id);
   return it == events_.end() ? kNoEvents : it->second;

@@ -98,6 +98,9 @@ class JobManager {
   const Job* find_submission(const std::string& owner, const std::string& submission_id) const;
   // Newest first.
   std::vector<const Job*> list() const;
+  // Each pending job's place in the queue, 1 for the next to be weighed (queue_seq ->
+  // position); jobs waiting out a retry delay keep their place.
+  std::map<uint64_t, int64_t> queue_positions() const;
   const std::vector<JobEvent>& events(const std::string& job_id) const;
 
   // Errors: kNotFound, kConflict when the job already finished. `by` names who asked,

@@ -241,6 +241,108 @@ describe("dashboard", { concurrency: false }, () => {
     assert.ok(await page.locator(".chart-box").count() >= 2);
   });
 
+  step("an admin drains a node from its page and resumes it", async () => {
+    await page.goto(BASE + "/#/");
+    await page.locator("#nodes-table tbody tr[data-node-id] a").first().click();
+    await page.locator("#drain-node").click();
+    await page.locator("dialog#confirm").waitFor({ state: "visible" });
+    await page.click("#confirm-ok");
+    await page.locator("h1 .badge.state-draining").waitFor();
+    const nodeId = decodeURIComponent(page.url().split("#/nodes/")[1]);
+    const drained = await page.evaluate(async (id) => (await (await fetch("/api/nodes/" + encodeURIComponent(id))).json()).draining, nodeId);
+    assert.equal(drained, true);
+    assert.match(await page.locator("#node-labels").textContent(), /none/);
+    await page.goto(BASE + "/#/");
+    await page.locator(`#nodes-table tr[data-node-id="${nodeId}"] .badge.state-draining`).waitFor();
+    await page.goto(BASE + "/#/nodes/" + encodeURIComponent(nodeId));
+    await page.locator("#resume-node").click();
+    await page.locator("#drain-node").waitFor();
+    assert.equal(await page.locator("h1 .badge.state-draining").count(), 0);
+    const after = await page.evaluate(async (id) => (await (await fetch("/api/nodes/" + encodeURIComponent(id))).json()).draining, nodeId);
+    assert.equal(after, false);
+  });
+
+  step("the jobs list searches, sorts, and shows a nameless job's command and labels", async () => {
+    // Submitted as a script would, with labels (the REST API takes them).
+    const id = await page.evaluate(async () => (await (await fetch("/api/jobs", {
+      method: "POST", headers: { "Content-Type": "application/json", "X-AG-CSRF": "1" },
+      body: JSON.stringify({ entrypoint: "echo needle-7f3", labels: { team: "nlp" } }),
+    })).json()).job_id);
+    await page.goto(BASE + "/#/jobs");
+    await page.locator("#jobs-table").waitFor();
+    await page.fill("#job-search", "team=nlp");
+    await page.waitForFunction(() => location.hash.includes("q=team%3Dnlp"));
+    const row = page.locator(`#jobs-table tr[data-job-id="${id}"]`);
+    await row.waitFor();
+    assert.equal(await page.locator("#jobs-table tbody tr[data-job-id]").count(), 1);
+    assert.match(await row.locator(".entrypoint").textContent(), /echo needle-7f3/);
+    assert.match(await row.locator(".label").textContent(), /team=nlp/);
+    assert.equal(await page.inputValue("#job-search"), "team=nlp", "the search box keeps what was typed");
+    // No match says so.
+    await page.fill("#job-search", "no-such-job-anywhere");
+    await page.locator("#jobs-table", { hasText: 'No jobs match "no-such-job-anywhere"' }).waitFor();
+    // Sorting by a column, then the other way.
+    await page.goto(BASE + "/#/jobs");
+    await page.click("th.sortable a[data-sort='name']");
+    await page.waitForFunction(() => location.hash.includes("sort=name"));
+    await page.locator("th.sorted a[data-sort='name']").waitFor();
+    const names = async () => page.locator("#jobs-table tbody td.name").evaluateAll((cells) =>
+      cells.map((c) => c.firstChild && c.firstChild.nodeType === 3 ? c.firstChild.textContent : ""));
+    await page.locator("#jobs-table tbody tr[data-job-id]").first().waitFor();
+    const ascending = (await names()).filter((n) => n);
+    assert.deepEqual(ascending, [...ascending].sort(), "names ascending");
+    await page.click("th.sortable a[data-sort='name']");
+    await page.waitForFunction(() => location.hash.includes("sort=-name"));
+    await page.locator("#jobs-table tbody tr[data-job-id]").first().waitFor();
+    const descending = (await names()).filter((n) => n);
+    assert.deepEqual(descending, [...descending].sort().reverse(), "names descending");
+  });
+
+  step("a pending job shows its place in the queue", async () => {
+    // More GPUs than any node has: it waits (queued anyway) until stopped.
+    const id = await submit("--name", "queued", "--num-gpus", "4", "--allow-unschedulable", "--", "true");
+    await page.goto(BASE + "/#/jobs/" + id);
+    await page.locator("#job-queue-position").waitFor();
+    assert.match(await page.locator("#job-queue-position").textContent(), /^#\d+ in queue/);
+    await page.goto(BASE + "/#/jobs?state=PENDING");
+    await page.locator(`#jobs-table tr[data-job-id="${id}"] .queue-position`).waitFor();
+    await ag("stop-job", id);
+  });
+
+  step("no card value is cut off, and a narrow screen scrolls nothing sideways", async () => {
+    await page.goto(BASE + "/#/");
+    await page.locator("#nodes-table tbody tr[data-node-id]").first().waitFor();
+    const cut = await page.locator(".card-value").evaluateAll((els) =>
+      els.filter((el) => el.scrollWidth > el.clientWidth).map((el) => el.textContent));
+    assert.deepEqual(cut, [], "card values shown whole");
+    // Node pages are told apart by address even when every worker has the same host name.
+    const titles = new Set();
+    for (const href of await page.locator("#nodes-table tbody tr[data-node-id] a").evaluateAll((as) => as.map((a) => a.getAttribute("href")))) {
+      await page.goto(BASE + "/" + href);
+      await page.locator("h1 .subtitle").waitFor();
+      titles.add(await page.locator("h1").first().textContent());
+    }
+    assert.equal(titles.size, 2, "two nodes, two titles");
+    await page.setViewportSize({ width: 390, height: 800 });
+    try {
+      for (const path of ["/#/", "/#/jobs"]) {
+        await page.goto(BASE + path);
+        await page.locator("#view .page").waitFor();
+        const overflow = await page.evaluate(() => {
+          const bar = document.querySelector(".topbar");
+          return { page: document.documentElement.scrollWidth - window.innerWidth, bar: bar.scrollWidth - bar.clientWidth };
+        });
+        assert.ok(overflow.page <= 0 && overflow.bar <= 0, `${path} overflows sideways: ${JSON.stringify(overflow)}`);
+      }
+    } finally {
+      await page.setViewportSize({ width: 1400, height: 900 });
+    }
+  });
+
+  step("the footer names the head's version", async () => {
+    await page.locator("#version", { hasText: /^AetherGrid \d+\.\d+/ }).waitFor();
+  });
+
   step("sign out, then the sign-in link signs in and leaves the address bar clean", async () => {
     await page.click("#sign-out");
     await page.locator("#sign-in").waitFor();

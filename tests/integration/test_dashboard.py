@@ -200,6 +200,54 @@ def test_jobs_list_paginates_with_a_total(head_only):
     assert status == 400
 
 
+def test_jobs_list_searches_sorts_and_says_each_pending_jobs_place_in_the_queue(head_only):
+    c = head_only  # no workers: every job stays PENDING, in submission order
+    specs = [{"entrypoint": "python train.py --lr 0.1", "job_name": "bert-small", "labels": {"team": "nlp"}},
+             {"entrypoint": "python eval.py", "job_name": "resnet", "labels": {"team": "vision"}},
+             {"entrypoint": "torchrun finetune.py"},
+             {"entrypoint": "echo BERT-large", "job_name": "alpha"}]
+    status, body = c.api("POST", "/api/jobs/batch", {"jobs": specs, "allow_unschedulable": True})
+    assert status == 201, body
+    ids = body["job_ids"]
+
+    def listed(query):
+        status, page = c.api("GET", "/api/jobs?" + query)
+        assert status == 200, page
+        return page
+
+    # Search: id, name, command, owner, label; case does not matter.
+    assert [j["job_id"] for j in listed("q=bert")["jobs"]] == [ids[3], ids[0]]
+    assert listed("q=bert")["total"] == 2
+    assert [j["job_id"] for j in listed("q=team%3Dvision")["jobs"]] == [ids[1]]
+    assert [j["job_id"] for j in listed("q=FINETUNE")["jobs"]] == [ids[2]]
+    assert [j["job_id"] for j in listed("q=" + ids[2][-6:])["jobs"]] == [ids[2]]
+    assert listed("q=admin")["total"] == 4
+    assert listed("q=nothing-like-this")["total"] == 0
+    assert listed("q=bert&state=RUNNING")["total"] == 0
+    # Sort: by name ascending, descending; the default stays newest first.
+    assert [j["name"] for j in listed("sort=name")["jobs"]] == ["", "alpha", "bert-small", "resnet"]
+    assert [j["name"] for j in listed("sort=-name")["jobs"]] == ["resnet", "bert-small", "alpha", ""]
+    assert [j["job_id"] for j in listed("sort=submitted")["jobs"]] == ids
+    assert [j["job_id"] for j in listed("")["jobs"]] == list(reversed(ids))
+    # Each pending job's place: 1 is the next the scheduler weighs.
+    places = {j["job_id"]: j["queue_position"] for j in listed("")["jobs"]}
+    assert places == {ids[0]: 1, ids[1]: 2, ids[2]: 3, ids[3]: 4}
+    assert c.job(ids[2])["queue_position"] == 3
+    assert listed("")["jobs"][0]["entrypoint"] == "echo BERT-large"
+    assert listed("q=nlp")["jobs"][0]["labels"] == {"team": "nlp"}
+    # A stopped job leaves the queue; those behind it move up.
+    assert c.api("POST", f"/api/jobs/{ids[0]}/stop")[0] == 200
+    assert c.job(ids[1])["queue_position"] == 1
+    assert "queue_position" not in c.job(ids[0])
+    # Bad input: what was wrong and what to use.
+    status, err = c.api("GET", "/api/jobs?sort=size")
+    assert status == 400 and "unknown sort 'size'; use submitted, name, owner, state or duration" in err["error"]
+    status, err = c.api("GET", "/api/jobs?q=" + "x" * 201)
+    assert status == 400 and "'q' is longer than 200 characters" in err["error"]
+    status, err = c.api("GET", f"/api/jobs?sort=name&after={ids[1]}")
+    assert status == 400 and "use 'offset' with 'sort'" in err["error"]
+
+
 def test_log_tail_bytes_reads_only_the_end(cluster):
     job_id, proc = cluster.submit("--", "for i in $(seq 1 2000); do echo line-$i; done")
     assert proc.returncode == 0
