@@ -89,13 +89,22 @@ export function formatNumber(n) {
 function pad(n) { return String(n).padStart(2, "0"); }
 
 // Local wall time; the date only when it is not today.
+const zoneFormat = new Intl.DateTimeFormat(undefined, { timeZoneName: "short" });
+
+// The browser's time zone as it names it at `d` ("UTC", "CET", "GMT+2").
+function zoneName(d) {
+  const part = zoneFormat.formatToParts(d).find((p) => p.type === "timeZoneName");
+  return part ? part.value : "";
+}
+
+// Local time with its zone: "15:21:39 UTC" today, "2026-11-30 15:21:39 UTC" before.
 export function formatTime(ms) {
   if (!ms) return "–";
   const d = new Date(ms);
   const now = new Date();
-  const time = pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds());
-  if (d.toDateString() === now.toDateString()) return time;
-  return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " + time;
+  const time = pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds()) + " " + zoneName(d);
+  if (d.toDateString() === now.toDateString()) return time.trim();
+  return (d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " + time).trim();
 }
 
 export function formatDuration(ms) {

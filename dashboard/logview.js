@@ -2,9 +2,10 @@
 // (?tail_bytes=), follows new output with long polls (?offset=END&wait_ms=), loads
 // earlier parts on demand, and keeps at most MAX_WINDOW bytes on the page (when
 // following pushes the window past that, the oldest part is dropped and can be loaded
-// again). Text goes in as text nodes only.
-import { h } from "./dom.js";
-import { getLog } from "./api.js";
+// again). Text goes in as text nodes only. A search box shows only the loaded lines
+// that contain its text; the links save one rank's whole log, or every rank's.
+import { h, throttle } from "./dom.js";
+import { getJson, getLog } from "./api.js";
 import { formatBytes } from "./dom.js";
 
 const CHUNK = 256 * 1024;
@@ -33,16 +34,66 @@ export class LogView {
     this.endButton = h("button", { type: "button", id: "log-end", onclick: () => this.jumpToEnd() }, "Jump to end");
     this.followBox = h("input", { type: "checkbox", id: "log-follow", checked: true,
       onchange: () => this.setFollow(this.followBox.checked) });
+    this.searchBox = h("input", { type: "search", id: "log-search", placeholder: "Find in log", "aria-label": "Find in log" });
+    this.searchBox.addEventListener("input", () => this.showMatches());
+    this.matches = h("pre", { class: "log", id: "log-matches", hidden: true });
+    this.downloadLink = h("a", { class: "button", id: "log-download", download: "" }, "Download");
+    this.downloadAll = h("button", { type: "button", id: "log-download-all", onclick: () => this.saveAllRanks() }, "Download all ranks");
     this.element = h("div", { class: "logview" },
       h("div", { class: "log-controls" }, this.earlierButton, this.endButton,
-        h("label", { class: "follow" }, this.followBox, " Follow"), this.status),
-      this.pre);
+        h("label", { class: "follow" }, this.followBox, " Follow"), this.searchBox, this.downloadLink, this.downloadAll,
+        this.status),
+      this.pre, this.matches);
+    this.refreshMatches = throttle(() => this.showMatches(), 500);
+  }
+
+  // With text in the search box, only the loaded lines that hold it (case-insensitive).
+  showMatches() {
+    const needle = this.searchBox.value.toLowerCase();
+    this.pre.hidden = needle !== "";
+    this.matches.hidden = needle === "";
+    if (!needle) return this.updateStatus();
+    const found = this.pre.textContent.split("\n").filter((line) => line.toLowerCase().includes(needle));
+    this.matches.textContent = found.join("\n");
+    this.status.textContent = `${found.length} matching ${found.length === 1 ? "line" : "lines"} in the loaded part` +
+      (this.start > 0 ? " (load earlier to search further back)" : "");
+  }
+
+  // Every rank's output of this attempt, merged in the order it arrived, each line
+  // "[rank N] ...", saved as one file (read a page at a time from /lines).
+  async saveAllRanks() {
+    this.downloadAll.disabled = true;
+    const parts = [];
+    try {
+      let cursor = null;
+      for (;;) {
+        const q = new URLSearchParams({ attempt: String(this.attempt) });
+        if (cursor) q.set("from", cursor.join(","));
+        const page = await getJson("/api/jobs/" + encodeURIComponent(this.jobId) + "/lines?" + q.toString());
+        for (const [rank, , text] of page.lines) parts.push(`[rank ${rank}] ${text}\n`);
+        cursor = page.next;
+        if (page.complete || page.lines.length === 0) break;
+      }
+      const url = URL.createObjectURL(new Blob(parts, { type: "text/plain" }));
+      const a = h("a", { href: url, download: `${this.jobId}-attempt${this.attempt}-all-ranks.log`, hidden: true });
+      document.body.append(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 60000);
+    } catch (e) {
+      this.showError(e);
+    } finally {
+      this.downloadAll.disabled = false;
+    }
   }
 
   // Shows `taskIndex` of `attempt` from its end.
   open(attempt, taskIndex) {
     this.attempt = attempt;
     this.taskIndex = taskIndex;
+    this.downloadLink.href = "/api/jobs/" + encodeURIComponent(this.jobId) + "/logs?" +
+      new URLSearchParams(this.params({ download: "1" })).toString();
+    this.downloadLink.textContent = "Download rank " + taskIndex;
     this.reset();
     this.loadTail();
   }
@@ -114,6 +165,7 @@ export class LogView {
       this.pieces.push({ start: this.end, end: part.next, node });
       this.end = part.next;
       this.trimFront();
+      if (this.searchBox.value) this.refreshMatches();
     } else {
       this.end = Math.max(this.end, part.next);
     }
@@ -186,6 +238,7 @@ export class LogView {
 
   updateStatus() {
     this.earlierButton.disabled = this.start <= 0;
+    if (this.searchBox.value) return;  // the search's count stands
     const range = this.size === 0 ? "empty so far" :
       `bytes ${formatBytes(this.start)}–${formatBytes(this.end)} of ${formatBytes(this.size)}`;
     this.status.textContent = range + (this.complete ? " · complete" : (this.follow ? " · following" : ""));

@@ -395,6 +395,22 @@ void ApiRoutes::handle_logs(const net::HttpRequest& req, const std::string& job_
     return;
   }
   api::TaskKey key{job_id, static_cast<int>(attempt), static_cast<int>(task_index)};
+  if (auto it = req.query.find("download"); it != req.query.end() && it->second == "1") {
+    // The whole log (what the head's cap kept of it) as a file to save, from disk.
+    HttpResponse res{200, "text/plain; charset=utf-8", ""};
+    const int64_t kept_from = deps_.logs.dropped(key), size = deps_.logs.size(key);
+    if (size > kept_from) {
+      res.body_file = deps_.logs.path(key);
+      res.body_file_offset = kept_from;
+      res.body_file_length = size - kept_from;
+    }
+    res.headers.emplace_back("Content-Disposition", "attachment; filename=\"" + job->id + "-attempt" +
+                                                        std::to_string(attempt) + "-rank" + std::to_string(task_index) +
+                                                        ".log\"");
+    res.headers.emplace_back("X-AG-Dropped-Bytes", std::to_string(kept_from));
+    res.headers.emplace_back("X-Content-Type-Options", "nosniff");
+    return respond(std::move(res));
+  }
   if (tail_bytes >= 0) {
     // The end of the log, for viewers that must not load a huge log whole; with
     // wait_ms it waits only while the log is still empty.

@@ -13,7 +13,7 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, existsSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -150,6 +150,35 @@ describe("dashboard", { concurrency: false }, () => {
     assert.match(log, /rank 1 line 1\nrank 1 line 2\nrank 1 line 3/);
     assert.doesNotMatch(log, /rank 0/);
     assert.match(await page.locator("#events-table").textContent(), /SUCCEEDED/);
+  });
+
+  step("the log viewer finds lines and saves one rank's log or every rank's", async () => {
+    await page.goto(BASE + "/#/jobs/" + jobId);
+    await page.click("button.rank[data-rank='1']");
+    await page.locator("#log-text", { hasText: "rank 1 line 3" }).waitFor();
+    await page.fill("#log-search", "LINE 2");
+    await page.locator("#log-matches", { hasText: "rank 1 line 2" }).waitFor();
+    assert.equal(await page.locator("#log-matches").textContent(), "rank 1 line 2");
+    assert.match(await page.locator("#log-status").textContent(), /^1 matching line in the loaded part/);
+    await page.fill("#log-search", "");
+    await page.locator("#log-text").waitFor({ state: "visible" });
+    const saved = async (selector) => {
+      const [download] = await Promise.all([page.waitForEvent("download"), page.click(selector)]);
+      return { name: download.suggestedFilename(), text: readFileSync(await download.path(), "utf8") };
+    };
+    const one = await saved("#log-download");
+    assert.equal(one.name, `${jobId}-attempt0-rank1.log`);
+    assert.equal(one.text, "rank 1 line 1\nrank 1 line 2\nrank 1 line 3\n");
+    const all = await saved("#log-download-all");
+    assert.equal(all.name, `${jobId}-attempt0-all-ranks.log`);
+    const lines = all.text.trim().split("\n").sort();
+    assert.deepEqual(lines, ["[rank 0] rank 0 line 1", "[rank 0] rank 0 line 2", "[rank 0] rank 0 line 3",
+      "[rank 1] rank 1 line 1", "[rank 1] rank 1 line 2", "[rank 1] rank 1 line 3"]);
+    // Times carry their zone.
+    await page.goto(BASE + "/#/jobs");
+    const row = page.locator(`#jobs-table tr[data-job-id="${jobId}"]`);
+    await row.waitFor();
+    assert.match(await row.locator("td").nth(6).textContent(), /^(\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d [A-Z][\w+:-]*$/);
   });
 
   step("a job printing a script tag shows the text and runs nothing", async () => {

@@ -823,3 +823,18 @@ def test_a_bind_address_the_head_cannot_listen_on_is_refused_with_what_to_do(clu
     from conftest import pid_alive
     pid = c.head_pid()
     assert pid is None or not pid_alive(pid), "no head may be left running"
+
+
+def test_a_tasks_whole_log_downloads_as_a_file_past_the_page_size(cluster):
+    # 6 MiB of numbered lines: more than one page of /logs (4 MiB) holds.
+    job_id, proc = cluster.submit("--", "seq 1 800000")
+    assert proc.returncode == 0, proc.stderr
+    status, headers, text = cluster.api_full("GET", f"/api/jobs/{job_id}/logs?task_index=0&download=1", timeout=60)
+    assert status == 200, text
+    assert headers["Content-Disposition"] == f'attachment; filename="{job_id}-attempt0-rank0.log"'
+    numbers = text.split()
+    assert len(numbers) == 800000 and numbers[0] == "1" and numbers[-1] == "800000"
+    assert headers["X-AG-Dropped-Bytes"] == "0"
+    # Bad input: a rank the job does not have.
+    status, _, body = cluster.api_full("GET", f"/api/jobs/{job_id}/logs?task_index=3&download=1")
+    assert status == 400 and "task_index" in body["error"], body
