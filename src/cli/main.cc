@@ -243,11 +243,18 @@ int run(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::string hint = ag::cli::usage_hint(app, e);
+    bool saw_double_dash = false;
+    for (int i = 1; i < argc; ++i) saw_double_dash = saw_double_dash || std::strcmp(argv[i], "--") == 0;
+    std::string hint = ag::cli::usage_hint(app, e, saw_double_dash);
+    const std::string message = ag::cli::plain_value_error(e.what());
     if (ag::cli::json_requested(argc, argv)) {
-      std::cout << nlohmann::json{{"error", std::string(e.what()) + hint}}.dump() << "\n";
+      std::cout << nlohmann::json{{"error", message + hint}}.dump() << "\n";
     }
-    app.exit(e);
+    if (message != e.what()) {
+      std::cerr << "error: " << message << "\n";
+    } else {
+      app.exit(e);
+    }
     if (!hint.empty()) std::cerr << hint.substr(1) << "\n";
     return 2;
   }

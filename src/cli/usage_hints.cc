@@ -2,7 +2,9 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <regex>
 
 namespace ag::cli {
 namespace {
@@ -37,7 +39,7 @@ std::string closest(const std::string& word, const std::vector<std::string>& can
   return best;
 }
 
-std::string usage_hint(CLI::App& app, const CLI::ParseError& /*error*/) {
+std::string usage_hint(CLI::App& app, const CLI::ParseError& /*error*/, bool saw_double_dash) {
   std::vector<CLI::App*> chosen = app.get_subcommands();
   CLI::App* sub = chosen.empty() ? nullptr : chosen.front();
   const std::vector<std::string> extras = app.remaining(true);
@@ -72,10 +74,49 @@ std::string usage_hint(CLI::App& app, const CLI::ParseError& /*error*/) {
       break;
     }
   }
-  if (sub && sub->get_name() == "submit") {
+  if (sub && sub->get_name() == "submit" && !saw_double_dash) {
     hint += "\nthe task's command goes after `--`, options before it: ag submit -n 2 -- python train.py --epochs 3";
   }
   return hint;
+}
+
+namespace {
+
+// "1024.000000" -> "1024", "0.500000" -> "0.5".
+std::string trim_number(std::string text) {
+  if (text.find('.') == std::string::npos) return text;
+  while (!text.empty() && text.back() == '0') text.pop_back();
+  if (!text.empty() && text.back() == '.') text.pop_back();
+  return text;
+}
+
+bool is_number(const std::string& text) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  std::strtod(text.c_str(), &end);
+  return end == text.c_str() + text.size();
+}
+
+}  // namespace
+
+std::string plain_value_error(const std::string& message) {
+  static const std::regex range(R"(^(-[-\w]+): Value (.*) not in range (\S+) to (\S+)$)");
+  static const std::regex conversion(R"(^(?:Could not convert: )?(-[-\w]+) ?[:=] ?(.*)$)");
+  std::smatch m;
+  if (std::regex_match(message, m, range)) {
+    const std::string flag = m[1], value = m[2], low = m[3], high = m[4];
+    const bool whole = low.find('.') == std::string::npos && high.find('.') == std::string::npos;
+    const std::string kind = whole ? "a whole number" : "a number";
+    const std::string bounds = "from " + trim_number(low) + " to " + trim_number(high);
+    if (!is_number(value) || (whole && value.find_first_of(".eE") != std::string::npos)) {
+      return flag + ": '" + value + "' is not " + kind + "; give one " + bounds;
+    }
+    return flag + ": " + value + " is out of range; give " + kind + " " + bounds;
+  }
+  if (message.rfind("Could not convert", 0) == 0 && std::regex_match(message, m, conversion)) {
+    return std::string(m[1]) + ": '" + std::string(m[2]) + "' is not a number";
+  }
+  return message;
 }
 
 bool json_requested(int argc, char** argv) {

@@ -13,8 +13,14 @@ class ParseError;
 
 namespace ag::cli {
 
-// "" or "\n" followed by the hint.
-std::string usage_hint(CLI::App& app, const CLI::ParseError& error);
+// "" or "\n" followed by the hint. `saw_double_dash`: the command line has `--` (then
+// the task's command is where it belongs, and no reminder is given).
+std::string usage_hint(CLI::App& app, const CLI::ParseError& error, bool saw_double_dash);
+
+// The parser's message about a flag's value, said plainly: "--num-workers: 'abc' is not
+// a whole number; give one from 1 to 4096" for "--num-workers: Value abc not in range
+// 1 to 4096". Other messages come back unchanged.
+std::string plain_value_error(const std::string& message);
 
 // Whether the command line asks for JSON output (-o json, --output json, --output=json),
 // read before the parser has (for its own errors).

@@ -4,6 +4,7 @@ any), and each bad input refused with a message that names it.
 
 Each test is bounded: CLI calls have subprocess timeouts, waits have deadlines.
 """
+import json
 import subprocess
 import sys
 import threading
@@ -838,3 +839,19 @@ def test_a_tasks_whole_log_downloads_as_a_file_past_the_page_size(cluster):
     # Bad input: a rank the job does not have.
     status, _, body = cluster.api_full("GET", f"/api/jobs/{job_id}/logs?task_index=3&download=1")
     assert status == 400 and "task_index" in body["error"], body
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (["-n", "abc"], "--num-workers: 'abc' is not a whole number; give one from 1 to 4096"),
+    (["-n", "0"], "--num-workers: 0 is out of range; give a whole number from 1 to 4096"),
+    (["--num-cpus", "lots"], "--num-cpus: 'lots' is not a number; give one from 0 to 1024"),
+])
+def test_a_bad_number_says_what_is_wrong_and_submits_nothing(head_only, flags, expected):
+    before = head_only.api("GET", "/api/jobs")[1]["total"]
+    proc = head_only.ag("submit", *flags, "--", "true", check=False)
+    assert proc.returncode == 2, proc
+    assert f"error: {expected}" in proc.stderr, proc.stderr
+    assert "goes after `--`" not in proc.stderr  # the command is after `--` already
+    as_json = head_only.ag("-o", "json", "submit", *flags, "--", "true", check=False)
+    assert json.loads(as_json.stdout) == {"error": expected}
+    assert head_only.api("GET", "/api/jobs")[1]["total"] == before

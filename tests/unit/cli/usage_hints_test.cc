@@ -21,5 +21,21 @@ TEST(Closest, AWordFarFromEveryCandidateFindsNothing) {
   EXPECT_EQ(closest("", {}), "");
 }
 
+TEST(PlainValueError, SaysWhatIsWrongWithTheValueAndWhatToGive) {
+  EXPECT_EQ(plain_value_error("--num-workers: Value abc not in range 1 to 4096"),
+            "--num-workers: 'abc' is not a whole number; give one from 1 to 4096");
+  EXPECT_EQ(plain_value_error("--num-workers: Value 2.5 not in range 1 to 4096"),
+            "--num-workers: '2.5' is not a whole number; give one from 1 to 4096");
+  EXPECT_EQ(plain_value_error("--num-workers: Value 5000 not in range 1 to 4096"),
+            "--num-workers: 5000 is out of range; give a whole number from 1 to 4096");
+  EXPECT_EQ(plain_value_error("--num-cpus: Value x not in range 0.000000 to 1024.000000"),
+            "--num-cpus: 'x' is not a number; give one from 0 to 1024");
+  EXPECT_EQ(plain_value_error("--num-cpus: Value -1 not in range 0.000000 to 1024.000000"),
+            "--num-cpus: -1 is out of range; give a number from 0 to 1024");
+  // Anything else is left as the parser said it.
+  EXPECT_EQ(plain_value_error("The following argument was not expected: --bogus"),
+            "The following argument was not expected: --bogus");
+}
+
 }  // namespace
 }  // namespace ag::cli
