@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <filesystem>
 #include <sstream>
 
 #include "api/job_spec.h"
@@ -283,6 +284,13 @@ int submit(const ConnectionOptions& options, const SubmitOptions& submit) {
     }
     std::cerr << "\n";
     print_failure(std::cerr, job, "  ", submit.all_ranks ? -1 : 0);
+    if (job.contains("failure") && job["failure"].is_object()) {
+      auto hint = working_dir_hint(submit, job["failure"].value("last_lines", ""), [](const std::string& path) {
+        std::error_code ec;
+        return std::filesystem::is_regular_file(path, ec);
+      });
+      if (hint) std::cerr << "hint: " << *hint << "\n";
+    }
   }
   return job_state(job) == api::JobState::kSucceeded ? 0 : 1;
 }

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cstdint>
 #include <cstring>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 namespace ag::cli {
@@ -146,6 +147,23 @@ Result<api::JobSpec> spec_from_submit_options(const SubmitOptions& options) {
   auto spec_checked = api::parse_job_spec(body);
   if (!spec_checked.ok()) return Error{spec_checked.error().code, in_flag_terms(spec_checked.error().message)};
   return spec_checked;
+}
+
+std::optional<std::string> working_dir_hint(const SubmitOptions& options, const std::string& last_lines,
+                                            const std::function<bool(const std::string&)>& exists_here) {
+  if (!options.working_dir.empty()) return std::nullopt;
+  const bool not_found = last_lines.find("No such file") != std::string::npos ||
+                         last_lines.find("can't open file") != std::string::npos ||
+                         last_lines.find("not found") != std::string::npos;
+  if (!not_found) return std::nullopt;
+  std::istringstream words(entrypoint_from_command(options.command));
+  for (std::string word; words >> word;) {
+    if (word.front() == '-' || word.front() == '/' || word.front() == '~' || word.find('=') != std::string::npos) continue;
+    if (word.rfind("./", 0) == 0) word.erase(0, 2);
+    if (word.empty() || last_lines.find(word) == std::string::npos || !exists_here(word)) continue;
+    return word + " is in this folder but not on the workers: add `--working-dir .` to send this folder with the job";
+  }
+  return std::nullopt;
 }
 
 }  // namespace ag::cli

@@ -4,6 +4,7 @@
 // is uploaded.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -59,5 +60,11 @@ std::string entrypoint_from_command(const std::vector<std::string>& command);
 // idempotency key per invocation). Errors (kInvalidArgument): those of
 // check_submit_usage, then those of api::parse_job_spec.
 Result<api::JobSpec> spec_from_submit_options(const SubmitOptions& options);
+
+// For a job that failed without --working-dir: when its failing task's `last_lines`
+// say a file was not found and the command names that file, which exists here
+// (`exists_here`, relative to the current folder), the hint to send the folder.
+std::optional<std::string> working_dir_hint(const SubmitOptions& options, const std::string& last_lines,
+                                            const std::function<bool(const std::string&)>& exists_here);
 
 }  // namespace ag::cli

@@ -855,3 +855,21 @@ def test_a_bad_number_says_what_is_wrong_and_submits_nothing(head_only, flags, e
     as_json = head_only.ag("-o", "json", "submit", *flags, "--", "true", check=False)
     assert json.loads(as_json.stdout) == {"error": expected}
     assert head_only.api("GET", "/api/jobs")[1]["total"] == before
+
+
+def test_a_script_left_behind_gets_the_hint_to_send_the_folder(cluster, tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text("print('trained')\n")
+
+    def submit(*args):
+        return subprocess.run([AG_BIN, "submit", *args], cwd=project, env=cluster.env, capture_output=True,
+                              text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+    failed = submit("--", "python3 train.py")
+    assert failed.returncode == 1, failed
+    assert ("hint: train.py is in this folder but not on the workers: add `--working-dir .` to send this "
+            "folder with the job") in failed.stderr, failed.stderr
+    sent = submit("--working-dir", ".", "--", "python3 train.py")
+    assert sent.returncode == 0 and "trained" in sent.stdout, sent
+    assert "hint:" not in sent.stderr

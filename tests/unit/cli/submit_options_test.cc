@@ -349,5 +349,22 @@ TEST(EntrypointFromCommandTest, SeveralArgumentsAreQuotedWhereNeededAndJoined) {
             "python -c 'print('\\''hi'\\'')' a=b,c:d ''");
 }
 
+TEST(WorkingDirHintTest, AFileThatIsHereButWasNotSentIsNamedWithTheFlagToSendIt) {
+  const auto here = [](const std::string& path) { return path == "train.py" || path == "data/cfg.yaml"; };
+  SubmitOptions options;
+  options.command = {"python", "./train.py", "--config", "data/cfg.yaml"};
+  const std::string python_error = "python: can't open file '/srv/work/train.py': [Errno 2] No such file or directory";
+  EXPECT_EQ(working_dir_hint(options, python_error, here),
+            "train.py is in this folder but not on the workers: add `--working-dir .` to send this folder with the job");
+  // Not when the folder was sent, when the failure is something else, or when the
+  // file the error names is not here.
+  SubmitOptions sent = options;
+  sent.working_dir = ".";
+  EXPECT_EQ(working_dir_hint(sent, python_error, here), std::nullopt);
+  EXPECT_EQ(working_dir_hint(options, "Traceback: ZeroDivisionError", here), std::nullopt);
+  options.command = {"python other.py"};
+  EXPECT_EQ(working_dir_hint(options, "can't open file 'other.py': No such file", here), std::nullopt);
+}
+
 }  // namespace
 }  // namespace ag::cli
