@@ -16,6 +16,7 @@
 #include "api/protocol.h"
 #include "cli/api_client.h"
 #include "cli/commands.h"
+#include "cli/completion.h"
 #include "cli/usage_hints.h"
 #include "common/version.h"
 #include "worker/task_supervisor.h"
@@ -234,6 +235,21 @@ int run(int argc, char** argv) {
   auto* config_cmd = app.add_subcommand("config", "Pin a head's cluster CA and make it the default: ag config --address HOST:PORT --ca-fingerprint sha256:...");
   config_cmd->add_option("--ca-fingerprint", config_fingerprint, "The head's cluster CA fingerprint (`ag start-head` prints it)");
 
+  std::string completion_shell;
+  auto* completion_cmd = app.add_subcommand("completion", "Print shell completion: source <(ag completion bash), or zsh");
+  completion_cmd->add_option("shell", completion_shell, "bash or zsh")->required();
+
+  // `ag SUBCOMMAND --help` lists the subcommand's own options: these work with every one.
+  for (CLI::App* command : app.get_subcommands([](CLI::App*) { return true; })) {
+    command->footer(
+        "\nGlobal options (before or after the command):\n"
+        "  --address HOST:PORT   The head (default: AG_ADDRESS, the default from `ag config`, this machine's session)\n"
+        "  --token-file FILE     Your token, in a file only you can read (or AG_TOKEN_FILE; --token / AG_TOKEN)\n"
+        "  -o, --output json     Machine-readable output, errors included\n"
+        "  --insecure            Plain HTTP to a head on another machine (no TLS)\n"
+        "See `ag --help` for every command.");
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -264,6 +280,15 @@ int run(int argc, char** argv) {
   if (worker.token_file.empty()) worker.token_file = conn.token_file;
   head.insecure = conn.insecure;
   worker.insecure = conn.insecure;
+  if (*completion_cmd) {
+    auto script = ag::cli::completion_script(app, completion_shell);
+    if (!script) {
+      std::cerr << "error: no completion for shell '" << completion_shell << "'; use bash or zsh\n";
+      return 2;
+    }
+    std::cout << *script;
+    return 0;
+  }
   if (*start_head_cmd) return start_head(head);
   if (*start_worker_cmd) {
     const char* env = std::getenv("AG_TOKEN");

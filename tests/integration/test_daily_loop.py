@@ -873,3 +873,32 @@ def test_a_script_left_behind_gets_the_hint_to_send_the_folder(cluster, tmp_path
     sent = submit("--working-dir", ".", "--", "python3 train.py")
     assert sent.returncode == 0 and "trained" in sent.stdout, sent
     assert "hint:" not in sent.stderr
+
+
+def _complete(line):
+    """What bash completes for the last word of `line` with ag's completion loaded."""
+    words = line.split(" ")
+    script = (f'source <("{AG_BIN}" completion bash)\n'
+              f'COMP_WORDS=({" ".join(repr(w) for w in words)}); COMP_CWORD={len(words) - 1}\n'
+              '_ag; printf "%s\\n" "${COMPREPLY[@]}"\n')
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split()
+
+
+def test_shell_completion_knows_the_commands_and_each_ones_flags():
+    assert "submit" in _complete("ag sub") and "status" in _complete("ag st")
+    assert {"--num-workers", "--num-cpus", "--num-gpus"} <= set(_complete("ag submit --num"))
+    assert "--address" in _complete("ag submit --addr")  # global flags too
+    assert {"add", "list"} <= set(_complete("ag user "))
+    assert _complete("ag submit -- pyth") == []  # the task's command: left to file names
+    zsh = subprocess.run([AG_BIN, "completion", "zsh"], capture_output=True, text=True, timeout=30)
+    assert zsh.returncode == 0 and "bashcompinit" in zsh.stdout and "complete -o default -F _ag ag" in zsh.stdout
+    bad = subprocess.run([AG_BIN, "completion", "fish"], capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 2 and "no completion for shell 'fish'; use bash or zsh" in bad.stderr
+
+
+def test_every_subcommands_help_lists_the_global_options():
+    for command in ("submit", "logs", "list-jobs"):
+        out = subprocess.run([AG_BIN, command, "--help"], capture_output=True, text=True, timeout=30).stdout
+        assert "Global options (before or after the command):" in out and "--token-file FILE" in out, out
