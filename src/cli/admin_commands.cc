@@ -114,8 +114,7 @@ int user_rotate(const ConnectionOptions& options, const std::string& name) {
 int token_create_join(const ConnectionOptions& options, const std::string& ttl) {
   auto ttl_s = parse_duration_s(ttl);
   if (!ttl_s.ok()) {
-    std::cerr << "error: --ttl: " << ttl_s.error().message << "\n";
-    return 2;
+    return usage_error("--ttl: " + ttl_s.error().message);
   }
   auto res = call(options, "POST", "/api/tokens", json{{"kind", "join"}, {"ttl_s", ttl_s.value()}});
   if (!res.ok()) return fail(res.error());

@@ -98,6 +98,11 @@ bool json_errors = false;
 
 void set_json_errors(bool on) { json_errors = on; }
 
+int usage_error(const std::string& message) {
+  fail(Error{ErrorCode::kInvalidArgument, message});
+  return 2;
+}
+
 int fail(const Error& error) {
   if (json_errors) std::cout << nlohmann::json{{"error", error.message}}.dump() << "\n";
   std::cerr << "error: " << error.message << "\n";

@@ -33,6 +33,8 @@ Result<nlohmann::json> call_json_retrying(const Connection& conn, const std::str
 // Prints "error: <message>" (to stderr; with set_json_errors also {"error": message}
 // to stdout, so that -o json output is JSON whatever happens) and returns 1.
 int fail(const Error& error);
+// The same for a command line that cannot be run as given; returns 2.
+int usage_error(const std::string& message);
 void set_json_errors(bool on);
 
 }  // namespace ag::cli

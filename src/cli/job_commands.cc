@@ -180,8 +180,7 @@ int submit(const ConnectionOptions& options, const SubmitOptions& submit) {
   auto conn = resolve_connection(options);
   if (!conn.ok()) return fail(conn.error());
   if (auto usage = check_submit_usage(submit)) {
-    std::cerr << "error: " << usage->message << "\n";
-    return 2;
+    return usage_error(usage->message);
   }
   // Checked before anything is uploaded: a value the head would refuse fails here,
   // with the head's message.
@@ -459,8 +458,7 @@ int logs(const ConnectionOptions& options, const std::string& job_id, const Line
                                                                 std::chrono::system_clock::now().time_since_epoch())
                                                                 .count()));
     if (!since_ms.ok()) {
-      std::cerr << "error: " << since_ms.error().message << "\n";
-      return 2;
+      return usage_error(since_ms.error().message);
     }
     asked.since_ms = since_ms.value();
   }

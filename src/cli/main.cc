@@ -305,8 +305,7 @@ int run(int argc, char** argv) {
   if (*logs_cmd) {
     if (logs_head) return head_logs();
     if (logs_job.empty()) {
-      std::cerr << "error: give a job id (ag logs JOB_ID) or --head\n";
-      return 2;
+      return ag::cli::usage_error("give a job id (ag logs JOB_ID) or --head");
     }
     return logs(conn, logs_job, logs_lines, logs_since);
   }

@@ -426,6 +426,11 @@ def test_bad_log_line_requests_are_refused(cluster):
         assert status == 400 and expected in body["error"], (query, body)
     proc = cluster.ag("logs", job_id, "--since", "yesterday", check=False)
     assert proc.returncode == 2 and "--since takes a time ago like 90s" in proc.stderr, proc.stderr
+    # With -o json every usage error is JSON on stdout too.
+    proc = cluster.ag("-o", "json", "logs", job_id, "--since", "yesterday", check=False)
+    assert proc.returncode == 2 and "--since takes a time ago like 90s" in json.loads(proc.stdout)["error"]
+    proc = cluster.ag("-o", "json", "logs", check=False)
+    assert proc.returncode == 2 and json.loads(proc.stdout) == {"error": "give a job id (ag logs JOB_ID) or --head"}
     proc = cluster.ag("logs", job_id, "--tail", 0, check=False)
     assert proc.returncode != 0 and "--tail" in proc.stderr, proc.stderr
 
