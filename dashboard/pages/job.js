@@ -4,6 +4,7 @@ import { h, replace, s, badge, formatTime, formatDuration, formatBytes, runDurat
   throttle, confirmDialog } from "../dom.js";
 import { getJson, postJson } from "../api.js";
 import { LogView } from "../logview.js";
+import { lineChart } from "../charts.js";
 
 // The timeline draws one row per task up to this many; bigger gangs are summarised.
 const MAX_TIMELINE_TASKS = 64;
@@ -218,6 +219,35 @@ export function mount(view, ctx) {
   }
   const reloadSoon = throttle(reload, 300);
 
+  // CPU and memory of all the job's tasks together, from the workers' heartbeats, for
+  // the last 15 minutes; asked again every 5 s while the job runs.
+  const usagePanel = h("section", { class: "panel", id: "job-usage", hidden: true },
+    h("h2", {}, "Usage · last 15 minutes, all tasks"), h("div", { class: "charts" }));
+  summary.after(usagePanel);
+  const pct = (v) => Math.round(v) + "%";
+  async function loadUsage() {
+    try {
+      const usage = await getJson("/api/jobs/" + encodeURIComponent(jobId) + "/usage");
+      if (!alive || usage.samples.length === 0) return;
+      const latest = usage.samples[usage.samples.length - 1];
+      const box = (title, chart) => h("figure", { class: "chart-box" }, h("figcaption", {}, title), chart);
+      replace(usagePanel.lastChild,
+        box("CPU " + pct(latest.cpu_percent) + " (100% = one core)", lineChart({
+          series: [{ label: "CPU %", points: usage.samples.map((u) => [u.time_ms, u.cpu_percent]) }],
+          format: pct, width: 420, height: 120, title: "job CPU %" })),
+        box("Memory " + formatBytes(latest.memory_bytes), lineChart({
+          series: [{ label: "memory", points: usage.samples.map((u) => [u.time_ms, u.memory_bytes]) }],
+          format: formatBytes, width: 420, height: 120, title: "job memory" })));
+      usagePanel.hidden = false;
+    } catch (_) {
+      // The charts are extra: the page works without them.
+    }
+  }
+  const usageTimer = setInterval(() => {
+    if (job && !TERMINAL_STATES.has(job.state)) loadUsage();
+  }, 5000);
+  loadUsage();
+
   // Running tasks' bars and durations grow between pushes (display only).
   const ticker = setInterval(() => {
     if (job && !TERMINAL_STATES.has(job.state)) {
@@ -236,6 +266,7 @@ export function mount(view, ctx) {
     unmount() {
       alive = false;
       clearInterval(ticker);
+      clearInterval(usageTimer);
       logs.close();
     },
   };

@@ -257,10 +257,19 @@ std::string encode(const Heartbeat& m) {
     gpus.push_back({{"index", g.index}, {"utilization_percent", g.utilization_percent},
                     {"memory_used_bytes", g.memory_used_bytes}, {"memory_total_bytes", g.memory_total_bytes}});
   }
+  json tasks = json::array();
+  for (const auto& t : m.usage.tasks) {
+    json one = key_json("task_usage", t.task);
+    one.erase("type");
+    one["cpu_percent"] = t.cpu_percent;
+    one["memory_bytes"] = t.memory_bytes;
+    tasks.push_back(std::move(one));
+  }
   return dump({{"type", "heartbeat"},
                {"usage", {{"cpu_percent", m.usage.cpu_percent},
                           {"memory_used_bytes", m.usage.memory_used_bytes},
-                          {"gpus", gpus}}},
+                          {"gpus", gpus},
+                          {"tasks", tasks}}},
                {"busy_ports", m.busy_ports}});
 }
 
@@ -361,6 +370,13 @@ Result<WorkerMessage> decode_worker_message(std::string_view text) {
         g.integer("memory_total_bytes", &gpu.memory_total_bytes, 0, kMaxInt64);
         m.usage.gpus.push_back(gpu);
       });
+      usage.objects("tasks", [&](Fields& t) {
+        TaskUsage task;
+        t.task_key(&task.task);
+        t.number("cpu_percent", &task.cpu_percent);
+        t.integer("memory_bytes", &task.memory_bytes, 0, kMaxInt64);
+        m.usage.tasks.push_back(std::move(task));
+      }, false);
       f.merge(usage);
       f.integers("busy_ports", &m.busy_ports, 0, kMaxPort, false);
       return m;

@@ -83,10 +83,20 @@ struct GpuUsage {
   bool operator==(const GpuUsage&) const = default;
 };
 
+// What one running task's processes use: CPU in percent of one core (200 = two cores
+// busy) and resident memory.
+struct TaskUsage {
+  TaskKey task;
+  double cpu_percent = 0;
+  int64_t memory_bytes = 0;
+  bool operator==(const TaskUsage&) const = default;
+};
+
 struct NodeUsage {
   double cpu_percent = 0;
   int64_t memory_used_bytes = 0;
   std::vector<GpuUsage> gpus;
+  std::vector<TaskUsage> tasks;  // per running task (absent from older workers)
   bool operator==(const NodeUsage&) const = default;
 };
 

@@ -374,6 +374,15 @@ void ApiRoutes::handle_job(const net::HttpRequest& req, const Principal& who, co
     if (!may_act_on(who, *job)) return respond(not_your_job(*job, "read its logs"));
     return handle_logs(req, job_id, std::move(respond));
   }
+  if (action == "usage") {
+    if (req.method != "GET") return respond(error_response(405, "use GET for a job's usage"));
+    json samples = json::array();
+    for (const auto& u : deps_.gateway.job_usage().series(job->id, deps_.clock.now_ms())) {
+      samples.push_back({{"time_ms", u.time_ms}, {"cpu_percent", u.cpu_percent}, {"memory_bytes", u.memory_bytes},
+                         {"tasks", u.tasks}});
+    }
+    return respond(json_response(200, {{"job_id", job->id}, {"interval_ms", JobUsage::kBucketMs}, {"samples", samples}}));
+  }
   if (action == "lines") {
     if (!may_act_on(who, *job)) return respond(not_your_job(*job, "read its logs"));
     return handle_lines(req, job_id, std::move(respond));

@@ -120,6 +120,12 @@ void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel
                    sample.memory_used_bytes = m.usage.memory_used_bytes;
                    sample.gpus = m.usage.gpus;
                    deps_.nodes.record_usage(*node_id, std::move(sample));
+                   // Only about tasks placed on this node: no node speaks for another's.
+                   std::vector<api::TaskUsage> tasks;
+                   for (const auto& t : m.usage.tasks) {
+                     if (deps_.jobs.may_report(*node_id, t.task)) tasks.push_back(t);
+                   }
+                   job_usage_.record(tasks, deps_.clock.now_ms());
                    if (Node* n = deps_.nodes.find(*node_id)) n->busy_ports = {m.busy_ports.begin(), m.busy_ports.end()};
                    send(channel, api::HeartbeatAck{});
                  },

@@ -30,6 +30,7 @@
 #include "head/access_control.h"
 #include "head/audit_log.h"
 #include "head/job_manager.h"
+#include "head/job_usage.h"
 #include "head/log_store.h"
 #include "head/node_registry.h"
 #include "net/http_types.h"
@@ -67,6 +68,9 @@ class WorkerGateway {
   // kNotFound for a node the head neither knows nor holds a credential for.
   void remove_node(const std::string& node_id, const std::function<void(Status)>& done);
 
+  // Running jobs' CPU and memory over the last minutes, from the heartbeats.
+  const JobUsage& job_usage() const { return job_usage_; }
+
  private:
   struct ChannelState {
     Principal who;
@@ -88,6 +92,7 @@ class WorkerGateway {
 
   Deps deps_;
   WorkerGatewayConfig config_;
+  JobUsage job_usage_;
   std::set<api::TaskKey> log_errors_reported_;
   std::map<api::TaskKey, std::string> log_retries_;  // task -> its node
   bool log_retry_armed_ = false;

@@ -1,6 +1,12 @@
 #include "worker/usage_sampler.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <set>
 
 #include <fstream>
 #include <sstream>
@@ -81,6 +87,66 @@ api::NodeUsage UsageSampler::sample() {
     }
   }
   return s;
+}
+
+std::vector<api::TaskUsage> UsageSampler::sample_tasks(
+    const std::vector<std::pair<api::TaskKey, int64_t>>& pids) {
+  std::map<int64_t, std::pair<uint64_t, int64_t>> groups;  // group -> (ticks, rss pages)
+  for (const auto& [_, pid] : pids) groups[pid] = {0, 0};
+  std::vector<api::TaskUsage> out;
+  if (groups.empty()) {
+    last_group_ticks_.clear();
+    return out;
+  }
+  if (DIR* proc = ::opendir("/proc")) {
+    std::string text;
+    while (const dirent* entry = ::readdir(proc)) {
+      if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+      std::ifstream in(std::string("/proc/") + entry->d_name + "/stat");
+      if (!std::getline(in, text)) continue;
+      // After "pid (comm) ": state ppid pgrp ... utime(14) stime(15) ... rss(24).
+      const size_t close = text.rfind(')');
+      if (close == std::string::npos) continue;
+      std::istringstream fields(text.substr(close + 2));
+      std::string field;
+      int64_t pgrp = 0;
+      uint64_t utime = 0, stime = 0;
+      int64_t rss = 0;
+      for (int index = 3; fields >> field; ++index) {
+        if (index == 5) pgrp = std::atoll(field.c_str());
+        if (index == 14) utime = std::strtoull(field.c_str(), nullptr, 10);
+        if (index == 15) stime = std::strtoull(field.c_str(), nullptr, 10);
+        if (index == 24) {
+          rss = std::atoll(field.c_str());
+          break;
+        }
+      }
+      auto group = groups.find(pgrp);
+      if (group == groups.end()) continue;
+      group->second.first += utime + stime;
+      group->second.second += rss;
+    }
+    ::closedir(proc);
+  }
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::steady_clock::now().time_since_epoch())
+                             .count();
+  const double ticks_per_s = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  const int64_t page = ::sysconf(_SC_PAGESIZE);
+  std::map<int64_t, GroupTicks> seen;
+  for (const auto& [task, pid] : pids) {
+    const auto& [ticks, rss] = groups[pid];
+    api::TaskUsage usage{task, 0, rss * page};
+    auto last = last_group_ticks_.find(pid);
+    if (last != last_group_ticks_.end() && now_ms > last->second.at_ms && ticks >= last->second.ticks) {
+      const double seconds = static_cast<double>(now_ms - last->second.at_ms) / 1000.0;
+      usage.cpu_percent = 100.0 * static_cast<double>(ticks - last->second.ticks) / ticks_per_s / seconds;
+    }
+    seen[pid] = {ticks, now_ms};
+    out.push_back(std::move(usage));
+  }
+  last_group_ticks_ = std::move(seen);
+  return out;
 }
 
 }  // namespace ag::worker

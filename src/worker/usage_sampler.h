@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,7 +19,17 @@ class UsageSampler {
   ~UsageSampler();
   api::NodeUsage sample();
 
+  // What each task uses, `pids` being the tasks' process-group leaders: the CPU time
+  // (since the previous call) and resident memory of every process in the group, read
+  // from /proc. A task seen for the first time reports 0% CPU.
+  std::vector<api::TaskUsage> sample_tasks(const std::vector<std::pair<api::TaskKey, int64_t>>& pids);
+
  private:
+  struct GroupTicks {
+    uint64_t ticks = 0;
+    int64_t at_ms = 0;
+  };
+  std::map<int64_t, GroupTicks> last_group_ticks_;  // process group -> CPU ticks then
   struct Nvml;
   uint64_t last_busy_ = 0;
   uint64_t last_total_ = 0;

@@ -177,7 +177,13 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
                    dialer,
                    *runner.value(),
                    packages,
-                   [&usage] { return usage.sample(); },
+                   [&usage, &runner] {
+                     api::NodeUsage node = usage.sample();
+                     std::vector<std::pair<api::TaskKey, int64_t>> pids;
+                     for (const auto& task : runner.value()->running()) pids.emplace_back(task.id, task.pid);
+                     node.tasks = usage.sample_tasks(pids);
+                     return node;
+                   },
                    [] { return busy_ports(api::kMasterPortFirst, api::kMasterPortLast); },
                    [&io] { io.stop(); }};
   bool ready_reported = false;

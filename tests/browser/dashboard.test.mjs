@@ -368,6 +368,16 @@ describe("dashboard", { concurrency: false }, () => {
     }
   });
 
+  step("a running job's page charts its tasks' CPU and memory", async () => {
+    const id = await submit("-n", "2", "--name", "busy", "--",
+      "python3 -c \"import time\nt = time.time()\nwhile time.time() - t < 15: pass\"");
+    await page.goto(BASE + "/#/jobs/" + id);
+    await page.locator("#job-usage svg.chart").first().waitFor();
+    assert.equal(await page.locator("#job-usage svg.chart").count(), 2);
+    assert.match(await page.locator("#job-usage figcaption").first().textContent(), /^CPU \d+%/);
+    await ag("stop-job", id);
+  });
+
   step("the footer names the head's version", async () => {
     await page.locator("#version", { hasText: /^AetherGrid \d+\.\d+/ }).waitFor();
   });

@@ -907,3 +907,25 @@ def test_every_subcommands_help_lists_the_global_options():
     for command in ("submit", "logs", "list-jobs"):
         out = subprocess.run([AG_BIN, command, "--help"], capture_output=True, text=True, timeout=30).stdout
         assert "Global options (before or after the command):" in out and "--token-file FILE" in out, out
+
+
+def test_a_running_jobs_cpu_and_memory_are_charted_from_its_tasks(cluster):
+    # Two ranks, each busy on a core and holding ~64 MiB, for a few seconds.
+    busy = ("python3 -c \"import time; b = bytearray(64 << 20); b[::4096] = b'x' * len(b[::4096]); "
+            "t = time.time()\nwhile time.time() - t < 12: pass\"")
+    job_id, _ = cluster.submit("--no-wait", "-n", "2", "--", busy)
+
+    def busy_sample():
+        status, body = cluster.api("GET", f"/api/jobs/{job_id}/usage")
+        assert status == 200, body
+        assert body["interval_ms"] == 5000
+        return next((s for s in body["samples"] if s["tasks"] == 2 and s["cpu_percent"] > 50
+                     and s["memory_bytes"] > 2 * (60 << 20)), None)
+
+    wait_until(busy_sample, 20, message="a usage sample with both ranks busy")
+    cluster.wait_state(job_id, ("SUCCEEDED", "FAILED", "STOPPED"), timeout=30)
+    # Bad input: another method, a job that does not exist.
+    status, body = cluster.api("POST", f"/api/jobs/{job_id}/usage")
+    assert status == 405 and "use GET" in body["error"]
+    status, body = cluster.api("GET", "/api/jobs/job_nope/usage")
+    assert status == 404

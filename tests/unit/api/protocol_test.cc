@@ -73,6 +73,8 @@ TEST(ProtocolRoundTrip, Heartbeat) {
   m.usage.gpus = {{0, 99, 1 << 30, int64_t{80} << 30}, {1, 0, 0, int64_t{80} << 30}};
   m.busy_ports = {31499};
   EXPECT_EQ(worker_round_trip(m), m);
+  m.usage.tasks = {{kTask, 150.5, int64_t{3} << 30}, {{"job_b", 2, 7}, 0, 4096}};
+  EXPECT_EQ(worker_round_trip(m), m);
 }
 
 TEST(ProtocolRoundTrip, TaskStartedAndEveryKindOfTaskExit) {
