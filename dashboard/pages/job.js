@@ -237,7 +237,13 @@ export function mount(view, ctx) {
           format: pct, width: 420, height: 120, title: "job CPU %" })),
         box("Memory " + formatBytes(latest.memory_bytes), lineChart({
           series: [{ label: "memory", points: usage.samples.map((u) => [u.time_ms, u.memory_bytes]) }],
-          format: formatBytes, width: 420, height: 120, title: "job memory" })));
+          format: formatBytes, width: 420, height: 120, title: "job memory" })),
+        latest.gpus > 0 ? box("GPU " + pct(latest.gpu_percent) + " (mean of " + latest.gpus + ")", lineChart({
+          series: [{ label: "GPU %", points: usage.samples.map((u) => [u.time_ms, u.gpu_percent]) }],
+          max: 100, format: pct, width: 420, height: 120, title: "job GPU utilisation %" })) : null,
+        latest.gpus > 0 ? box("GPU memory " + formatBytes(latest.gpu_memory_bytes), lineChart({
+          series: [{ label: "GPU memory", points: usage.samples.map((u) => [u.time_ms, u.gpu_memory_bytes]) }],
+          format: formatBytes, width: 420, height: 120, title: "job GPU memory" })) : null);
       usagePanel.hidden = false;
     } catch (_) {
       // The charts are extra: the page works without them.

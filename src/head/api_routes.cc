@@ -379,7 +379,8 @@ void ApiRoutes::handle_job(const net::HttpRequest& req, const Principal& who, co
     json samples = json::array();
     for (const auto& u : deps_.gateway.job_usage().series(job->id, deps_.clock.now_ms())) {
       samples.push_back({{"time_ms", u.time_ms}, {"cpu_percent", u.cpu_percent}, {"memory_bytes", u.memory_bytes},
-                         {"tasks", u.tasks}});
+                         {"tasks", u.tasks}, {"gpus", u.gpus}, {"gpu_percent", u.gpu_percent},
+                         {"gpu_memory_bytes", u.gpu_memory_bytes}});
     }
     return respond(json_response(200, {{"job_id", job->id}, {"interval_ms", JobUsage::kBucketMs}, {"samples", samples}}));
   }

@@ -2,15 +2,27 @@
 
 namespace ag::head {
 
-void JobUsage::record(const std::vector<api::TaskUsage>& tasks, int64_t now_ms) {
+void JobUsage::add_gpus(Report& report, const std::vector<int>& gpu_ids, const std::vector<api::GpuUsage>& node_gpus) {
+  for (int id : gpu_ids) {
+    for (const auto& gpu : node_gpus) {
+      if (gpu.index != id) continue;
+      ++report.gpus;
+      report.gpu_percent_sum += static_cast<double>(gpu.utilization_percent);
+      report.gpu_memory_bytes += gpu.memory_used_bytes;
+    }
+  }
+}
+
+void JobUsage::record(const std::vector<Report>& reports, int64_t now_ms) {
   const int64_t start = now_ms - now_ms % kBucketMs;
-  for (const auto& t : tasks) {
+  for (const auto& report : reports) {
+    const api::TaskUsage& t = report.usage;
     Series& series = jobs_[t.task.job_id];
     if (series.buckets.empty() || series.buckets.back().start_ms < start) {
       series.buckets.push_back(Bucket{start, {}});
       while (series.buckets.size() > static_cast<size_t>(kWindowMs / kBucketMs)) series.buckets.pop_front();
     }
-    series.buckets.back().by_task[{t.task.attempt, t.task.task_index}] = {t.cpu_percent, t.memory_bytes};
+    series.buckets.back().by_task[{t.task.attempt, t.task.task_index}] = report;
     series.last_ms = now_ms;
   }
   if (now_ms - last_prune_ms_ >= 60000) prune(now_ms);
@@ -24,11 +36,16 @@ std::vector<JobUsage::Sample> JobUsage::series(const std::string& job_id, int64_
     if (bucket.start_ms < now_ms - kWindowMs) continue;
     Sample sample;
     sample.time_ms = bucket.start_ms;
-    for (const auto& [_, value] : bucket.by_task) {
-      sample.cpu_percent += value.first;
-      sample.memory_bytes += value.second;
+    double gpu_percent_sum = 0;
+    for (const auto& [_, report] : bucket.by_task) {
+      sample.cpu_percent += report.usage.cpu_percent;
+      sample.memory_bytes += report.usage.memory_bytes;
       ++sample.tasks;
+      sample.gpus += report.gpus;
+      gpu_percent_sum += report.gpu_percent_sum;
+      sample.gpu_memory_bytes += report.gpu_memory_bytes;
     }
+    if (sample.gpus > 0) sample.gpu_percent = gpu_percent_sum / sample.gpus;
     out.push_back(sample);
   }
   return out;

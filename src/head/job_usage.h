@@ -24,14 +24,28 @@ class JobUsage {
   static constexpr int64_t kBucketMs = 5000;
   static constexpr int64_t kWindowMs = 15 * 60 * 1000;
 
-  // One node's report, at `now_ms`, of tasks the caller checked were placed on it.
-  void record(const std::vector<api::TaskUsage>& tasks, int64_t now_ms);
+  // One task's report: its processes' use, and that of the GPUs it holds (the node
+  // measures each GPU; the head knows which task holds which).
+  struct Report {
+    api::TaskUsage usage;
+    int gpus = 0;                // GPUs the task holds that the node reported on
+    double gpu_percent_sum = 0;  // their utilization, summed
+    int64_t gpu_memory_bytes = 0;
+  };
+  // The GPU part of a report: the node's figures for the GPU indexes `gpu_ids`.
+  static void add_gpus(Report& report, const std::vector<int>& gpu_ids, const std::vector<api::GpuUsage>& node_gpus);
+
+  // One node's reports, at `now_ms`, about tasks the caller checked were placed on it.
+  void record(const std::vector<Report>& reports, int64_t now_ms);
 
   struct Sample {
     int64_t time_ms = 0;      // the bucket's start
     double cpu_percent = 0;   // summed over the job's tasks (100 = one core)
     int64_t memory_bytes = 0;  // summed over the job's tasks
     int tasks = 0;            // how many tasks reported in the bucket
+    int gpus = 0;             // GPUs measured among them
+    double gpu_percent = 0;   // their mean utilization (0 without GPUs)
+    int64_t gpu_memory_bytes = 0;
   };
   // Oldest first; empty for a job with no reports in the window.
   std::vector<Sample> series(const std::string& job_id, int64_t now_ms) const;
@@ -42,7 +56,7 @@ class JobUsage {
  private:
   struct Bucket {
     int64_t start_ms = 0;
-    std::map<std::pair<int, int>, std::pair<double, int64_t>> by_task;  // (attempt, task) -> latest
+    std::map<std::pair<int, int>, Report> by_task;  // (attempt, task) -> its latest report
   };
   struct Series {
     std::deque<Bucket> buckets;

@@ -121,11 +121,17 @@ void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel
                    sample.gpus = m.usage.gpus;
                    deps_.nodes.record_usage(*node_id, std::move(sample));
                    // Only about tasks placed on this node: no node speaks for another's.
-                   std::vector<api::TaskUsage> tasks;
+                   std::vector<JobUsage::Report> reports;
                    for (const auto& t : m.usage.tasks) {
-                     if (deps_.jobs.may_report(*node_id, t.task)) tasks.push_back(t);
+                     if (!deps_.jobs.may_report(*node_id, t.task)) continue;
+                     JobUsage::Report report{t};
+                     const Job* job = deps_.jobs.find(t.task.job_id);
+                     const auto& task = job->attempts[static_cast<size_t>(t.task.attempt)]
+                                            .tasks[static_cast<size_t>(t.task.task_index)];
+                     JobUsage::add_gpus(report, task.gpu_ids, m.usage.gpus);
+                     reports.push_back(std::move(report));
                    }
-                   job_usage_.record(tasks, deps_.clock.now_ms());
+                   job_usage_.record(reports, deps_.clock.now_ms());
                    if (Node* n = deps_.nodes.find(*node_id)) n->busy_ports = {m.busy_ports.begin(), m.busy_ports.end()};
                    send(channel, api::HeartbeatAck{});
                  },

@@ -7,8 +7,8 @@
 namespace ag::head {
 namespace {
 
-api::TaskUsage usage(const std::string& job, int task, double cpu, int64_t memory) {
-  return {{job, 0, task}, cpu, memory};
+JobUsage::Report usage(const std::string& job, int task, double cpu, int64_t memory) {
+  return {api::TaskUsage{{job, 0, task}, cpu, memory}};
 }
 
 TEST(JobUsageTest, TasksAreSummedPerBucketWithTheLatestValueOfEach) {
@@ -41,6 +41,24 @@ TEST(JobUsageTest, OnlyTheLast15MinutesAreKeptAndSilentJobsAreDropped) {
   usage_of.record({usage("job_b", 0, 1, 1)}, t0 + 40 * 60 * 1000);
   EXPECT_EQ(usage_of.jobs_tracked(), 1u);
   EXPECT_TRUE(usage_of.series("job_a", t0 + 40 * 60 * 1000).empty());
+}
+
+TEST(JobUsageTest, EachTaskIsCreditedWithTheGpusItHoldsAndTheJobShowsTheirMean) {
+  const std::vector<api::GpuUsage> node = {{0, 90, 10 << 20, 80 << 20}, {1, 30, 20 << 20, 80 << 20},
+                                           {2, 100, 40 << 20, 80 << 20}};
+  JobUsage::Report rank0 = usage("job_a", 0, 100, 1), rank1 = usage("job_a", 1, 100, 1);
+  JobUsage::add_gpus(rank0, {0, 1}, node);
+  JobUsage::add_gpus(rank1, {7}, node);  // a GPU the node did not report on: nothing
+  EXPECT_EQ(rank0.gpus, 2);
+  EXPECT_EQ(rank0.gpu_memory_bytes, 30 << 20);
+  EXPECT_EQ(rank1.gpus, 0);
+  JobUsage usage_of;
+  usage_of.record({rank0, rank1}, 1'000'000'000);
+  auto series = usage_of.series("job_a", 1'000'000'000);
+  ASSERT_EQ(series.size(), 1u);
+  EXPECT_EQ(series[0].gpus, 2);
+  EXPECT_DOUBLE_EQ(series[0].gpu_percent, 60);  // GPU 2 is another task's
+  EXPECT_EQ(series[0].gpu_memory_bytes, 30 << 20);
 }
 
 }  // namespace
