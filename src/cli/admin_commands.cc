@@ -201,19 +201,17 @@ int config(const ConnectionOptions& options, const std::string& ca_fingerprint) 
     return 0;
   }
   if (options.address.empty()) {
-    std::cerr << "error: give the head's --address HOST:PORT with --ca-fingerprint\n";
-    return 2;
+    return usage_error("give the head's --address HOST:PORT with --ca-fingerprint");
   }
   auto endpoint = net::parse_endpoint(options.address, 6379);
   if (!endpoint.ok()) {
-    std::cerr << "error: --address: " << endpoint.error().message << "\n";
-    return 2;
+    return usage_error("--address: " + endpoint.error().message);
   }
   if (!ca_fingerprint.empty()) {
     auto ca = net::fetch_pinned_ca(endpoint.value(), ca_fingerprint, 10000);
     if (!ca.ok()) {
-      std::cerr << "error: --ca-fingerprint: " << ca.error().message << "\n";
-      return ca.error().code == ErrorCode::kInvalidArgument ? 2 : 1;
+      if (ca.error().code == ErrorCode::kInvalidArgument) return usage_error("--ca-fingerprint: " + ca.error().message);
+      return fail(Error{ca.error().code, "--ca-fingerprint: " + ca.error().message});
     }
     std::string dir = std::filesystem::path(user_config_path()).parent_path().string();
     std::string file = dir + "/ca-" + endpoint->host + "-" + std::to_string(endpoint->port) + ".pem";

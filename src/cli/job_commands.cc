@@ -477,13 +477,11 @@ int logs(const ConnectionOptions& options, const std::string& job_id, const Line
 int head_logs() {
   auto session = read_session();
   if (!session) {
-    std::cerr << "error: no head was started from this machine (session " << session_dir() << ")\n";
-    return 1;
+    return fail(Error{ErrorCode::kNotFound, "no head was started from this machine (session " + session_dir() + ")"});
   }
   std::ifstream in(session->data_dir + "/head.log");
   if (!in) {
-    std::cerr << "error: cannot read " << session->data_dir << "/head.log\n";
-    return 1;
+    return fail(Error{ErrorCode::kNotFound, "cannot read " + session->data_dir + "/head.log"});
   }
   std::cout << in.rdbuf();
   return 0;

@@ -929,3 +929,17 @@ def test_a_running_jobs_cpu_and_memory_are_charted_from_its_tasks(cluster):
     assert status == 405 and "use GET" in body["error"]
     status, body = cluster.api("GET", "/api/jobs/job_nope/usage")
     assert status == 404
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["config", "--ca-fingerprint", "sha256:" + "0" * 64], "give the head's --address HOST:PORT with --ca-fingerprint"),
+    (["config", "--address", "host:notaport", "--ca-fingerprint", "sha256:" + "0" * 64], "--address: "),
+    (["config", "--address", "127.0.0.1:1", "--ca-fingerprint", "nonsense"], "--ca-fingerprint: "),
+])
+def test_config_usage_errors_are_json_with_o_json(cluster_factory, args, expected):
+    c = cluster_factory("config-errors", start_head=False)
+    env = {"AG_CONFIG": str(c.root / "config.json")}
+    proc = c.ag("-o", "json", *args, check=False, env=env)
+    assert proc.returncode == 2, proc
+    assert json.loads(proc.stdout)["error"].startswith(expected), proc.stdout
+    assert not (c.root / "config.json").exists()  # nothing was saved
