@@ -152,7 +152,7 @@ export function mount(view, ctx) {
   function renderSummary() {
     const queued = job.state === "PENDING" && job.queue_position
       ? h("span", { class: "queue-position", id: "job-queue-position" }, "#" + job.queue_position + " in queue · ") : null;
-    const message = job.message ? h("p", { class: "reason", id: "job-message" }, queued, job.message) : null;
+    const message = job.message || queued ? h("p", { class: "reason", id: "job-message" }, queued, job.message) : null;
     // A failed job: the failing rank's last lines, under its reason.
     const failure = job.failure && job.failure.last_lines ? h("div", { class: "failure", id: "job-failure" },
       h("p", { class: "muted" }, `Last lines of rank ${job.failure.task_index} (attempt ${job.failure.attempt}, ` +

@@ -411,6 +411,18 @@ describe("dashboard", { concurrency: false }, () => {
     await ag("stop-job", id);
   });
 
+  step("a worker that joins with labels shows them in the node list", async () => {
+    // Joins the running head (left running: the test's teardown stops the session).
+    const session = JSON.parse(readFileSync(join(process.env.AG_SESSION_DIR, "session.json"), "utf8"));
+    await ag("start-worker", "--head-node", session.address, "--node-ip-address", "127.0.0.9", "--num-cpus", "1",
+      "--label", "team=nlp", "--label", "gpu=none", "--token", TOKEN,
+      "--data-dir", join(process.env.AG_SESSION_DIR, "worker-labels"));
+    await page.goto(BASE + "/#/");
+    const row = page.locator("#nodes-table tr[data-node-id]", { hasText: "127.0.0.9" });
+    await row.locator(".label", { hasText: "team=nlp" }).waitFor();
+    assert.deepEqual(await row.locator(".label").allTextContents(), ["gpu=none", "team=nlp"]);
+  });
+
   step("no script errors or CSP violations on any page", async () => {
     assert.deepEqual(pageErrors, []);
     assert.deepEqual(cspViolations, []);
