@@ -1,5 +1,7 @@
 #include "head/job_codec.h"
 
+#include <cstdio>
+
 #include <nlohmann/json.hpp>
 
 #include "common/ids.h"
@@ -71,6 +73,12 @@ AttemptRecord attempt_from_json(const json& j) {
 }
 
 }  // namespace
+
+std::string event_key(const std::string& job_id, size_t seq) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "/%08zu", seq);
+  return job_id + buf;
+}
 
 json job_summary_json(const Job& job) {
   json j;

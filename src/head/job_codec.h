@@ -28,6 +28,10 @@ Result<JobEvent> event_from_json(const nlohmann::json& doc);
 // Short form for job lists: no attempts, only the counts users scan for.
 nlohmann::json job_summary_json(const Job& job);
 
+// The events table's key of a job's event number `seq` ("JOB/00000003": a job's events
+// sort in order).
+std::string event_key(const std::string& job_id, size_t seq);
+
 // Why a FAILED job failed: {attempt, task_index, node_id, node_address, reason,
 // last_lines} of the task that failed first in its last attempt (its last lines of
 // output, at most 50 lines / 8 KiB); null for other jobs. Not stored: built from the

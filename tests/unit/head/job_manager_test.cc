@@ -113,6 +113,18 @@ class JobManagerTest : public ::testing::Test {
     EXPECT_TRUE(jobs_->on_task_exited(node_of(task), task, exit).ok());
   }
 
+  // A one-task job on node_a, stored, whose placement is not at first: neither its own
+  // write nor the next flush lands. Returns its id ("" if the submit failed).
+  std::string submit_placed_but_unstored() {
+    add_node("node_a");
+    std::optional<Result<std::string>> result;
+    jobs_->submit(spec(), [&](Result<std::string> id) { result = std::move(id); });
+    store_.fail_next_writes(2);
+    clock_.run_ready();
+    EXPECT_TRUE(result.has_value() && result->ok());
+    return result && result->ok() ? result->value() : "";
+  }
+
   // The job as the store holds it.
   Job stored(const std::string& id) {
     auto value = store_.get(store::kJobsTable, id);
@@ -272,15 +284,8 @@ TEST_F(JobManagerTest, AChangeTheStoreCannotWriteIsWrittenAgainAndAfterDurableWa
 }
 
 TEST_F(JobManagerTest, ATaskIsLaunchedOnlyOnceItsPlacementIsStoredAndOnlyOnce) {
-  add_node("node_a");
-  std::optional<Result<std::string>> result;
-  jobs_->submit(spec(), [&](Result<std::string> id) { result = std::move(id); });
-  // The job is stored; its placement is not, at first: neither on its own nor with the
-  // next flush.
-  store_.fail_next_writes(2);
-  clock_.run_ready();
-  ASSERT_TRUE(result.has_value() && result->ok());
-  std::string id = result->value();
+  std::string id = submit_placed_but_unstored();
+  ASSERT_FALSE(id.empty());
   EXPECT_EQ(job(id).state, JobState::kRunning);
   EXPECT_TRUE(channel_.take<api::Launch>().empty());  // a restart now would not know attempt 0
   EXPECT_TRUE(stored(id).attempts.empty());
@@ -296,16 +301,12 @@ TEST_F(JobManagerTest, ATaskIsLaunchedOnlyOnceItsPlacementIsStoredAndOnlyOnce) {
 }
 
 TEST_F(JobManagerTest, AJobStoppedBeforeItsPlacementIsStoredIsNeverLaunched) {
-  add_node("node_a");
-  std::optional<Result<std::string>> result;
-  jobs_->submit(spec(), [&](Result<std::string> id) { result = std::move(id); });
-  store_.fail_next_writes(2);
-  clock_.run_ready();
-  ASSERT_TRUE(result.has_value() && result->ok());
-  ASSERT_TRUE(jobs_->stop(result->value(), "alice").ok());
+  std::string id = submit_placed_but_unstored();
+  ASSERT_FALSE(id.empty());
+  ASSERT_TRUE(jobs_->stop(id, "alice").ok());
   clock_.advance(1000);
   clock_.advance(1000);
-  EXPECT_EQ(stored(result->value()).attempts.size(), 1u);
+  EXPECT_EQ(stored(id).attempts.size(), 1u);
   EXPECT_TRUE(channel_.take<api::Launch>().empty());
 }
 
