@@ -53,6 +53,13 @@ class Fields {
     }
   }
 
+  void boolean(const char* name, bool* out, bool required = true) {
+    const json* v = find(name, required);
+    if (!v) return;
+    if (!v->is_boolean()) return fail(where(name), "expected true or false");
+    *out = v->get<bool>();
+  }
+
   void number(const char* name, double* out, bool required = true) {
     const json* v = find(name, required);
     if (!v) return;
@@ -122,6 +129,8 @@ class Fields {
     optional_integer("signal", &exit->signal);
     string("start_error", &exit->start_error, false);
     string("lost", &exit->lost, false);
+    boolean("out_of_memory", &exit->out_of_memory, false);
+    integer("memory_limit_bytes", &exit->memory_limit_bytes, 0, std::numeric_limits<int64_t>::max(), false);
   }
 
   // Takes over a child reader's problem.
@@ -182,6 +191,8 @@ json exit_json(const TaskExited& m) {
   j["signal"] = m.exit.signal ? json(*m.exit.signal) : json(nullptr);
   if (!m.exit.start_error.empty()) j["start_error"] = m.exit.start_error;
   if (!m.exit.lost.empty()) j["lost"] = m.exit.lost;
+  if (m.exit.out_of_memory) j["out_of_memory"] = true;
+  if (m.exit.memory_limit_bytes > 0) j["memory_limit_bytes"] = m.exit.memory_limit_bytes;
   if (m.log_bytes >= 0) j["log_bytes"] = m.log_bytes;
   return j;
 }
@@ -248,7 +259,8 @@ std::string encode(const Register& m) {
                {"running", running},
                {"exited", exited},
                {"busy_ports", m.busy_ports},
-               {"labels", m.labels}});
+               {"labels", m.labels},
+               {"limits", m.limits}});
 }
 
 std::string encode(const Heartbeat& m) {
@@ -295,6 +307,8 @@ std::string encode(const Launch& m) {
   j["gpu_ids"] = m.gpu_ids;
   j["working_dir_hash"] = m.working_dir_hash;
   j["python_executable"] = m.python_executable;
+  if (m.memory_limit_bytes > 0) j["memory_limit_bytes"] = m.memory_limit_bytes;
+  if (m.cpu_limit_millis > 0) j["cpu_limit_millis"] = m.cpu_limit_millis;
   return dump(j);
 }
 
@@ -333,6 +347,7 @@ Result<WorkerMessage> decode_worker_message(std::string_view text) {
       Register m;
       f.id("node_id", &m.node_id);
       f.string_map("labels", &m.labels, false);
+      f.string("limits", &m.limits, false);
       f.string("address", &m.address);
       f.string("hostname", &m.hostname, false);
       Fields res = f.object("resources");
@@ -430,6 +445,8 @@ Result<HeadMessage> decode_head_message(std::string_view text) {
       f.integers("gpu_ids", &m.gpu_ids, 0, 1 << 20, false);
       f.string("working_dir_hash", &m.working_dir_hash, false);
       f.string("python_executable", &m.python_executable, false);
+      f.integer("memory_limit_bytes", &m.memory_limit_bytes, 0, kMaxInt64, false);
+      f.integer("cpu_limit_millis", &m.cpu_limit_millis, 0, kMaxInt64, false);
       return m;
     });
   }

@@ -72,6 +72,9 @@ struct TaskExit {
   std::optional<int> signal;
   std::string start_error;
   std::string lost;
+  // The kernel's OOM killer ended a process of the task, whose cap was this (0: unknown).
+  bool out_of_memory = false;
+  int64_t memory_limit_bytes = 0;
   bool operator==(const TaskExit&) const = default;
 };
 
@@ -138,6 +141,7 @@ struct Register {
   std::vector<TaskExited> exited;
   std::vector<int> busy_ports;  // master-port range ports already held on the node
   std::map<std::string, std::string> labels;  // ag start-worker --label
+  std::string limits;  // which task caps the node enforces, for people ("memory, cpu (cgroup v1)")
   bool operator==(const Register&) const = default;
 };
 
@@ -166,6 +170,8 @@ struct Launch {
   std::vector<int> gpu_ids;
   std::string working_dir_hash;   // "" when the job has no working_dir package
   std::string python_executable;  // "" for the node's own
+  int64_t memory_limit_bytes = 0;  // task_options.memory as a cap; 0: none
+  int64_t cpu_limit_millis = 0;    // num_cpus as a cap; 0: none
   bool operator==(const Launch&) const = default;
 };
 

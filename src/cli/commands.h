@@ -48,6 +48,7 @@ struct StartWorkerOptions {
   double kill_grace_s = 10;
   double package_cache_gb = 10;
   bool wait_for_head = false;
+  bool no_task_limits = false;
   bool block = false;
   bool verbose = false;
 };

@@ -241,6 +241,7 @@ int start_worker(const StartWorkerOptions& options) {
   config.num_cpus = options.num_cpus;
   config.num_gpus = options.num_gpus;
   config.wait_for_head = options.wait_for_head;
+  config.enforce_limits = !options.no_task_limits;
   if (options.labels.size() > api::kMaxNodeLabels) {
     std::cerr << "error: --label: at most " << api::kMaxNodeLabels << " labels, got " << options.labels.size() << "\n";
     return 2;

@@ -398,6 +398,17 @@ std::string labels_text(const json& labels) {
   return out.empty() ? "-" : terminal_safe(out, false);
 }
 
+// "memory, cpu (cgroup v1)" -> "memory,cpu"; "not enforced: ..." -> "none".
+std::string limits_text(const std::string& summary) {
+  if (summary.empty()) return "-";
+  if (summary.rfind("not enforced", 0) == 0) return "none";
+  std::string out;
+  for (char c : summary.substr(0, summary.find(" ("))) {
+    if (c != ' ') out.push_back(c);
+  }
+  return out;
+}
+
 }  // namespace
 
 int list_nodes(const ConnectionOptions& options) {
@@ -409,7 +420,7 @@ int list_nodes(const ConnectionOptions& options) {
     std::cout << nodes.value().dump(2) << "\n";
     return 0;
   }
-  Table table({"NODE", "STATE", "ADDRESS", "HOSTNAME", "CPUS", "GPUS", "MEMORY", "LABELS"});
+  Table table({"NODE", "STATE", "ADDRESS", "HOSTNAME", "CPUS", "GPUS", "MEMORY", "LIMITS", "LABELS"});
   for (const auto& n : nodes.value()["nodes"]) {
     const json& r = n["resources"];
     const json& a = n["allocated"];
@@ -419,7 +430,7 @@ int list_nodes(const ConnectionOptions& options) {
                cpus_text(a["num_cpus"].get<double>()) + "/" + cpus_text(r["num_cpus"].get<double>()),
                a["num_gpus"].dump() + "/" + r["num_gpus"].dump(),
                std::to_string(a["memory_bytes"].get<int64_t>() >> 30) + "/" + std::to_string(r["memory_bytes"].get<int64_t>() >> 30) + " GiB",
-               labels_text(n.value("labels", json::object()))});
+               limits_text(str(n, "limits")), labels_text(n.value("labels", json::object()))});
   }
   table.print(std::cout);
   return 0;

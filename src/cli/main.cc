@@ -106,6 +106,8 @@ int run(int argc, char** argv) {
   start_worker_cmd->add_option("--memory", worker.memory_gb, "Memory to offer, GiB (default: detected)")->check(CLI::Range(0.0, static_cast<double>(ag::api::kMaxNodeMemoryBytes >> 30)));
   start_worker_cmd->add_option("--data-dir", worker.data_dir, "Where the worker keeps task dirs and logs");
   start_worker_cmd->add_option("--kill-grace", worker.kill_grace_s, "Seconds between SIGTERM and SIGKILL at shutdown")->capture_default_str();
+  start_worker_cmd->add_flag("--no-task-limits", worker.no_task_limits,
+                             "Run tasks without memory and CPU caps (their requests still count for placement)");
   start_worker_cmd->add_flag("--wait-for-head", worker.wait_for_head,
                              "Keep trying a head that cannot be reached yet (default: fail with the reason)");
   start_worker_cmd->add_option("--package-cache-gb", worker.package_cache_gb, "Disk budget for cached working_dir packages, GiB")->capture_default_str()->check(CLI::Range(0.0, 1e6));

@@ -6,6 +6,8 @@
 #include <iomanip>
 #include <sstream>
 
+#include "common/amounts.h"
+
 namespace ag::head {
 namespace {
 
@@ -38,6 +40,7 @@ void kill_live_tasks(const std::string& job_id, AttemptRecord& attempt, int exce
 struct FailureCause {
   std::optional<int> exit_code;  // a signal N as 128+N
   bool node_lost = false;
+  bool out_of_memory = false;  // the reason then names the node whose memory ran out
 };
 
 // Why retry_on rules out retrying this attempt's failure ("" when it allows it).
@@ -135,7 +138,8 @@ void fail_task(Job& job, AttemptRecord& attempt, TaskRecord& task, const std::st
   fx.events.push_back(task_label(task) + " " + reason);
   if (!attempt.ending) {
     attempt.ending = true;
-    attempt.failure_reason = "task " + std::to_string(task.index) + " " + reason;
+    attempt.failure_reason = "task " + std::to_string(task.index) + " " +
+                             (cause.out_of_memory ? "on " + task.node_id + " " : "") + reason;
     attempt.failed_task = task.index;
     attempt.failure_exit_code = cause.exit_code;
     attempt.failure_node_lost = cause.node_lost;
@@ -190,6 +194,14 @@ bool AttemptRecord::all_terminal() const {
 std::string describe_exit(const api::TaskExit& exit) {
   if (!exit.start_error.empty()) return "could not start: " + exit.start_error;
   if (!exit.lost.empty()) return "was lost: " + exit.lost;
+  if (exit.out_of_memory) {
+    const std::string limit =
+        exit.memory_limit_bytes > 0 ? " (limit " + format_memory(exit.memory_limit_bytes) + ")" : "";
+    // A shell's child the OOM killer ended makes the shell exit with 128+9.
+    if (exit.signal || exit.exit_code == 128 + SIGKILL) return "was killed: out of memory" + limit;
+    return "exited with code " + std::to_string(exit.exit_code.value_or(-1)) +
+           " after the kernel killed one of its processes: out of memory" + limit;
+  }
   if (exit.signal) {
     const char* name = sigabbrev_np(*exit.signal);
     return "was killed by signal " + std::to_string(*exit.signal) +
@@ -281,6 +293,7 @@ Effects on_task_exited(Job& job, int attempt_number, int task_index, const api::
   }
   FailureCause cause;
   cause.node_lost = !exit.lost.empty();
+  cause.out_of_memory = exit.out_of_memory;
   if (exit.start_error.empty() && exit.lost.empty()) {
     cause.exit_code = exit.signal ? std::optional<int>(128 + *exit.signal) : exit.exit_code;
   }

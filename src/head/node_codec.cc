@@ -13,6 +13,7 @@ json node_to_json(const Node& node, const Resources& allocated) {
           {"state", to_string(node.state)},
           {"draining", node.draining},
           {"labels", node.labels},
+          {"limits", node.limits},
           {"resources",
            {{"num_cpus", node.total.cpu_millis / 1000.0},
             {"memory_bytes", node.total.memory_bytes},

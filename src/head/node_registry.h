@@ -49,6 +49,7 @@ struct Node {
   std::set<int> busy_ports;  // master-port range ports held on the node (last report)
   bool draining = false;     // no new tasks; those running finish (ag drain / ag resume)
   std::map<std::string, std::string> labels;  // ag start-worker --label, for job constraints
+  std::string limits;                         // which task caps the node enforces (Register.limits)
 
   // "node_ab12 (127.0.0.2)"
   std::string label() const { return node_id + " (" + address + ")"; }

@@ -278,6 +278,7 @@ void WorkerGateway::complete_register(const std::shared_ptr<net::WsConnection>& 
   node.total.gpus = static_cast<int64_t>(node.gpu_ids.size());
   node.busy_ports = {message.busy_ports.begin(), message.busy_ports.end()};
   node.labels = message.labels;
+  node.limits = message.limits.substr(0, 200);
   *node_id = node.node_id;
   node.channel = channel;
   node.state = NodeState::kAlive;

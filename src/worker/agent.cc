@@ -131,6 +131,7 @@ void Agent::on_connected(std::shared_ptr<net::WsConnection> channel) {
   reg.memory_bytes = config_.resources.memory_bytes;
   reg.gpu_ids = config_.gpu_ids;
   reg.labels = config_.labels;
+  reg.limits = config_.limits;
   for (const auto& r : deps_.launcher.running()) reg.running.push_back({r.id, r.pid});
   for (const auto& [_, exited] : unacked_exits_) reg.exited.push_back(exited);
   reg.busy_ports = deps_.busy_ports();
@@ -248,6 +249,7 @@ void Agent::handle_launch(api::Launch launch) {
   spec.id = launch.task;
   spec.entrypoint = std::move(launch.entrypoint);
   spec.orphan_timeout_ms = node_timeout_ms_;
+  spec.limits = {launch.memory_limit_bytes, launch.cpu_limit_millis};
   std::string shim;
   if (!launch.python_executable.empty()) {
     // `python` and `python3` resolve to the asked interpreter, wherever they appear.

@@ -36,6 +36,7 @@ struct AgentConfig {
   Resources resources;
   std::vector<int> gpu_ids;
   std::map<std::string, std::string> labels;  // ag start-worker --label
+  std::string limits;                         // which task caps this node enforces (task_limits.h)
   std::string data_dir;
   api::Environment inherited_env;  // the agent's own environment, handed down to tasks
   int64_t heartbeat_ms = 1000;

@@ -17,6 +17,7 @@
 
 #include "api/protocol.h"
 #include "common/result.h"
+#include "worker/task_limits.h"
 
 namespace ag::worker {
 
@@ -26,6 +27,7 @@ struct LaunchSpec {
   std::map<std::string, std::string> env;  // complete environment of the task
   std::string working_dir;                  // created if missing
   int64_t orphan_timeout_ms = 10000;        // kill the task when no agent runs for this long
+  TaskLimits limits;                        // caps, where the node can enforce them
 };
 
 // What a launcher reports, on the owner's thread.

@@ -35,6 +35,8 @@ struct TaskRunner::Task {
   int64_t pid = 0;
   std::string marker;
   std::string cgroup;  // "" where the node has none
+  std::vector<std::string> limit_cgroups;
+  int64_t memory_limit_bytes = 0;
   int output_fd = -1;  // read side of output.log
   int64_t supervisor_pid = 0;
   int watch = -1;
@@ -55,22 +57,29 @@ std::optional<api::TaskExit> parse_exit_record(const std::string& text) {
   if (kind == "exit") exit.exit_code = value;
   else if (kind == "signal") exit.signal = value;
   else return std::nullopt;
+  std::string note;
+  exit.out_of_memory = in >> note && note == "oom";
   return exit;
 }
 
 Result<std::unique_ptr<TaskRunner>> TaskRunner::create(asio::io_context& io, std::string data_dir,
-                                                      std::string cgroup_root) {
+                                                      std::string cgroup_root, LimitRoots limits) {
   std::error_code ec;
   fs::create_directories(data_dir + "/tasks", ec);
   if (ec) return internal_error("cannot create " + data_dir + "/tasks: " + ec.message());
   spread_subdirectories(data_dir + "/tasks");
   int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (fd < 0) return internal_error(std::string("cannot follow task output: inotify_init1: ") + std::strerror(errno));
-  return std::unique_ptr<TaskRunner>(new TaskRunner(io, std::move(data_dir), std::move(cgroup_root), fd));
+  return std::unique_ptr<TaskRunner>(new TaskRunner(io, std::move(data_dir), std::move(cgroup_root), std::move(limits), fd));
 }
 
-TaskRunner::TaskRunner(asio::io_context& io, std::string data_dir, std::string cgroup_root, int inotify_fd)
-    : io_(io), data_dir_(std::move(data_dir)), cgroup_root_(std::move(cgroup_root)), sigchld_(io, SIGCHLD) {
+TaskRunner::TaskRunner(asio::io_context& io, std::string data_dir, std::string cgroup_root, LimitRoots limits,
+                       int inotify_fd)
+    : io_(io),
+      data_dir_(std::move(data_dir)),
+      cgroup_root_(std::move(cgroup_root)),
+      limits_(std::move(limits)),
+      sigchld_(io, SIGCHLD) {
   inotify_ = std::make_unique<asio::posix::stream_descriptor>(io_, inotify_fd);
   read_inotify();
   sigchld_.async_wait([this](const boost::system::error_code& ec, int) {
@@ -138,7 +147,7 @@ void TaskRunner::end_tasks_of_lost_supervisor(int64_t supervisor_pid) {
       continue;
     }
     signal_task(*task, SIGKILL);
-    remove_cgroup(task->cgroup);
+    remove_groups(*task);
     finish(task, api::TaskExit{std::nullopt, std::nullopt, "its supervisor on the node died"});
   }
 }
@@ -197,7 +206,9 @@ void TaskRunner::finish(const std::shared_ptr<Task>& task, const api::TaskExit& 
     by_watch_.erase(task->watch);
   }
   tasks_.erase(task->id);
-  if (events_.on_exit) events_.on_exit(task->id, exit);
+  api::TaskExit ended = exit;
+  if (ended.out_of_memory) ended.memory_limit_bytes = task->memory_limit_bytes;
+  if (events_.on_exit) events_.on_exit(task->id, ended);
 }
 
 Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
@@ -224,8 +235,17 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   task->marker = spec.id.job_id + "." + std::to_string(spec.id.attempt) + "." +
                  std::to_string(spec.id.task_index) + "." + random_hex(4);
   fs::remove_all(task->dir, fs_error);  // a relaunch after a lost launch starts clean
-  task->cgroup = create_task_cgroup(cgroup_root_, fs::path(task->dir).filename().string());
+  const std::string group_name = fs::path(task->dir).filename().string();
+  task->cgroup = create_task_cgroup(cgroup_root_, group_name);
+  auto limit_groups = create_limit_groups(limits_, task->cgroup, group_name, spec.limits);
+  if (!limit_groups.ok()) {
+    remove_cgroup(task->cgroup);
+    return limit_groups.error();
+  }
+  task->limit_cgroups = limit_groups.value().extra;
+  if (!limit_groups.value().memory.empty()) task->memory_limit_bytes = spec.limits.memory_bytes;
   if (::mkdir(task->dir.c_str(), 0755) != 0) {
+    remove_groups(*task);
     return internal_error("cannot create " + task->dir + ": " + std::strerror(errno));
   }
 
@@ -234,6 +254,9 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   request.task_dir = task->dir;
   request.working_dir = spec.working_dir;
   request.cgroup = task->cgroup;
+  request.cgroup_home = limits_.home;
+  request.limit_cgroups = task->limit_cgroups;
+  request.memory_cgroup = limit_groups.value().memory;
   request.marker = task->marker;
   request.orphan_timeout_ms = spec.orphan_timeout_ms;
   request.argv = {"/bin/sh", "-c", spec.entrypoint};
@@ -263,7 +286,7 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   if (!started.ok()) {
     ::close(output_fd);
     fs::remove_all(task->dir, fs_error);
-    remove_cgroup(task->cgroup);
+    remove_groups(*task);
     return started.error();
   }
   task->output_fd = output_fd;
@@ -275,7 +298,9 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
     // What a restarted agent needs to find the task again.
     nlohmann::json state = {{"job_id", spec.id.job_id}, {"attempt", spec.id.attempt},
                             {"task_index", spec.id.task_index}, {"marker", task->marker},
-                            {"cgroup", task->cgroup}, {"supervisor_pid", supervisor}, {"pid", pid}};
+                            {"cgroup", task->cgroup}, {"limit_cgroups", task->limit_cgroups},
+                            {"memory_limit_bytes", task->memory_limit_bytes}, {"supervisor_pid", supervisor},
+                            {"pid", pid}};
     std::ofstream(task->dir + "/task.json") << state.dump() << "\n";
   }
   watch(task);
@@ -308,6 +333,8 @@ std::vector<TaskRunner::Recovered> TaskRunner::recover() {
     task->dir = entry.path().string();
     task->marker = state.value("marker", "");
     task->cgroup = state.value("cgroup", "");
+    task->limit_cgroups = state.value("limit_cgroups", std::vector<std::string>{});
+    task->memory_limit_bytes = state.value("memory_limit_bytes", int64_t{0});
     int64_t supervisor = state.value("supervisor_pid", int64_t{0});
     task->supervisor_pid = supervisor;
     task->pid = state.value("pid", int64_t{0});
@@ -317,11 +344,12 @@ std::vector<TaskRunner::Recovered> TaskRunner::recover() {
       std::stringstream ss;
       ss << in.rdbuf();
       r.exit = parse_exit_record(ss.str()).value_or(api::TaskExit{});
+      if (r.exit->out_of_memory) r.exit->memory_limit_bytes = task->memory_limit_bytes;
     } else if (supervisor <= 0 || ::kill(static_cast<pid_t>(supervisor), 0) != 0) {
       // Its supervisor is gone without recording an end: nothing may outlive it.
       for (int pid : cgroup_pids(task->cgroup)) ::kill(pid, SIGKILL);
       for (int pid : find_marked_processes(task->marker)) ::kill(pid, SIGKILL);
-      remove_cgroup(task->cgroup);
+      remove_groups(*task);
       r.exit = api::TaskExit{std::nullopt, std::nullopt, "its supervisor on the node died"};
     }
     if (!r.exit) {
@@ -344,6 +372,11 @@ void TaskRunner::signal_task(Task& task, int sig) {
   if (task.pid > 0) ::kill(-static_cast<pid_t>(task.pid), sig);
   for (int pid : cgroup_pids(task.cgroup)) ::kill(pid, sig);
   for (int pid : find_marked_processes(task.marker)) ::kill(pid, sig);
+}
+
+void TaskRunner::remove_groups(const Task& task) {
+  remove_cgroup(task.cgroup);
+  for (const auto& group : task.limit_cgroups) remove_cgroup(group);
 }
 
 void TaskRunner::kill(const api::TaskKey& id, int64_t grace_ms) {

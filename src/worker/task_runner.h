@@ -42,10 +42,11 @@ class TaskRunner final : public TaskLauncher {
  public:
   // Task folders live under <data_dir>/tasks; supervisors read <data_dir>/agent.pid
   // (written by the worker daemon) to know whether an agent is alive.
-  // `cgroup_root`: where per-task control groups go ("" for none; task_cgroup.h).
+  // `cgroup_root`: where per-task control groups go ("" for none; task_cgroup.h);
+  // `limits`: where the groups that cap tasks go (task_limits.h).
   // Errors: kInternal when the tasks folder or the inotify instance cannot be made.
   static Result<std::unique_ptr<TaskRunner>> create(boost::asio::io_context& io, std::string data_dir,
-                                                    std::string cgroup_root);
+                                                    std::string cgroup_root, LimitRoots limits = {});
   ~TaskRunner() override;
 
   // Tasks launched from now on run as `user` (worker/task_user.h): their working
@@ -67,7 +68,8 @@ class TaskRunner final : public TaskLauncher {
   Result<std::string> read_output(const api::TaskKey& id, int64_t offset, int64_t max_bytes) const override;
 
  private:
-  TaskRunner(boost::asio::io_context& io, std::string data_dir, std::string cgroup_root, int inotify_fd);
+  TaskRunner(boost::asio::io_context& io, std::string data_dir, std::string cgroup_root, LimitRoots limits,
+             int inotify_fd);
   // Where a task's output is kept.
   std::string log_path(const api::TaskKey& id) const;
   struct Task;
@@ -79,10 +81,12 @@ class TaskRunner final : public TaskLauncher {
   void reap_children();
   void end_tasks_of_lost_supervisor(int64_t supervisor_pid);
   void signal_task(Task& task, int sig);
+  static void remove_groups(const Task& task);
 
   boost::asio::io_context& io_;
   std::string data_dir_;
   std::string cgroup_root_;
+  LimitRoots limits_;
   LauncherEvents events_;
   boost::asio::signal_set sigchld_;
   SupervisorClient supervisor_;
@@ -93,7 +97,7 @@ class TaskRunner final : public TaskLauncher {
   std::optional<TaskUser> task_user_;
 };
 
-// Parses the supervisor's exit record ("exit 3", "signal 9").
+// Parses the supervisor's exit record ("exit 3", "signal 9", "signal 9 oom").
 std::optional<api::TaskExit> parse_exit_record(const std::string& text);
 
 }  // namespace ag::worker

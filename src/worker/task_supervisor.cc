@@ -26,6 +26,7 @@ extern char** environ;
 
 #include "worker/marked_processes.h"
 #include "worker/task_cgroup.h"
+#include "worker/task_limits.h"
 
 namespace ag::worker {
 namespace {
@@ -163,6 +164,8 @@ void write_exit_record(const std::string& dir, const char* text) {
 struct Supervised {
   std::string task_dir;
   std::string cgroup;
+  std::vector<std::string> limit_cgroups;
+  std::string memory_cgroup;
   std::string marker;
   int64_t orphan_timeout_ms = 10000;
   int64_t term_sent_ms = 0;  // when the orphaned task was sent SIGTERM
@@ -226,6 +229,19 @@ bool all_gone(const Supervised& task) {
   return find_marked_processes(task.marker).empty();
 }
 
+// The supervisor steps into the task's groups for the spawn (the child inherits them)
+// and out again: it must not stay in a task's group.
+void enter_groups(const LaunchRequest& request) {
+  join_cgroup(request.cgroup.c_str());
+  for (const auto& group : request.limit_cgroups) join_cgroup(group.c_str());
+}
+
+void leave_groups(const LaunchRequest& request) {
+  auto parent = [](const std::string& group) { return group.substr(0, group.rfind('/')); };
+  if (!request.cgroup.empty()) join_cgroup((request.cgroup_home.empty() ? parent(request.cgroup) : request.cgroup_home).c_str());
+  for (const auto& group : request.limit_cgroups) join_cgroup(parent(group).c_str());
+}
+
 // Starts the task with posix_spawn (which shares this process's memory until the
 // exec): in its own process group, with default signals, the output file as stdout
 // and stderr, in its working dir, and inside its control group (the supervisor steps
@@ -247,7 +263,7 @@ pid_t start_task_as(const LaunchRequest& request, int output_fd, std::string* er
     *error = std::string("cannot start the task: pipe: ") + std::strerror(errno);
     return 0;
   }
-  join_cgroup(request.cgroup.c_str());
+  enter_groups(request);
   pid_t pid = ::fork();
   if (pid == 0) {
     // The child: only async-signal-safe calls from here to the exec.
@@ -278,10 +294,7 @@ pid_t start_task_as(const LaunchRequest& request, int output_fd, std::string* er
   }
   int fork_errno = errno;
   ::close(report[1]);
-  if (!request.cgroup.empty()) {
-    std::string parent = request.cgroup.substr(0, request.cgroup.rfind('/'));
-    join_cgroup(parent.c_str());
-  }
+  leave_groups(request);
   if (pid < 0) {
     ::close(report[0]);
     *error = std::string("cannot start the task: fork: ") + std::strerror(fork_errno);
@@ -331,14 +344,10 @@ pid_t start_task(const LaunchRequest& request, int output_fd, std::string* error
   posix_spawn_file_actions_adddup2(&actions, output_fd, 1);
   posix_spawn_file_actions_adddup2(&actions, output_fd, 2);
   posix_spawn_file_actions_addchdir_np(&actions, request.working_dir.c_str());
-  join_cgroup(request.cgroup.c_str());
+  enter_groups(request);
   pid_t pid = 0;
   int rc = argv[0] ? posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), envp.data()) : EINVAL;
-  if (!request.cgroup.empty()) {
-    // Back to the node's group: the supervisor must not stay in a task's group.
-    std::string parent = request.cgroup.substr(0, request.cgroup.rfind('/'));
-    join_cgroup(parent.c_str());
-  }
+  leave_groups(request);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {
@@ -405,7 +414,9 @@ class Supervisor {
       std::string error;
       pid_t pid = start_task(*request, output_fd, &error);
       if (pid > 0) {
-        tasks_[pid] = {request->task_dir, request->cgroup, request->marker, request->orphan_timeout_ms, 0};
+        tasks_[pid] = {request->task_dir,      request->cgroup,           request->limit_cgroups,
+                       request->memory_cgroup, request->marker,           request->orphan_timeout_ms,
+                       0};
         reply = "pid " + std::to_string(pid);
       } else {
         reply = "error " + error;
@@ -428,11 +439,14 @@ class Supervisor {
       tasks_.erase(it);
       // Whatever the task left behind dies with it, then the end is recorded.
       kill_everything(pid, task, SIGKILL);
+      // "oom": the kernel's OOM killer ended one of its processes (the task itself, or
+      // one whose end made it fail).
+      const char* oom = oom_kills(task.memory_cgroup) > 0 ? " oom" : "";
       char record[64];
       if (WIFSIGNALED(status)) {
-        std::snprintf(record, sizeof record, "signal %d\n", WTERMSIG(status));
+        std::snprintf(record, sizeof record, "signal %d%s\n", WTERMSIG(status), oom);
       } else {
-        std::snprintf(record, sizeof record, "exit %d\n", WEXITSTATUS(status));
+        std::snprintf(record, sizeof record, "exit %d%s\n", WEXITSTATUS(status), oom);
       }
       endings_.push_back({std::move(task), record, monotonic_ms() + kLeftoverWaitMs});
     }
@@ -481,8 +495,11 @@ class Supervisor {
         continue;
       }
       // A group whose last processes are still being torn down goes a little later.
-      const std::string& group = ending.task.cgroup;
-      if (!group.empty() && ::rmdir(group.c_str()) != 0 && errno == EBUSY) leftover_cgroups_.push_back(group);
+      std::vector<std::string> groups = ending.task.limit_cgroups;
+      groups.push_back(ending.task.cgroup);
+      for (const auto& group : groups) {
+        if (!group.empty() && ::rmdir(group.c_str()) != 0 && errno == EBUSY) leftover_cgroups_.push_back(group);
+      }
       write_exit_record(ending.task.task_dir, ending.record.c_str());
     }
     endings_ = std::move(waiting);
@@ -528,7 +545,13 @@ class Supervisor {
 
 bool has_nul(const LaunchRequest& request) {
   auto nul = [](const std::string& s) { return s.find('\0') != std::string::npos; };
-  if (nul(request.task_dir) || nul(request.working_dir) || nul(request.cgroup) || nul(request.marker)) return true;
+  if (nul(request.task_dir) || nul(request.working_dir) || nul(request.cgroup) || nul(request.marker) ||
+      nul(request.cgroup_home) || nul(request.memory_cgroup)) {
+    return true;
+  }
+  for (const auto& s : request.limit_cgroups) {
+    if (nul(s)) return true;
+  }
   for (const auto& s : request.argv) {
     if (nul(s)) return true;
   }
@@ -557,6 +580,10 @@ std::string encode_launch(const LaunchRequest& request) {
     for (uint32_t g : request.run_as->groups) run_as += " " + std::to_string(g);
   }
   field(run_as);
+  field(request.cgroup_home);
+  field(request.memory_cgroup);
+  field(std::to_string(request.limit_cgroups.size()));
+  for (const auto& group : request.limit_cgroups) field(group);
   field(std::to_string(request.argv.size()));
   for (const auto& arg : request.argv) field(arg);
   for (const auto& var : request.envp) field(var);
@@ -571,7 +598,7 @@ std::optional<LaunchRequest> decode_launch(std::string_view bytes) {
     fields.emplace_back(bytes.substr(0, end));
     bytes.remove_prefix(end + 1);
   }
-  if (fields.size() < 8 || fields[0] != "launch") return std::nullopt;
+  if (fields.size() < 11 || fields[0] != "launch") return std::nullopt;
   LaunchRequest request;
   request.task_dir = fields[1];
   request.working_dir = fields[2];
@@ -592,10 +619,21 @@ std::optional<LaunchRequest> decode_launch(std::string_view bytes) {
     if (ids.size() < 2 || ids[0] == 0) return std::nullopt;  // never "run as root"
     request.run_as = LaunchRequest::RunAs{ids[0], ids[1], {ids.begin() + 2, ids.end()}};
   }
-  size_t argc = std::strtoull(fields[7].c_str(), &end, 10);
-  if (fields[7].empty() || *end || argc > fields.size() - 8) return std::nullopt;
-  request.argv.assign(fields.begin() + 8, fields.begin() + 8 + static_cast<std::ptrdiff_t>(argc));
-  request.envp.assign(fields.begin() + 8 + static_cast<std::ptrdiff_t>(argc), fields.end());
+  request.cgroup_home = fields[7];
+  request.memory_cgroup = fields[8];
+  size_t next = 9;
+  // A count, then that many fields.
+  auto counted = [&](std::vector<std::string>* out) {
+    if (next >= fields.size()) return false;
+    size_t count = std::strtoull(fields[next].c_str(), &end, 10);
+    if (fields[next].empty() || *end || count > fields.size() - next - 1) return false;
+    auto first = fields.begin() + static_cast<std::ptrdiff_t>(next + 1);
+    out->assign(first, first + static_cast<std::ptrdiff_t>(count));
+    next += 1 + count;
+    return true;
+  };
+  if (!counted(&request.limit_cgroups) || !counted(&request.argv)) return std::nullopt;
+  request.envp.assign(fields.begin() + static_cast<std::ptrdiff_t>(next), fields.end());
   return request;
 }
 

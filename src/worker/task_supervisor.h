@@ -31,6 +31,9 @@ struct LaunchRequest {
   std::string task_dir;     // where `exit` is written
   std::string working_dir;  // the task's current directory
   std::string cgroup;       // the task's control group, or "" where there is none
+  std::string cgroup_home;  // where the supervisor goes back to after the spawn ("" = cgroup's parent)
+  std::vector<std::string> limit_cgroups;  // groups in other hierarchies that cap the task (task_limits.h)
+  std::string memory_cgroup;               // where the task's out-of-memory kills are counted, or ""
   std::string marker;       // AG_TASK_MARKER value of the task's processes
   int64_t orphan_timeout_ms = 10000;
   // The account the task runs as (worker/task_user.h); unset: the supervisor's own.

@@ -28,6 +28,7 @@
 #include "worker/usage_sampler.h"
 #include "worker/resource_detector.h"
 #include "worker/task_cgroup.h"
+#include "worker/task_limits.h"
 #include "worker/task_user.h"
 
 extern char** environ;
@@ -121,6 +122,16 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
   spdlog::info("task control groups: {}", cgroup_root.empty()
                                                ? "not available here (process groups and task markers only)"
                                                : cgroup_root);
+  LimitRoots limit_roots;
+  if (config.enforce_limits) {
+    limit_roots = prepare_limit_roots(node_id.value(), cgroup_root);
+  } else {
+    limit_roots.summary = "not enforced: the worker runs with --no-task-limits";
+  }
+  agent_config.limits = limit_roots.summary;
+  spdlog::log(config.enforce_limits && (limit_roots.memory.empty() || limit_roots.cpu.empty()) ? spdlog::level::warn
+                                                                                              : spdlog::level::info,
+              "task limits (task_options.memory, num_cpus): {}", limit_roots.summary);
   double cpus = config.num_cpus.value_or(detect_cpus());
   agent_config.resources.cpu_millis = static_cast<int64_t>(std::llround(cpus * 1000));
   agent_config.resources.memory_bytes = config.memory_bytes.value_or(detect_memory_bytes());
@@ -156,7 +167,7 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
   std::ofstream(pid_file) << ::getpid() << "\n";
 
   boost::asio::io_context io(1);
-  auto runner = TaskRunner::create(io, config.data_dir, cgroup_root);
+  auto runner = TaskRunner::create(io, config.data_dir, cgroup_root, limit_roots);
   if (!runner.ok()) {
     on_ready(runner.error(), "");
     return 1;
@@ -200,7 +211,14 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
   agent.start();
   io.run();
   std::filesystem::remove(pid_file, fs_error);
-  remove_cgroup(cgroup_root);  // empty once every task has ended
+  // Empty once every task has ended.
+  if (!limit_roots.unified) {
+    remove_cgroup(limit_roots.memory);
+    remove_cgroup(limit_roots.cpu);
+  } else {
+    remove_cgroup(limit_roots.home);
+  }
+  remove_cgroup(cgroup_root);
   spdlog::info("worker stopped");
   return 0;
 }

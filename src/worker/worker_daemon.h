@@ -27,6 +27,7 @@ struct WorkerConfig {
   std::string head_ca_pem;  // verify the head against this CA (TLS); "" for plain HTTP
   bool verbose = false;
   bool wait_for_head = false;  // keep trying a head not reachable at start
+  bool enforce_limits = true;  // cap tasks' memory and CPU where cgroups allow (task_limits.h)
 };
 
 // Runs the worker until it is told to stop. `on_ready` is called exactly once: ok

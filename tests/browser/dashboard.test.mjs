@@ -281,6 +281,7 @@ describe("dashboard", { concurrency: false }, () => {
     const drained = await page.evaluate(async (id) => (await (await fetch("/api/nodes/" + encodeURIComponent(id))).json()).draining, nodeId);
     assert.equal(drained, true);
     assert.match(await page.locator("#node-labels").textContent(), /none/);
+    assert.match(await page.locator("#node-limits").textContent(), /^memory, cpu \(cgroup v[12]\)$/);
     await page.goto(BASE + "/#/");
     await page.locator(`#nodes-table tr[data-node-id="${nodeId}"] .badge.state-draining`).waitFor();
     await page.goto(BASE + "/#/nodes/" + encodeURIComponent(nodeId));

@@ -21,6 +21,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/amounts.h"
+
 namespace ag::sched {
 namespace {
 
@@ -297,30 +299,6 @@ bool reserve(std::vector<WorkingNode>& nodes, const PendingJob& job, int queue_i
 
 // ---------------------------------------------------------------------------
 // Reasons
-
-std::string format_number(const char* fmt, double value) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), fmt, value);
-  std::string s = buf;
-  // Trim "2.50" to "2.5" and "2.00" to "2" so amounts read the way users wrote them.
-  if (s.find('.') != std::string::npos) {
-    while (s.back() == '0') s.pop_back();
-    if (s.back() == '.') s.pop_back();
-  }
-  return s;
-}
-
-std::string format_cpus(int64_t cpu_millis) {
-  return format_number("%.3f", static_cast<double>(cpu_millis) / 1000.0);
-}
-
-std::string format_memory(int64_t bytes) {
-  constexpr int64_t kKiB = 1024, kMiB = kKiB * 1024, kGiB = kMiB * 1024;
-  if (bytes >= kGiB) return format_number("%.2f", static_cast<double>(bytes) / kGiB) + " GiB";
-  if (bytes >= kMiB) return format_number("%.2f", static_cast<double>(bytes) / kMiB) + " MiB";
-  if (bytes >= kKiB) return format_number("%.2f", static_cast<double>(bytes) / kKiB) + " KiB";
-  return std::to_string(bytes) + " B";
-}
 
 std::string plural(int64_t count, const char* noun) {
   return std::string(noun) + (count == 1 ? "" : "s");

@@ -64,6 +64,8 @@ TEST(ProtocolRoundTrip, Register) {
   m.exited = {{{"job_aaaaaaaaaaaa", 1, 7}, ended}, {{"job_bbbbbbbbbbbb", 0, 1}, lost}};
   m.busy_ports = {29500, 29501};
   EXPECT_EQ(worker_round_trip(m), m);
+  m.limits = "memory, cpu (cgroup v1)";
+  EXPECT_EQ(worker_round_trip(m), m);
 }
 
 TEST(ProtocolRoundTrip, Heartbeat) {
@@ -87,7 +89,11 @@ TEST(ProtocolRoundTrip, TaskStartedAndEveryKindOfTaskExit) {
   start.start_error = "working_dir package sha256:ab: hash mismatch";
   TaskExit lost;
   lost.lost = "the worker does not run this task";
-  for (const TaskExit& exit : {code, signal, start, lost}) {
+  TaskExit oom;
+  oom.signal = 9;
+  oom.out_of_memory = true;
+  oom.memory_limit_bytes = int64_t{4} << 30;
+  for (const TaskExit& exit : {code, signal, start, lost, oom}) {
     EXPECT_EQ(worker_round_trip(TaskExited{kTask, exit}), (TaskExited{kTask, exit}));
   }
 }
@@ -104,6 +110,9 @@ TEST(ProtocolRoundTrip, HeadMessages) {
   launch.gpu_ids = {2, 3};
   launch.working_dir_hash = std::string(64, 'a');
   launch.python_executable = "/opt/venv/bin/python";
+  EXPECT_EQ(head_round_trip(launch), launch);
+  launch.memory_limit_bytes = int64_t{8} << 30;
+  launch.cpu_limit_millis = 2500;
   EXPECT_EQ(head_round_trip(launch), launch);
   EXPECT_EQ(head_round_trip(Kill{kTask, 10000}), (Kill{kTask, 10000}));
   EXPECT_EQ(head_round_trip(ExitAck{kTask}), ExitAck{kTask});

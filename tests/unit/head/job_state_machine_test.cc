@@ -182,6 +182,29 @@ TEST(GangFailureTest, TaskExitingZeroWhileAttemptEndsDoesNotSucceedTheJob) {
   EXPECT_EQ(job.message, "task 1 exited with code 1");
 }
 
+TEST(OutOfMemoryTest, TheReasonNamesTheNodeAndTheLimit) {
+  Job job = make_job(2);
+  place_and_start(job);
+  api::TaskExit oom = killed_by(SIGKILL);
+  oom.out_of_memory = true;
+  oom.memory_limit_bytes = int64_t{4} << 30;
+
+  on_task_exited(job, 0, 1, oom, 5'000);
+
+  EXPECT_EQ(job.attempts[0].failure_reason, "task 1 on node_1 was killed: out of memory (limit 4 GiB)");
+  EXPECT_EQ(job.attempts[0].tasks[1].reason, "was killed: out of memory (limit 4 GiB)");
+}
+
+TEST(OutOfMemoryTest, AShellWhoseChildTheKernelKilledCountsAsKilled) {
+  api::TaskExit shell = exit_code(137);
+  shell.out_of_memory = true;
+  shell.memory_limit_bytes = int64_t{512} << 20;
+  EXPECT_EQ(describe_exit(shell), "was killed: out of memory (limit 512 MiB)");
+  api::TaskExit caught = exit_code(1);
+  caught.out_of_memory = true;
+  EXPECT_EQ(describe_exit(caught), "exited with code 1 after the kernel killed one of its processes: out of memory");
+}
+
 TEST(GangFailureTest, FirstFailureIsTheReasonEvenWhenOthersFailLater) {
   Job job = make_job(2);
   place_and_start(job);

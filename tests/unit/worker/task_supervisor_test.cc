@@ -50,6 +50,39 @@ TEST(LaunchRequestTest, RoundTripsEveryField) {
   EXPECT_EQ(decoded->envp, request.envp);
 }
 
+TEST(LaunchRequestTest, TheTasksLimitGroupsRoundTrip) {
+  LaunchRequest request = sample_request();
+  request.cgroup = "/sys/fs/cgroup/aethergrid/n1/job_1.0.0";
+  request.cgroup_home = "/sys/fs/cgroup/aethergrid/n1/supervisor";
+  request.limit_cgroups = {"/sys/fs/cgroup/memory/aethergrid/n1/job_1.0.0", "/sys/fs/cgroup/cpu/aethergrid/n1/job_1.0.0"};
+  request.memory_cgroup = request.limit_cgroups[0];
+
+  auto decoded = decode_launch(encode_launch(request));
+
+  ASSERT_TRUE(decoded.has_value());
+  EXPECT_EQ(decoded->cgroup_home, request.cgroup_home);
+  EXPECT_EQ(decoded->limit_cgroups, request.limit_cgroups);
+  EXPECT_EQ(decoded->memory_cgroup, request.memory_cgroup);
+  EXPECT_EQ(decoded->argv, request.argv);
+  EXPECT_EQ(decoded->envp, request.envp);
+  request.limit_cgroups.push_back(std::string("/x") + '\0' + "y");
+  EXPECT_TRUE(has_nul(request));
+}
+
+TEST(ExitRecordTest, AnOutOfMemoryEndIsRead) {
+  auto killed = parse_exit_record("signal 9 oom\n");
+  ASSERT_TRUE(killed.has_value());
+  EXPECT_EQ(killed->signal, 9);
+  EXPECT_TRUE(killed->out_of_memory);
+  auto shell = parse_exit_record("exit 137 oom\n");
+  ASSERT_TRUE(shell.has_value());
+  EXPECT_EQ(shell->exit_code, 137);
+  EXPECT_TRUE(shell->out_of_memory);
+  auto plain = parse_exit_record("exit 0\n");
+  ASSERT_TRUE(plain.has_value());
+  EXPECT_FALSE(plain->out_of_memory);
+}
+
 TEST(LaunchRequestTest, TheTaskAccountRoundTripsAndRootIsNeverOne) {
   LaunchRequest request = sample_request();
   EXPECT_FALSE(decode_launch(encode_launch(request))->run_as.has_value());
