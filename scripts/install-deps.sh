@@ -14,6 +14,8 @@ packages=(
   procps iproute2 curl openssl
   chromium                # the dashboard's browser tests (headless, driven by playwright-core)
   prometheus              # promtool, which checks /metrics in the tests (the server is not used)
+  podman runc catatonit   # jobs in container images (runc: crun cannot start containers on some hosts)
+  mmdebstrap              # the tests' images: Debian root file systems, imported into podman
 )
 
 missing=()

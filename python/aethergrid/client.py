@@ -115,7 +115,10 @@ class Client:
         entrypoint: the command each of the `num_workers` tasks runs (through a shell).
         runtime_env: {"working_dir": local folder (packed and uploaded once),
         "excludes": [gitignore patterns], "env_vars": {K: V, $VAR expanded},
-        "python": "/path" or {"executable": "/path"}, "image": ...}.
+        "python": "/path" or {"executable": "/path"}, "image": "registry/name:tag" (the
+        tasks run in that container image), "mounts": [{"source": node path, "target":
+        container path, "read_only": bool} or "SOURCE:TARGET[:ro]"] (node folders the
+        workers allow with --allow-mount)}.
         task_options: per-task {"num_cpus", "num_gpus", "memory", "gpu_isolation"}. timeout: seconds
         before the job is stopped and FAILS (its whole run, retries included, unless
         timeout_per_attempt). placement: "pack" or "spread".

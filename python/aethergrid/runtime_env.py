@@ -5,6 +5,8 @@
   replaced by "sha256:<hex>". A value already of that form is passed through.
 - "excludes": used while packing, never sent.
 - "python": "/path" is shorthand for {"executable": "/path"}.
+- "mounts": a list of {"source", "target", "read_only"}; a "SOURCE:TARGET[:ro]" string
+  is shorthand for one (as `ag submit --mount` takes it).
 - "env_vars", "image" and any other key: passed through; the head validates them (it
   refuses unknown keys with the list it understands).
 """
@@ -33,7 +35,23 @@ def normalize(runtime_env):
     python = env.get("python")
     if isinstance(python, (str, os.PathLike)):
         env["python"] = {"executable": os.fspath(python)}
+    mounts = env.get("mounts")
+    if isinstance(mounts, (list, tuple)):
+        env["mounts"] = [_mount(m, i) for i, m in enumerate(mounts)]
     return env
+
+
+def _mount(mount, index):
+    """One mount as the head takes it: a "SOURCE:TARGET[:ro|:rw]" string becomes
+    {"source", "target", "read_only"}; anything else goes as it is."""
+    if not isinstance(mount, str):
+        return mount
+    parts = mount.split(":")
+    if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] not in ("ro", "rw")):
+        raise AGValidationError(
+            "runtime_env.mounts[{}]: {!r} is not SOURCE:TARGET or SOURCE:TARGET:ro".format(index, mount),
+            field="runtime_env.mounts")
+    return {"source": parts[0], "target": parts[1], "read_only": len(parts) == 3 and parts[2] == "ro"}
 
 
 class PackageUploader:

@@ -124,11 +124,43 @@ std::optional<Error> read_string_map(const json& v, const std::string& field, si
   return std::nullopt;
 }
 
+std::optional<Error> parse_mounts(const json& v, std::vector<Mount>* out) {
+  if (!v.is_array()) {
+    return field_error("runtime_env.mounts", std::string("must be a list of {\"source\", \"target\", \"read_only\"}, got ") +
+                                                 type_name(v));
+  }
+  if (v.size() > kMaxMounts) {
+    return field_error("runtime_env.mounts",
+                       "has " + std::to_string(v.size()) + " mounts; the limit is " + std::to_string(kMaxMounts));
+  }
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string field = "runtime_env.mounts[" + std::to_string(i) + "]";
+    const json& m = v[i];
+    if (!m.is_object()) return field_error(field, std::string("must be an object, got ") + type_name(m));
+    if (auto err = check_known_keys(m, field + ".", {"source", "target", "read_only"})) return err;
+    Mount mount;
+    for (auto [key, path] : {std::pair{"source", &mount.source}, std::pair{"target", &mount.target}}) {
+      if (!m.contains(key)) return field_error(field + "." + key, "is required");
+      if (auto err = read_string(m[key], field + "." + key, kMaxMountPathBytes, path)) return err;
+      if (std::string problem = mount_path_problem(*path); !problem.empty()) return field_error(field + "." + key, problem);
+    }
+    if (m.contains("read_only") && !m["read_only"].is_null()) {
+      if (!m["read_only"].is_boolean()) {
+        return field_error(field + ".read_only", std::string("must be true or false, got ") + type_name(m["read_only"]));
+      }
+      mount.read_only = m["read_only"].get<bool>();
+    }
+    out->push_back(std::move(mount));
+  }
+  if (std::string problem = mounts_problem(*out); !problem.empty()) return field_error("runtime_env.mounts", problem);
+  return std::nullopt;
+}
+
 std::optional<Error> parse_runtime_env(const json& v, RuntimeEnv* env) {
   if (!v.is_object()) {
     return field_error("runtime_env", std::string("must be an object, got ") + type_name(v));
   }
-  if (auto err = check_known_keys(v, "runtime_env.", {"env_vars", "working_dir", "python", "image", "excludes"})) {
+  if (auto err = check_known_keys(v, "runtime_env.", {"env_vars", "working_dir", "python", "image", "mounts", "excludes"})) {
     return err;
   }
   if (v.contains("env_vars") && !v["env_vars"].is_null()) {
@@ -169,7 +201,18 @@ std::optional<Error> parse_runtime_env(const json& v, RuntimeEnv* env) {
     }
   }
   if (v.contains("image") && !v["image"].is_null()) {
-    if (auto err = read_string(v["image"], "runtime_env.image", 1024, &env->image)) return err;
+    if (auto err = read_string(v["image"], "runtime_env.image", kMaxImageBytes, &env->image)) return err;
+    if (std::string problem = image_reference_problem(env->image); !problem.empty()) {
+      return field_error("runtime_env.image", "'" + env->image + "' " + problem);
+    }
+  }
+  if (v.contains("mounts") && !v["mounts"].is_null()) {
+    if (auto err = parse_mounts(v["mounts"], &env->mounts)) return err;
+    if (env->image.empty()) {
+      return field_error("runtime_env.mounts",
+                         "needs runtime_env.image: a task without an image runs on the node itself and already sees "
+                         "its paths (give the node path directly, or run the job in an image)");
+    }
   }
   if (v.contains("excludes") && !v["excludes"].is_null()) {
     const json& ex = v["excludes"];
@@ -394,6 +437,13 @@ json to_json(const JobSpec& spec) {
   if (!env.working_dir.empty()) j["runtime_env"]["working_dir"] = env.working_dir;
   if (!env.python_executable.empty()) j["runtime_env"]["python"] = {{"executable", env.python_executable}};
   if (!env.image.empty()) j["runtime_env"]["image"] = env.image;
+  if (!env.mounts.empty()) {
+    json mounts = json::array();
+    for (const auto& m : env.mounts) {
+      mounts.push_back({{"source", m.source}, {"target", m.target}, {"read_only", m.read_only}});
+    }
+    j["runtime_env"]["mounts"] = std::move(mounts);
+  }
   if (!env.excludes.empty()) j["runtime_env"]["excludes"] = env.excludes;
   j["job_name"] = spec.name;
   j["labels"] = spec.labels;

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "api/container_spec.h"
 #include "common/resources.h"
 #include "common/result.h"
 
@@ -80,7 +81,8 @@ struct RuntimeEnv {
   std::map<std::string, std::string> env_vars;
   std::string working_dir;        // "sha256:<hex>" of an uploaded package, or ""
   std::string python_executable;  // interpreter `python`/`python3` resolve to, or ""
-  std::string image;              // container image (refused until supported)
+  std::string image;              // container image the tasks run in ("" for the node's own environment)
+  std::vector<Mount> mounts;      // node paths mounted into the image's containers
   std::vector<std::string> excludes;  // used by clients while packing; kept for the record
 
   // The package's hex digest ("" when there is no working_dir).

@@ -87,6 +87,17 @@ class Fields {
     if (twice != values.end()) fail(where(name), "holds " + std::to_string(*twice) + " twice");
   }
 
+  void strings(const char* name, std::vector<std::string>* out, bool required = true) {
+    const json* v = find(name, required);
+    if (!v) return;
+    if (!v->is_array()) return fail(where(name), "expected an array of strings");
+    out->clear();
+    for (size_t i = 0; i < v->size(); ++i) {
+      if (!(*v)[i].is_string()) return fail(where(name) + "[" + std::to_string(i) + "]", "expected a string");
+      out->push_back((*v)[i].get<std::string>());
+    }
+  }
+
   void string_map(const char* name, std::map<std::string, std::string>* out, bool required = true) {
     const json* v = find(name, required);
     if (!v) return;
@@ -260,7 +271,9 @@ std::string encode(const Register& m) {
                {"exited", exited},
                {"busy_ports", m.busy_ports},
                {"labels", m.labels},
-               {"limits", m.limits}});
+               {"limits", m.limits},
+               {"container_engine", m.container_engine},
+               {"allowed_mounts", m.allowed_mounts}});
 }
 
 std::string encode(const Heartbeat& m) {
@@ -293,6 +306,12 @@ std::string encode(const TaskStarted& m) {
 
 std::string encode(const TaskExited& m) { return dump(exit_json(m)); }
 
+std::string encode(const TaskNote& m) {
+  json j = key_json("task_note", m.task);
+  j["text"] = m.text;
+  return dump(j);
+}
+
 std::string encode(const Registered& m) {
   json j{{"type", "registered"}, {"node_id", m.node_id}, {"node_timeout_ms", m.node_timeout_ms}};
   if (!m.node_credential.empty()) j["node_credential"] = m.node_credential;
@@ -309,6 +328,14 @@ std::string encode(const Launch& m) {
   j["python_executable"] = m.python_executable;
   if (m.memory_limit_bytes > 0) j["memory_limit_bytes"] = m.memory_limit_bytes;
   if (m.cpu_limit_millis > 0) j["cpu_limit_millis"] = m.cpu_limit_millis;
+  if (!m.image.empty()) j["image"] = m.image;
+  if (!m.mounts.empty()) {
+    json mounts = json::array();
+    for (const auto& mount : m.mounts) {
+      mounts.push_back({{"source", mount.source}, {"target", mount.target}, {"read_only", mount.read_only}});
+    }
+    j["mounts"] = std::move(mounts);
+  }
   return dump(j);
 }
 
@@ -348,6 +375,8 @@ Result<WorkerMessage> decode_worker_message(std::string_view text) {
       f.id("node_id", &m.node_id);
       f.string_map("labels", &m.labels, false);
       f.string("limits", &m.limits, false);
+      f.string("container_engine", &m.container_engine, false);
+      f.strings("allowed_mounts", &m.allowed_mounts, false);
       f.string("address", &m.address);
       f.string("hostname", &m.hostname, false);
       Fields res = f.object("resources");
@@ -405,6 +434,14 @@ Result<WorkerMessage> decode_worker_message(std::string_view text) {
       return m;
     });
   }
+  if (type == "task_note") {
+    return read_as<WorkerMessage>(doc, type, [](Fields& f) {
+      TaskNote m;
+      f.task_key(&m.task);
+      f.string("text", &m.text);
+      return m;
+    });
+  }
   if (type == "task_exited") {
     return read_as<WorkerMessage>(doc, type, [](Fields& f) {
       TaskExited m;
@@ -447,6 +484,17 @@ Result<HeadMessage> decode_head_message(std::string_view text) {
       f.string("python_executable", &m.python_executable, false);
       f.integer("memory_limit_bytes", &m.memory_limit_bytes, 0, kMaxInt64, false);
       f.integer("cpu_limit_millis", &m.cpu_limit_millis, 0, kMaxInt64, false);
+      f.string("image", &m.image, false);
+      f.objects(
+          "mounts",
+          [&m](Fields& e) {
+            Mount mount;
+            e.string("source", &mount.source);
+            e.string("target", &mount.target);
+            e.boolean("read_only", &mount.read_only, false);
+            m.mounts.push_back(std::move(mount));
+          },
+          false);
       return m;
     });
   }

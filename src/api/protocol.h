@@ -30,6 +30,7 @@
 #include <variant>
 #include <vector>
 
+#include "api/container_spec.h"
 #include "common/result.h"
 
 namespace ag::api {
@@ -111,6 +112,14 @@ struct RunningTask {
   bool operator==(const RunningTask&) const = default;
 };
 
+// What a task's launch waits for meanwhile (an image pull's progress), for its job's
+// events.
+struct TaskNote {
+  TaskKey task;
+  std::string text;
+  bool operator==(const TaskNote&) const = default;
+};
+
 struct TaskStarted {
   TaskKey task;
   int64_t pid = 0;
@@ -142,6 +151,8 @@ struct Register {
   std::vector<int> busy_ports;  // master-port range ports already held on the node
   std::map<std::string, std::string> labels;  // ag start-worker --label
   std::string limits;  // which task caps the node enforces, for people ("memory, cpu (cgroup v1)")
+  std::string container_engine;              // "podman 4.3.1"; "" when it runs no containers
+  std::vector<std::string> allowed_mounts;   // prefixes of node paths jobs may mount
   bool operator==(const Register&) const = default;
 };
 
@@ -172,6 +183,8 @@ struct Launch {
   std::string python_executable;  // "" for the node's own
   int64_t memory_limit_bytes = 0;  // task_options.memory as a cap; 0: none
   int64_t cpu_limit_millis = 0;    // num_cpus as a cap; 0: none
+  std::string image;               // container image the task runs in; "" for the node itself
+  std::vector<Mount> mounts;       // node paths mounted into its container
   bool operator==(const Launch&) const = default;
 };
 
@@ -207,12 +220,13 @@ struct ErrorMessage {
   bool operator==(const ErrorMessage&) const = default;
 };
 
-using WorkerMessage = std::variant<Register, Heartbeat, TaskStarted, TaskExited, ErrorMessage>;
+using WorkerMessage = std::variant<Register, Heartbeat, TaskStarted, TaskExited, TaskNote, ErrorMessage>;
 using HeadMessage = std::variant<Registered, Launch, Kill, ExitAck, LogResume, ErrorMessage, HeartbeatAck>;
 
 std::string encode(const Register& m);
 std::string encode(const Heartbeat& m);
 std::string encode(const TaskStarted& m);
+std::string encode(const TaskNote& m);
 std::string encode(const TaskExited& m);
 std::string encode(const Registered& m);
 std::string encode(const Launch& m);

@@ -49,6 +49,8 @@ struct StartWorkerOptions {
   double package_cache_gb = 10;
   bool wait_for_head = false;
   bool no_task_limits = false;
+  std::vector<std::string> allowed_mounts;  // --allow-mount
+  std::string container_engine = "auto";
   bool block = false;
   bool verbose = false;
 };

@@ -16,6 +16,7 @@
 #include <set>
 #include <thread>
 
+#include "api/container_spec.h"
 #include "cli/commands.h"
 #include "common/logging.h"
 #include "common/private_dir.h"
@@ -242,6 +243,19 @@ int start_worker(const StartWorkerOptions& options) {
   config.num_gpus = options.num_gpus;
   config.wait_for_head = options.wait_for_head;
   config.enforce_limits = !options.no_task_limits;
+  config.container_engine = options.container_engine;
+  if (options.allowed_mounts.size() > api::kMaxAllowedMountPrefixes) {
+    std::cerr << "error: --allow-mount: at most " << api::kMaxAllowedMountPrefixes << " folders, got "
+              << options.allowed_mounts.size() << "\n";
+    return 2;
+  }
+  for (const auto& prefix : options.allowed_mounts) {
+    if (std::string problem = api::mount_path_problem(prefix); !problem.empty()) {
+      std::cerr << "error: --allow-mount: " << problem << "\n";
+      return 2;
+    }
+    config.allowed_mounts.push_back(prefix);
+  }
   if (options.labels.size() > api::kMaxNodeLabels) {
     std::cerr << "error: --label: at most " << api::kMaxNodeLabels << " labels, got " << options.labels.size() << "\n";
     return 2;

@@ -420,7 +420,7 @@ int list_nodes(const ConnectionOptions& options) {
     std::cout << nodes.value().dump(2) << "\n";
     return 0;
   }
-  Table table({"NODE", "STATE", "ADDRESS", "HOSTNAME", "CPUS", "GPUS", "MEMORY", "LIMITS", "LABELS"});
+  Table table({"NODE", "STATE", "ADDRESS", "HOSTNAME", "CPUS", "GPUS", "MEMORY", "LIMITS", "CONTAINERS", "LABELS"});
   for (const auto& n : nodes.value()["nodes"]) {
     const json& r = n["resources"];
     const json& a = n["allocated"];
@@ -430,7 +430,8 @@ int list_nodes(const ConnectionOptions& options) {
                cpus_text(a["num_cpus"].get<double>()) + "/" + cpus_text(r["num_cpus"].get<double>()),
                a["num_gpus"].dump() + "/" + r["num_gpus"].dump(),
                std::to_string(a["memory_bytes"].get<int64_t>() >> 30) + "/" + std::to_string(r["memory_bytes"].get<int64_t>() >> 30) + " GiB",
-               limits_text(str(n, "limits")), labels_text(n.value("labels", json::object()))});
+               limits_text(str(n, "limits")), terminal_safe(str(n, "container_engine"), false),
+               labels_text(n.value("labels", json::object()))});
   }
   table.print(std::cout);
   return 0;

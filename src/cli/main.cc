@@ -106,6 +106,13 @@ int run(int argc, char** argv) {
   start_worker_cmd->add_option("--memory", worker.memory_gb, "Memory to offer, GiB (default: detected)")->check(CLI::Range(0.0, static_cast<double>(ag::api::kMaxNodeMemoryBytes >> 30)));
   start_worker_cmd->add_option("--data-dir", worker.data_dir, "Where the worker keeps task dirs and logs");
   start_worker_cmd->add_option("--kill-grace", worker.kill_grace_s, "Seconds between SIGTERM and SIGKILL at shutdown")->capture_default_str();
+  start_worker_cmd->add_option("--allow-mount", worker.allowed_mounts,
+                               "Node folder jobs may mount into their containers, with all below it (repeatable; "
+                               "none by default)");
+  start_worker_cmd->add_option("--container-engine", worker.container_engine,
+                               "Engine for jobs with an image: auto (podman, else docker), podman, docker or none")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "podman", "docker", "none"}));
   start_worker_cmd->add_flag("--no-task-limits", worker.no_task_limits,
                              "Run tasks without memory and CPU caps (their requests still count for placement)");
   start_worker_cmd->add_flag("--wait-for-head", worker.wait_for_head,
@@ -167,6 +174,10 @@ int run(int argc, char** argv) {
   submit_cmd->add_option("--working-dir", submit_opts.working_dir, "Local folder to ship to every task as its working directory");
   submit_cmd->add_option("--exclude", submit_opts.excludes, "Gitignore-style pattern left out of --working-dir (repeatable)");
   submit_cmd->add_option("--python", submit_opts.python, "Interpreter that `python`/`python3` run as in the tasks");
+  submit_cmd->add_option("--image", submit_opts.image, "Container image the tasks run in (podman or docker on the nodes)");
+  submit_cmd->add_option("--mount", submit_opts.mounts,
+                         "Node folder into the container: SOURCE:TARGET[:ro] (repeatable; needs --image and the "
+                         "workers' --allow-mount)");
   submit_cmd->add_option("--name", submit_opts.name, "Job name");
   submit_cmd->add_option("--max-retries", submit_opts.max_retries, "Whole-gang retries after a failure")->capture_default_str()->check(CLI::Range(0, 100));
   submit_cmd->add_option("--retry-delay", submit_opts.retry_delay_s,

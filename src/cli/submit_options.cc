@@ -61,6 +61,8 @@ std::string in_flag_terms(const std::string& message) {
       {"task_options.memory", "--memory"},
       {"runtime_env.env_vars", "--env"},
       {"runtime_env.python", "--python"},
+      {"runtime_env.image", "--image"},
+      {"runtime_env.mounts", "--mount"},
       {"entrypoint", "the command after --"},
       {"job_name", "--name"},
       {"max_retries", "--max-retries"},
@@ -122,6 +124,22 @@ Result<api::JobSpec> spec_from_submit_options(const SubmitOptions& options) {
     spec.runtime_env.env_vars[kv.substr(0, eq)] = kv.substr(eq + 1);  // a later --env NAME wins
   }
   spec.runtime_env.python_executable = options.python;
+  spec.runtime_env.image = options.image;
+  for (const auto& text : options.mounts) {
+    // SOURCE:TARGET, then :ro or :rw (paths may hold no ':').
+    std::vector<std::string> parts;
+    for (size_t start = 0;;) {
+      size_t colon = text.find(':', start);
+      parts.push_back(text.substr(start, colon == std::string::npos ? std::string::npos : colon - start));
+      if (colon == std::string::npos) break;
+      start = colon + 1;
+    }
+    if (parts.size() < 2 || parts.size() > 3 || (parts.size() == 3 && parts[2] != "ro" && parts[2] != "rw")) {
+      return invalid_argument("--mount takes SOURCE:TARGET or SOURCE:TARGET:ro (node path, container path), got '" +
+                              text + "'");
+    }
+    spec.runtime_env.mounts.push_back({parts[0], parts[1], parts.size() == 3 && parts[2] == "ro"});
+  }
   // --exclude only shapes the package the CLI builds; the head has no use for it.
   spec.name = options.name;
   spec.max_retries = options.max_retries;

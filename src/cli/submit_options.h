@@ -25,6 +25,8 @@ struct SubmitOptions {
   std::string working_dir;         // local folder, packed and uploaded
   std::vector<std::string> excludes;
   std::string python;  // runtime_env.python.executable
+  std::string image;   // runtime_env.image
+  std::vector<std::string> mounts;  // SOURCE:TARGET[:ro|:rw] -> runtime_env.mounts
   std::string name;
   int max_retries = 0;
   std::optional<double> retry_delay_s;

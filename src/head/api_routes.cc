@@ -538,10 +538,6 @@ void ApiRoutes::handle_wait(const net::HttpRequest& req, const Principal& who, c
 
 std::optional<Error> ApiRoutes::check_references(const api::JobSpec& spec) const {
   const api::RuntimeEnv& env = spec.runtime_env;
-  if (!env.image.empty()) {
-    return invalid_argument("field 'runtime_env.image': running tasks in a container image is not supported by this "
-                            "AetherGrid version; remove 'image' to run on the node's own environment");
-  }
   if (!env.working_dir.empty()) deps_.packages.touch(env.working_dir_hash());
   if (!env.working_dir.empty() && !deps_.packages.contains(env.working_dir_hash())) {
     return invalid_argument("field 'runtime_env.working_dir': package " + env.working_dir +

@@ -153,7 +153,12 @@ std::optional<Error> JobManager::check_submissions(const std::vector<api::JobSpe
       continue;
     }
     if (spec.allow_unschedulable) continue;
-    if (auto why = sched::never_fits(nodes, pending_job("", spec))) {
+    // A job for an image waits (pending, with the reason) for nodes that can run
+    // containers: engines get installed on running clusters. Everything else no node
+    // could ever give it is refused now.
+    sched::PendingJob job = pending_job("", spec);
+    job.needs_containers = false;
+    if (auto why = sched::never_fits(nodes, job)) {
       return Error{ErrorCode::kInvalidArgument,
                    where + "no node of this cluster could ever run this job: " + *why +
                        ". Ask for less, add nodes that have it, or queue it for nodes still to join with "
@@ -480,15 +485,20 @@ std::map<std::string, sched::NodeView> JobManager::node_capacity(bool draining_s
     v.free_gpu_ids = node.gpu_ids;
     v.schedulable = node.state == NodeState::kAlive && (draining_schedulable || !node.draining);
     v.labels = node.labels;
+    v.containers = !node.container_engine.empty();
+    v.mount_prefixes = node.allowed_mounts;
     views[id] = std::move(v);
   }
   return views;
 }
 
 sched::PendingJob JobManager::pending_job(const std::string& id, const api::JobSpec& spec) {
-  return {id, spec.num_workers, spec.per_task(),
+  sched::PendingJob job{id, spec.num_workers, spec.per_task(),
           spec.placement == api::Placement::kSpread ? sched::PlacementPolicy::kSpread : sched::PlacementPolicy::kPack,
           spec.constraints};
+  job.needs_containers = !spec.runtime_env.image.empty();
+  for (const auto& mount : spec.runtime_env.mounts) job.mount_sources.push_back(mount.source);
+  return job;
 }
 
 void JobManager::schedule_at(int64_t at_ms) {

@@ -14,6 +14,8 @@ json node_to_json(const Node& node, const Resources& allocated) {
           {"draining", node.draining},
           {"labels", node.labels},
           {"limits", node.limits},
+          {"container_engine", node.container_engine},
+          {"allowed_mounts", node.allowed_mounts},
           {"resources",
            {{"num_cpus", node.total.cpu_millis / 1000.0},
             {"memory_bytes", node.total.memory_bytes},

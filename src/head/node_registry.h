@@ -50,6 +50,8 @@ struct Node {
   bool draining = false;     // no new tasks; those running finish (ag drain / ag resume)
   std::map<std::string, std::string> labels;  // ag start-worker --label, for job constraints
   std::string limits;                         // which task caps the node enforces (Register.limits)
+  std::string container_engine;               // "podman 4.3.1", "" when the node runs no containers
+  std::vector<std::string> allowed_mounts;    // node paths jobs may mount (--allow-mount)
 
   // "node_ab12 (127.0.0.2)"
   std::string label() const { return node_id + " (" + address + ")"; }

@@ -159,6 +159,10 @@ void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel
                      });
                    });
                  },
+                 [&](const api::TaskNote& m) {
+                   if (!deps_.jobs.may_report(*node_id, m.task)) return;
+                   deps_.jobs.report_problem(m.task.job_id, m.text.substr(0, 300));
+                 },
                  [&](const api::Register&) {
                    send(channel, api::ErrorMessage{"register is only accepted as the first message of a channel"});
                  },
@@ -229,6 +233,16 @@ void WorkerGateway::on_register(const std::shared_ptr<net::WsConnection>& channe
       return send_error_and_close(channel, "node label " + key.substr(0, 64) + ": " + *problem + "; registration refused");
     }
   }
+  if (message.allowed_mounts.size() > api::kMaxAllowedMountPrefixes) {
+    return send_error_and_close(channel, "node " + id + " allows " + std::to_string(message.allowed_mounts.size()) +
+                                             " mount prefixes; at most " +
+                                             std::to_string(api::kMaxAllowedMountPrefixes) + "; registration refused");
+  }
+  for (const auto& prefix : message.allowed_mounts) {
+    if (std::string problem = api::mount_path_problem(prefix); !problem.empty()) {
+      return send_error_and_close(channel, "allowed mount prefix " + problem.substr(0, 300) + "; registration refused");
+    }
+  }
   if (who.kind == Principal::Kind::kNode) {
     // A node's own credential: its own id only, whether or not it is live.
     if (who.name != id) {
@@ -279,6 +293,8 @@ void WorkerGateway::complete_register(const std::shared_ptr<net::WsConnection>& 
   node.busy_ports = {message.busy_ports.begin(), message.busy_ports.end()};
   node.labels = message.labels;
   node.limits = message.limits.substr(0, 200);
+  node.container_engine = message.container_engine.substr(0, 200);
+  node.allowed_mounts = message.allowed_mounts;
   *node_id = node.node_id;
   node.channel = channel;
   node.state = NodeState::kAlive;

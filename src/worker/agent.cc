@@ -1,10 +1,14 @@
 #include "worker/agent.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "common/dir_spread.h"
 #include "common/overloaded.h"
@@ -132,6 +136,8 @@ void Agent::on_connected(std::shared_ptr<net::WsConnection> channel) {
   reg.gpu_ids = config_.gpu_ids;
   reg.labels = config_.labels;
   reg.limits = config_.limits;
+  reg.container_engine = deps_.images.engine().name.empty() ? "" : deps_.images.engine().summary();
+  reg.allowed_mounts = config_.allowed_mounts;
   for (const auto& r : deps_.launcher.running()) reg.running.push_back({r.id, r.pid});
   for (const auto& [_, exited] : unacked_exits_) reg.exited.push_back(exited);
   reg.busy_ports = deps_.busy_ports();
@@ -245,22 +251,93 @@ void Agent::handle_exit_ack(const api::TaskKey& task) {
 }
 
 void Agent::handle_launch(api::Launch launch) {
+  auto shared = std::make_shared<api::Launch>(std::move(launch));
   LaunchSpec spec;
-  spec.id = launch.task;
-  spec.entrypoint = std::move(launch.entrypoint);
+  spec.id = shared->task;
+  spec.entrypoint = shared->entrypoint;
   spec.orphan_timeout_ms = node_timeout_ms_;
-  spec.limits = {launch.memory_limit_bytes, launch.cpu_limit_millis};
+  spec.limits = {shared->memory_limit_bytes, shared->cpu_limit_millis};
+  if (shared->image.empty()) return launch_with_environment(shared, std::move(spec), config_.inherited_env);
+
+  const std::string node = "node " + config_.node_id + " (" + config_.node_ip + ")";
+  if (std::string problem = mount_problem(shared->mounts); !problem.empty()) {
+    return report_start_error(spec.id, problem);
+  }
+  const std::string image = shared->image;
+  deps_.images.prepare(
+      image,
+      [this, id = spec.id, node](const std::string& progress) { send(api::TaskNote{id, node + ": " + progress}); },
+      [this, shared, spec, node, image](Result<ImageConfig> config) mutable {
+        if (!config.ok()) {
+          return report_start_error(spec.id, node + " cannot run image " + image + ": " + config.error().message);
+        }
+        ContainerTask container;
+        container.engine = deps_.images.engine();
+        container.node_id = config_.node_id;
+        container.image = image;
+        container.mounts = shared->mounts;
+        spec.container = std::move(container);
+        // The task's environment builds on the image's, not the node's.
+        launch_with_environment(shared, std::move(spec), config.value().env);
+      });
+}
+
+std::string Agent::mount_problem(const std::vector<api::Mount>& mounts) const {
+  const std::string node = "node " + config_.node_id + " (" + config_.node_ip + ")";
+  for (const auto& m : mounts) {
+    if (!api::allowing_prefix(m.source, config_.allowed_mounts)) {
+      std::string allowed;
+      for (const auto& prefix : config_.allowed_mounts) allowed += (allowed.empty() ? "" : ", ") + prefix;
+      return "mount source " + m.source + " is not under a path " + node + " allows (" +
+             (allowed.empty() ? "it allows none" : "it allows " + allowed) + "); start its worker with `--allow-mount " +
+             m.source + "` (or a folder above it)";
+    }
+    struct stat st{};
+    if (::stat(m.source.c_str(), &st) != 0) {
+      return "mount source " + m.source + " does not exist on " + node + ": " + std::strerror(errno);
+    }
+  }
+  return "";
+}
+
+void Agent::launch_with_environment(const std::shared_ptr<api::Launch>& launch, LaunchSpec spec,
+                                    const api::Environment& base_env) {
   std::string shim;
-  if (!launch.python_executable.empty()) {
+  if (!launch->python_executable.empty()) {
     // `python` and `python3` resolve to the asked interpreter, wherever they appear.
-    auto dir = python_shim(launch.python_executable);
+    // In a container the interpreter is the image's: the shim is mounted there.
+    auto dir = python_shim(launch->python_executable, !spec.container);
     if (!dir.ok()) return report_start_error(spec.id, dir.error().message);
     shim = dir.value();
+    if (spec.container) spec.container->mounts.push_back({shim, shim, true});
   }
-  auto env = api::worker_task_environment(config_.inherited_env, launch.env, launch.env_vars, shim);
+  auto env = api::worker_task_environment(base_env, launch->env, launch->env_vars, shim);
   if (!env.ok()) return report_start_error(spec.id, env.error().message);
-  spec.env = std::move(env.value());
-  const std::string& package = launch.working_dir_hash;
+  if (spec.container) {
+    // The container's GPUs are numbered from 0 inside it.
+    std::vector<int> visible;
+    if (auto it = env.value().find("CUDA_VISIBLE_DEVICES"); it != env.value().end()) {
+      std::stringstream ids(it->second);
+      for (std::string id; std::getline(ids, id, ',');) {
+        if (!id.empty() && std::all_of(id.begin(), id.end(), ::isdigit)) visible.push_back(std::stoi(id));
+      }
+    }
+    GpuDevices gpus = gpu_devices(visible, nvidia_cdi_present(), nvidia_control_nodes());
+    if (!visible.empty()) env.value()["CUDA_VISIBLE_DEVICES"] = gpus.visible;
+    spec.container->devices = std::move(gpus.devices);
+    spec.container->env = std::move(env.value());
+    // The engine client's: the node's, less what tasks never get (credentials).
+    auto client_env = api::worker_task_environment(config_.inherited_env, {}, {}, "");
+    if (!client_env.ok()) return report_start_error(spec.id, client_env.error().message);
+    spec.env = std::move(client_env.value());
+  } else {
+    spec.env = std::move(env.value());
+  }
+  launch_in_working_dir(launch, std::move(spec));
+}
+
+void Agent::launch_in_working_dir(const std::shared_ptr<api::Launch>& launch, LaunchSpec spec) {
+  const std::string& package = launch->working_dir_hash;
   if (package.empty()) {
     spec.working_dir = config_.data_dir + "/work/" + spec.id.job_id + "." + std::to_string(spec.id.attempt) + "." +
                        std::to_string(spec.id.task_index);
@@ -277,8 +354,8 @@ void Agent::handle_launch(api::Launch launch) {
   });
 }
 
-Result<std::string> Agent::python_shim(const std::string& executable) {
-  if (executable.empty() || executable[0] != '/' || ::access(executable.c_str(), X_OK) != 0) {
+Result<std::string> Agent::python_shim(const std::string& executable, bool on_node) {
+  if (executable.empty() || executable[0] != '/' || (on_node && ::access(executable.c_str(), X_OK) != 0)) {
     return invalid_argument("python executable '" + executable + "' not found on node " + config_.node_id + " (" +
                             config_.node_ip + ")" + (executable[0] != '/' ? ": give an absolute path" : ""));
   }

@@ -24,6 +24,7 @@
 #include "common/timers.h"
 #include "net/ws_connection.h"
 #include "worker/head_dialer.h"
+#include "worker/container_engine.h"
 #include "worker/package_cache.h"
 #include "worker/task_launcher.h"
 
@@ -37,6 +38,7 @@ struct AgentConfig {
   std::vector<int> gpu_ids;
   std::map<std::string, std::string> labels;  // ag start-worker --label
   std::string limits;                         // which task caps this node enforces (task_limits.h)
+  std::vector<std::string> allowed_mounts;    // node paths jobs may mount (--allow-mount)
   std::string data_dir;
   api::Environment inherited_env;  // the agent's own environment, handed down to tasks
   int64_t heartbeat_ms = 1000;
@@ -55,6 +57,7 @@ class Agent {
     HeadDialer& head;
     TaskLauncher& launcher;
     PackageProvider& packages;
+    ImageProvider& images;
     std::function<api::NodeUsage()> sample_usage;
     std::function<std::vector<int>()> busy_ports;  // held ports of the master-port range
     std::function<void()> exit;                    // the agent is done: stop the daemon
@@ -78,13 +81,20 @@ class Agent {
   // been heard (any message) for its node timeout.
   void renew_lease();
   void handle_launch(api::Launch launch);
+  // The steps of a launch: the image (if any), the environment, the working dir.
+  void launch_with_environment(const std::shared_ptr<api::Launch>& launch, LaunchSpec spec,
+                               const api::Environment& base_env);
+  void launch_in_working_dir(const std::shared_ptr<api::Launch>& launch, LaunchSpec spec);
+  // Why the node cannot give the task these mounts ("" when it can).
+  std::string mount_problem(const std::vector<api::Mount>& mounts) const;
   void handle_kill(const api::Kill& kill);
   void handle_exit_ack(const api::TaskKey& task);
   // Starts a task whose working dir is ready; reports task_started or the start error.
   void start_task(const LaunchSpec& spec);
   void report_start_error(const api::TaskKey& id, const std::string& error);
   // A directory with `python` and `python3` scripts that run `executable`, for PATH.
-  Result<std::string> python_shim(const std::string& executable);
+  // `on_node`: the interpreter is the node's own (checked here), not an image's.
+  Result<std::string> python_shim(const std::string& executable, bool on_node);
   // Log flow: each task the head takes output from has a cursor (the next byte to send).
   // resume_log sets it where the head's copy ends; pump_logs sends while the channel has
   // room and is called again as it drains.

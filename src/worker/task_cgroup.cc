@@ -1,9 +1,11 @@
 #include "worker/task_cgroup.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -70,11 +72,28 @@ std::vector<int> cgroup_pids(const std::string& group) {
   std::ifstream in(group + "/cgroup.procs");
   int pid;
   while (in >> pid) pids.push_back(pid);
+  // Groups below it: a container's, made by its engine under the task's group.
+  DIR* dir = ::opendir(group.c_str());
+  if (!dir) return pids;
+  while (dirent* entry = ::readdir(dir)) {
+    if (entry->d_type != DT_DIR || entry->d_name[0] == '.') continue;
+    for (int child : cgroup_pids(group + "/" + entry->d_name)) pids.push_back(child);
+  }
+  ::closedir(dir);
   return pids;
 }
 
-void remove_cgroup(const std::string& group) {
-  if (!group.empty()) ::rmdir(group.c_str());
+bool remove_cgroup(const std::string& group) {
+  if (group.empty()) return true;
+  if (DIR* dir = ::opendir(group.c_str())) {
+    std::vector<std::string> children;
+    while (dirent* entry = ::readdir(dir)) {
+      if (entry->d_type == DT_DIR && entry->d_name[0] != '.') children.push_back(group + "/" + entry->d_name);
+    }
+    ::closedir(dir);
+    for (const auto& child : children) remove_cgroup(child);
+  }
+  return ::rmdir(group.c_str()) == 0 || errno == ENOENT;
 }
 
 }  // namespace ag::worker

@@ -23,10 +23,11 @@ std::string create_task_cgroup(const std::string& root, const std::string& name)
 // calls only: it runs between fork and exec.
 void join_cgroup(const char* group);
 
-// Pids in the group.
+// Pids in the group and the groups below it (a container's, made by its engine).
 std::vector<int> cgroup_pids(const std::string& group);
 
-// Removes the (empty) group; harmless when it is gone already.
-void remove_cgroup(const std::string& group);
+// Removes the group and the (empty) groups below it; true when none is left, false
+// while a process still holds one (harmless when it is gone already).
+bool remove_cgroup(const std::string& group);
 
 }  // namespace ag::worker

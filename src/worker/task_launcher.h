@@ -17,17 +17,29 @@
 
 #include "api/protocol.h"
 #include "common/result.h"
+#include "worker/container_engine.h"
 #include "worker/task_limits.h"
 
 namespace ag::worker {
 
+// A task that runs in a container image (worker/container_engine.h).
+struct ContainerTask {
+  ContainerEngine engine;
+  std::string node_id;
+  std::string image;
+  std::vector<api::Mount> mounts;
+  std::vector<std::string> devices;        // --device values (its GPUs)
+  std::map<std::string, std::string> env;  // the container's whole environment
+};
+
 struct LaunchSpec {
   api::TaskKey id;
   std::string entrypoint;
-  std::map<std::string, std::string> env;  // complete environment of the task
+  std::map<std::string, std::string> env;  // complete environment of the task (of the engine's client, for a container)
   std::string working_dir;                  // created if missing
   int64_t orphan_timeout_ms = 10000;        // kill the task when no agent runs for this long
   TaskLimits limits;                        // caps, where the node can enforce them
+  std::optional<ContainerTask> container;   // set: run `entrypoint` in this image
 };
 
 // What a launcher reports, on the owner's thread.

@@ -1,5 +1,6 @@
 #include "worker/task_limits.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -177,6 +178,34 @@ LimitRoots prepare_limit_roots(const std::string& node_id, const std::string& tr
     roots.memory = v1_root(mounts, own, "memory", node_id, "memory.limit_in_bytes");
     roots.cpu = v1_root(mounts, own, "cpu", node_id, "cpu.cfs_quota_us");
   }
+  // Where containers' groups go, relative to each hierarchy.
+  size_t longest = 0;  // the tracking root's own mount is the longest that holds it
+  for (const auto& mount : mounts) {
+    roots.mounts.push_back(mount.path);
+    if (!tracking_root.empty() && tracking_root.rfind(mount.path + "/", 0) == 0 && mount.path.size() > longest) {
+      longest = mount.path.size();
+      roots.tracking_base = tracking_root.substr(mount.path.size());
+    }
+  }
+  if (roots.unified) {
+    roots.container_memory = roots.memory;
+    roots.container_cpu = roots.cpu;
+  } else if (!roots.tracking_base.empty()) {
+    for (auto [controller, out] : {std::pair{"memory", &roots.container_memory}, std::pair{"cpu", &roots.container_cpu}}) {
+      if (std::string(controller) == "memory" ? roots.memory.empty() : roots.cpu.empty()) continue;
+      for (const auto& mount : mounts) {
+        if (mount.version != 1 || !mount.controllers.count(controller)) continue;
+        std::string path = mount.path;
+        bool made = true;
+        for (const auto& part : split(roots.tracking_base, '/')) {
+          if (part.empty()) continue;
+          path = join_path(path, part);
+          made = made && make_dir(path);
+        }
+        if (made) *out = path;
+      }
+    }
+  }
   const char* version = roots.unified ? "cgroup v2" : "cgroup v1";
   if (!roots.memory.empty() && !roots.cpu.empty()) {
     roots.summary = std::string("memory, cpu (") + version + ")";
@@ -242,9 +271,27 @@ Result<TaskLimitGroups> create_limit_groups(const LimitRoots& roots, const std::
 
 int64_t oom_kills(const std::string& memory_group) {
   if (memory_group.empty()) return 0;
-  std::string events = read_text(memory_group + "/memory.events");  // v2
-  if (events.empty()) events = read_text(memory_group + "/memory.oom_control");
-  return parse_oom_kills(events);
+  std::string events = read_text(memory_group + "/memory.events");  // v2: counts the subtree
+  if (!events.empty()) return parse_oom_kills(events);
+  int64_t kills = parse_oom_kills(read_text(memory_group + "/memory.oom_control"));
+  if (DIR* dir = ::opendir(memory_group.c_str())) {
+    while (dirent* entry = ::readdir(dir)) {
+      if (entry->d_type == DT_DIR && entry->d_name[0] != '.') kills += oom_kills(memory_group + "/" + entry->d_name);
+    }
+    ::closedir(dir);
+  }
+  return kills;
+}
+
+bool ran_out_of_memory(const std::string& memory_group, bool killed) {
+  if (memory_group.empty()) return false;
+  if (oom_kills(memory_group) > 0) return true;
+  if (!killed) return false;
+  // v1: a peak at the cap (within a page or two: charges go in pages and batches).
+  const std::string peak = read_text(memory_group + "/memory.max_usage_in_bytes");
+  const std::string cap = read_text(memory_group + "/memory.limit_in_bytes");
+  if (peak.empty() || cap.empty()) return false;
+  return std::atoll(peak.c_str()) >= std::atoll(cap.c_str()) - 64 * 1024;
 }
 
 }  // namespace ag::worker

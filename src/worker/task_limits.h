@@ -35,6 +35,14 @@ struct LimitRoots {
   bool unified = false;   // cgroup v2: the limits go on the task's tracking group itself
   std::string home;       // v2: where the supervisor returns after a spawn ("" = the parent)
   std::string summary;    // for people: "memory, cpu (cgroup v1)", "not enforced: ..."
+  // Containers: the engine makes a container's groups under --cgroup-parent, the same
+  // path in every hierarchy. That path is the task's tracking group relative to its
+  // mount (`tracking_base` + "/" + task); a container task's caps go on that path in
+  // the memory and cpu hierarchies, so they hold the container too.
+  std::string tracking_base;     // e.g. "/aethergrid/<node>"; "" when there is no tracking root
+  std::string container_memory;  // "" when container memory caps fall back to the engine's
+  std::string container_cpu;
+  std::vector<std::string> mounts;  // every cgroup hierarchy (the engine's groups are removed from each)
 };
 
 // One mounted cgroup hierarchy, from /proc/self/mountinfo.
@@ -69,7 +77,14 @@ struct TaskLimitGroups {
 Result<TaskLimitGroups> create_limit_groups(const LimitRoots& roots, const std::string& tracking_group,
                                             const std::string& name, const TaskLimits& limits);
 
-// How many of the group's processes the OOM killer ended (0 when unknown).
+// How many of the group's processes the OOM killer ended (0 when unknown), the groups
+// below it included.
 int64_t oom_kills(const std::string& memory_group);
+
+// Whether the task whose memory group this is ran out of memory: the OOM killer ended
+// one of its processes, or (cgroup v1 counts kills only in the victim's own group,
+// which a container engine removes with its container) the task was SIGKILLed
+// (`killed`) after its usage peaked at the cap.
+bool ran_out_of_memory(const std::string& memory_group, bool killed);
 
 }  // namespace ag::worker

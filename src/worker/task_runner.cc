@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/inotify.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -21,6 +22,8 @@
 
 #include "common/dir_spread.h"
 #include "common/ids.h"
+#include "worker/async_command.h"
+#include "worker/container_engine.h"
 #include "worker/task_cgroup.h"
 #include "worker/task_supervisor.h"
 
@@ -37,6 +40,9 @@ struct TaskRunner::Task {
   std::string cgroup;  // "" where the node has none
   std::vector<std::string> limit_cgroups;
   int64_t memory_limit_bytes = 0;
+  std::string container;    // its container's name, "" for a host task
+  std::string engine_path;  // the engine that runs it
+  std::string cgroup_parent;
   int output_fd = -1;  // read side of output.log
   int64_t supervisor_pid = 0;
   int watch = -1;
@@ -121,7 +127,9 @@ void TaskRunner::reap_children() {
   // gone, so reaping one here means it died (or was killed for not answering): its
   // tasks can no longer record their ends.
   pid_t pid;
-  while ((pid = ::waitpid(-1, nullptr, WNOHANG)) > 0) {
+  int status = 0;
+  while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+    if (AsyncCommand::reaped(pid, status)) continue;
     supervisor_.on_reaped(pid);
     end_tasks_of_lost_supervisor(pid);
   }
@@ -148,6 +156,7 @@ void TaskRunner::end_tasks_of_lost_supervisor(int64_t supervisor_pid) {
     }
     signal_task(*task, SIGKILL);
     remove_groups(*task);
+    remove_container(*task);
     finish(task, api::TaskExit{std::nullopt, std::nullopt, "its supervisor on the node died"});
   }
 }
@@ -237,7 +246,22 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   fs::remove_all(task->dir, fs_error);  // a relaunch after a lost launch starts clean
   const std::string group_name = fs::path(task->dir).filename().string();
   task->cgroup = create_task_cgroup(cgroup_root_, group_name);
-  auto limit_groups = create_limit_groups(limits_, task->cgroup, group_name, spec.limits);
+  LimitRoots roots = limits_;
+  if (spec.container) {
+    task->container = container_name(spec.id.job_id, spec.id.attempt, spec.id.task_index);
+    task->engine_path = spec.container->engine.path;
+    // The container goes below the task's own groups, and its caps on those groups;
+    // without a tracking group the engine caps it itself.
+    if (!task->cgroup.empty() && !limits_.tracking_base.empty()) {
+      task->cgroup_parent = limits_.tracking_base + "/" + group_name;
+      roots.memory = limits_.container_memory;
+      roots.cpu = limits_.container_cpu;
+    } else {
+      roots.memory.clear();
+      roots.cpu.clear();
+    }
+  }
+  auto limit_groups = create_limit_groups(roots, task->cgroup, group_name, spec.limits);
   if (!limit_groups.ok()) {
     remove_cgroup(task->cgroup);
     return limit_groups.error();
@@ -260,6 +284,18 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   request.marker = task->marker;
   request.orphan_timeout_ms = spec.orphan_timeout_ms;
   request.argv = {"/bin/sh", "-c", spec.entrypoint};
+  if (spec.container) {
+    auto argv = container_argv(*task, spec);
+    if (!argv.ok()) {
+      fs::remove_all(task->dir, fs_error);
+      remove_groups(*task);
+      return argv.error();
+    }
+    request.argv = std::move(argv.value());
+    // Whoever ends it (the task itself, a stop, the supervisor after the agent was gone
+    // too long), what its engine left goes then.
+    request.cleanup_argv = container_cleanup_argv(*task);
+  }
   for (const auto& [k, v] : spec.env) {
     std::string entry = k;
     entry += '=';
@@ -267,7 +303,9 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
     request.envp.push_back(std::move(entry));
   }
   request.envp.push_back("AG_TASK_MARKER=" + task->marker);
-  if (task_user_) {
+  // A container's client runs as the agent (the images are the agent's); the container
+  // itself runs as the task user (container_argv).
+  if (task_user_ && !spec.container) {
     request.run_as = LaunchRequest::RunAs{task_user_->uid, task_user_->gid, {}};
     for (gid_t g : task_user_->groups) request.run_as->groups.push_back(g);
     // Who the task is, not who the agent is.
@@ -299,7 +337,9 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
     nlohmann::json state = {{"job_id", spec.id.job_id}, {"attempt", spec.id.attempt},
                             {"task_index", spec.id.task_index}, {"marker", task->marker},
                             {"cgroup", task->cgroup}, {"limit_cgroups", task->limit_cgroups},
-                            {"memory_limit_bytes", task->memory_limit_bytes}, {"supervisor_pid", supervisor},
+                            {"memory_limit_bytes", task->memory_limit_bytes}, {"container", task->container},
+                            {"engine_path", task->engine_path}, {"cgroup_parent", task->cgroup_parent},
+                            {"supervisor_pid", supervisor},
                             {"pid", pid}};
     std::ofstream(task->dir + "/task.json") << state.dump() << "\n";
   }
@@ -335,6 +375,9 @@ std::vector<TaskRunner::Recovered> TaskRunner::recover() {
     task->cgroup = state.value("cgroup", "");
     task->limit_cgroups = state.value("limit_cgroups", std::vector<std::string>{});
     task->memory_limit_bytes = state.value("memory_limit_bytes", int64_t{0});
+    task->container = state.value("container", "");
+    task->engine_path = state.value("engine_path", "");
+    task->cgroup_parent = state.value("cgroup_parent", "");
     int64_t supervisor = state.value("supervisor_pid", int64_t{0});
     task->supervisor_pid = supervisor;
     task->pid = state.value("pid", int64_t{0});
@@ -345,11 +388,13 @@ std::vector<TaskRunner::Recovered> TaskRunner::recover() {
       ss << in.rdbuf();
       r.exit = parse_exit_record(ss.str()).value_or(api::TaskExit{});
       if (r.exit->out_of_memory) r.exit->memory_limit_bytes = task->memory_limit_bytes;
+      remove_container(*task);
     } else if (supervisor <= 0 || ::kill(static_cast<pid_t>(supervisor), 0) != 0) {
       // Its supervisor is gone without recording an end: nothing may outlive it.
       for (int pid : cgroup_pids(task->cgroup)) ::kill(pid, SIGKILL);
       for (int pid : find_marked_processes(task->marker)) ::kill(pid, SIGKILL);
       remove_groups(*task);
+      remove_container(*task);
       r.exit = api::TaskExit{std::nullopt, std::nullopt, "its supervisor on the node died"};
     }
     if (!r.exit) {
@@ -372,6 +417,87 @@ void TaskRunner::signal_task(Task& task, int sig) {
   if (task.pid > 0) ::kill(-static_cast<pid_t>(task.pid), sig);
   for (int pid : cgroup_pids(task.cgroup)) ::kill(pid, sig);
   for (int pid : find_marked_processes(task.marker)) ::kill(pid, sig);
+}
+
+Result<std::vector<std::string>> TaskRunner::container_argv(const Task& task, const LaunchSpec& spec) const {
+  const ContainerTask& c = *spec.container;
+  // The task's environment goes in a file only the agent can read: on the command line
+  // anyone on the node would see it.
+  std::string env_text;
+  auto add = [&env_text](const std::string& name, const std::string& value) -> Status {
+    if (name.find_first_of("\n=") != std::string::npos || value.find('\n') != std::string::npos) {
+      return invalid_argument("environment variable " + name.substr(0, 64) +
+                              " holds a newline, which a container engine's environment file cannot carry");
+    }
+    env_text += name + "=" + value + "\n";
+    return {};
+  };
+  for (const auto& [name, value] : c.env) {
+    if (Status s = add(name, value); !s) return s.error();
+  }
+  if (Status s = add("AG_TASK_MARKER", task.marker); !s) return s.error();
+  const std::string env_file = task.dir + "/container.env";
+  {
+    int fd = ::open(env_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || ::write(fd, env_text.data(), env_text.size()) != static_cast<ssize_t>(env_text.size())) {
+      if (fd >= 0) ::close(fd);
+      return internal_error("cannot write " + env_file + ": " + std::strerror(errno));
+    }
+    ::close(fd);
+  }
+  ContainerRun run;
+  run.engine = c.engine;
+  run.name = task.container;
+  run.node_id = c.node_id;
+  run.image = c.image;
+  run.entrypoint = spec.entrypoint;
+  run.working_dir = spec.working_dir;
+  run.env_file = env_file;
+  run.mounts = c.mounts;
+  run.cgroup_parent = task.cgroup_parent;
+  if (run.cgroup_parent.empty()) {
+    run.memory_bytes = spec.limits.memory_bytes;
+    run.cpu_millis = spec.limits.cpu_millis;
+  }
+  run.devices = c.devices;
+  if (task_user_) run.user = std::pair{task_user_->uid, task_user_->gid};
+  // No higher than the node's own hard limits: engines that try more are refused on
+  // hosts that deny raising them.
+  rlimit files{}, procs{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0) {
+    run.nofile_soft = files.rlim_cur;
+    run.nofile_hard = files.rlim_max;
+  }
+  uint64_t pid_max = 32768;
+  std::ifstream("/proc/sys/kernel/pid_max") >> pid_max;
+  run.nproc = pid_max;
+  if (::getrlimit(RLIMIT_NPROC, &procs) == 0 && procs.rlim_max != RLIM_INFINITY) {
+    run.nproc = std::min<uint64_t>(pid_max, procs.rlim_max);
+  }
+  return container_run_args(run);
+}
+
+std::vector<std::string> TaskRunner::container_cleanup_argv(const Task& task) const {
+  auto quote = [](const std::string& s) {
+    std::string out = "'";
+    for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+  };
+  // The engine removes a container that ends by itself (--rm); one whose client was
+  // killed is removed here. Then the groups the engine made below the task's, in every
+  // hierarchy.
+  std::string script = quote(task.engine_path) + " rm --force " + quote(task.container) + " >/dev/null 2>&1";
+  if (!task.cgroup_parent.empty()) {
+    script += "; for g in";
+    for (const auto& mount : limits_.mounts) script += " " + quote(mount + task.cgroup_parent);
+    script += "; do [ -d \"$g\" ] && find \"$g\" -depth -type d -exec rmdir {} + 2>/dev/null; done; true";
+  }
+  return {"/bin/sh", "-c", script};
+}
+
+void TaskRunner::remove_container(const Task& task) {
+  if (task.container.empty()) return;
+  AsyncCommand::run(io_, container_cleanup_argv(task), nullptr, [](const AsyncCommand::Ended&) {});
 }
 
 void TaskRunner::remove_groups(const Task& task) {

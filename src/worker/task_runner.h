@@ -82,6 +82,12 @@ class TaskRunner final : public TaskLauncher {
   void end_tasks_of_lost_supervisor(int64_t supervisor_pid);
   void signal_task(Task& task, int sig);
   static void remove_groups(const Task& task);
+  // The engine command line of a container task (its environment written beside it).
+  Result<std::vector<std::string>> container_argv(const Task& task, const LaunchSpec& spec) const;
+  // What removes a container task's leftovers (its container, the engine's groups);
+  // the supervisor runs it when the task ends, remove_container where no supervisor will.
+  std::vector<std::string> container_cleanup_argv(const Task& task) const;
+  void remove_container(const Task& task);
 
   boost::asio::io_context& io_;
   std::string data_dir_;

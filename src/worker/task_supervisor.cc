@@ -166,6 +166,7 @@ struct Supervised {
   std::string cgroup;
   std::vector<std::string> limit_cgroups;
   std::string memory_cgroup;
+  std::vector<std::string> cleanup_argv;
   std::string marker;
   int64_t orphan_timeout_ms = 10000;
   int64_t term_sent_ms = 0;  // when the orphaned task was sent SIGTERM
@@ -414,9 +415,9 @@ class Supervisor {
       std::string error;
       pid_t pid = start_task(*request, output_fd, &error);
       if (pid > 0) {
-        tasks_[pid] = {request->task_dir,      request->cgroup,           request->limit_cgroups,
-                       request->memory_cgroup, request->marker,           request->orphan_timeout_ms,
-                       0};
+        tasks_[pid] = {request->task_dir, request->cgroup,       request->limit_cgroups,
+                       request->memory_cgroup, request->cleanup_argv, request->marker,
+                       request->orphan_timeout_ms, 0};
         reply = "pid " + std::to_string(pid);
       } else {
         reply = "error " + error;
@@ -433,23 +434,45 @@ class Supervisor {
     int status = 0;
     pid_t pid;
     while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+      cleanups_.erase(pid);
       auto it = tasks_.find(pid);
-      if (it == tasks_.end()) continue;  // an orphan handed to us: reaped, nothing else
+      if (it == tasks_.end()) continue;  // an orphan handed to us, or a cleanup: reaped, nothing else
       Supervised task = std::move(it->second);
       tasks_.erase(it);
       // Whatever the task left behind dies with it, then the end is recorded.
       kill_everything(pid, task, SIGKILL);
       // "oom": the kernel's OOM killer ended one of its processes (the task itself, or
       // one whose end made it fail).
-      const char* oom = oom_kills(task.memory_cgroup) > 0 ? " oom" : "";
+      const bool killed = (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) ||
+                          (WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGKILL);
+      const char* oom = ran_out_of_memory(task.memory_cgroup, killed) ? " oom" : "";
       char record[64];
       if (WIFSIGNALED(status)) {
         std::snprintf(record, sizeof record, "signal %d%s\n", WTERMSIG(status), oom);
       } else {
         std::snprintf(record, sizeof record, "exit %d%s\n", WEXITSTATUS(status), oom);
       }
+      run_cleanup(task.cleanup_argv);
       endings_.push_back({std::move(task), record, monotonic_ms() + kLeftoverWaitMs});
     }
+  }
+
+  // Starts the task's cleanup command and leaves it; reap() collects it, and
+  // kill_escaped() knows it is no escaped task process.
+  void run_cleanup(const std::vector<std::string>& argv) {
+    if (argv.empty()) return;
+    std::vector<char*> args;
+    args.reserve(argv.size() + 1);
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+    pid_t pid = 0;
+    if (posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ) == 0) cleanups_.insert(pid);
+    posix_spawn_file_actions_destroy(&actions);
   }
 
   // A process that left its task's control group, process group and marker is still
@@ -469,7 +492,7 @@ class Supervisor {
     }
     std::vector<int> orphans;
     for (int pid : own_children()) {
-      if (!tasks_.count(pid)) orphans.push_back(pid);
+      if (!tasks_.count(pid) && !cleanups_.count(pid)) orphans.push_back(pid);
     }
     if (orphans.empty()) return;
     std::set<int> held;
@@ -498,7 +521,7 @@ class Supervisor {
       std::vector<std::string> groups = ending.task.limit_cgroups;
       groups.push_back(ending.task.cgroup);
       for (const auto& group : groups) {
-        if (!group.empty() && ::rmdir(group.c_str()) != 0 && errno == EBUSY) leftover_cgroups_.push_back(group);
+        if (!remove_cgroup(group)) leftover_cgroups_.push_back(group);
       }
       write_exit_record(ending.task.task_dir, ending.record.c_str());
     }
@@ -528,7 +551,7 @@ class Supervisor {
   void retry_cgroup_removal() {
     std::vector<std::string> still;
     for (const auto& group : leftover_cgroups_) {
-      if (::rmdir(group.c_str()) != 0 && errno == EBUSY) still.push_back(group);
+      if (!remove_cgroup(group) && errno == EBUSY) still.push_back(group);
     }
     leftover_cgroups_ = std::move(still);
   }
@@ -537,6 +560,7 @@ class Supervisor {
   std::string agent_pid_file_;
   std::map<pid_t, Supervised> tasks_;
   std::vector<std::string> leftover_cgroups_;
+  std::set<pid_t> cleanups_;  // cleanup commands still running
   std::vector<Ending> endings_;
   int64_t orphaned_since_ = 0;
 };
@@ -550,6 +574,9 @@ bool has_nul(const LaunchRequest& request) {
     return true;
   }
   for (const auto& s : request.limit_cgroups) {
+    if (nul(s)) return true;
+  }
+  for (const auto& s : request.cleanup_argv) {
     if (nul(s)) return true;
   }
   for (const auto& s : request.argv) {
@@ -584,6 +611,8 @@ std::string encode_launch(const LaunchRequest& request) {
   field(request.memory_cgroup);
   field(std::to_string(request.limit_cgroups.size()));
   for (const auto& group : request.limit_cgroups) field(group);
+  field(std::to_string(request.cleanup_argv.size()));
+  for (const auto& arg : request.cleanup_argv) field(arg);
   field(std::to_string(request.argv.size()));
   for (const auto& arg : request.argv) field(arg);
   for (const auto& var : request.envp) field(var);
@@ -598,7 +627,7 @@ std::optional<LaunchRequest> decode_launch(std::string_view bytes) {
     fields.emplace_back(bytes.substr(0, end));
     bytes.remove_prefix(end + 1);
   }
-  if (fields.size() < 11 || fields[0] != "launch") return std::nullopt;
+  if (fields.size() < 12 || fields[0] != "launch") return std::nullopt;
   LaunchRequest request;
   request.task_dir = fields[1];
   request.working_dir = fields[2];
@@ -632,7 +661,9 @@ std::optional<LaunchRequest> decode_launch(std::string_view bytes) {
     next += 1 + count;
     return true;
   };
-  if (!counted(&request.limit_cgroups) || !counted(&request.argv)) return std::nullopt;
+  if (!counted(&request.limit_cgroups) || !counted(&request.cleanup_argv) || !counted(&request.argv)) {
+    return std::nullopt;
+  }
   request.envp.assign(fields.begin() + static_cast<std::ptrdiff_t>(next), fields.end());
   return request;
 }

@@ -34,6 +34,9 @@ struct LaunchRequest {
   std::string cgroup_home;  // where the supervisor goes back to after the spawn ("" = cgroup's parent)
   std::vector<std::string> limit_cgroups;  // groups in other hierarchies that cap the task (task_limits.h)
   std::string memory_cgroup;               // where the task's out-of-memory kills are counted, or ""
+  // Run once the task has ended, however it ended (a container task: remove what its
+  // engine left); empty for none.
+  std::vector<std::string> cleanup_argv;
   std::string marker;       // AG_TASK_MARKER value of the task's processes
   int64_t orphan_timeout_ms = 10000;
   // The account the task runs as (worker/task_user.h); unset: the supervisor's own.

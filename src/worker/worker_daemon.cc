@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -27,6 +28,7 @@
 #include "worker/task_runner.h"
 #include "worker/usage_sampler.h"
 #include "worker/resource_detector.h"
+#include "worker/container_engine.h"
 #include "worker/task_cgroup.h"
 #include "worker/task_limits.h"
 #include "worker/task_user.h"
@@ -141,6 +143,16 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
   for (int i = 0; i < gpu_count; ++i) agent_config.gpu_ids.push_back(i);
   agent_config.resources.gpus = gpu_count;
   agent_config.labels = config.labels;
+  agent_config.allowed_mounts = config.allowed_mounts;
+  std::string why_no_engine;
+  std::optional<ContainerEngine> engine = detect_container_engine(config.container_engine, &why_no_engine);
+  if (engine) {
+    spdlog::info("container engine: {} ({}); jobs may mount {}", engine->summary(), engine->path,
+                 config.allowed_mounts.empty() ? std::string("nothing (--allow-mount)")
+                                               : fmt::format("{}", fmt::join(config.allowed_mounts, ", ")));
+  } else {
+    spdlog::info("no container engine: {}; jobs with an image will not be placed here", why_no_engine);
+  }
   agent_config.wait_for_head = config.wait_for_head;
   char cpus_text[32];
   std::snprintf(cpus_text, sizeof cpus_text, "%g", cpus);
@@ -183,11 +195,13 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
   PackageCache packages(io, PackageCacheConfig{config.data_dir + "/packages", config.package_cache_bytes, head.value(),
                                                [cred = credential.value().get()] { return cred->token(); },
                                                task_user.value()});
+  ContainerImages images(io, engine);
   UsageSampler usage;
   Agent::Deps deps{timers,
                    dialer,
                    *runner.value(),
                    packages,
+                   images,
                    [&usage, &runner] {
                      api::NodeUsage node = usage.sample();
                      std::vector<std::pair<api::TaskKey, int64_t>> pids;

@@ -28,6 +28,8 @@ struct WorkerConfig {
   bool verbose = false;
   bool wait_for_head = false;  // keep trying a head not reachable at start
   bool enforce_limits = true;  // cap tasks' memory and CPU where cgroups allow (task_limits.h)
+  std::string container_engine = "auto";     // auto, podman, docker, none (container_engine.h)
+  std::vector<std::string> allowed_mounts;   // node paths jobs may mount
 };
 
 // Runs the worker until it is told to stop. `on_ready` is called exactly once: ok

@@ -666,8 +666,16 @@ def test_head_refusals_become_validation_errors(head_only):
     assert "no_such_key" in str(info.value) and "env_vars" in str(info.value)
 
     with pytest.raises(ag.AGValidationError) as info:
-        client.submit_job("true", runtime_env={"image": "ubuntu:22.04"})
-    assert "image" in str(info.value)
+        client.submit_job("true", runtime_env={"image": "Ubuntu:22.04"})
+    assert "runtime_env.image" in str(info.value) and "malformed name part 'Ubuntu'" in str(info.value)
+
+    with pytest.raises(ag.AGValidationError) as info:
+        client.submit_job("true", runtime_env={"image": "ubuntu:22.04", "mounts": ["data:/data"]})
+    assert "'data' is not an absolute path" in str(info.value)
+
+    with pytest.raises(ag.AGValidationError) as info:
+        client.submit_job("true", runtime_env={"image": "ubuntu:22.04", "mounts": ["/a:/b:rx"]})
+    assert "is not SOURCE:TARGET or SOURCE:TARGET:ro" in str(info.value)
 
     with pytest.raises(ag.AGValidationError):
         client.submit_job("true", placement="everywhere")

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/amounts.h"
+#include "common/path_prefix.h"
 
 namespace ag::sched {
 namespace {
@@ -39,13 +40,73 @@ struct WorkingNode {
   int first_reserver = -1;        // queue index of the first job that reserved here
 };
 
-// Whether the node has every label the job's constraints name.
-bool matches(const WorkingNode& node, const PendingJob& job) {
+bool has_labels(const NodeView& node, const PendingJob& job) {
   for (const auto& [key, value] : job.constraints) {
-    auto it = node.view->labels.find(key);
-    if (it == node.view->labels.end() || it->second != value) return false;
+    auto it = node.labels.find(key);
+    if (it == node.labels.end() || it->second != value) return false;
   }
   return true;
+}
+
+bool allows_mount(const NodeView& node, const std::string& source) {
+  for (const auto& prefix : node.mount_prefixes) {
+    if (path_under(source, prefix)) return true;
+  }
+  return false;
+}
+
+bool allows_mounts(const NodeView& node, const PendingJob& job) {
+  for (const auto& source : job.mount_sources) {
+    if (!allows_mount(node, source)) return false;
+  }
+  return true;
+}
+
+// Whether the node can run the job's tasks at all: it has every label the job's
+// constraints name, a container engine if the job runs in an image, and allows its
+// mounts.
+bool matches(const NodeView& node, const PendingJob& job) {
+  return has_labels(node, job) && (!job.needs_containers || node.containers) && allows_mounts(node, job);
+}
+
+bool matches(const WorkingNode& node, const PendingJob& job) { return matches(*node.view, job); }
+
+// Why no node of `nodes` can run the job's tasks at all (see matches), or "" when one can.
+std::string no_matching_node(const std::vector<const NodeView*>& nodes, const PendingJob& job) {
+  std::vector<const NodeView*> left;
+  for (const NodeView* node : nodes) {
+    if (has_labels(*node, job)) left.push_back(node);
+  }
+  if (left.empty()) {
+    std::string wanted;
+    for (const auto& [key, value] : job.constraints) {
+      if (!wanted.empty()) wanted += ", ";
+      wanted += key;
+      wanted += "=";
+      wanted += value;
+    }
+    return "no alive node has the label(s) " + wanted +
+           " it is constrained to; nodes get labels with `ag start-worker --label KEY=VALUE`";
+  }
+  if (job.needs_containers) {
+    std::erase_if(left, [](const NodeView* node) { return !node->containers; });
+    if (left.empty()) {
+      return std::string("it runs in a container image and no alive node") +
+             (job.constraints.empty() ? "" : " with its labels") +
+             " can run containers; install podman (or docker) on the workers and restart them";
+    }
+  }
+  for (const auto& source : job.mount_sources) {
+    std::erase_if(left, [&](const NodeView* node) { return !allows_mount(*node, source); });
+    if (left.empty()) {
+      std::string why = "no alive node";
+      if (!job.constraints.empty() || job.needs_containers) why += " that could run it";
+      why += " allows mounting " + source;
+      why += "; start the workers with `--allow-mount " + source + "` (or a folder above it)";
+      return why;
+    }
+  }
+  return "";
 }
 
 // How many tasks of one job a node takes, in the order the policy chose the nodes.
@@ -341,25 +402,17 @@ Resources largest_node(const std::vector<WorkingNode>& nodes) {
 std::optional<std::string> infeasible_reason(const std::vector<WorkingNode>& nodes,
                                              const Resources& largest_of_all, const PendingJob& job) {
   const Resources& need = job.per_task;
-  // With constraints, only the nodes that have the labels count.
+  // With constraints, an image or mounts, only the nodes that can run the job count.
   Resources largest = largest_of_all;
-  if (!job.constraints.empty()) {
-    std::vector<WorkingNode> labelled;
+  if (!job.constraints.empty() || job.needs_containers || !job.mount_sources.empty()) {
+    std::vector<WorkingNode> eligible;
+    std::vector<const NodeView*> views;
     for (const WorkingNode& node : nodes) {
-      if (matches(node, job)) labelled.push_back(node);
+      views.push_back(node.view);
+      if (matches(node, job)) eligible.push_back(node);
     }
-    if (labelled.empty()) {
-      std::string wanted;
-      for (const auto& [key, value] : job.constraints) {
-        if (!wanted.empty()) wanted += ", ";
-        wanted += key;
-        wanted += "=";
-        wanted += value;
-      }
-      return "no alive node has the label(s) " + wanted +
-             " it is constrained to; nodes get labels with `ag start-worker --label KEY=VALUE`";
-    }
-    largest = largest_node(labelled);
+    if (eligible.empty()) return no_matching_node(views, job);
+    largest = largest_node(eligible);
   }
   if (job.num_tasks <= 0) {
     return "needs at least 1 task; got num_tasks=" + std::to_string(job.num_tasks);

@@ -31,6 +31,8 @@ struct NodeView {
   std::vector<int> free_gpu_ids;   // concrete free GPU indices; size() == free.gpus
   bool schedulable = true;         // false for dead or draining nodes
   std::map<std::string, std::string> labels;  // what job constraints match
+  bool containers = false;                    // has a container engine (runs jobs with an image)
+  std::vector<std::string> mount_prefixes;    // node paths jobs may mount (ag start-worker --allow-mount)
 };
 
 // One job waiting in the queue: a gang of `num_tasks` identical tasks.
@@ -40,6 +42,8 @@ struct PendingJob {
   Resources per_task;
   PlacementPolicy policy = PlacementPolicy::kPack;
   std::map<std::string, std::string> constraints;  // labels each of its nodes must have
+  bool needs_containers = false;                    // runs in an image: only on nodes with an engine
+  std::vector<std::string> mount_sources;           // node paths each of its nodes must allow mounting
 };
 
 struct TaskPlacement {

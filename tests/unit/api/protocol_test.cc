@@ -65,6 +65,8 @@ TEST(ProtocolRoundTrip, Register) {
   m.busy_ports = {29500, 29501};
   EXPECT_EQ(worker_round_trip(m), m);
   m.limits = "memory, cpu (cgroup v1)";
+  m.container_engine = "podman 4.3.1";
+  m.allowed_mounts = {"/data", "/nfs/shared"};
   EXPECT_EQ(worker_round_trip(m), m);
 }
 
@@ -98,6 +100,11 @@ TEST(ProtocolRoundTrip, TaskStartedAndEveryKindOfTaskExit) {
   }
 }
 
+TEST(ProtocolRoundTrip, TaskNote) {
+  TaskNote note{kTask, "node n1: pulling train:1.4 with podman 4.3.1"};
+  EXPECT_EQ(worker_round_trip(note), note);
+}
+
 TEST(ProtocolRoundTrip, HeadMessages) {
   EXPECT_EQ(head_round_trip(Registered{"node_1", 10000}), (Registered{"node_1", 10000}));
   EXPECT_EQ(head_round_trip(Registered{"node_1", 10000, "agn_abc"}), (Registered{"node_1", 10000, "agn_abc"}));
@@ -113,6 +120,9 @@ TEST(ProtocolRoundTrip, HeadMessages) {
   EXPECT_EQ(head_round_trip(launch), launch);
   launch.memory_limit_bytes = int64_t{8} << 30;
   launch.cpu_limit_millis = 2500;
+  EXPECT_EQ(head_round_trip(launch), launch);
+  launch.image = "registry.example:5000/team/train:1.4";
+  launch.mounts = {{"/data/imagenet", "/data", true}, {"/scratch", "/scratch", false}};
   EXPECT_EQ(head_round_trip(launch), launch);
   EXPECT_EQ(head_round_trip(Kill{kTask, 10000}), (Kill{kTask, 10000}));
   EXPECT_EQ(head_round_trip(ExitAck{kTask}), ExitAck{kTask});

@@ -550,6 +550,54 @@ TEST(ConstraintTest, NoNodeWithTheLabelsIsInfeasibleAndSaysWhich) {
   EXPECT_FALSE(never_fits(nodes, constrained(make_job("n", 1, 8), {{"gpu", "a100"}})).has_value());
 }
 
+NodeView with_engine(NodeView node, std::vector<std::string> mount_prefixes = {}) {
+  node.containers = true;
+  node.mount_prefixes = std::move(mount_prefixes);
+  return node;
+}
+
+PendingJob in_image(PendingJob job, std::vector<std::string> mount_sources = {}) {
+  job.needs_containers = true;
+  job.mount_sources = std::move(mount_sources);
+  return job;
+}
+
+TEST(ContainerTest, AJobInAnImageGoesOnlyToNodesThatRunContainers) {
+  const std::vector<NodeView> nodes = {make_node("a", 64), with_engine(make_node("b", 8)), make_node("c", 64)};
+  Plan plan = schedule(nodes, {in_image(make_job("j", 2, 4)), make_job("k", 1, 4)});
+  const JobPlacement* j = find_placement(plan, "j");
+  ASSERT_NE(j, nullptr);
+  for (const auto& t : j->tasks) EXPECT_EQ(t.node_id, "b");
+  // Sized against the nodes that run containers: 16 CPUs never fit b.
+  Plan big = schedule(nodes, {in_image(make_job("m", 1, 16))});
+  EXPECT_EQ(find_pending(big, "m")->kind, PendingKind::kInfeasible);
+}
+
+TEST(ContainerTest, NoNodeWithAnEngineIsInfeasibleAndSaysWhatToInstall) {
+  const std::vector<NodeView> nodes = {make_node("a", 8), make_node("b", 8)};
+  Plan plan = schedule(nodes, {in_image(make_job("j", 1, 1))});
+  const PendingReason* j = find_pending(plan, "j");
+  ASSERT_NE(j, nullptr);
+  EXPECT_EQ(j->kind, PendingKind::kInfeasible);
+  EXPECT_EQ(j->reason,
+            "it runs in a container image and no alive node can run containers; install podman (or docker) on the "
+            "workers and restart them");
+}
+
+TEST(ContainerTest, MountsGoOnlyWhereANodeAllowsThem) {
+  const std::vector<NodeView> nodes = {with_engine(make_node("a", 64), {"/scratch"}),
+                                       with_engine(make_node("b", 8), {"/data", "/scratch"})};
+  Plan plan = schedule(nodes, {in_image(make_job("j", 1, 4), {"/data/imagenet"})});
+  const JobPlacement* j = find_placement(plan, "j");
+  ASSERT_NE(j, nullptr);
+  EXPECT_EQ(j->tasks.at(0).node_id, "b");
+  auto why = never_fits(nodes, in_image(make_job("k", 1, 1), {"/database"}));
+  ASSERT_TRUE(why.has_value());
+  EXPECT_EQ(*why,
+            "no alive node that could run it allows mounting /database; start the workers with `--allow-mount "
+            "/database` (or a folder above it)");
+}
+
 TEST(ConstraintTest, AConstrainedGangBlockedOnItsNodesReservesOnlyThoseNodes) {
   // j (constrained to a) is blocked; k may still use b, which j could never use.
   const std::vector<NodeView> nodes = {labelled(with_busy_cpus(make_node("a", 8), 6), {{"pool", "x"}}),

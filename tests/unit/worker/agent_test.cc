@@ -135,6 +135,23 @@ class FakePackages final : public PackageProvider {
   int cleanups = 0;
 };
 
+class FakeImages final : public ImageProvider {
+ public:
+  const ContainerEngine& engine() const override { return engine_; }
+  void prepare(const std::string& image, std::function<void(const std::string&)> on_progress,
+               std::function<void(Result<ImageConfig>)> done) override {
+    prepared.push_back(image);
+    if (!progress.empty()) on_progress(progress);
+    if (error) return done(*error);
+    done(ImageConfig{{{"PATH", "/opt/conda/bin:/usr/bin"}, {"LANG", "C.UTF-8"}}});
+  }
+
+  ContainerEngine engine_{"podman", "/usr/bin/podman", "4.3.1"};
+  std::vector<std::string> prepared;
+  std::string progress;
+  std::optional<Error> error;
+};
+
 const api::TaskKey kTask{"job_0123456789ab", 0, 1};
 
 class AgentTest : public ::testing::Test {
@@ -163,6 +180,7 @@ class AgentTest : public ::testing::Test {
                      dialer_,
                      launcher_,
                      packages_,
+                     images_,
                      [] {
                        api::NodeUsage u;
                        u.cpu_percent = 12.5;
@@ -223,6 +241,7 @@ class AgentTest : public ::testing::Test {
   FakeDialer dialer_;
   FakeLauncher launcher_;
   FakePackages packages_;
+  FakeImages images_;
   std::unique_ptr<Agent> agent_;
   std::optional<Status> first_;
   int exits_ = 0;
@@ -232,6 +251,7 @@ TEST_F(AgentTest, RegistersWithResourcesAndWhatAPreviousAgentLeft) {
   api::TaskExit ended;
   ended.exit_code = 0;
   launcher_.recovered = {{{"job_aaaaaaaaaaaa", 0, 0}, 77, std::nullopt}, {{"job_bbbbbbbbbbbb", 2, 3}, 78, ended}};
+  config_.allowed_mounts = {"/data", "/nfs"};
   start();
   EXPECT_EQ(packages_.cleanups, 1);
   auto channel = dialer_.accept();
@@ -246,6 +266,8 @@ TEST_F(AgentTest, RegistersWithResourcesAndWhatAPreviousAgentLeft) {
   ASSERT_EQ(reg.exited.size(), 1u);
   EXPECT_EQ(reg.exited[0].task, (api::TaskKey{"job_bbbbbbbbbbbb", 2, 3}));
   EXPECT_EQ(reg.busy_ports, (std::vector<int>{29500}));
+  EXPECT_EQ(reg.container_engine, "podman 4.3.1");
+  EXPECT_EQ(reg.allowed_mounts, (std::vector<std::string>{"/data", "/nfs"}));
   EXPECT_FALSE(first_.has_value());  // ready only once the head answers
   channel->deliver(api::encode(api::Registered{config_.node_id, 7000}));
   ASSERT_TRUE(first_.has_value());
@@ -267,6 +289,78 @@ TEST_F(AgentTest, LaunchStartsTheTaskWithItsWholeEnvironmentAndReportsThePid) {
   EXPECT_EQ(spec.env.count("AG_TOKEN"), 0u);
   auto started = only<api::TaskStarted>(decode_all(channel->take_text()));
   EXPECT_EQ(started, (std::vector<api::TaskStarted>{{kTask, 4000}}));
+}
+
+TEST_F(AgentTest, ATaskWithAnImageRunsInItWithTheImagesEnvironmentUnderneath) {
+  config_.allowed_mounts = {data_dir_.string()};
+  auto channel = start_registered();
+  api::Launch launch = launch_of(kTask);
+  launch.image = "registry.example/team/train:1.4";
+  launch.env_vars = {{"PATH", "/code/bin:$PATH"}};
+  launch.mounts = {{data_dir_.string(), "/data", true}};
+  channel->deliver(api::encode(launch));
+
+  EXPECT_EQ(images_.prepared, std::vector<std::string>{"registry.example/team/train:1.4"});
+  ASSERT_EQ(launcher_.launched.size(), 1u);
+  const LaunchSpec& spec = launcher_.launched[0];
+  ASSERT_TRUE(spec.container.has_value());
+  EXPECT_EQ(spec.container->image, "registry.example/team/train:1.4");
+  EXPECT_EQ(spec.container->engine.name, "podman");
+  EXPECT_EQ(spec.container->node_id, config_.node_id);
+  EXPECT_EQ(spec.container->mounts, (std::vector<api::Mount>{{data_dir_.string(), "/data", true}}));
+  // $PATH is the image's, not the node's; the node's own variables stay out.
+  EXPECT_EQ(spec.container->env.at("PATH"), "/code/bin:/opt/conda/bin:/usr/bin");
+  EXPECT_EQ(spec.container->env.at("LANG"), "C.UTF-8");
+  EXPECT_EQ(spec.container->env.at("RANK"), "1");
+  EXPECT_EQ(spec.container->env.count("HOME"), 0u);
+  EXPECT_EQ(spec.container->env.count("AG_TOKEN"), 0u);
+  // The engine's client gets the node's environment, without its credentials.
+  EXPECT_EQ(spec.env.at("PATH"), "/usr/bin");
+  EXPECT_EQ(spec.env.count("AG_TOKEN"), 0u);
+  EXPECT_EQ(only<api::TaskStarted>(decode_all(channel->take_text())).size(), 1u);
+}
+
+TEST_F(AgentTest, AnImageTheNodeCannotGetEndsTheTaskNamingNodeAndImage) {
+  images_.progress = "pulling x:1: Copying blob sha256:ab";
+  images_.error = Error{ErrorCode::kNotFound, "podman could not pull x:1: manifest unknown"};
+  auto channel = start_registered();
+  api::Launch launch = launch_of(kTask);
+  launch.image = "x:1";
+  channel->deliver(api::encode(launch));
+
+  EXPECT_TRUE(launcher_.launched.empty());
+  auto messages = decode_all(channel->take_text());
+  auto notes = only<api::TaskNote>(messages);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0].text, "node node_abcdef012345 (127.0.0.2): pulling x:1: Copying blob sha256:ab");
+  auto exited = only<api::TaskExited>(messages);
+  ASSERT_EQ(exited.size(), 1u);
+  EXPECT_EQ(exited[0].exit.start_error,
+            "node node_abcdef012345 (127.0.0.2) cannot run image x:1: podman could not pull x:1: manifest unknown");
+}
+
+TEST_F(AgentTest, MountsOutsideTheAllowedFoldersOrMissingAreRefusedWithTheFix) {
+  config_.allowed_mounts = {data_dir_.string()};
+  auto channel = start_registered();
+  api::Launch launch = launch_of(kTask);
+  launch.image = "x:1";
+  launch.mounts = {{"/etc", "/host-etc", true}};
+  channel->deliver(api::encode(launch));
+  auto exited = only<api::TaskExited>(decode_all(channel->take_text()));
+  ASSERT_EQ(exited.size(), 1u);
+  EXPECT_EQ(exited[0].exit.start_error,
+            "mount source /etc is not under a path node node_abcdef012345 (127.0.0.2) allows (it allows " +
+                data_dir_.string() + "); start its worker with `--allow-mount /etc` (or a folder above it)");
+
+  launch.task.attempt = 1;
+  launch.mounts = {{data_dir_.string() + "/missing", "/data", false}};
+  channel->deliver(api::encode(launch));
+  exited = only<api::TaskExited>(decode_all(channel->take_text()));
+  ASSERT_EQ(exited.size(), 1u);
+  EXPECT_THAT(exited[0].exit.start_error, ::testing::HasSubstr("mount source " + data_dir_.string() +
+                                                                "/missing does not exist on node node_abcdef012345"));
+  EXPECT_TRUE(launcher_.launched.empty());
+  EXPECT_TRUE(images_.prepared.empty()) << "nothing pulled for a task that cannot run";
 }
 
 TEST_F(AgentTest, OutputTravelsAsLogFramesAndTheExitUntilAcknowledged) {

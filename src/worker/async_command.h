@@ -1,0 +1,43 @@
+// Runs a helper command (the container engine's pull, inspect, rm) without blocking
+// the io thread: its output (stdout and stderr together) arrives line by line, its end
+// once. The agent's children are reaped in one place (TaskRunner's SIGCHLD handler),
+// which hands these commands' ends back through reaped().
+//
+//   AsyncCommand::run(io, {"podman", "pull", IMAGE}, on_line, done)
+//     on_line("Copying blob sha256:...")  ...  done({exit_code 0, last output})
+#pragma once
+
+#include <sys/types.h>
+
+#include <boost/asio/io_context.hpp>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace ag::worker {
+
+// Starts `argv` (argv[0] an absolute path, or found on PATH) with stdin from /dev/null
+// and stdout and stderr into a pipe whose read end (close-on-exec) goes to `read_fd`.
+// Returns the pid, or 0 with `error` set.
+pid_t spawn_with_output(std::vector<std::string> argv, int* read_fd, std::string* error);
+
+class AsyncCommand {
+ public:
+  struct Ended {
+    int exit_code = -1;  // -1: killed by a signal, or it could not start
+    std::string output;  // its last 64 KiB of output (the reason, when it failed)
+  };
+  using OnLine = std::function<void(const std::string& line)>;
+  using Done = std::function<void(const Ended& ended)>;
+
+  // Starts `argv` (argv[0] an absolute path, or found on PATH) with stdin from
+  // /dev/null. `on_line` may be null. `done` runs on `io`'s thread once the command
+  // has ended and its output is read.
+  static void run(boost::asio::io_context& io, std::vector<std::string> argv, OnLine on_line, Done done);
+
+  // For whoever reaps the process's children: true when `pid` was a command started
+  // here (its end is then delivered), false when it is someone else's.
+  static bool reaped(pid_t pid, int status);
+};
+
+}  // namespace ag::worker

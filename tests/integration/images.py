@@ -1,0 +1,56 @@
+"""Container images for the tests, built from Debian's packages with no registry:
+`mmdebstrap` makes a bookworm root file system with a recipe's packages, and
+`podman import` turns it into an image. The tag is a hash of the recipe, so a machine
+builds each recipe once and later runs (and CI's next steps) find it.
+
+    python3 tests/integration/images.py python     # build (or find) one, print its name
+"""
+import fcntl
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+
+# Recipe name -> Debian packages on top of the minimal base.
+RECIPES = {
+    "python": ["python3"],
+    "torch": ["python3", "python3-torch"],
+}
+SUITE = "bookworm"
+# Building one takes a minute or a few (downloads); never forever.
+BUILD_TIMEOUT_S = 1200
+LOCK_FILE = os.path.join(tempfile.gettempdir(), "aethergrid-test-images.lock")
+
+
+def image_name(recipe):
+    packages = RECIPES[recipe]
+    digest = hashlib.sha256((SUITE + " " + " ".join(sorted(packages))).encode()).hexdigest()[:12]
+    return "localhost/aethergrid-test-{}:{}".format(recipe, digest)
+
+
+def image_exists(name):
+    return subprocess.run(["podman", "image", "exists", name], timeout=60).returncode == 0
+
+
+def ensure_image(recipe):
+    """The image for `recipe`, built now if this machine lacks it."""
+    name = image_name(recipe)
+    with open(LOCK_FILE, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time, even across processes
+        if image_exists(name):
+            return name
+        with tempfile.TemporaryDirectory(prefix="ag-image-") as tmp:
+            rootfs = os.path.join(tmp, "rootfs.tar")
+            subprocess.run(["mmdebstrap", "--quiet", "--variant=minbase", "--include=" + ",".join(RECIPES[recipe]),
+                            SUITE, rootfs], check=True, timeout=BUILD_TIMEOUT_S)
+            subprocess.run(["podman", "import", "--quiet",
+                            "--change", "ENV=PATH=/usr/local/bin:/usr/bin:/bin",
+                            "--change", "ENV=LANG=C.UTF-8", rootfs, name],
+                           check=True, timeout=600, stdout=subprocess.DEVNULL)
+    return name
+
+
+if __name__ == "__main__":
+    for recipe in sys.argv[1:] or sorted(RECIPES):
+        print(ensure_image(recipe))

@@ -1,0 +1,288 @@
+"""Jobs in container images: `runtime_env.image`, mounts, limits and lifecycle, over
+real daemons and the real engine (Debian's podman with runc; images built from Debian
+packages by images.py, no registry).
+
+The workers get `--allow-mount` for a data folder of the test; each task's container is
+`ag-JOB-ATTEMPT-TASK`, and every test checks that none is left behind.
+"""
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, WORKER_IPS, wait_until
+from images import ensure_image
+
+
+@pytest.fixture(scope="module")
+def python_image():
+    return ensure_image("python")
+
+
+@pytest.fixture(scope="module")
+def torch_image():
+    return ensure_image("torch")
+
+
+def containers_of(job_id):
+    """Names of the engine's containers (running or not) for `job_id`'s tasks."""
+    out = subprocess.run(["podman", "ps", "--all", "--format", "{{.Names}}"], capture_output=True, text=True,
+                         timeout=60, check=True).stdout.split()
+    return [name for name in out if name.startswith(f"ag-{job_id}-")]
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    d = tmp_path / "shared-data"
+    d.mkdir()
+    (d / "sample.txt").write_text("rows=42\n")
+    return d
+
+
+@pytest.fixture
+def ccluster(cluster_factory, data_dir):
+    """Two workers that run containers and allow mounting `data_dir`; containers of its
+    jobs are removed after the test whatever happened."""
+    c = cluster_factory("containers", workers=())
+    for ip in WORKER_IPS:
+        c.start_worker(ip, options=("--allow-mount", str(data_dir)))
+    wait_until(lambda: len(c.nodes()) == 2, 20, message="both workers to join")
+    yield c
+    for job_id in c.job_ids:
+        for name in containers_of(job_id):
+            subprocess.run(["podman", "rm", "--force", name], capture_output=True, timeout=60)
+
+
+def no_containers_left(job_id):
+    wait_until(lambda: not containers_of(job_id), 20, message=f"the containers of {job_id} to be removed")
+
+
+def test_nodes_report_their_engine_and_what_they_allow_to_mount(ccluster, data_dir):
+    for node in ccluster.nodes():
+        assert node["container_engine"].startswith("podman "), node
+        assert node["allowed_mounts"] == [str(data_dir)], node
+    table = ccluster.ag("list-nodes").stdout
+    assert "CONTAINERS" in table.splitlines()[0] and table.count("podman ") == 2, table
+
+
+def test_a_job_runs_in_its_image_with_the_whole_task_environment(ccluster, python_image):
+    job_id, proc = ccluster.submit(
+        "--image", python_image, "--env", "PATH=/opt/tools/bin:$PATH", "--env", "GREETING=hi",
+        "--", "test -f /run/.containerenv && echo in-container; echo PATH=$PATH; "
+              "echo RANK=$RANK WORLD_SIZE=$WORLD_SIZE MASTER=$MASTER_ADDR:$MASTER_PORT; echo GREETING=$GREETING; "
+              "echo CWD=$(pwd); env | grep -c -E '^AG_(TOKEN|JOIN)' || true")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "in-container" in out
+    # $PATH expands against the image's environment, not the node's.
+    assert "PATH=/opt/tools/bin:/usr/local/bin:/usr/bin:/bin\n" in out, out
+    assert "RANK=0 WORLD_SIZE=1 MASTER=127.0.0.2:" in out or "RANK=0 WORLD_SIZE=1 MASTER=127.0.0.3:" in out, out
+    assert "GREETING=hi" in out
+    assert f"CWD={ccluster.worker_data_dir('127.0.0.2')}" in out or f"CWD={ccluster.worker_data_dir('127.0.0.3')}" in out
+    assert out.rstrip().endswith("0"), "no cluster credential in the container's environment"
+    no_containers_left(job_id)
+
+
+def test_image_working_dir_env_vars_and_mounts_together_through_the_sdk(ccluster, python_image, data_dir, tmp_path):
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "job.py").write_text(
+        "import os\n"
+        "print('data', open('/data/sample.txt').read().strip())\n"
+        "print('mode', os.environ['MODE'])\n"
+        "try:\n    open('/data/new.txt', 'w')\nexcept OSError as e:\n    print('read-only', e.errno)\n"
+        "open('/scratch/out.txt', 'w').write('written from rank ' + os.environ['RANK'])\n")
+    scratch = data_dir / "scratch"
+    scratch.mkdir()
+    script = f"""
+import sys
+sys.path.insert(0, {str(REPO / 'python')!r})
+from aethergrid import Client
+c = Client({ccluster.address!r}, token={ccluster.token!r})
+job = c.submit_job("python3 job.py", runtime_env={{
+    "image": {python_image!r}, "working_dir": {str(code)!r}, "env_vars": {{"MODE": "eval"}},
+    "mounts": [{{"source": {str(data_dir)!r}, "target": "/data", "read_only": True}},
+               "{scratch}:/scratch"]}})
+print(job.job_id)
+print(job.wait(timeout=60))
+print(job.get_logs())
+"""
+    proc = subprocess.run(["/usr/bin/python3", "-c", script], capture_output=True, text=True, timeout=120,
+                          env=ccluster.env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    job_id = proc.stdout.split()[0]
+    ccluster.job_ids.add(job_id)
+    assert "SUCCEEDED" in proc.stdout, proc.stdout
+    assert "data rows=42" in proc.stdout and "mode eval" in proc.stdout and "read-only 30" in proc.stdout, proc.stdout
+    assert (scratch / "out.txt").read_text() == "written from rank 0"
+    spec = ccluster.job(job_id)["spec"]["runtime_env"]
+    assert spec["mounts"] == [{"source": str(data_dir), "target": "/data", "read_only": True},
+                              {"source": str(scratch), "target": "/scratch", "read_only": False}], spec
+    no_containers_left(job_id)
+
+
+def test_the_ddp_example_runs_in_containers_on_two_workers(ccluster, torch_image):
+    job_id, proc = ccluster.submit("-n", 2, "--placement", "spread", "--image", torch_image, "--working-dir",
+                                   str(REPO / "examples"), "--all-ranks", "--env", "EPOCHS=2",
+                                   "--", "python3 train.py", timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    job = ccluster.job(job_id)
+    nodes = {t["node_address"] for t in job["attempts"][0]["tasks"]}
+    assert nodes == set(WORKER_IPS), job  # one rank on each node, talking over gloo
+    assert "[rank 1]" in proc.stdout and "[rank 0]" in proc.stdout, proc.stdout
+    assert "[rank 0] Epoch 1, Loss" in proc.stdout, proc.stdout
+    assert "[rank 1] [Rank 1] Training finished" in proc.stdout, proc.stdout
+    no_containers_left(job_id)
+
+
+def test_a_job_for_an_image_waits_for_a_node_that_runs_containers(cluster_factory, python_image):
+    c = cluster_factory("no-engine", workers=())
+    c.start_worker(WORKER_IPS[0], options=("--container-engine", "none"))
+    wait_until(lambda: len(c.nodes()) == 1, 20, message="the worker to join")
+    assert c.nodes()[0]["container_engine"] == ""
+    job_id, _ = c.submit("--no-wait", "--image", python_image, "--", "echo from-the-image")
+    wait_until(lambda: "can run containers" in c.job(job_id).get("message", ""), 20,
+               message="the pending reason")
+    job = c.job(job_id)
+    assert job["state"] == "PENDING", job
+    assert "no alive node can run containers; install podman (or docker) on the workers" in job["message"], job
+    assert "can run containers" in c.ag("status", job_id).stdout
+    # A node with an engine joins: the job runs there.
+    c.start_worker(WORKER_IPS[1])
+    job = c.wait_state(job_id, ("SUCCEEDED", "FAILED"), timeout=60)
+    assert job["state"] == "SUCCEEDED", job
+    assert job["attempts"][0]["tasks"][0]["node_address"] == WORKER_IPS[1]
+    no_containers_left(job_id)
+
+
+def test_an_image_no_node_has_fails_with_the_node_the_image_and_the_engines_words(ccluster):
+    job_id, proc = ccluster.submit("--image", "localhost/aethergrid-no-such-image:1", "--", "echo never")
+    assert proc.returncode != 0
+    job = ccluster.wait_state(job_id, ("FAILED",))
+    message = job["message"]
+    assert "cannot run image localhost/aethergrid-no-such-image:1: podman could not pull" in message, message
+    assert "node node_" in message, message
+    assert "could not start" in message, message
+    events = " ".join(e["message"] for e in ccluster.api("GET", f"/api/jobs/{job_id}/events")[1]["events"])
+    assert "pulling localhost/aethergrid-no-such-image:1 with podman" in events, events
+    assert "never" not in ccluster.ag("logs", job_id).stdout
+    no_containers_left(job_id)
+
+
+@pytest.mark.parametrize("image, complaint", [
+    ("Ubuntu:22.04", "malformed name part 'Ubuntu'"),
+    ("debian:bad tag", "holds a space"),
+    ("registry.example/x@sha256:zz", "malformed digest"),
+    ("-rm", "starts with '-'"),
+])
+def test_malformed_image_references_are_refused_at_submit(ccluster, image, complaint):
+    proc = ccluster.ag("submit", "--image", image, "--", "true", check=False)
+    assert proc.returncode != 0
+    assert "--image (runtime_env.image)" in proc.stderr and complaint in proc.stderr, proc.stderr
+    assert "e.g. docker.io/library/python:3.11" in proc.stderr, proc.stderr
+    assert ccluster.jobs() == []
+
+
+def test_mounts_are_checked_at_submit_with_what_to_do(ccluster, python_image, data_dir):
+    cases = [
+        ("/etc:/host-etc:ro", "allows mounting /etc; start the workers with `--allow-mount /etc`"),
+        ("data:/data", "'data' is not an absolute path"),
+        (f"{data_dir}/../x:/x", "has a '..' part"),
+        (f"{data_dir}:/", "target '/' would hide the whole image"),
+        (f"{data_dir}:/data:rx", "--mount takes SOURCE:TARGET or SOURCE:TARGET:ro"),
+    ]
+    for mount, complaint in cases:
+        proc = ccluster.ag("submit", "--image", python_image, "--mount", mount, "--", "true", check=False)
+        assert proc.returncode != 0, mount
+        assert complaint in proc.stderr, (mount, proc.stderr)
+    # A host task cannot take mounts: it already sees the node's paths.
+    status, body = ccluster.api("POST", "/api/jobs", {
+        "entrypoint": "true", "runtime_env": {"mounts": [{"source": str(data_dir), "target": "/data"}]}})
+    assert status == 400 and "needs runtime_env.image" in body["error"], body
+    assert ccluster.jobs() == []
+
+
+def test_a_mount_source_missing_on_the_node_fails_the_attempt_naming_path_and_node(ccluster, python_image, data_dir):
+    job_id, _ = ccluster.submit("--image", python_image, "--mount", f"{data_dir}/not-there:/data", "--", "true")
+    job = ccluster.wait_state(job_id, ("FAILED",))
+    assert f"mount source {data_dir}/not-there does not exist on node node_" in job["message"], job
+    no_containers_left(job_id)
+
+
+def test_a_container_that_exits_at_once_fails_with_its_code_and_output(ccluster, python_image):
+    job_id, proc = ccluster.submit("--image", python_image, "--", "echo 'config missing' >&2; exit 3")
+    assert proc.returncode != 0
+    job = ccluster.wait_state(job_id, ("FAILED",))
+    assert job["message"] == "task 0 exited with code 3", job
+    assert "config missing" in ccluster.ag("logs", job_id).stdout
+    no_containers_left(job_id)
+
+
+def test_an_interpreter_the_image_lacks_fails_clearly(ccluster, python_image):
+    job_id, _ = ccluster.submit("--image", python_image, "--python", "/opt/venv/bin/python", "--",
+                                "python -c 'print(1)'")
+    job = ccluster.wait_state(job_id, ("FAILED",))
+    assert "exited with code 127 (command not found)" in job["message"], job
+    assert "/opt/venv/bin/python: not found" in ccluster.ag("logs", job_id).stdout
+    no_containers_left(job_id)
+
+
+def test_the_images_own_interpreter_serves_python_executable(ccluster, python_image):
+    job_id, proc = ccluster.submit("--image", python_image, "--python", "/usr/bin/python3.11", "--",
+                                   "python -c 'import sys; print(sys.executable)'")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "/usr/bin/python3.11" in proc.stdout
+
+
+def test_a_container_over_its_memory_cap_says_out_of_memory(ccluster, python_image):
+    job_id, proc = ccluster.submit("--image", python_image, "--memory", str(64 / 1024), "--",
+                                   "python3 -c 'x = bytearray(300 << 20); x[::4096] = b\"x\" * (len(x) // 4096)'")
+    assert proc.returncode != 0
+    job = ccluster.wait_state(job_id, ("FAILED",))
+    assert "was killed: out of memory (limit 64 MiB)" in job["message"], job
+    no_containers_left(job_id)
+
+
+def test_stop_and_timeout_end_the_container_and_remove_it(ccluster, python_image):
+    job_id, _ = ccluster.submit("--no-wait", "--image", python_image, "--",
+                                "trap 'echo got SIGTERM; exit 0' TERM; echo up; while true; do sleep 0.1; done")
+    wait_until(lambda: containers_of(job_id) and "up" in ccluster.ag("logs", job_id).stdout, 30,
+               message="the container to run")
+    ccluster.ag("stop-job", job_id)
+    job = ccluster.wait_state(job_id, ("STOPPED",))
+    assert "got SIGTERM" in ccluster.ag("logs", job_id).stdout, "the task had its grace to finish"
+    no_containers_left(job_id)
+
+    job_id, _ = ccluster.submit("--no-wait", "--image", python_image, "--timeout", "2", "--", "sleep 60")
+    job = ccluster.wait_state(job_id, ("FAILED",), timeout=30)
+    assert "timed out" in job["message"], job
+    no_containers_left(job_id)
+
+
+def test_a_restarted_agent_adopts_a_running_container(ccluster, python_image):
+    job_id, _ = ccluster.submit("--no-wait", "--image", python_image, "--",
+                                "for i in 1 2 3 4 5 6; do echo tick $i; sleep 1; done")
+    wait_until(lambda: "tick 1" in ccluster.ag("logs", job_id).stdout, 30, message="the container to run")
+    node_ip = ccluster.job(job_id)["attempts"][0]["tasks"][0]["node_address"]
+    os.kill(ccluster.worker_pid(node_ip), 9)
+    ccluster.start_worker(node_ip, options=("--allow-mount", "/tmp"))
+    job = ccluster.wait_state(job_id, ("SUCCEEDED", "FAILED"), timeout=60)
+    assert job["state"] == "SUCCEEDED", job
+    assert len(job["attempts"]) == 1, "the container ran on, not a retry"
+    assert "tick 6" in ccluster.ag("logs", job_id).stdout
+    no_containers_left(job_id)
+
+
+def test_a_container_whose_agent_never_returns_is_removed(cluster_factory, python_image):
+    c = cluster_factory("orphan", workers=(), node_timeout_s=3)
+    c.start_worker(WORKER_IPS[0])
+    wait_until(lambda: len(c.nodes()) == 1, 20, message="the worker to join")
+    job_id, _ = c.submit("--no-wait", "--image", python_image, "--", "sleep 120")
+    wait_until(lambda: containers_of(job_id), 30, message="the container to run")
+    os.kill(c.worker_pid(WORKER_IPS[0]), 9)
+    # The supervisor ends the task once no agent has run for the node timeout, and its
+    # container goes with it.
+    wait_until(lambda: not containers_of(job_id), 40, message="the orphaned container to be removed")
