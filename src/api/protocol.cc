@@ -306,6 +306,14 @@ std::string encode(const TaskStarted& m) {
 
 std::string encode(const TaskExited& m) { return dump(exit_json(m)); }
 
+std::string encode(const PullUpdate& m) {
+  json j{{"type", "pull_update"}, {"pull_id", m.pull_id}, {"text", m.text}, {"done", m.done}};
+  if (!m.error.empty()) j["error"] = m.error;
+  return dump(j);
+}
+
+std::string encode(const Pull& m) { return dump({{"type", "pull"}, {"pull_id", m.pull_id}, {"image", m.image}}); }
+
 std::string encode(const TaskNote& m) {
   json j = key_json("task_note", m.task);
   j["text"] = m.text;
@@ -434,6 +442,16 @@ Result<WorkerMessage> decode_worker_message(std::string_view text) {
       return m;
     });
   }
+  if (type == "pull_update") {
+    return read_as<WorkerMessage>(doc, type, [](Fields& f) {
+      PullUpdate m;
+      f.id("pull_id", &m.pull_id);
+      f.string("text", &m.text, false);
+      f.boolean("done", &m.done);
+      f.string("error", &m.error, false);
+      return m;
+    });
+  }
   if (type == "task_note") {
     return read_as<WorkerMessage>(doc, type, [](Fields& f) {
       TaskNote m;
@@ -495,6 +513,14 @@ Result<HeadMessage> decode_head_message(std::string_view text) {
             m.mounts.push_back(std::move(mount));
           },
           false);
+      return m;
+    });
+  }
+  if (type == "pull") {
+    return read_as<HeadMessage>(doc, type, [](Fields& f) {
+      Pull m;
+      f.id("pull_id", &m.pull_id);
+      f.string("image", &m.image);
       return m;
     });
   }

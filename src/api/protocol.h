@@ -120,6 +120,15 @@ struct TaskNote {
   bool operator==(const TaskNote&) const = default;
 };
 
+// How a node's pull of an image (ag pull) goes: progress lines, then its end.
+struct PullUpdate {
+  std::string pull_id;
+  std::string text;   // progress
+  bool done = false;  // the pull ended: with `error`, or the image is there
+  std::string error;
+  bool operator==(const PullUpdate&) const = default;
+};
+
 struct TaskStarted {
   TaskKey task;
   int64_t pid = 0;
@@ -194,6 +203,13 @@ struct Kill {
   bool operator==(const Kill&) const = default;
 };
 
+// Pull `image` now, ahead of the jobs that will use it (ag pull).
+struct Pull {
+  std::string pull_id;
+  std::string image;
+  bool operator==(const Pull&) const = default;
+};
+
 struct ExitAck {
   TaskKey task;
   bool operator==(const ExitAck&) const = default;
@@ -220,13 +236,15 @@ struct ErrorMessage {
   bool operator==(const ErrorMessage&) const = default;
 };
 
-using WorkerMessage = std::variant<Register, Heartbeat, TaskStarted, TaskExited, TaskNote, ErrorMessage>;
-using HeadMessage = std::variant<Registered, Launch, Kill, ExitAck, LogResume, ErrorMessage, HeartbeatAck>;
+using WorkerMessage = std::variant<Register, Heartbeat, TaskStarted, TaskExited, TaskNote, PullUpdate, ErrorMessage>;
+using HeadMessage = std::variant<Registered, Launch, Kill, ExitAck, LogResume, ErrorMessage, HeartbeatAck, Pull>;
 
 std::string encode(const Register& m);
 std::string encode(const Heartbeat& m);
 std::string encode(const TaskStarted& m);
 std::string encode(const TaskNote& m);
+std::string encode(const PullUpdate& m);
+std::string encode(const Pull& m);
 std::string encode(const TaskExited& m);
 std::string encode(const Registered& m);
 std::string encode(const Launch& m);

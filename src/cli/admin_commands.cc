@@ -1,7 +1,10 @@
 // ag user, ag token, ag remove-node, ag audit, ag whoami: who may use the cluster.
 #include <charconv>
+#include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <map>
+#include <thread>
 
 #include "cli/api_client.h"
 #include "cli/commands.h"
@@ -233,6 +236,65 @@ int whoami(const ConnectionOptions& options) {
   return print_or_fail(options, res,
                        me["name"].get<std::string>() + " (" + me["role"].get<std::string>() +
                            (me["groups"].empty() ? "" : "; groups " + join(me["groups"])) + ")");
+}
+
+int pull_image(const ConnectionOptions& options, const std::string& image, const std::vector<std::string>& nodes,
+               double timeout_s) {
+  json body = {{"image", image}};
+  if (!nodes.empty()) {
+    // --nodes a,b and --nodes a --nodes b alike.
+    json ids = json::array();
+    for (const auto& item : nodes) {
+      for (size_t start = 0; start <= item.size();) {
+        size_t comma = item.find(',', start);
+        std::string id = item.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        if (!id.empty()) ids.push_back(id);
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+    }
+    body["nodes"] = ids;
+  }
+  auto conn = resolve_connection(options);
+  if (!conn.ok()) return fail(conn.error());
+  auto state = call_json(conn.value(), "POST", "/api/images/pull", body.dump());
+  if (!state.ok()) return fail(state.error());
+  const std::string id = state.value()["pull_id"].get<std::string>();
+  const bool quiet = json_output(options);
+  if (!quiet) std::cout << "Pulling " << image << " on " << state.value()["nodes"].size() << " node(s)\n" << std::flush;
+  std::map<std::string, std::string> shown;  // node -> the last line printed for it
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  for (;;) {
+    for (const auto& n : state.value()["nodes"]) {
+      std::string line = n["state"].get<std::string>() == "pulling" ? n["message"].get<std::string>()
+                                                                      : n["state"].get<std::string>() + ": " +
+                                                                            n["message"].get<std::string>();
+      std::string& last = shown[n["node_id"].get<std::string>()];
+      if (line != last && !quiet) {
+        std::cout << n["node_id"].get<std::string>() << ": " << terminal_safe(line, false) << "\n" << std::flush;
+      }
+      last = line;
+    }
+    if (state.value()["finished"].get<bool>()) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      return fail(Error{ErrorCode::kUnavailable, "no end after " + std::to_string(static_cast<int>(timeout_s)) +
+                                                     " s; the nodes go on pulling (see GET /api/images/pulls/" + id + ")"});
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    state = call_json(conn.value(), "GET", "/api/images/pulls/" + id);
+    if (!state.ok()) return fail(state.error());
+  }
+  int failed = 0;
+  for (const auto& n : state.value()["nodes"]) failed += n["state"].get<std::string>() == "failed";
+  const size_t total = state.value()["nodes"].size();
+  if (quiet) {
+    std::cout << state.value().dump(2) << "\n";
+  } else if (failed == 0) {
+    std::cout << "Pulled " << image << " on " << total << " node(s)\n";
+  } else {
+    std::cerr << "error: " << failed << " of " << total << " node(s) could not pull " << image << " (see above)\n";
+  }
+  return failed == 0 ? 0 : 1;
 }
 
 }  // namespace ag::cli

@@ -86,6 +86,10 @@ int token_revoke(const ConnectionOptions& conn, const std::string& id);
 int remove_node(const ConnectionOptions& conn, const std::string& node_id);
 // ag drain NODE / ag resume NODE.
 int set_draining(const ConnectionOptions& conn, const std::string& node_id, bool draining);
+// ag pull IMAGE [--nodes A,B]: pulls on every node that runs containers (or those),
+// showing each node's progress; exit 1 when a node could not pull it.
+int pull_image(const ConnectionOptions& conn, const std::string& image, const std::vector<std::string>& nodes,
+               double timeout_s);
 int audit(const ConnectionOptions& conn, int limit);
 int whoami(const ConnectionOptions& conn);
 // ag config [--address HOST:PORT] [--ca-fingerprint sha256:...]: pins a head's CA.

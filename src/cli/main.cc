@@ -235,6 +235,13 @@ int run(int argc, char** argv) {
   auto* remove_node_cmd = app.add_subcommand("remove-node", "Remove a node: revoke its credential, end its tasks (admin)");
   remove_node_cmd->add_option("node_id", remove_node_id, "Node id (from `ag list-nodes`)")->required();
   std::string drain_node_id, resume_node_id;
+  std::string pull_image_ref;
+  std::vector<std::string> pull_nodes;
+  double pull_timeout_s = 3600;
+  auto* pull_cmd = app.add_subcommand("pull", "Pull a container image on the nodes ahead of the jobs that use it");
+  pull_cmd->add_option("image", pull_image_ref, "Image, e.g. registry.example/team/train:1.4")->required();
+  pull_cmd->add_option("--nodes", pull_nodes, "Only these nodes (ids from `ag list-nodes`, comma-separated or repeated)");
+  pull_cmd->add_option("--timeout", pull_timeout_s, "Seconds to wait for every node")->capture_default_str()->check(CLI::Range(1.0, 86400.0));
   auto* drain_cmd = app.add_subcommand("drain", "Drain a node: no new tasks, those running finish (admin)");
   drain_cmd->add_option("node_id", drain_node_id, "Node id (from `ag list-nodes`)")->required();
   auto* resume_cmd = app.add_subcommand("resume", "Let a drained node take new tasks again (admin)");
@@ -335,6 +342,7 @@ int run(int argc, char** argv) {
   if (*token_revoke_cmd) return token_revoke(conn, token_id);
   if (*remove_node_cmd) return remove_node(conn, remove_node_id);
   if (*drain_cmd) return set_draining(conn, drain_node_id, true);
+  if (*pull_cmd) return pull_image(conn, pull_image_ref, pull_nodes, pull_timeout_s);
   if (*resume_cmd) return set_draining(conn, resume_node_id, false);
   if (*audit_cmd) return audit(conn, audit_limit);
   if (*whoami_cmd) return whoami(conn);

@@ -255,6 +255,7 @@ void ApiRoutes::handle_authenticated(const net::HttpRequest& req, const Principa
         {who.name, req.remote_address});
     return;
   }
+  if (path.rfind("/api/images/", 0) == 0) return handle_images(req, who, respond);
   if (path.rfind("/api/nodes/", 0) == 0) return handle_node(req, who, path.substr(std::string("/api/nodes/").size()), respond);
   if (path == "/api/jobs/batch") return handle_submit_batch(req, who, respond);
   static const std::string kJobsPrefix = "/api/jobs/";

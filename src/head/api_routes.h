@@ -24,6 +24,7 @@
 //   GET|POST /api/tokens, DELETE /api/tokens/{id}  join tokens (admin)
 //   DELETE /api/nodes/{id}                 remove a node and revoke its credential (admin)
 //   GET  /api/audit?limit=N                who changed what (admin)
+//   POST /api/images/pull, GET /api/images/pulls/{id}   pre-pull an image on the nodes
 //
 // plus the dashboard's pages, sign-in, live stream and /metrics (dashboard/).
 //
@@ -45,6 +46,7 @@
 #include "head/access_control.h"
 #include "head/audit_log.h"
 #include "head/dashboard/dashboard_routes.h"
+#include "head/image_pulls.h"
 #include "head/job_manager.h"
 #include "head/log_store.h"
 #include "head/node_registry.h"
@@ -67,6 +69,7 @@ class ApiRoutes {
     WorkerGateway& gateway;
     const Clock& clock;
     dashboard::DashboardRoutes& dashboard;
+    ImagePulls& pulls;
   };
   explicit ApiRoutes(Deps deps) : deps_(deps) {}
 
@@ -106,6 +109,8 @@ class ApiRoutes {
   void handle_wait(const net::HttpRequest& request, const Principal& who, const std::string& job_id,
                    net::Respond respond);
   void handle_packages(const net::HttpRequest& request, const Principal& who, const net::Respond& respond);
+  // POST /api/images/pull, GET /api/images/pulls/{id} (api_images.cc).
+  void handle_images(const net::HttpRequest& request, const Principal& who, const net::Respond& respond);
   void handle_submit_batch(const net::HttpRequest& request, const Principal& who, const net::Respond& respond);
   // Checks what the spec refers to on the head (its working_dir package exists, no
   // container image). Errors: kInvalidArgument naming the field.

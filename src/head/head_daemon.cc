@@ -138,7 +138,10 @@ int run_head(const HeadConfig& config, const std::function<void(const Status&, c
     live_events.on_job_removed(job_id);
   });
   dashboard::DashboardRoutes dashboard({access, audit, clock, metrics, live_events});
-  ApiRoutes routes({io, jobs, nodes, logs, packages, access, audit, gateway, clock, dashboard});
+  ImagePulls pulls;
+  gateway.on_pull_update(
+      [&pulls](const std::string& node_id, const api::PullUpdate& update) { pulls.update(node_id, update); });
+  ApiRoutes routes({io, jobs, nodes, logs, packages, access, audit, gateway, clock, dashboard, pulls});
 
   net::ServerHandlers handlers;
   handlers.on_request = [&routes, &metrics](const net::HttpRequest& req, net::Respond respond) {

@@ -159,6 +159,9 @@ void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel
                      });
                    });
                  },
+                 [&](const api::PullUpdate& m) {
+                   if (on_pull_update_) on_pull_update_(*node_id, m);
+                 },
                  [&](const api::TaskNote& m) {
                    if (!deps_.jobs.may_report(*node_id, m.task)) return;
                    deps_.jobs.report_problem(m.task.job_id, m.text.substr(0, 300));

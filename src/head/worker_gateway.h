@@ -18,6 +18,7 @@
 // many bytes of its log as the exit says it wrote.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -58,6 +59,11 @@ class WorkerGateway {
   // Starts the expiry timer.
   void start();
 
+  // Where nodes' reports on image pulls go (head/image_pulls.h).
+  void on_pull_update(std::function<void(const std::string& node_id, const api::PullUpdate&)> handler) {
+    on_pull_update_ = std::move(handler);
+  }
+
   // For HttpServer::check_upgrade: 404 for another path; 401 without a valid join
   // token, node credential or admin token; 403 for a token of another kind.
   std::optional<net::HttpResponse> check_upgrade(const net::HttpRequest& request) const;
@@ -96,6 +102,7 @@ class WorkerGateway {
   std::set<api::TaskKey> log_errors_reported_;
   std::map<api::TaskKey, std::string> log_retries_;  // task -> its node
   bool log_retry_armed_ = false;
+  std::function<void(const std::string&, const api::PullUpdate&)> on_pull_update_;
 };
 
 }  // namespace ag::head

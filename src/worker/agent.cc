@@ -224,6 +224,7 @@ void Agent::on_message(const std::string& text) {
                  [&](const api::LogResume& m) { resume_log(m.task, m.offset); },
                  [&](const api::ExitAck& m) { handle_exit_ack(m.task); },
                  [&](const api::HeartbeatAck&) {},
+                 [&](const api::Pull& m) { handle_pull(m); },
                  [&](const api::ErrorMessage& m) {
                    spdlog::error("the head refused this worker: {}", m.message);
                    if (!registered_) report_first(Error{ErrorCode::kPermissionDenied, "the head refused this worker: " + m.message});
@@ -279,6 +280,15 @@ void Agent::handle_launch(api::Launch launch) {
         spec.container = std::move(container);
         // The task's environment builds on the image's, not the node's.
         launch_with_environment(shared, std::move(spec), config.value().env);
+      });
+}
+
+void Agent::handle_pull(const api::Pull& pull) {
+  const std::string id = pull.pull_id;
+  deps_.images.prepare(
+      pull.image, [this, id](const std::string& progress) { send(api::PullUpdate{id, progress, false, ""}); },
+      [this, id](Result<ImageConfig> config) {
+        send(api::PullUpdate{id, "", true, config.ok() ? "" : config.error().message});
       });
 }
 

@@ -81,6 +81,8 @@ class Agent {
   // been heard (any message) for its node timeout.
   void renew_lease();
   void handle_launch(api::Launch launch);
+  // ag pull: the image now, its progress and end to the head.
+  void handle_pull(const api::Pull& pull);
   // The steps of a launch: the image (if any), the environment, the working dir.
   void launch_with_environment(const std::shared_ptr<api::Launch>& launch, LaunchSpec spec,
                                const api::Environment& base_env);

@@ -90,6 +90,18 @@ std::string tail_lines(const std::string& text, size_t max_lines) {
   return out.size() > 1000 ? out.substr(out.size() - 1000) : out;
 }
 
+// What an engine said went wrong: its last "Error: ..." line (the retries' warnings
+// before it only repeat it), else its last lines.
+std::string engine_error(const std::string& output) {
+  std::istringstream in(output);
+  std::string error;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("Error: ", 0) == 0 || line.rfind("Error response", 0) == 0) error = line;
+  }
+  if (error.empty()) return tail_lines(output, 3);
+  return error.size() > 1000 ? error.substr(0, 1000) + "..." : error;
+}
+
 }  // namespace
 
 std::optional<ContainerEngine> detect_container_engine(const std::string& wanted, std::string* why_not) {
@@ -242,7 +254,7 @@ void ContainerImages::inspect(const std::string& image, bool pull_if_missing) {
                       }
                       if (pull_if_missing) return pull(image);
                       finish(image, internal_error(engine_.name + " image inspect " + image + " failed: " +
-                                                   tail_lines(ended.output, 3)));
+                                                   engine_error(ended.output)));
                     });
 }
 
@@ -262,7 +274,7 @@ void ContainerImages::pull(const std::string& image) {
   }
   AsyncCommand::run(io_, {engine_.path, "pull", image}, on_line, [this, image](const AsyncCommand::Ended& ended) {
     if (ended.exit_code == 0) return inspect(image, false);
-    std::string said = tail_lines(ended.output, 3);
+    std::string said = engine_error(ended.output);
     bool missing = said.find("not found") != std::string::npos || said.find("unknown") != std::string::npos ||
                    said.find("does not exist") != std::string::npos;
     finish(image, Error{missing ? ErrorCode::kNotFound : ErrorCode::kInternal,

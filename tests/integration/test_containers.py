@@ -286,3 +286,35 @@ def test_a_container_whose_agent_never_returns_is_removed(cluster_factory, pytho
     # The supervisor ends the task once no agent has run for the node timeout, and its
     # container goes with it.
     wait_until(lambda: not containers_of(job_id), 40, message="the orphaned container to be removed")
+
+
+def test_ag_pull_prepulls_on_every_node_that_runs_containers(ccluster, python_image):
+    proc = ccluster.ag("pull", python_image)
+    assert proc.returncode == 0, proc.stderr
+    assert f"Pulling {python_image} on 2 node(s)" in proc.stdout, proc.stdout
+    assert f"Pulled {python_image} on 2 node(s)" in proc.stdout, proc.stdout
+    assert proc.stdout.count(": done: pulled") == 2, proc.stdout
+    node = ccluster.nodes()[0]["node_id"]
+    record = json.loads(ccluster.ag("-o", "json", "pull", python_image, "--nodes", node).stdout)
+    assert record["finished"] and [n["node_id"] for n in record["nodes"]] == [node], record
+    assert record["nodes"][0]["state"] == "done", record
+
+
+def test_bad_pulls_say_what_went_wrong(cluster_factory, python_image):
+    c = cluster_factory("pulls", workers=())
+    c.start_worker(WORKER_IPS[0])
+    c.start_worker(WORKER_IPS[1], options=("--container-engine", "none"))
+    wait_until(lambda: len(c.nodes()) == 2, 20, message="both workers to join")
+    bare = [n["node_id"] for n in c.nodes() if not n["container_engine"]][0]
+    cases = [
+        (("localhost/aethergrid-no-such-image:1",), "1 of 1 node(s) could not pull localhost/aethergrid-no-such-image:1"),
+        (("Bad:1",), "malformed name part 'Bad'"),
+        ((python_image, "--nodes", "node_nope"), "no node 'node_nope'; see `ag list-nodes`"),
+        ((python_image, "--nodes", bare), f"node {bare} has no container engine; install podman (or docker)"),
+    ]
+    for args, complaint in cases:
+        proc = c.ag("pull", *args, check=False)
+        assert proc.returncode == 1, (args, proc.stdout, proc.stderr)
+        assert complaint in proc.stderr, (args, proc.stderr)
+    proc = c.ag("pull", "localhost/aethergrid-no-such-image:1", check=False)
+    assert "failed: podman could not pull localhost/aethergrid-no-such-image:1: Error:" in proc.stdout, proc.stdout

@@ -105,6 +105,15 @@ TEST(ProtocolRoundTrip, TaskNote) {
   EXPECT_EQ(worker_round_trip(note), note);
 }
 
+TEST(ProtocolRoundTrip, PullsAndTheirUpdates) {
+  EXPECT_EQ(head_round_trip(Pull{"pull_abc", "registry.example/train:1.4"}), (Pull{"pull_abc", "registry.example/train:1.4"}));
+  PullUpdate progress{"pull_abc", "Copying blob sha256:aa", false, ""};
+  EXPECT_EQ(worker_round_trip(progress), progress);
+  PullUpdate failed{"pull_abc", "", true, "podman could not pull x: manifest unknown"};
+  EXPECT_EQ(worker_round_trip(failed), failed);
+  EXPECT_NE(worker_error({{"type", "pull_update"}, {"pull_id", "bad id!"}, {"done", true}}), "(accepted)");
+}
+
 TEST(ProtocolRoundTrip, HeadMessages) {
   EXPECT_EQ(head_round_trip(Registered{"node_1", 10000}), (Registered{"node_1", 10000}));
   EXPECT_EQ(head_round_trip(Registered{"node_1", 10000, "agn_abc"}), (Registered{"node_1", 10000, "agn_abc"}));
