@@ -483,14 +483,20 @@ std::vector<std::string> TaskRunner::container_cleanup_argv(const Task& task) co
     for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
     return out + "'";
   };
-  // The engine removes a container that ends by itself (--rm); one whose client was
-  // killed is removed here. Then the groups the engine made below the task's, in every
-  // hierarchy.
-  std::string script = quote(task.engine_path) + " rm --force " + quote(task.container) + " >/dev/null 2>&1";
+  // The engine removes a container that ends by itself (--rm): its client exits with
+  // the container's code. One whose client was killed (a signal, 137, 143) or failed
+  // (125-127) is removed here ($1: the exit code, or "signal"; none from
+  // remove_container, which always removes). Then the groups the engine made below the
+  // task's, in every hierarchy.
+  std::string script = "case \"$1\" in [0-9]|[0-9][0-9]|1[01][0-9]|12[0-4]) ;; *) " + quote(task.engine_path) +
+                       " rm --force " + quote(task.container) + " >/dev/null 2>&1;; esac";
   if (!task.cgroup_parent.empty()) {
-    script += "; for g in";
-    for (const auto& mount : limits_.mounts) script += " " + quote(mount + task.cgroup_parent);
-    script += "; do [ -d \"$g\" ] && find \"$g\" -depth -type d -exec rmdir {} + 2>/dev/null; done; true";
+    // The engine's monitor may outlive the client a moment: up to 5 s for its groups.
+    std::string groups;
+    for (const auto& mount : limits_.mounts) groups += " " + quote(mount + task.cgroup_parent);
+    script += "; n=0; while [ $n -lt 25 ]; do left=; for g in" + groups +
+              "; do [ -d \"$g\" ] || continue; find \"$g\" -depth -type d -exec rmdir {} + 2>/dev/null;"
+              " [ -d \"$g\" ] && left=1; done; [ -z \"$left\" ] && break; sleep 0.2; n=$((n+1)); done; true";
   }
   return {"/bin/sh", "-c", script};
 }

@@ -452,7 +452,13 @@ class Supervisor {
       } else {
         std::snprintf(record, sizeof record, "exit %d%s\n", WEXITSTATUS(status), oom);
       }
-      run_cleanup(task.cleanup_argv);
+      // The cleanup learns how the task ended (its exit code, or "signal").
+      if (!task.cleanup_argv.empty()) {
+        std::vector<std::string> argv = task.cleanup_argv;
+        argv.push_back("cleanup");
+        argv.push_back(WIFEXITED(status) ? std::to_string(WEXITSTATUS(status)) : "signal");
+        run_cleanup(argv);
+      }
       endings_.push_back({std::move(task), record, monotonic_ms() + kLeftoverWaitMs});
     }
   }

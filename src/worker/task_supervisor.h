@@ -35,7 +35,8 @@ struct LaunchRequest {
   std::vector<std::string> limit_cgroups;  // groups in other hierarchies that cap the task (task_limits.h)
   std::string memory_cgroup;               // where the task's out-of-memory kills are counted, or ""
   // Run once the task has ended, however it ended (a container task: remove what its
-  // engine left); empty for none.
+  // engine left), with two more arguments: "cleanup" and the task's exit code, or
+  // "signal". Empty for none.
   std::vector<std::string> cleanup_argv;
   std::string marker;       // AG_TASK_MARKER value of the task's processes
   int64_t orphan_timeout_ms = 10000;

@@ -56,8 +56,15 @@ def ccluster(cluster_factory, data_dir):
             subprocess.run(["podman", "rm", "--force", name], capture_output=True, timeout=60)
 
 
+def cgroups_of(job_id):
+    """Control groups left for `job_id`'s tasks in any hierarchy (the task's own, and
+    those its engine made below it)."""
+    return [str(p) for p in Path("/sys/fs/cgroup").glob(f"*/aethergrid/*/{job_id}.*")]
+
+
 def no_containers_left(job_id):
     wait_until(lambda: not containers_of(job_id), 20, message=f"the containers of {job_id} to be removed")
+    wait_until(lambda: not cgroups_of(job_id), 20, message=f"the control groups of {job_id} to be removed")
 
 
 def test_nodes_report_their_engine_and_what_they_allow_to_mount(ccluster, data_dir):
