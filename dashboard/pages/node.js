@@ -73,6 +73,8 @@ export function mount(view, ctx) {
       h("dt", {}, "Address"), h("dd", { class: "mono" }, node.address),
       h("dt", {}, "Labels"), h("dd", { id: "node-labels" }, labelList(node.labels)),
       h("dt", {}, "Task limits"), h("dd", { id: "node-limits" }, node.limits || "unknown"),
+      h("dt", {}, "Containers"), h("dd", { id: "node-engine" }, node.container_engine || "no engine (jobs with an image run elsewhere)"),
+      h("dt", {}, "Mounts allowed"), h("dd", { class: "mono" }, (node.allowed_mounts || []).join(", ") || "none"),
       h("dt", {}, "CPUs allocated"), h("dd", {}, formatNumber(a.num_cpus) + " / " + formatNumber(r.num_cpus)),
       h("dt", {}, "Memory allocated"), h("dd", {}, formatBytes(a.memory_bytes) + " / " + formatBytes(r.memory_bytes)),
       h("dt", {}, "GPUs allocated"), h("dd", {}, r.num_gpus ? a.num_gpus + " / " + r.num_gpus + " (ids " + r.gpu_ids.join(", ") + ")" : "no GPUs"),

@@ -279,7 +279,10 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   request.working_dir = spec.working_dir;
   request.cgroup = task->cgroup;
   request.cgroup_home = limits_.home;
-  request.limit_cgroups = task->limit_cgroups;
+  // A container's caps hold the container (made below them by its engine), not the
+  // engine's client: a client held to half a CPU would start the container late. Its
+  // cleanup removes them.
+  if (!spec.container) request.limit_cgroups = task->limit_cgroups;
   request.memory_cgroup = limit_groups.value().memory;
   request.marker = task->marker;
   request.orphan_timeout_ms = spec.orphan_timeout_ms;

@@ -282,6 +282,7 @@ describe("dashboard", { concurrency: false }, () => {
     assert.equal(drained, true);
     assert.match(await page.locator("#node-labels").textContent(), /none/);
     assert.match(await page.locator("#node-limits").textContent(), /^memory, cpu \(cgroup v[12]\)$/);
+    assert.match(await page.locator("#node-engine").textContent(), /^(podman|docker) \d/);
     await page.goto(BASE + "/#/");
     await page.locator(`#nodes-table tr[data-node-id="${nodeId}"] .badge.state-draining`).waitFor();
     await page.goto(BASE + "/#/nodes/" + encodeURIComponent(nodeId));
