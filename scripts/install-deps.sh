@@ -16,6 +16,7 @@ packages=(
   prometheus              # promtool, which checks /metrics in the tests (the server is not used)
   podman runc catatonit   # jobs in container images (runc: crun cannot start containers on some hosts)
   mmdebstrap              # the tests' images: Debian root file systems, imported into podman
+  docker-registry         # a registry on loopback, for the tests' real pulls
 )
 
 missing=()

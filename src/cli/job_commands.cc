@@ -1,17 +1,17 @@
 // ag submit, status, list-nodes, list-jobs, logs, stop-job: the commands that talk to
 // a running head over its REST API.
-#include <charconv>
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <thread>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
-#include <filesystem>
 #include <sstream>
+#include <thread>
 
 #include "api/job_spec.h"
 #include "api/job_state.h"
@@ -67,6 +67,32 @@ std::string cpus_text(double cpus) {
 
 // Streams one task's log from `offset` until it is complete. Returns false when the
 // head could not be reached.
+// While the attempt's tasks wait for their image (pulled on their nodes), the job's
+// events say how the pulls go: printed here until every task has started or ended.
+// Returns false when the head cannot be reached.
+bool show_image_pulls(const Connection& conn, const std::string& job_id, int attempt, size_t* events_seen) {
+  for (;;) {
+    auto events = call_json(conn, "GET", "/api/jobs/" + job_id + "/events");
+    if (!events.ok()) return false;
+    const json& list = events.value()["events"];
+    for (size_t i = *events_seen; i < list.size(); ++i) {
+      const std::string message = list[i]["message"].get<std::string>();
+      if (message.find(": pulling ") != std::string::npos) std::cerr << terminal_safe(message, false) << "\n";
+    }
+    *events_seen = list.size();
+    auto job = call_json(conn, "GET", "/api/jobs/" + job_id);
+    if (!job.ok()) return false;
+    const json& attempts = job.value()["attempts"];
+    if (is_terminal(job.value()) || static_cast<int>(attempts.size()) <= attempt) return true;
+    bool starting = false;
+    for (const auto& task : attempts[static_cast<size_t>(attempt)]["tasks"]) {
+      starting = starting || task["state"].get<std::string>() == "STARTING";
+    }
+    if (!starting) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+}
+
 bool stream_log(const Connection& conn, const std::string& job_id, int task_index, std::optional<int> attempt,
                 bool follow, std::ostream& out, bool raw = false) {
   int64_t offset = 0;
@@ -221,6 +247,7 @@ int submit(const ConnectionOptions& options, const SubmitOptions& submit) {
   // While the job waits, why: said once a job has waited half a second (one placed at
   // once says nothing), and again each time the reason changes.
   std::optional<std::string> shown_reason;
+  size_t events_seen = 0;  // of the job's events, those show_image_pulls looked at
   for (int attempt = 0;;) {
     std::string query = "/wait?attempts_at_least=" + std::to_string(attempt + 1);
     if (shown_reason) {
@@ -246,6 +273,10 @@ int submit(const ConnectionOptions& options, const SubmitOptions& submit) {
       continue;
     }
     shown_reason.reset();
+    if (streamed < attempt && !spec->runtime_env.image.empty() &&
+        !show_image_pulls(conn.value(), job_id, attempt, &events_seen)) {
+      return fail(Error{ErrorCode::kUnavailable, "lost the head while the job's image was being pulled"});
+    }
     if (streamed < attempt) {
       // With -o json, stdout carries only the job's JSON at the end.
       std::ostream& log_out = json_output(options) ? std::cerr : std::cout;

@@ -267,8 +267,15 @@ void Agent::handle_launch(api::Launch launch) {
   const std::string image = shared->image;
   deps_.images.prepare(
       image,
-      [this, id = spec.id, node](const std::string& progress) { send(api::TaskNote{id, node + ": " + progress}); },
+      [this, id = spec.id, node](const std::string& progress) {
+        // Once per job: its tasks on this node wait for the same pull.
+        std::string& last = last_note_[id.job_id];
+        if (last == progress) return;
+        last = progress;
+        send(api::TaskNote{id, node + ": " + progress});
+      },
       [this, shared, spec, node, image](Result<ImageConfig> config) mutable {
+        last_note_.erase(spec.id.job_id);
         if (!config.ok()) {
           return report_start_error(spec.id, node + " cannot run image " + image + ": " + config.error().message);
         }

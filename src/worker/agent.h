@@ -138,6 +138,7 @@ class Agent {
   // Tasks running in an unpacked working_dir package; their job directory is released
   // when their exit is acknowledged.
   std::set<api::TaskKey> package_tasks_;
+  std::map<std::string, std::string> last_note_;  // job -> the last pull progress it was told
 };
 
 }  // namespace ag::worker

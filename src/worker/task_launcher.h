@@ -86,6 +86,7 @@ class TaskLauncher {
   struct Running {
     api::TaskKey id;
     int64_t pid = 0;
+    std::string cgroup;  // its control group, "" where it has none
   };
   virtual std::vector<Running> running() const = 0;
   virtual bool idle() const = 0;

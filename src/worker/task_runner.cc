@@ -536,7 +536,7 @@ void TaskRunner::kill_all(int64_t grace_ms) {
 
 std::vector<TaskRunner::Running> TaskRunner::running() const {
   std::vector<Running> out;
-  for (const auto& [id, task] : tasks_) out.push_back({id, task->pid});
+  for (const auto& [id, task] : tasks_) out.push_back({id, task->pid, task->cgroup});
   return out;
 }
 

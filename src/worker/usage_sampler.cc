@@ -11,6 +11,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "worker/task_cgroup.h"
+
 namespace ag::worker {
 
 // The NVML entry points used for usage, resolved once; absent without a driver.
@@ -89,14 +91,18 @@ api::NodeUsage UsageSampler::sample() {
   return s;
 }
 
-std::vector<api::TaskUsage> UsageSampler::sample_tasks(
-    const std::vector<std::pair<api::TaskKey, int64_t>>& pids) {
+std::vector<api::TaskUsage> UsageSampler::sample_tasks(const std::vector<std::pair<api::TaskKey, int64_t>>& pids,
+                                                       const std::map<int64_t, std::string>& cgroups) {
   std::map<int64_t, std::pair<uint64_t, int64_t>> groups;  // group -> (ticks, rss pages)
   for (const auto& [_, pid] : pids) groups[pid] = {0, 0};
   std::vector<api::TaskUsage> out;
   if (groups.empty()) {
     last_group_ticks_.clear();
     return out;
+  }
+  std::map<int64_t, int64_t> leader_of;  // a process in a task's control group -> its task's leader
+  for (const auto& [leader, group] : cgroups) {
+    for (int pid : cgroup_pids(group)) leader_of[pid] = leader;
   }
   if (DIR* proc = ::opendir("/proc")) {
     std::string text;
@@ -120,6 +126,9 @@ std::vector<api::TaskUsage> UsageSampler::sample_tasks(
           rss = std::atoll(field.c_str());
           break;
         }
+      }
+      if (auto in_group = leader_of.find(std::atoll(entry->d_name)); in_group != leader_of.end()) {
+        pgrp = in_group->second;
       }
       auto group = groups.find(pgrp);
       if (group == groups.end()) continue;

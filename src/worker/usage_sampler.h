@@ -21,8 +21,11 @@ class UsageSampler {
 
   // What each task uses, `pids` being the tasks' process-group leaders: the CPU time
   // (since the previous call) and resident memory of every process in the group, read
-  // from /proc. A task seen for the first time reports 0% CPU.
-  std::vector<api::TaskUsage> sample_tasks(const std::vector<std::pair<api::TaskKey, int64_t>>& pids);
+  // from /proc. A task seen for the first time reports 0% CPU. `cgroups` (leader ->
+  // the task's control group) adds the processes of a task's group and the groups
+  // below it, wherever their process group: a container's, for one.
+  std::vector<api::TaskUsage> sample_tasks(const std::vector<std::pair<api::TaskKey, int64_t>>& pids,
+                                           const std::map<int64_t, std::string>& cgroups = {});
 
  private:
   struct GroupTicks {

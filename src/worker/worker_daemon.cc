@@ -205,8 +205,12 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
                    [&usage, &runner] {
                      api::NodeUsage node = usage.sample();
                      std::vector<std::pair<api::TaskKey, int64_t>> pids;
-                     for (const auto& task : runner.value()->running()) pids.emplace_back(task.id, task.pid);
-                     node.tasks = usage.sample_tasks(pids);
+                     std::map<int64_t, std::string> cgroups;
+                     for (const auto& task : runner.value()->running()) {
+                       pids.emplace_back(task.id, task.pid);
+                       if (!task.cgroup.empty()) cgroups[task.pid] = task.cgroup;
+                     }
+                     node.tasks = usage.sample_tasks(pids, cgroups);
                      return node;
                    },
                    [] { return busy_ports(api::kMasterPortFirst, api::kMasterPortLast); },

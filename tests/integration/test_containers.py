@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, WORKER_IPS, wait_until
+from conftest import REPO, WORKER_IPS, free_ports, wait_until
 from images import ensure_image
 
 
@@ -325,3 +325,85 @@ def test_bad_pulls_say_what_went_wrong(cluster_factory, python_image):
         assert complaint in proc.stderr, (args, proc.stderr)
     proc = c.ag("pull", "localhost/aethergrid-no-such-image:1", check=False)
     assert "failed: podman could not pull localhost/aethergrid-no-such-image:1: Error:" in proc.stdout, proc.stdout
+
+
+def test_a_container_tasks_usage_counts_the_container(ccluster, python_image):
+    busy = ("python3 -c \"import time; b = bytearray(64 << 20); b[::4096] = b'x' * len(b[::4096]); "
+            "t = time.time()\nwhile time.time() - t < 12: pass\"")
+    job_id, _ = ccluster.submit("--no-wait", "--image", python_image, "--", busy)
+
+    def busy_sample():
+        status, body = ccluster.api("GET", f"/api/jobs/{job_id}/usage")
+        assert status == 200, body
+        # The container's own process, not only the engine's client, busy and holding its memory.
+        return next((s for s in body["samples"] if s["cpu_percent"] > 50 and s["memory_bytes"] > (60 << 20)), None)
+
+    wait_until(busy_sample, 25, message="a usage sample with the container's process busy")
+    ccluster.wait_state(job_id, ("SUCCEEDED", "FAILED", "STOPPED"), timeout=30)
+    no_containers_left(job_id)
+
+
+def test_a_retried_gang_gets_fresh_containers_and_leaves_none(ccluster, python_image):
+    job_id, _ = ccluster.submit("-n", 2, "--image", python_image, "--max-retries", 1, "--retry-delay", 0,
+                                "--", "echo attempt $AG_ATTEMPT; exit 3")
+    job = ccluster.wait_state(job_id, ("FAILED",), timeout=60)
+    assert len(job["attempts"]) == 2, job
+    assert "task 0 exited with code 3" in job["message"] or "task 1 exited with code 3" in job["message"], job
+    no_containers_left(job_id)
+
+
+def test_submit_shows_the_pull_while_the_task_waits_for_its_image(ccluster):
+    job_id, proc = ccluster.submit("--image", "localhost/aethergrid-no-such-image:2", "--", "echo never")
+    assert proc.returncode != 0
+    assert "pulling localhost/aethergrid-no-such-image:2 with podman" in proc.stderr, proc.stderr
+    no_containers_left(job_id)
+
+
+@pytest.fixture
+def registry(tmp_path, python_image):
+    """A registry on loopback (Debian's docker-registry) holding the python image under a
+    tag no node has yet; yields (image, registries.conf that lets the engine use it)."""
+    port = free_ports(1)[0]
+    root = tmp_path / "registry"
+    root.mkdir()
+    (root / "config.yml").write_text(
+        f"version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {root / 'data'}\n"
+        f"http:\n  addr: 127.0.0.1:{port}\n")
+    conf = root / "registries.conf"
+    conf.write_text(f'[[registry]]\nlocation = "127.0.0.1:{port}"\ninsecure = true\n')
+    server = subprocess.Popen(["docker-registry", "serve", str(root / "config.yml")], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    image = f"127.0.0.1:{port}/aethergrid-test/python:first-use-{os.getpid()}"
+    try:
+        wait_until(lambda: subprocess.run(["curl", "-sf", f"http://127.0.0.1:{port}/v2/"],
+                                          capture_output=True).returncode == 0, 20, message="the registry")
+        subprocess.run(["podman", "push", "--quiet", "--tls-verify=false", python_image, image], check=True,
+                       timeout=300, capture_output=True)
+        yield image, conf
+    finally:
+        subprocess.run(["podman", "rmi", "--force", image], capture_output=True, timeout=60)
+        server.kill()
+        server.wait(timeout=10)
+
+
+def test_first_use_of_an_image_pulls_it_once_per_node_not_once_per_task(cluster_factory, registry):
+    image, conf = registry
+    c = cluster_factory("registry", workers=())
+    c.env["CONTAINERS_REGISTRIES_CONF"] = str(conf)  # the workers' engine may use the loopback registry
+    for ip in WORKER_IPS:
+        c.start_worker(ip)
+    wait_until(lambda: len(c.nodes()) == 2, 20, message="both workers to join")
+    subprocess.run(["podman", "rmi", "--force", image], capture_output=True, timeout=60)  # no node has it
+    job_id, proc = c.submit("-n", 4, "--num-cpus", 0.5, "--placement", "spread", "--image", image, "--all-ranks",
+                            "--", "echo rank $RANK in $(cat /etc/debian_version)", timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count(" in 12.") == 4, proc.stdout
+    events = [e["message"] for e in c.api("GET", f"/api/jobs/{job_id}/events")[1]["events"]]
+    engine = c.nodes()[0]["container_engine"]  # "podman 4.3.1"
+    started = [e for e in events if e.endswith(f": pulling {image} with {engine}")]
+    # One pull's events per node for its two tasks (ContainerImagesTest in the unit
+    # tests counts the engine's calls: one pull for every task that asks meanwhile).
+    assert len(started) == 2, events
+    assert {e.split(":")[0] for e in started} == {f"node {n['node_id']} ({n['address']})" for n in c.nodes()}, started
+    assert f"pulling {image} with podman" in proc.stderr, proc.stderr
+    no_containers_left(job_id)
