@@ -1,6 +1,7 @@
 #include "worker/async_command.h"
 
 #include <fcntl.h>
+#include <pty.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -74,10 +75,24 @@ void read_more(const std::shared_ptr<Running>& r) {
 
 }  // namespace
 
-pid_t spawn_with_output(std::vector<std::string> argv, int* read_fd, std::string* error) {
-  int fds[2];
-  if (argv.empty() || ::pipe2(fds, O_CLOEXEC) != 0) {
-    *error = argv.empty() ? "no command" : std::string("pipe: ") + std::strerror(errno);
+pid_t spawn_with_output(std::vector<std::string> argv, int* read_fd, std::string* error, bool terminal) {
+  int fds[2];  // [0] read end (a terminal's master), [1] the command's output
+  if (argv.empty()) {
+    *error = "no command";
+    return 0;
+  }
+  if (terminal) {
+    winsize size{};
+    size.ws_col = 200;
+    size.ws_row = 50;
+    if (::openpty(&fds[0], &fds[1], nullptr, nullptr, &size) != 0) {
+      *error = std::string("openpty: ") + std::strerror(errno);
+      return 0;
+    }
+    ::fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+    ::fcntl(fds[1], F_SETFD, FD_CLOEXEC);
+  } else if (::pipe2(fds, O_CLOEXEC) != 0) {
+    *error = std::string("pipe: ") + std::strerror(errno);
     return 0;
   }
   std::vector<char*> args;
@@ -111,10 +126,11 @@ pid_t spawn_with_output(std::vector<std::string> argv, int* read_fd, std::string
   return pid;
 }
 
-void AsyncCommand::run(asio::io_context& io, std::vector<std::string> argv, OnLine on_line, Done done) {
+void AsyncCommand::run(asio::io_context& io, std::vector<std::string> argv, OnLine on_line, Done done,
+                       bool terminal) {
   int fd = -1;
   std::string why;
-  pid_t pid = spawn_with_output(std::move(argv), &fd, &why);
+  pid_t pid = spawn_with_output(std::move(argv), &fd, &why, terminal);
   if (pid == 0) {
     asio::post(io, [done, why] { done({-1, why}); });
     return;

@@ -19,7 +19,9 @@ namespace ag::worker {
 // Starts `argv` (argv[0] an absolute path, or found on PATH) with stdin from /dev/null
 // and stdout and stderr into a pipe whose read end (close-on-exec) goes to `read_fd`.
 // Returns the pid, or 0 with `error` set.
-pid_t spawn_with_output(std::vector<std::string> argv, int* read_fd, std::string* error);
+// `terminal`: the output goes to a pseudo-terminal (200 columns) instead of a pipe, for
+// commands that show progress only to a terminal; the read end is then its master.
+pid_t spawn_with_output(std::vector<std::string> argv, int* read_fd, std::string* error, bool terminal = false);
 
 class AsyncCommand {
  public:
@@ -33,7 +35,8 @@ class AsyncCommand {
   // Starts `argv` (argv[0] an absolute path, or found on PATH) with stdin from
   // /dev/null. `on_line` may be null. `done` runs on `io`'s thread once the command
   // has ended and its output is read.
-  static void run(boost::asio::io_context& io, std::vector<std::string> argv, OnLine on_line, Done done);
+  static void run(boost::asio::io_context& io, std::vector<std::string> argv, OnLine on_line, Done done,
+                  bool terminal = false);
 
   // For whoever reaps the process's children: true when `pid` was a command started
   // here (its end is then delivered), false when it is someone else's.

@@ -10,6 +10,7 @@
 
 #include <boost/asio/post.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -96,6 +97,7 @@ std::string engine_error(const std::string& output) {
   std::istringstream in(output);
   std::string error;
   for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.rfind("Error: ", 0) == 0 || line.rfind("Error response", 0) == 0) error = line;
   }
   if (error.empty()) return tail_lines(output, 3);
@@ -203,6 +205,83 @@ std::vector<std::string> nvidia_control_nodes() {
   return out;
 }
 
+std::string strip_terminal_codes(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\x1b' && i + 1 < text.size() && text[i + 1] == '[') {
+      i += 2;
+      while (i < text.size() && !std::isalpha(static_cast<unsigned char>(text[i]))) ++i;
+      continue;
+    }
+    out.push_back(text[i]);
+  }
+  return out;
+}
+
+namespace {
+
+// "23.7MiB", "409.0b", "1.2GiB", "57MB" -> bytes; nullopt for anything else.
+std::optional<double> parse_size(const std::string& token) {
+  size_t end = 0;
+  while (end < token.size() && (std::isdigit(static_cast<unsigned char>(token[end])) || token[end] == '.')) ++end;
+  if (end == 0) return std::nullopt;
+  const double value = std::atof(token.substr(0, end).c_str());
+  static const std::map<std::string, double> kUnits = {
+      {"b", 1},          {"B", 1},          {"KiB", 1024.0},      {"MiB", 1048576.0},     {"GiB", 1073741824.0},
+      {"kB", 1000.0},    {"KB", 1000.0},    {"MB", 1e6},          {"GB", 1e9},            {"TiB", 1099511627776.0}};
+  auto unit = kUnits.find(token.substr(end));
+  if (unit == kUnits.end()) return std::nullopt;
+  return value * unit->second;
+}
+
+std::string with_thousands(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+bool PullProgress::add(std::string_view line) {
+  std::istringstream in(strip_terminal_codes(line));
+  std::vector<std::string> tokens;
+  for (std::string token; in >> token;) tokens.push_back(token);
+  if (tokens.size() < 3 || tokens[0] != "Copying" || tokens[1] != "blob") return false;
+  const std::string& blob = tokens[2];
+  for (size_t i = 3; i + 2 < tokens.size(); ++i) {
+    if (tokens[i + 1] != "/") continue;
+    auto copied = parse_size(tokens[i]);
+    auto total = parse_size(tokens[i + 2]);
+    if (!copied || !total) return false;
+    auto& entry = blobs_[blob];
+    if (entry == std::pair{*copied, *total}) return false;
+    entry = {*copied, *total};
+    return true;
+  }
+  if (tokens.back() == "done") {
+    auto it = blobs_.find(blob);
+    if (it == blobs_.end() || it->second.first == it->second.second) return false;
+    it->second.first = it->second.second;
+    return true;
+  }
+  return false;
+}
+
+std::string PullProgress::text() const {
+  if (blobs_.empty()) return "";
+  double copied = 0, total = 0;
+  for (const auto& [_, sizes] : blobs_) {
+    copied += sizes.first;
+    total += sizes.second;
+  }
+  constexpr double kMiB = 1048576.0;
+  return with_thousands(static_cast<int64_t>(copied / kMiB)) + "/" +
+         with_thousands(std::llround(total / kMiB)) + " MiB";
+}
+
 std::optional<std::map<std::string, std::string>> parse_image_env(const std::string& json_text) {
   // An image without PATH (a bare root file system, imported) gets the one engines
   // give such containers.
@@ -260,26 +339,43 @@ void ContainerImages::inspect(const std::string& image, bool pull_if_missing) {
 
 void ContainerImages::pull(const std::string& image) {
   auto last_note = std::make_shared<std::chrono::steady_clock::time_point>();
-  auto on_line = [this, image, last_note](const std::string& line) {
-    // At most one note a second: a pull's output is many lines.
+  auto progress = std::make_shared<PullProgress>();
+  auto on_line = [this, image, last_note, progress](const std::string& raw) {
+    const bool counted = progress->add(raw);
+    const std::string line = strip_terminal_codes(raw);
+    // Bytes when the engine shows them ("pulling IMAGE 412/1,630 MiB"), else its lines;
+    // at most one note a second: a pull's output is many lines.
+    if (!counted && (line.empty() || !progress->text().empty())) return;
     auto now = std::chrono::steady_clock::now();
     if (now - *last_note < std::chrono::seconds(1)) return;
     *last_note = now;
+    const std::string note = counted ? "pulling " + image + " " + progress->text()
+                                     : "pulling " + image + ": " + line.substr(0, 200);
     for (const auto& w : waiting_[image]) {
-      if (w.on_progress) w.on_progress("pulling " + image + ": " + line.substr(0, 200));
+      if (w.on_progress) w.on_progress(note);
     }
   };
   for (const auto& w : waiting_[image]) {
     if (w.on_progress) w.on_progress("pulling " + image + " with " + engine_.summary());
   }
-  AsyncCommand::run(io_, {engine_.path, "pull", image}, on_line, [this, image](const AsyncCommand::Ended& ended) {
-    if (ended.exit_code == 0) return inspect(image, false);
-    std::string said = engine_error(ended.output);
+  // podman shows byte counts only to a terminal.
+  const bool terminal = engine_.name == "podman";
+  AsyncCommand::run(io_, {engine_.path, "pull", image}, on_line, [this, image, progress](const AsyncCommand::Ended& ended) {
+    if (ended.exit_code == 0) {
+      const std::string copied = progress->text();
+      std::string note = "pulled " + image;
+      note += " (" + copied + ")";
+      for (const auto& w : waiting_[image]) {
+        if (w.on_progress && !copied.empty()) w.on_progress(note);
+      }
+      return inspect(image, false);
+    }
+    std::string said = engine_error(strip_terminal_codes(ended.output));
     bool missing = said.find("not found") != std::string::npos || said.find("unknown") != std::string::npos ||
                    said.find("does not exist") != std::string::npos;
     finish(image, Error{missing ? ErrorCode::kNotFound : ErrorCode::kInternal,
                         engine_.name + " could not pull " + image + ": " + (said.empty() ? "exit " + std::to_string(ended.exit_code) : said)});
-  });
+  }, terminal);
 }
 
 void ContainerImages::finish(const std::string& image, Result<ImageConfig> result) {

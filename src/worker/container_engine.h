@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "api/container_spec.h"
@@ -114,6 +115,22 @@ class ContainerImages final : public ImageProvider {
   std::map<std::string, ImageConfig> known_;
   std::map<std::string, std::vector<Waiter>> waiting_;  // in flight, by image
 };
+
+// The bytes a pull has copied, from podman's progress bars (shown to a terminal):
+//   "Copying blob 8e790810b21b [=====>----] 23.7MiB / 57.2MiB"  ->  "23/57 MiB"
+// summed over the blobs seen so far.
+class PullProgress {
+ public:
+  // One line of the engine's output. True when the count changed.
+  bool add(std::string_view line);
+  // "412/1,630 MiB", or "" before any count was seen.
+  std::string text() const;
+
+ private:
+  std::map<std::string, std::pair<double, double>> blobs_;  // blob -> (bytes copied, bytes in all)
+};
+// `text` without terminal control sequences (ESC [ ... letter).
+std::string strip_terminal_codes(std::string_view text);
 
 // Parses `inspect --format '{{json .Config.Env}}'` output: ["PATH=/usr/bin", ...].
 std::optional<std::map<std::string, std::string>> parse_image_env(const std::string& json_text);

@@ -361,8 +361,9 @@ def test_submit_shows_the_pull_while_the_task_waits_for_its_image(ccluster):
 
 @pytest.fixture
 def registry(tmp_path, python_image):
-    """A registry on loopback (Debian's docker-registry) holding the python image under a
-    tag no node has yet; yields (image, registries.conf that lets the engine use it)."""
+    """A registry on loopback (Debian's docker-registry) holding the python image with a
+    57 MiB layer of random bytes on top, under a tag no node has; yields (image,
+    registries.conf that lets the engine use it)."""
     port = free_ports(1)[0]
     root = tmp_path / "registry"
     root.mkdir()
@@ -377,8 +378,15 @@ def registry(tmp_path, python_image):
     try:
         wait_until(lambda: subprocess.run(["curl", "-sf", f"http://127.0.0.1:{port}/v2/"],
                                           capture_output=True).returncode == 0, 20, message="the registry")
-        subprocess.run(["podman", "push", "--quiet", "--tls-verify=false", python_image, image], check=True,
+        builder, local = f"ag-test-layer-{os.getpid()}", f"localhost/aethergrid-test-layer:{os.getpid()}"
+        subprocess.run(["podman", "run", "--name", builder, "--ulimit", "nofile=1024:1024", "--ulimit",
+                        "nproc=4096:4096", python_image, "sh", "-c", "head -c 60000000 /dev/urandom > /blob"],
+                       check=True, timeout=120, capture_output=True)
+        subprocess.run(["podman", "commit", "--quiet", builder, local], check=True, timeout=120, capture_output=True)
+        subprocess.run(["podman", "rm", "--force", builder], capture_output=True, timeout=60)
+        subprocess.run(["podman", "push", "--quiet", "--tls-verify=false", local, image], check=True,
                        timeout=300, capture_output=True)
+        subprocess.run(["podman", "rmi", "--force", local], capture_output=True, timeout=60)
         yield image, conf
     finally:
         subprocess.run(["podman", "rmi", "--force", image], capture_output=True, timeout=60)
@@ -406,4 +414,6 @@ def test_first_use_of_an_image_pulls_it_once_per_node_not_once_per_task(cluster_
     assert len(started) == 2, events
     assert {e.split(":")[0] for e in started} == {f"node {n['node_id']} ({n['address']})" for n in c.nodes()}, started
     assert f"pulling {image} with podman" in proc.stderr, proc.stderr
+    # The engine's byte counts: the random layer's 57 MiB (the base layers are there).
+    assert sum(e.endswith(f"pulled {image} (57/57 MiB)") for e in events) == 2, events
     no_containers_left(job_id)

@@ -137,6 +137,27 @@ TEST(ImageEnvTest, ReadsTheImagesVariablesAndGivesABareImageAPath) {
   EXPECT_FALSE(parse_image_env("not json").has_value());
 }
 
+TEST(PullProgressTest, SumsTheBytesOfEveryBlobFromTheEnginesBars) {
+  PullProgress progress;
+  EXPECT_EQ(progress.text(), "");
+  EXPECT_FALSE(progress.add("Trying to pull registry.example/train:1.4..."));
+  EXPECT_FALSE(progress.add("Copying blob 5c8bb0a0 skipped: already exists"));
+  EXPECT_TRUE(progress.add("Copying blob 8e790810b21b [======>-------] 23.7MiB / 57.2MiB"));
+  EXPECT_EQ(progress.text(), "23/57 MiB");
+  EXPECT_TRUE(progress.add("\x1b[1A\x1b[JCopying blob 1f2e3d4c5b6a [>---] 1.0GiB / 1.5GiB"));
+  EXPECT_EQ(progress.text(), "1,047/1,593 MiB");
+  EXPECT_FALSE(progress.add("Copying blob 8e790810b21b [======>-------] 23.7MiB / 57.2MiB")) << "no change";
+  EXPECT_TRUE(progress.add("\x1b[1A\x1b[JCopying blob 8e790810b21b done  "));
+  EXPECT_EQ(progress.text(), "1,081/1,593 MiB");
+  EXPECT_FALSE(progress.add("Copying config 538843aca5 [=====] 409.0b / 409.0b"));
+  EXPECT_FALSE(progress.add("Copying blob abc [==] lots / more")) << "sizes it cannot read";
+}
+
+TEST(PullProgressTest, TerminalCodesAreStripped) {
+  EXPECT_EQ(strip_terminal_codes("\x1b[1A\x1b[JCopying blob x done"), "Copying blob x done");
+  EXPECT_EQ(strip_terminal_codes("plain"), "plain");
+}
+
 TEST(EngineDetectionTest, NoneMeansNoEngineWithTheReason) {
   std::string why;
   EXPECT_FALSE(detect_container_engine("none", &why).has_value());
