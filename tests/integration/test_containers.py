@@ -7,13 +7,14 @@ The workers get `--allow-mount` for a data folder of the test; each task's conta
 """
 import json
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, WORKER_IPS, free_ports, wait_until
+from conftest import REPO, WORKER_IPS, free_ports, pid_alive, wait_until
 from images import ensure_image
 
 
@@ -416,4 +417,19 @@ def test_first_use_of_an_image_pulls_it_once_per_node_not_once_per_task(cluster_
     assert f"pulling {image} with podman" in proc.stderr, proc.stderr
     # The engine's byte counts: the random layer's 57 MiB (the base layers are there).
     assert sum(e.endswith(f"pulled {image} (57/57 MiB)") for e in events) == 2, events
+    no_containers_left(job_id)
+
+
+def test_a_container_and_its_log_survive_a_head_restart(ccluster, python_image):
+    job_id, _ = ccluster.submit("--no-wait", "--image", python_image, "--",
+                                "for i in 1 2 3 4 5; do echo line $i; sleep 0.6; done")
+    wait_until(lambda: "line 1" in ccluster.ag("logs", job_id).stdout, 30, message="the container to run")
+    head_pid = ccluster.head_pid()
+    os.kill(head_pid, signal.SIGKILL)
+    wait_until(lambda: not pid_alive(head_pid), 10, message="the head to die")
+    time.sleep(1)  # the container writes on while no head listens
+    ccluster.start_head()
+    job = ccluster.wait_state(job_id, ("SUCCEEDED", "FAILED", "STOPPED"), timeout=60)
+    assert job["state"] == "SUCCEEDED" and len(job["attempts"]) == 1, job
+    assert ccluster.ag("logs", job_id).stdout == "".join(f"line {i}\n" for i in range(1, 6))
     no_containers_left(job_id)
