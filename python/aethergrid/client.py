@@ -12,7 +12,7 @@ from .runtime_env import PackageUploader
 # The keys a job dict given to submit_jobs may have: submit_job's parameters.
 JOB_KEYS = ("entrypoint", "runtime_env", "num_workers", "task_options", "job_name",
             "max_retries", "timeout", "labels", "placement", "submission_id", "timeout_per_attempt",
-            "allow_unschedulable", "retry_delay", "retry_on", "constraints")
+            "allow_unschedulable", "retry_delay", "retry_on", "constraints", "priority")
 
 
 class Client:
@@ -109,7 +109,7 @@ class Client:
     def submit_job(self, entrypoint, runtime_env=None, num_workers=1, task_options=None,
                    job_name=None, max_retries=0, timeout=None, labels=None, placement="pack",
                    submission_id=None, timeout_per_attempt=False, allow_unschedulable=False,
-                   retry_delay=None, retry_on=None, constraints=None):
+                   retry_delay=None, retry_on=None, constraints=None, priority=None):
         """Submits one job and returns its Job at once (it runs in the background).
 
         entrypoint: the command each of the `num_workers` tasks runs (through a shell).
@@ -122,6 +122,8 @@ class Client:
         task_options: per-task {"num_cpus", "num_gpus", "memory", "gpu_isolation"}. timeout: seconds
         before the job is stopped and FAILS (its whole run, retries included, unless
         timeout_per_attempt). placement: "pack" or "spread".
+        priority: placed before pending jobs of lower priority: "low", "normal" (default),
+        "high", "urgent", or a whole number from -1000 to 1000; ties in submit order.
         max_retries: whole-gang retries after a failure; retry_delay: seconds before the
         first (default 3), doubling for each next one up to 600; retry_on: which
         failures are retried: "any" (default), "node_lost", or a list of exit codes
@@ -145,7 +147,8 @@ class Client:
                           max_retries=max_retries, timeout=timeout, labels=labels,
                           placement=placement, submission_id=submission_id,
                           timeout_per_attempt=timeout_per_attempt, allow_unschedulable=allow_unschedulable,
-                          retry_delay=retry_delay, retry_on=retry_on, constraints=constraints)
+                          retry_delay=retry_delay, retry_on=retry_on, constraints=constraints,
+                          priority=priority)
         answer = self._transport.request("POST", "/api/jobs", body=spec, retry=True).json()
         return Job(self, answer["job_id"])
 
@@ -184,7 +187,7 @@ class Client:
     def _spec(self, uploader, entrypoint, runtime_env=None, num_workers=1, task_options=None,
               job_name=None, max_retries=0, timeout=None, labels=None, placement="pack",
               submission_id=None, timeout_per_attempt=False, allow_unschedulable=False,
-              retry_delay=None, retry_on=None, constraints=None):
+              retry_delay=None, retry_on=None, constraints=None, priority=None):
         """The JSON job spec to send, with working_dir uploaded."""
         spec = {"entrypoint": entrypoint, "num_workers": num_workers, "max_retries": max_retries,
                 "placement": placement, "submission_id": submission_id or uuid.uuid4().hex}
@@ -204,6 +207,8 @@ class Client:
             spec["retry_on"] = retry_on
         if constraints is not None:
             spec["constraints"] = constraints
+        if priority is not None:
+            spec["priority"] = priority
         if labels is not None:
             spec["labels"] = labels
         if runtime_env is not None:

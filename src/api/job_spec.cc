@@ -268,6 +268,14 @@ std::optional<Error> read_retry_on(const json& v, RetryOn* out) {
 
 }  // namespace
 
+std::optional<int> priority_level(std::string_view name) {
+  if (name == "low") return -100;
+  if (name == "normal") return 0;
+  if (name == "high") return 100;
+  if (name == "urgent") return kMaxPriority;
+  return std::nullopt;
+}
+
 const char* to_string(Placement placement) {
   switch (placement) {
     case Placement::kPack: return "pack";
@@ -322,7 +330,7 @@ Result<JobSpec> parse_job_spec(const json& body) {
   }
   static const std::set<std::string> kKnown = {
       "entrypoint", "num_workers", "task_options", "runtime_env", "job_name", "labels",
-      "max_retries", "timeout", "timeout_per_attempt", "placement", "submission_id",
+      "max_retries", "timeout", "timeout_per_attempt", "placement", "submission_id", "priority",
       "allow_unschedulable", "retry_delay", "retry_on", "constraints"};
   if (auto err = check_known_keys(body, "", kKnown)) return *err;
 
@@ -370,6 +378,22 @@ Result<JobSpec> parse_job_spec(const json& body) {
     if (auto err = read_string_map(body["labels"], "labels", kMaxLabels, &spec.labels, kMaxLabelKeyBytes,
                                    kMaxLabelValueBytes, kMaxLabels * (kMaxLabelKeyBytes + kMaxLabelValueBytes))) {
       return *err;
+    }
+  }
+  if (body.contains("priority") && !body["priority"].is_null()) {
+    const json& p = body["priority"];
+    if (p.is_string()) {
+      auto level = priority_level(p.get<std::string>());
+      if (!level) {
+        return field_error("priority", "'" + p.get<std::string>().substr(0, 64) +
+                                           "' is not a priority; give low, normal, high, urgent or a whole number from " +
+                                           std::to_string(kMinPriority) + " to " + std::to_string(kMaxPriority));
+      }
+      spec.priority = *level;
+    } else {
+      int64_t n = 0;
+      if (auto err = read_int(p, "priority", kMinPriority, kMaxPriority, &n)) return *err;
+      spec.priority = static_cast<int>(n);
     }
   }
   if (body.contains("max_retries")) {
@@ -448,6 +472,7 @@ json to_json(const JobSpec& spec) {
   j["job_name"] = spec.name;
   j["labels"] = spec.labels;
   j["max_retries"] = spec.max_retries;
+  j["priority"] = spec.priority;
   j["retry_delay"] = spec.retry_delay_s;
   switch (spec.retry_on.kind) {
     case RetryOn::Kind::kAny: j["retry_on"] = "any"; break;

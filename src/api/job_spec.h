@@ -25,6 +25,11 @@ inline constexpr double kMaxCpusPerTask = 1024;
 inline constexpr double kMinCpusPerTask = 0.001;
 inline constexpr int64_t kMaxGpusPerTask = 64;
 inline constexpr int kMaxRetries = 100;
+// Priorities: higher is placed first; the names stand for these numbers.
+inline constexpr int kMinPriority = -1000;
+inline constexpr int kMaxPriority = 1000;
+// "low" -100, "normal" 0, "high" 100, "urgent" 1000; nullopt for another name.
+std::optional<int> priority_level(std::string_view name);
 inline constexpr size_t kMaxEntrypointBytes = 64 * 1024;
 inline constexpr size_t kMaxNameBytes = 256;
 inline constexpr size_t kMaxLabels = 64;
@@ -102,6 +107,7 @@ struct JobSpec {
   std::string name;
   std::map<std::string, std::string> labels;
   int max_retries = 0;
+  int priority = 0;  // higher first among pending jobs; ties in submit order
   double retry_delay_s = kDefaultRetryDelaySeconds;  // before the first retry; doubles
   RetryOn retry_on;
   std::optional<double> timeout_s;

@@ -179,6 +179,8 @@ int run(int argc, char** argv) {
                          "Node folder into the container: SOURCE:TARGET[:ro] (repeatable; needs --image and the "
                          "workers' --allow-mount)");
   submit_cmd->add_option("--name", submit_opts.name, "Job name");
+  submit_cmd->add_option("--priority", submit_opts.priority,
+                         "Place before jobs of lower priority: low, normal (default), high, urgent, or -1000..1000");
   submit_cmd->add_option("--max-retries", submit_opts.max_retries, "Whole-gang retries after a failure")->capture_default_str()->check(CLI::Range(0, 100));
   submit_cmd->add_option("--retry-delay", submit_opts.retry_delay_s,
                          "Seconds before the first retry, doubling for each next one up to 600 (default 3)")

@@ -66,6 +66,7 @@ std::string in_flag_terms(const std::string& message) {
       {"entrypoint", "the command after --"},
       {"job_name", "--name"},
       {"max_retries", "--max-retries"},
+      {"priority", "--priority"},
       {"timeout", "--timeout"},
       {"retry_delay", "--retry-delay"},
       {"retry_on", "--retry-on"},
@@ -143,6 +144,21 @@ Result<api::JobSpec> spec_from_submit_options(const SubmitOptions& options) {
   // --exclude only shapes the package the CLI builds; the head has no use for it.
   spec.name = options.name;
   spec.max_retries = options.max_retries;
+  if (!options.priority.empty()) {
+    if (auto level = api::priority_level(options.priority)) {
+      spec.priority = *level;
+    } else {
+      int n = 0;
+      auto [end, ec] = std::from_chars(options.priority.data(), options.priority.data() + options.priority.size(), n);
+      if (ec != std::errc() || end != options.priority.data() + options.priority.size() || n < api::kMinPriority ||
+          n > api::kMaxPriority) {
+        return invalid_argument("--priority takes low, normal, high, urgent or a whole number from " +
+                                std::to_string(api::kMinPriority) + " to " + std::to_string(api::kMaxPriority) +
+                                "; got '" + options.priority + "'");
+      }
+      spec.priority = n;
+    }
+  }
   spec.timeout_s = options.timeout_s;
   spec.timeout_per_attempt = options.timeout_per_attempt;
   spec.gpu_isolation = options.gpu_isolation;

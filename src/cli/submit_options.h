@@ -29,6 +29,7 @@ struct SubmitOptions {
   std::vector<std::string> mounts;  // SOURCE:TARGET[:ro|:rw] -> runtime_env.mounts
   std::string name;
   int max_retries = 0;
+  std::string priority;  // a number or low|normal|high|urgent; "" for the default
   std::optional<double> retry_delay_s;
   std::string retry_on;  // "any", "node-lost" or exit codes "3,137"; "" for the default
   std::optional<double> timeout_s;

@@ -13,6 +13,10 @@
 namespace ag::head {
 namespace {
 
+// A pending job's place: higher priority first, then the order of submission.
+std::pair<int64_t, uint64_t> queue_key(const Job& job) { return {-int64_t{job.spec.priority}, job.queue_seq}; }
+
+
 using nlohmann::json;
 
 const std::vector<JobEvent> kNoEvents;
@@ -84,7 +88,7 @@ Status JobManager::recover() {
   int64_t steady = deps_.clock.steady_ms();
   for (auto& [id, job] : jobs_) {
     if (job.state == JobState::kPending) {
-      pending_[job.queue_seq] = id;
+      pending_[queue_key(job)] = id;
     } else if (job.state == JobState::kRunning && job.current_attempt()) {
       AttemptRecord& attempt = *job.current_attempt();
       active_.insert(id);
@@ -229,7 +233,7 @@ void JobManager::submit_all(std::vector<api::JobSpec> specs,
       for (auto& a : *accepted) {
         std::string id = a.job.id;
         events_[id].push_back(a.event);
-        pending_[a.job.queue_seq] = id;
+        pending_[queue_key(a.job)] = id;
         jobs_[id] = std::move(a.job);
         for (const auto& observer : observers_) observer(jobs_[id]);
       }
@@ -255,7 +259,7 @@ std::vector<const Job*> JobManager::list() const {
 std::map<uint64_t, int64_t> JobManager::queue_positions() const {
   std::map<uint64_t, int64_t> out;
   int64_t position = 0;
-  for (const auto& [seq, _] : pending_) out.emplace_hint(out.end(), seq, ++position);
+  for (const auto& [key, _] : pending_) out.emplace(key.second, ++position);
   return out;
 }
 
@@ -567,7 +571,7 @@ void JobManager::run_schedule() {
       const Node* node = deps_.nodes.find(t.node_id);
       tasks.push_back({t.node_id, node ? node->address : "", t.gpu_ids});
     }
-    pending_.erase(job.queue_seq);
+    pending_.erase(queue_key(job));
     active_.insert(job.id);
     int port = allocate_master_port(tasks.empty() ? "" : tasks.front().node_id);
     apply(job, on_placed(job, tasks, port, deps_.clock.now_ms()));
@@ -608,9 +612,9 @@ void JobManager::apply(Job& job, const Effects& fx) {
     if (attempt) release_master_port(attempt->master_port);
     active_.erase(job.id);
   }
-  if (fx.requeue) pending_[job.queue_seq] = job.id;
+  if (fx.requeue) pending_[queue_key(job)] = job.id;
   if (fx.finished) {
-    pending_.erase(job.queue_seq);
+    pending_.erase(queue_key(job));
     if (auto t = timeouts_.find(job.id); t != timeouts_.end()) {
       deps_.timers.cancel(t->second.timer);
       timeouts_.erase(t);

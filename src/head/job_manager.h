@@ -201,7 +201,8 @@ class JobManager {
   JobManagerConfig config_;
   std::map<std::string, Job> jobs_;
   std::map<std::string, std::vector<JobEvent>> events_;
-  std::map<uint64_t, std::string> pending_;  // queue_seq -> job id, FIFO
+  // The queue: higher priority first, then submit order (queue_key).
+  std::map<std::pair<int64_t, uint64_t>, std::string> pending_;
   // Pending jobs no node can hold (their reason says so), left out of scheduling
   // passes until the cluster changes.
   std::set<std::string> set_aside_;

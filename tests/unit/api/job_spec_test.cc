@@ -129,6 +129,23 @@ TEST(ParseJobSpecTest, OversizedFieldsAreRefusedNamingTheLimit) {
 
 // --- Valid specs -----------------------------------------------------------------
 
+TEST(ParseJobSpecTest, PriorityIsANumberOrANamedLevel) {
+  auto with = [](json priority) { return parse_job_spec({{"entrypoint", "x"}, {"priority", priority}}); };
+  EXPECT_EQ(with(250).value().priority, 250);
+  EXPECT_EQ(with(-1000).value().priority, -1000);
+  EXPECT_EQ(with("low").value().priority, -100);
+  EXPECT_EQ(with("normal").value().priority, 0);
+  EXPECT_EQ(with("high").value().priority, 100);
+  EXPECT_EQ(with("urgent").value().priority, 1000);
+  EXPECT_EQ(parse_job_spec({{"entrypoint", "x"}}).value().priority, 0);
+  EXPECT_EQ(to_json(with("high").value())["priority"], 100);
+  EXPECT_THAT(with(1001).error().message, HasSubstr("priority"));
+  EXPECT_THAT(with("asap").error().message,
+              HasSubstr("'asap' is not a priority; give low, normal, high, urgent or a whole number from -1000 to 1000"));
+  EXPECT_THAT(with(1.5).error().message, HasSubstr("priority"));
+  EXPECT_THAT(with(json::array()).error().message, HasSubstr("priority"));
+}
+
 TEST(ParseJobSpecTest, MinimalSpecGetsDefaults) {
   const Result<JobSpec> spec = parse_job_spec(minimal_spec());
 

@@ -387,6 +387,31 @@ TEST_F(JobManagerTest, PendingReasonIsLoggedOncePerKindAndPlacedWhenANodeJoins) 
   EXPECT_EQ(job(other).pending_kind, sched::PendingKind::kWaitingForResources);
 }
 
+TEST_F(JobManagerTest, HigherPriorityIsPlacedFirstAndTiesKeepSubmitOrder) {
+  add_node("node_a", 2);
+  const std::string running = submit(spec(1, 2));  // holds the node
+  clock_.run_ready();
+  api::JobSpec normal = spec(1, 2), high = spec(1, 2), low = spec(1, 2);
+  high.priority = 100;
+  low.priority = -100;
+  const std::string first_normal = submit(normal), low_id = submit(low), high_id = submit(high),
+                    second_normal = submit(normal);
+  clock_.run_ready();
+  auto positions = jobs_->queue_positions();
+  EXPECT_EQ(positions.at(job(high_id).queue_seq), 1);
+  EXPECT_EQ(positions.at(job(first_normal).queue_seq), 2);
+  EXPECT_EQ(positions.at(job(second_normal).queue_seq), 3);
+  EXPECT_EQ(positions.at(job(low_id).queue_seq), 4);
+
+  // The node frees: the high-priority job gets it, though submitted after two others.
+  exit_all(running, 0, 1, 0);
+  EXPECT_EQ(job(high_id).state, JobState::kRunning);
+  EXPECT_EQ(job(first_normal).state, JobState::kPending);
+  exit_all(high_id, 0, 1, 0);
+  EXPECT_EQ(job(first_normal).state, JobState::kRunning);
+  EXPECT_EQ(job(low_id).state, JobState::kPending);
+}
+
 TEST_F(JobManagerTest, JobsNoNodeCanHoldDoNotStopTheJobsBehindThem) {
   add_node("node_a", 2);
   // More infeasible jobs than one scheduling pass looks at, then one that fits.
