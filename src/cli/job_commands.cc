@@ -479,13 +479,16 @@ int list_jobs(const ConnectionOptions& options, const std::string& state) {
     std::cout << jobs.value().dump(2) << "\n";
     return 0;
   }
-  Table table({"JOB", "NAME", "OWNER", "STATE", "TASKS", "SUBMITTED", "DURATION", "ENTRYPOINT"});
+  Table table({"JOB", "NAME", "OWNER", "STATE", "PRIORITY", "TASKS", "SUBMITTED", "DURATION", "ENTRYPOINT"});
   for (const auto& j : jobs.value()["jobs"]) {
     int64_t started = j["started_ms"].get<int64_t>(), finished = j["finished_ms"].get<int64_t>();
     std::string entry = j["entrypoint"].get<std::string>();
     if (entry.size() > 48) entry = entry.substr(0, 45) + "...";
-    table.add({j["job_id"].get<std::string>(), str(j, "name"), str(j, "owner"), j["state"].get<std::string>(),
-               j["num_workers"].dump(),
+    // A pending job's place in the queue: "PENDING #2".
+    std::string state = j["state"].get<std::string>();
+    if (j.contains("queue_position")) state += " #" + j["queue_position"].dump();
+    table.add({j["job_id"].get<std::string>(), str(j, "name"), str(j, "owner"), state,
+               j.contains("priority") ? j["priority"].dump() : "0", j["num_workers"].dump(),
                format_time_ms(j["submitted_ms"].get<int64_t>()),
                started && finished ? format_duration_ms(finished - started) : "-", entry});
   }

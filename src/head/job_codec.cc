@@ -94,6 +94,7 @@ json job_summary_json(const Job& job) {
   j["num_workers"] = job.spec.num_workers;
   j["num_gpus"] = job.spec.num_gpus;
   j["num_cpus"] = job.spec.num_cpus;
+  j["priority"] = job.spec.priority;
   j["attempts"] = job.attempts.size();
   j["submitted_ms"] = job.submitted_ms;
   j["started_ms"] = job.started_ms;

@@ -11,6 +11,10 @@ def test_a_higher_priority_job_starts_before_the_jobs_queued_ahead_of_it(cluster
     high, _ = c.submit("--no-wait", "--num-cpus", 2, "--priority", "high", "--", "true")
     assert [c.job(j)["queue_position"] for j in (high, normal, low)] == [1, 2, 3]
     assert c.job(high)["spec"]["priority"] == 100 and c.job(low)["spec"]["priority"] == -100
+    rows = {line.split()[0]: line.split() for line in c.ag("list-jobs").stdout.splitlines()[1:]}
+    assert rows[high][3:6] == ["PENDING", "#1", "100"], rows[high]
+    assert rows[normal][3:6] == ["PENDING", "#2", "0"], rows[normal]
+    assert rows[low][3:6] == ["PENDING", "#3", "-100"], rows[low]
     for j in (high, normal, low):
         assert c.wait_state(j, ("SUCCEEDED", "FAILED"), timeout=60)["state"] == "SUCCEEDED"
     started = [c.job(j)["started_ms"] for j in (high, normal, low)]
