@@ -5,6 +5,8 @@ only on loopback; a wrong fingerprint or a different head is refused with a clea
 error; `--insecure` turns TLS off and says so."""
 import http.client
 import json
+import os
+import signal
 import socket
 import ssl
 import subprocess
@@ -131,6 +133,15 @@ def test_a_head_on_another_address_refuses_plain_http_and_workers_pin_its_ca(tmp
         status_out = c.ag("--token-file", c.head_data_dir / "token", "status", env=user).stdout
         assert "TLS: on (verified against the cluster CA)" in status_out
     finally:
+        # The worker "elsewhere" belongs to its own session, which the cluster's
+        # teardown does not know: stopped here, and killed by pid if it did not stop.
+        remote_session = tmp_path / "remote-session"
+        c.ag("stop", env={"AG_SESSION_DIR": str(remote_session)}, check=False)
+        for pid_file in (remote_session / "daemons").glob("*.pid"):
+            try:
+                os.kill(int(pid_file.read_text().split()[0]), signal.SIGKILL)
+            except (ValueError, IndexError, OSError):
+                pass
         c.teardown()
 
 
