@@ -4,7 +4,7 @@
 // node's pull. In memory only: a pull is an operation to watch, not a record to keep
 // (the last kKeptPulls are kept).
 //
-//   start(image, nodes) -> pull_xxxx   update(node, PullUpdate)   find(pull_xxxx)
+//   start(image, nodes) -> a pull id   update(node, PullUpdate)   find(id)
 #pragma once
 
 #include <cstdint>

@@ -261,6 +261,10 @@ void Agent::handle_launch(api::Launch launch) {
   if (shared->image.empty()) return launch_with_environment(shared, std::move(spec), config_.inherited_env);
 
   const std::string node = "node " + config_.node_id + " (" + config_.node_ip + ")";
+  // Checked again here: these go into the engine's command line.
+  if (std::string problem = api::image_reference_problem(shared->image); !problem.empty()) {
+    return report_start_error(spec.id, "image '" + shared->image.substr(0, 200) + "' " + problem);
+  }
   if (std::string problem = mount_problem(shared->mounts); !problem.empty()) {
     return report_start_error(spec.id, problem);
   }
@@ -292,6 +296,9 @@ void Agent::handle_launch(api::Launch launch) {
 
 void Agent::handle_pull(const api::Pull& pull) {
   const std::string id = pull.pull_id;
+  if (std::string problem = api::image_reference_problem(pull.image); !problem.empty()) {
+    return send(api::PullUpdate{id, "", true, "image '" + pull.image.substr(0, 200) + "' " + problem});
+  }
   deps_.images.prepare(
       pull.image, [this, id](const std::string& progress) { send(api::PullUpdate{id, progress, false, ""}); },
       [this, id](Result<ImageConfig> config) {
@@ -301,7 +308,12 @@ void Agent::handle_pull(const api::Pull& pull) {
 
 std::string Agent::mount_problem(const std::vector<api::Mount>& mounts) const {
   const std::string node = "node " + config_.node_id + " (" + config_.node_ip + ")";
+  if (mounts.size() > api::kMaxMounts) return "more than " + std::to_string(api::kMaxMounts) + " mounts";
+  if (std::string problem = api::mounts_problem(mounts); !problem.empty()) return "mounts: " + problem;
   for (const auto& m : mounts) {
+    for (const std::string* path : {&m.source, &m.target}) {
+      if (std::string problem = api::mount_path_problem(*path); !problem.empty()) return "mount path " + problem;
+    }
     if (!api::allowing_prefix(m.source, config_.allowed_mounts)) {
       std::string allowed;
       for (const auto& prefix : config_.allowed_mounts) allowed += (allowed.empty() ? "" : ", ") + prefix;

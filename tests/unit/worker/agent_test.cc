@@ -363,6 +363,33 @@ TEST_F(AgentTest, MountsOutsideTheAllowedFoldersOrMissingAreRefusedWithTheFix) {
   EXPECT_TRUE(images_.prepared.empty()) << "nothing pulled for a task that cannot run";
 }
 
+TEST_F(AgentTest, WhatGoesIntoTheEnginesCommandLineIsCheckedAgainOnTheNode) {
+  config_.allowed_mounts = {data_dir_.string()};
+  auto channel = start_registered();
+  api::Launch launch = launch_of(kTask);
+  launch.image = "--privileged";
+  channel->deliver(api::encode(launch));
+  auto exited = only<api::TaskExited>(decode_all(channel->take_text()));
+  ASSERT_EQ(exited.size(), 1u);
+  EXPECT_THAT(exited[0].exit.start_error, HasSubstr("image '--privileged' starts with '-'"));
+
+  launch.task.attempt = 1;
+  launch.image = "x:1";
+  launch.mounts = {{data_dir_.string() + ",readonly=false", "/data", true}};
+  channel->deliver(api::encode(launch));
+  exited = only<api::TaskExited>(decode_all(channel->take_text()));
+  ASSERT_EQ(exited.size(), 1u);
+  EXPECT_THAT(exited[0].exit.start_error, HasSubstr("holds ',', ':' or a control character"));
+  EXPECT_TRUE(launcher_.launched.empty());
+  EXPECT_TRUE(images_.prepared.empty());
+
+  channel->deliver(api::encode(api::Pull{"pull_1", "-x"}));
+  auto updates = only<api::PullUpdate>(decode_all(channel->take_text()));
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_TRUE(updates[0].done);
+  EXPECT_THAT(updates[0].error, HasSubstr("starts with '-'"));
+}
+
 TEST_F(AgentTest, OutputTravelsAsLogFramesAndTheExitUntilAcknowledged) {
   auto channel = start_registered();
   channel->deliver(api::encode(launch_of(kTask)));
