@@ -1,5 +1,8 @@
 #include "head/dashboard/event_hub.h"
 
+#include <map>
+#include <optional>
+
 #include <nlohmann/json.hpp>
 
 #include "head/job_codec.h"
@@ -89,9 +92,17 @@ void EventHub::flush_jobs() {
   if (streams_.empty() || ids.empty()) return;
   json jobs = json::array();
   json deleted = json::array();
+  // A pending job's row shows its place in the queue, so the pushed summary carries it
+  // as the list's answer does (a row replaced without it would lose it).
+  std::optional<std::map<uint64_t, int64_t>> positions;
   for (const auto& id : ids) {
     if (const Job* job = deps_.jobs.find(id)) {
-      jobs.push_back(job_summary_json(*job));
+      json summary = job_summary_json(*job);
+      if (job->state == JobState::kPending) {
+        if (!positions) positions = deps_.jobs.queue_positions();
+        if (auto at = positions->find(job->queue_seq); at != positions->end()) summary["queue_position"] = at->second;
+      }
+      jobs.push_back(std::move(summary));
     } else {
       deleted.push_back(id);
     }
