@@ -1,6 +1,8 @@
 """Client: the connection to one AetherGrid head, and job submission."""
+import datetime
 import json
 import os
+import time
 import uuid
 
 from . import _session, _tls
@@ -12,7 +14,8 @@ from .runtime_env import PackageUploader
 # The keys a job dict given to submit_jobs may have: submit_job's parameters.
 JOB_KEYS = ("entrypoint", "runtime_env", "num_workers", "task_options", "job_name",
             "max_retries", "timeout", "labels", "placement", "submission_id", "timeout_per_attempt",
-            "allow_unschedulable", "retry_delay", "retry_on", "constraints", "priority")
+            "allow_unschedulable", "retry_delay", "retry_on", "constraints", "priority",
+            "after", "after_any", "after_failed", "hold", "begin")
 
 
 class Client:
@@ -109,7 +112,8 @@ class Client:
     def submit_job(self, entrypoint, runtime_env=None, num_workers=1, task_options=None,
                    job_name=None, max_retries=0, timeout=None, labels=None, placement="pack",
                    submission_id=None, timeout_per_attempt=False, allow_unschedulable=False,
-                   retry_delay=None, retry_on=None, constraints=None, priority=None):
+                   retry_delay=None, retry_on=None, constraints=None, priority=None,
+                   after=None, after_any=None, after_failed=None, hold=False, begin=None):
         """Submits one job and returns its Job at once (it runs in the background).
 
         entrypoint: the command each of the `num_workers` tasks runs (through a shell).
@@ -124,6 +128,12 @@ class Client:
         timeout_per_attempt). placement: "pack" or "spread".
         priority: placed before pending jobs of lower priority: "low", "normal" (default),
         "high", "urgent", or a whole number from -1000 to 1000; ties in submit order.
+        after / after_any / after_failed: jobs (Job objects or ids, one or a list) it starts
+        after: once they all succeeded / ended however / ended FAILED or STOPPED. A job
+        whose dependency can no longer be met FAILS with that reason; a dependency that
+        does not exist or already ended the wrong way is refused (AGValidationError).
+        hold: submitted held; it waits until job.release(). begin: not started before this
+        time: a datetime (naive means UTC), a timedelta from now, or seconds since the epoch.
         max_retries: whole-gang retries after a failure; retry_delay: seconds before the
         first (default 3), doubling for each next one up to 600; retry_on: which
         failures are retried: "any" (default), "node_lost", or a list of exit codes
@@ -148,7 +158,8 @@ class Client:
                           placement=placement, submission_id=submission_id,
                           timeout_per_attempt=timeout_per_attempt, allow_unschedulable=allow_unschedulable,
                           retry_delay=retry_delay, retry_on=retry_on, constraints=constraints,
-                          priority=priority)
+                          priority=priority, after=after, after_any=after_any,
+                          after_failed=after_failed, hold=hold, begin=begin)
         answer = self._transport.request("POST", "/api/jobs", body=spec, retry=True).json()
         return Job(self, answer["job_id"])
 
@@ -187,7 +198,8 @@ class Client:
     def _spec(self, uploader, entrypoint, runtime_env=None, num_workers=1, task_options=None,
               job_name=None, max_retries=0, timeout=None, labels=None, placement="pack",
               submission_id=None, timeout_per_attempt=False, allow_unschedulable=False,
-              retry_delay=None, retry_on=None, constraints=None, priority=None):
+              retry_delay=None, retry_on=None, constraints=None, priority=None,
+              after=None, after_any=None, after_failed=None, hold=False, begin=None):
         """The JSON job spec to send, with working_dir uploaded."""
         spec = {"entrypoint": entrypoint, "num_workers": num_workers, "max_retries": max_retries,
                 "placement": placement, "submission_id": submission_id or uuid.uuid4().hex}
@@ -209,6 +221,13 @@ class Client:
             spec["constraints"] = constraints
         if priority is not None:
             spec["priority"] = priority
+        for key, jobs in (("after", after), ("after_any", after_any), ("after_failed", after_failed)):
+            if jobs is not None:
+                spec[key] = _job_ids(key, jobs)
+        if hold:
+            spec["hold"] = True
+        if begin is not None:
+            spec["begin_ms"] = _epoch_ms(begin)
         if labels is not None:
             spec["labels"] = labels
         if runtime_env is not None:
@@ -243,6 +262,39 @@ class Client:
     def cluster(self):
         """The cluster summary: nodes alive/total, resources, allocated, jobs by state."""
         return self._transport.request("GET", "/api/cluster").json()
+
+
+def _job_ids(name, jobs):
+    """Job ids from a Job, an id, or a list of them; AGValidationError for anything else."""
+    if isinstance(jobs, (str, Job)):
+        jobs = [jobs]
+    if not isinstance(jobs, (list, tuple)):
+        raise AGValidationError("{} takes a job, a job id or a list of them, got {}".format(
+            name, type(jobs).__name__), field=name)
+    ids = []
+    for job in jobs:
+        if isinstance(job, Job):
+            ids.append(job.job_id)
+        elif isinstance(job, str):
+            ids.append(job)
+        else:
+            raise AGValidationError("{} takes jobs or job ids, got {}".format(name, type(job).__name__),
+                                    field=name)
+    return ids
+
+
+def _epoch_ms(begin):
+    """`begin` (datetime, timedelta from now, or seconds since the epoch) in ms."""
+    if isinstance(begin, datetime.datetime):
+        if begin.tzinfo is None:
+            begin = begin.replace(tzinfo=datetime.timezone.utc)
+        return int(begin.timestamp() * 1000)
+    if isinstance(begin, datetime.timedelta):
+        return int((time.time() + begin.total_seconds()) * 1000)
+    if isinstance(begin, (int, float)) and not isinstance(begin, bool):
+        return int(begin * 1000)
+    raise AGValidationError("begin takes a datetime, a timedelta from now or seconds since the epoch, "
+                            "got {}".format(type(begin).__name__), field="begin")
 
 
 def _path_argument(name, value):

@@ -109,6 +109,16 @@ class Job:
         SIGKILL after the grace period. Returns the head's answer ({job_id, state})."""
         return self._client._transport.request("POST", self._path + "/stop", retry=True).json()
 
+    def hold(self):
+        """Holds the pending job: it leaves the queue (keeping its place) until release().
+        AGConflictError when it is not pending. Returns {job_id, state, held_by, message}."""
+        return self._client._transport.request("POST", self._path + "/hold", retry=True).json()
+
+    def release(self):
+        """Releases the held job: it joins the queue again. AGConflictError when it is not
+        held. Returns {job_id, state, held_by, message}."""
+        return self._client._transport.request("POST", self._path + "/release", retry=True).json()
+
     def delete(self):
         """Deletes the finished job for good: its record, events, logs and (when no other
         job has it) its working_dir package. AGConflictError while it is not finished

@@ -1,5 +1,6 @@
 #include "api/job_spec.h"
 
+#include "common/ids.h"
 #include "common/sha256.h"
 
 #include <algorithm>
@@ -324,6 +325,50 @@ int64_t JobSpec::retry_delay_ms(int retry) const {
   return static_cast<int64_t>(std::min(delay, kMaxRetryDelaySeconds) * 1000);
 }
 
+namespace {
+
+// after / after_any / after_failed: lists of job ids, each at most once in all.
+std::optional<Error> read_job_ids(const json& body, const char* field, std::set<std::string>& seen,
+                                  std::vector<std::string>* out) {
+  if (!body.contains(field) || body[field].is_null()) return std::nullopt;
+  const json& v = body[field];
+  if (!v.is_array()) return field_error(field, std::string("must be a list of job ids, got ") + type_name(v));
+  for (const json& id : v) {
+    if (!id.is_string() || !looks_like_job_id(id.get<std::string>())) {
+      return field_error(field, "'" + (id.is_string() ? id.get<std::string>().substr(0, 64) : id.dump().substr(0, 64)) +
+                                    "' is not a job id (job_ and 12 hex digits, as `ag list-jobs` shows)");
+    }
+    if (!seen.insert(id.get<std::string>()).second) {
+      return field_error(field, "names " + id.get<std::string>() + " twice; give each job once, in one of after, "
+                                "after_any and after_failed");
+    }
+    if (seen.size() > kMaxDependencies) {
+      return field_error(field, "a job may depend on at most " + std::to_string(kMaxDependencies) + " jobs");
+    }
+    out->push_back(id.get<std::string>());
+  }
+  return std::nullopt;
+}
+
+std::optional<Error> parse_gates(const json& body, JobSpec* spec) {
+  std::set<std::string> seen;
+  if (auto err = read_job_ids(body, "after", seen, &spec->after)) return err;
+  if (auto err = read_job_ids(body, "after_any", seen, &spec->after_any)) return err;
+  if (auto err = read_job_ids(body, "after_failed", seen, &spec->after_failed)) return err;
+  if (body.contains("hold") && !body["hold"].is_null()) {
+    if (!body["hold"].is_boolean()) return field_error("hold", std::string("must be true or false, got ") + type_name(body["hold"]));
+    spec->hold = body["hold"].get<bool>();
+  }
+  if (body.contains("begin_ms") && !body["begin_ms"].is_null()) {
+    // Up to the year 9999: enough for any schedule, and a mistyped unit (seconds or
+    // microseconds) shows up as out of range or as 1970.
+    if (auto err = read_int(body["begin_ms"], "begin_ms", 0, int64_t{253402300799000}, &spec->begin_ms)) return err;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 Result<JobSpec> parse_job_spec(const json& body) {
   if (!body.is_object()) {
     return invalid_argument(std::string("the job spec must be a JSON object, got ") + type_name(body));
@@ -331,7 +376,8 @@ Result<JobSpec> parse_job_spec(const json& body) {
   static const std::set<std::string> kKnown = {
       "entrypoint", "num_workers", "task_options", "runtime_env", "job_name", "labels",
       "max_retries", "timeout", "timeout_per_attempt", "placement", "submission_id", "priority",
-      "allow_unschedulable", "retry_delay", "retry_on", "constraints"};
+      "allow_unschedulable", "retry_delay", "retry_on", "constraints", "after", "after_any", "after_failed", "hold",
+      "begin_ms"};
   if (auto err = check_known_keys(body, "", kKnown)) return *err;
 
   JobSpec spec;
@@ -446,6 +492,7 @@ Result<JobSpec> parse_job_spec(const json& body) {
     }
     spec.allow_unschedulable = body["allow_unschedulable"].get<bool>();
   }
+  if (auto err = parse_gates(body, &spec)) return *err;
   return spec;
 }
 
@@ -485,6 +532,11 @@ json to_json(const JobSpec& spec) {
   if (!spec.submission_id.empty()) j["submission_id"] = spec.submission_id;
   if (spec.allow_unschedulable) j["allow_unschedulable"] = true;
   if (!spec.constraints.empty()) j["constraints"] = spec.constraints;
+  if (!spec.after.empty()) j["after"] = spec.after;
+  if (!spec.after_any.empty()) j["after_any"] = spec.after_any;
+  if (!spec.after_failed.empty()) j["after_failed"] = spec.after_failed;
+  if (spec.hold) j["hold"] = true;
+  if (spec.begin_ms != 0) j["begin_ms"] = spec.begin_ms;
   return j;
 }
 

@@ -51,6 +51,8 @@ inline constexpr size_t kMaxRetryExitCodes = 64;
 // Node labels (ag start-worker --label) and the constraints jobs put on them.
 inline constexpr size_t kMaxNodeLabels = 32;
 inline constexpr size_t kMaxConstraints = 16;
+// Jobs one job may depend on (after + after_any + after_failed together).
+inline constexpr size_t kMaxDependencies = 128;
 
 // What is wrong with a label or constraint `key`=`value` (key: 1-63 of letters, digits,
 // '.', '_', '-', '/'; value: up to 63 of letters, digits, '.', '_', '-'), or nullopt.
@@ -119,6 +121,15 @@ struct JobSpec {
   // Queue it even when no node of the cluster as it is could ever run it (nodes still
   // to join); otherwise such a submit is refused with the reason.
   bool allow_unschedulable = false;
+  // Gates before the queue (head/scheduler/gates.h): job ids it starts after, once
+  // they succeeded (after), ended (after_any) or ended without success (after_failed);
+  // submitted held (released with `ag release`); not started before begin_ms (wall
+  // time, ms since the epoch; 0 for at once).
+  std::vector<std::string> after;
+  std::vector<std::string> after_any;
+  std::vector<std::string> after_failed;
+  bool hold = false;
+  int64_t begin_ms = 0;
 
   Resources per_task() const;
   // How long retry number `retry` (0 for the first) waits, in ms.

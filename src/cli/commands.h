@@ -73,6 +73,9 @@ int logs(const ConnectionOptions& conn, const std::string& job_id, const LinesOp
 int head_logs();
 int stop_job(const ConnectionOptions& conn, const std::string& job_id);
 int delete_job(const ConnectionOptions& conn, const std::string& job_id);
+// ag hold / ag release: each job in turn; exits 1 if any was refused (the others are
+// still held or released), saying which and why.
+int set_held(const ConnectionOptions& conn, const std::vector<std::string>& job_ids, bool hold);
 
 // Users, join tokens, nodes and the audit log (admin_commands.cc).
 int user_add(const ConnectionOptions& conn, const std::string& name, const std::string& role,

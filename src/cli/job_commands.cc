@@ -18,6 +18,7 @@
 #include "cli/api_client.h"
 #include "cli/commands.h"
 #include "cli/package_builder.h"
+#include "cli/time_args.h"
 #include "cli/table.h"
 #include "common/ids.h"
 #include "net/http_types.h"
@@ -210,7 +211,9 @@ int submit(const ConnectionOptions& options, const SubmitOptions& submit) {
   }
   // Checked before anything is uploaded: a value the head would refuse fails here,
   // with the head's message.
-  auto spec = spec_from_submit_options(submit);
+  auto spec = spec_from_submit_options(
+      submit, std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+                  .count());
   if (!spec.ok()) return fail(spec.error());
   if (!submit.working_dir.empty()) {
     auto ref = upload_working_dir(conn.value(), submit.working_dir, submit.excludes);
@@ -487,6 +490,11 @@ int list_jobs(const ConnectionOptions& options, const std::string& state) {
     // A pending job's place in the queue: "PENDING #2".
     std::string state = j["state"].get<std::string>();
     if (j.contains("queue_position")) state += " #" + j["queue_position"].dump();
+    // Out of the queue until a gate opens: "PENDING (held)", "(after)", "(begin)".
+    const std::string kind = j.contains("pending_kind") && j["pending_kind"].is_string() ? j["pending_kind"].get<std::string>() : "";
+    if (kind == "held") state += " (held)";
+    if (kind == "dependency") state += " (after)";
+    if (kind == "begin_time") state += " (begin)";
     table.add({j["job_id"].get<std::string>(), str(j, "name"), str(j, "owner"), state,
                j.contains("priority") ? j["priority"].dump() : "0", j["num_workers"].dump(),
                format_time_ms(j["submitted_ms"].get<int64_t>()),
@@ -544,6 +552,27 @@ int stop_job(const ConnectionOptions& options, const std::string& job_id) {
     std::cout << "Stop requested for job " << job_id << " (now " << res.value()["state"].get<std::string>() << ")\n";
   }
   return 0;
+}
+
+int set_held(const ConnectionOptions& options, const std::vector<std::string>& job_ids, bool hold) {
+  auto conn = resolve_connection(options);
+  if (!conn.ok()) return fail(conn.error());
+  int rc = 0;
+  for (const auto& job_id : job_ids) {
+    auto res = call_json(conn.value(), "POST", "/api/jobs/" + net::url_encode(job_id) + (hold ? "/hold" : "/release"));
+    if (!res.ok()) {
+      fail(res.error());
+      rc = 1;
+      continue;
+    }
+    if (json_output(options)) {
+      std::cout << res.value().dump() << "\n";
+    } else {
+      std::cout << (hold ? "Held job " : "Released job ") << job_id << ": "
+                << res.value()["message"].get<std::string>() << "\n";
+    }
+  }
+  return rc;
 }
 
 int delete_job(const ConnectionOptions& options, const std::string& job_id) {

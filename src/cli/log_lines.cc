@@ -1,6 +1,5 @@
 #include "cli/log_lines.h"
 
-#include <charconv>
 #include <chrono>
 #include <ctime>
 #include <nlohmann/json.hpp>
@@ -28,31 +27,6 @@ std::string utc_timestamp(int64_t ms) {
   size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
   std::snprintf(buf + n, sizeof buf - n, ".%03dZ", static_cast<int>(ms % 1000));
   return buf;
-}
-
-Result<int64_t> parse_since(const std::string& text, int64_t now_ms) {
-  const Error usage = invalid_argument("--since takes a time ago like 90s, 10m, 2h or 1d, or a UTC time like "
-                                       "2026-12-01T11:00:00; got '" + text + "'");
-  // A time ago.
-  int64_t amount = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), amount);
-  if (ec == std::errc() && amount >= 0 && end + 1 == text.data() + text.size()) {
-    int64_t unit = 0;
-    switch (*end) {
-      case 's': unit = 1000; break;
-      case 'm': unit = 60 * 1000; break;
-      case 'h': unit = 3600 * 1000; break;
-      case 'd': unit = 24 * 3600 * 1000; break;
-      default: return usage;
-    }
-    if (amount > now_ms / unit) return usage;
-    return now_ms - amount * unit;
-  }
-  // A UTC time.
-  std::tm tm{};
-  const char* rest = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
-  if (!rest || (*rest != '\0' && std::string(rest) != "Z")) return usage;
-  return static_cast<int64_t>(timegm(&tm)) * 1000;
 }
 
 bool print_job_lines(const Connection& conn, const std::string& job_id, const LinesOptions& options,

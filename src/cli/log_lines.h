@@ -27,11 +27,6 @@ struct LinesOptions {
 bool print_job_lines(const Connection& conn, const std::string& job_id, const LinesOptions& options,
                      std::ostream& out);
 
-// --since: a time ago ("90s", "10m", "2h", "1d") or a UTC time
-// ("2026-12-01T11:00:00", "Z" optional), as ms since the epoch.
-// Errors: kInvalidArgument naming --since and both forms.
-Result<int64_t> parse_since(const std::string& text, int64_t now_ms);
-
 // "2026-12-01T11:48:03.123Z".
 std::string utc_timestamp(int64_t ms);
 

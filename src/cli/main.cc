@@ -194,6 +194,18 @@ int run(int argc, char** argv) {
                          "Run only on nodes with this label KEY=VALUE (repeatable; see ag start-worker --label)");
   submit_cmd->add_flag("--allow-unschedulable", submit_opts.allow_unschedulable,
                        "Queue the job even if no node of the cluster as it is could run it (for nodes still to join)");
+  submit_cmd->add_option("--after", submit_opts.after,
+                         "Start once these jobs succeeded (job ids, comma-separated or repeated); fails if one cannot")
+      ->delimiter(',');
+  submit_cmd->add_option("--after-any", submit_opts.after_any, "Start once these jobs ended, however they ended")
+      ->delimiter(',');
+  submit_cmd->add_option("--after-failed", submit_opts.after_failed,
+                         "Start once these jobs ended without success (FAILED or STOPPED)")
+      ->delimiter(',');
+  submit_cmd->add_flag("--hold", submit_opts.hold, "Submit held: it waits until `ag release JOB`");
+  submit_cmd->add_option("--begin", submit_opts.begin,
+                         "Start no earlier than: a time from now (10m, 2h, now+1d) or a UTC time "
+                         "(2026-12-01T20:00:00, or 20:00 for the next one)");
   submit_cmd->add_flag("--all-ranks", submit_opts.all_ranks, "Stream every task's output, each line prefixed [rank N] (default: task 0's)");
   submit_cmd->add_flag("--no-wait", submit_opts.no_wait, "Print the job id and return at once");
   submit_cmd->add_option("command", submit_opts.command, "The command each task runs (after --)");
@@ -201,6 +213,11 @@ int run(int argc, char** argv) {
   std::string stop_job_id;
   auto* stop_job_cmd = app.add_subcommand("stop-job", "Stop a job: every process of every task");
   stop_job_cmd->add_option("job_id", stop_job_id, "Job id")->required();
+  std::vector<std::string> hold_job_ids, release_job_ids;
+  auto* hold_cmd = app.add_subcommand("hold", "Hold pending jobs: they leave the queue until released");
+  hold_cmd->add_option("job_ids", hold_job_ids, "Job ids")->required();
+  auto* release_cmd = app.add_subcommand("release", "Release held jobs: they join the queue again");
+  release_cmd->add_option("job_ids", release_job_ids, "Job ids")->required();
   std::string delete_job_id;
   auto* delete_job_cmd =
       app.add_subcommand("delete-job", "Delete a finished job for good: its record, events, logs and package");
@@ -334,6 +351,8 @@ int run(int argc, char** argv) {
   if (*submit_cmd) return submit(conn, submit_opts);
   if (*stop_job_cmd) return stop_job(conn, stop_job_id);
   if (*delete_job_cmd) return delete_job(conn, delete_job_id);
+  if (*hold_cmd) return set_held(conn, hold_job_ids, true);
+  if (*release_cmd) return set_held(conn, release_job_ids, false);
   if (*user_add_cmd) return user_add(conn, user_name, user_role, user_groups);
   if (*user_list_cmd) return user_list(conn);
   if (*user_disable_cmd) return user_set_enabled(conn, user_name, false);

@@ -6,6 +6,8 @@
 #include <sstream>
 #include <nlohmann/json.hpp>
 
+#include "cli/time_args.h"
+
 namespace ag::cli {
 namespace {
 
@@ -72,6 +74,10 @@ std::string in_flag_terms(const std::string& message) {
       {"retry_on", "--retry-on"},
       {"constraints", "--constraint"},
       {"placement", "--placement"},
+      {"after", "--after"},
+      {"after_any", "--after-any"},
+      {"after_failed", "--after-failed"},
+      {"begin_ms", "--begin"},
   };
   const std::string prefix = "field '";
   if (message.rfind(prefix, 0) != 0) return message;
@@ -112,7 +118,7 @@ Result<nlohmann::json> retry_on_json(const std::string& text) {
 
 }  // namespace
 
-Result<api::JobSpec> spec_from_submit_options(const SubmitOptions& options) {
+Result<api::JobSpec> spec_from_submit_options(const SubmitOptions& options, int64_t now_ms) {
   if (auto err = check_submit_usage(options)) return *err;
   api::JobSpec spec;
   spec.entrypoint = entrypoint_from_command(options.command);
@@ -166,6 +172,15 @@ Result<api::JobSpec> spec_from_submit_options(const SubmitOptions& options) {
   for (const auto& kv : options.constraints) {
     const size_t eq = kv.find('=');
     spec.constraints[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  spec.after = options.after;
+  spec.after_any = options.after_any;
+  spec.after_failed = options.after_failed;
+  spec.hold = options.hold;
+  if (!options.begin.empty()) {
+    auto begin = parse_begin(options.begin, now_ms);
+    if (!begin.ok()) return begin.error();
+    spec.begin_ms = begin.value();
   }
 
   // The placement goes in as typed: main.cc lets only "pack" and "spread" through,

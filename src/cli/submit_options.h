@@ -37,6 +37,12 @@ struct SubmitOptions {
   bool gpu_isolation = false;
   bool allow_unschedulable = false;
   std::vector<std::string> constraints;  // KEY=VALUE
+  // Gates: job ids (comma-separated, repeatable) it starts after; --hold; --begin TIME.
+  std::vector<std::string> after;
+  std::vector<std::string> after_any;
+  std::vector<std::string> after_failed;
+  bool hold = false;
+  std::string begin;
   bool no_wait = false;
   bool all_ranks = false;  // stream every task's output, each line prefixed "[rank N]"
   std::vector<std::string> command;
@@ -60,9 +66,10 @@ std::string entrypoint_from_command(const std::vector<std::string>& command);
 // (api::parse_job_spec), so a value the head would refuse fails here with the same
 // message. Two fields are left for the caller: runtime_env.working_dir (the uploaded
 // package, known only after packing options.working_dir) and submission_id (a fresh
-// idempotency key per invocation). Errors (kInvalidArgument): those of
-// check_submit_usage, then those of api::parse_job_spec.
-Result<api::JobSpec> spec_from_submit_options(const SubmitOptions& options);
+// idempotency key per invocation). `now_ms` is what --begin counts from. Errors
+// (kInvalidArgument): those of check_submit_usage, a --begin that is no time, then
+// those of api::parse_job_spec.
+Result<api::JobSpec> spec_from_submit_options(const SubmitOptions& options, int64_t now_ms);
 
 // For a job that failed without --working-dir: when its failing task's `last_lines`
 // say a file was not found and the command names that file, which exists here

@@ -371,6 +371,19 @@ void ApiRoutes::handle_job(const net::HttpRequest& req, const Principal& who, co
       respond(json_response(200, {{"job_id", job_id}, {"state", now ? to_string(now->state) : "STOPPED"}}));
     });
   }
+  if (action == "hold" || action == "release") {
+    const bool hold = action == "hold";
+    if (req.method != "POST") return respond(error_response(405, "use POST to " + action + " a job"));
+    if (!may_act_on(who, *job)) return respond(not_your_job(*job, action + " it"));
+    return deps_.jobs.set_hold(job_id, hold, who.name, [this, respond, job_id](const Status& s) {
+      if (!s) return respond(error_response(s.error()));
+      const Job* now = deps_.jobs.find(job_id);
+      respond(json_response(200, {{"job_id", job_id},
+                                  {"state", now ? to_string(now->state) : "PENDING"},
+                                  {"held_by", now && !now->held_by.empty() ? json(now->held_by) : json(nullptr)},
+                                  {"message", now ? now->message : ""}}));
+    });
+  }
   if (action == "logs") {
     if (!may_act_on(who, *job)) return respond(not_your_job(*job, "read its logs"));
     return handle_logs(req, job_id, std::move(respond));

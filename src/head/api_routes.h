@@ -15,6 +15,7 @@
 //        X-AG-Log-Complete
 //   GET  /api/jobs/{id}/wait?timeout_ms=T  returns when the job is finished (long poll)
 //   POST /api/jobs/{id}/stop
+//   POST /api/jobs/{id}/hold|release       a pending job leaves the queue until released
 //   POST /api/jobs/batch                   {"jobs": [spec, ...]}: all accepted or none
 //   GET  /api/packages                     package store counters and limit
 //   HEAD|GET|PUT /api/packages/{sha256}    working_dir packages (content-addressed)

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/job_spec.h"
@@ -80,6 +81,7 @@ struct Job {
   bool timed_out = false;
   uint64_t queue_seq = 0;  // FIFO order among pending jobs; assigned at submit
   int64_t retry_at_ms = 0;  // PENDING for a retry: not placed before this time
+  std::string held_by;      // PENDING and held (ag hold, submit --hold): who holds it
 
   bool terminal() const {
     return state == JobState::kSucceeded || state == JobState::kFailed ||
@@ -99,6 +101,10 @@ struct Job {
     return attempts.empty() ? nullptr : &attempts.back();
   }
 };
+
+// A pending job's place in the head's queue: higher priority first, then the order of
+// submission.
+inline std::pair<int64_t, uint64_t> queue_key(const Job& job) { return {-int64_t{job.spec.priority}, job.queue_seq}; }
 
 // A user-readable line in a job's event log ("attempt 0 placed on ...").
 struct JobEvent {

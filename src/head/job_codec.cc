@@ -95,6 +95,7 @@ json job_summary_json(const Job& job) {
   j["num_gpus"] = job.spec.num_gpus;
   j["num_cpus"] = job.spec.num_cpus;
   j["priority"] = job.spec.priority;
+  j["held_by"] = job.held_by.empty() ? json(nullptr) : json(job.held_by);
   j["attempts"] = job.attempts.size();
   j["submitted_ms"] = job.submitted_ms;
   j["started_ms"] = job.started_ms;
@@ -151,6 +152,7 @@ Result<Job> job_from_json(const json& j) {
     job.retry_at_ms = j.value("retry_at_ms", int64_t{0});
     job.owner = j.value("owner", "");
     job.submitted_from = j.value("submitted_from", "");
+    if (auto held = j.find("held_by"); held != j.end() && held->is_string()) job.held_by = held->get<std::string>();
     for (const auto& a : j.at("attempts")) job.attempts.push_back(attempt_from_json(a));
     return job;
   } catch (const json::exception& e) {

@@ -13,10 +13,6 @@
 namespace ag::head {
 namespace {
 
-// A pending job's place: higher priority first, then the order of submission.
-std::pair<int64_t, uint64_t> queue_key(const Job& job) { return {-int64_t{job.spec.priority}, job.queue_seq}; }
-
-
 using nlohmann::json;
 
 const std::vector<JobEvent> kNoEvents;
@@ -36,6 +32,7 @@ JobManager::JobManager(Deps deps, JobManagerConfig config)
 
 JobManager::~JobManager() {
   if (retry_timer_ != 0) deps_.timers.cancel(retry_timer_);
+  if (begin_timer_ != 0) deps_.timers.cancel(begin_timer_);
   durable_waiters_.clear();  // nobody is left to tell
   flush_in_flight_ = false;  // the last changes go now, after whatever is in flight
   flush_unsaved();
@@ -86,9 +83,10 @@ Status JobManager::recover() {
     events_[key.substr(0, key.find('/'))].push_back(std::move(event.value()));
   }
   int64_t steady = deps_.clock.steady_ms();
+  std::vector<std::string> waiting;
   for (auto& [id, job] : jobs_) {
     if (job.state == JobState::kPending) {
-      pending_[queue_key(job)] = id;
+      waiting.push_back(id);
     } else if (job.state == JobState::kRunning && job.current_attempt()) {
       AttemptRecord& attempt = *job.current_attempt();
       active_.insert(id);
@@ -116,6 +114,8 @@ Status JobManager::recover() {
     persist(job, added);
   }
   salvaged_.clear();
+  // Every job is loaded: gates can weigh their dependencies.
+  for (const auto& id : waiting) admit(jobs_.at(id));
   spdlog::info("recovered {} jobs ({} pending, {} running) from the store", jobs_.size(),
                pending_.size(), active_.size());
   request_schedule();
@@ -155,6 +155,10 @@ std::optional<Error> JobManager::check_submissions(const std::vector<api::JobSpe
                          "`ag status " + existing->id + "`" + (specs.size() > 1 ? " (no job was submitted)" : "")};
       }
       continue;
+    }
+    if (auto refused = check_dependencies(spec, where)) {
+      if (specs.size() > 1) refused->message += " (no job was submitted)";
+      return refused;
     }
     if (spec.allow_unschedulable) continue;
     // A job for an image waits (pending, with the reason) for nodes that can run
@@ -203,6 +207,7 @@ void JobManager::submit_all(std::vector<api::JobSpec> specs,
     job.submitted_from = by.from;
     job.submitted_ms = now;
     job.queue_seq = next_seq_++;
+    if (job.spec.hold) job.held_by = by.owner.empty() ? "user" : by.owner;
     // Until a scheduling pass says more: a pass looks at the oldest pending jobs only,
     // so a job far back in a long queue still says why it waits.
     job.message = "queued behind jobs submitted before it";
@@ -233,9 +238,9 @@ void JobManager::submit_all(std::vector<api::JobSpec> specs,
       for (auto& a : *accepted) {
         std::string id = a.job.id;
         events_[id].push_back(a.event);
-        pending_[queue_key(a.job)] = id;
         jobs_[id] = std::move(a.job);
         for (const auto& observer : observers_) observer(jobs_[id]);
+        admit(jobs_[id]);
       }
       done(ids);
       request_schedule();
@@ -615,6 +620,7 @@ void JobManager::apply(Job& job, const Effects& fx) {
   if (fx.requeue) pending_[queue_key(job)] = job.id;
   if (fx.finished) {
     pending_.erase(queue_key(job));
+    ungate(job);
     if (auto t = timeouts_.find(job.id); t != timeouts_.end()) {
       deps_.timers.cancel(t->second.timer);
       timeouts_.erase(t);
@@ -626,6 +632,7 @@ void JobManager::apply(Job& job, const Effects& fx) {
   }
   // A job that ended or went back to the queue: queued jobs may have what it held.
   if ((fx.finished || fx.requeue) && !pending_.empty()) request_schedule();
+  if (fx.finished) release_dependents(job);
 }
 
 void JobManager::send_launch(const Job& job, const TaskRef& ref) {

@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -32,6 +33,7 @@
 #include "head/job_state_machine.h"
 #include "head/log_store.h"
 #include "head/node_registry.h"
+#include "head/scheduler/gates.h"
 #include "head/store/kv_store.h"
 #include "head/worker_channel.h"
 
@@ -113,6 +115,12 @@ class JobManager {
   // kResourceExhausted on a full disk), in which case nothing changed.
   void stop_durably(const std::string& job_id, const std::string& by, std::function<void(Status)> done);
 
+  // Holds a pending job (it leaves the queue until released) or releases it, once that
+  // is stored; `by` names who, in its events. Errors: kNotFound; kConflict when the job
+  // is not pending, or is released while not held. Holding a held job changes nothing.
+  // job_gates.cc.
+  void set_hold(const std::string& job_id, bool hold, const std::string& by, std::function<void(Status)> done);
+
   // Calls `changed` once, at the job's next change of state, attempt or task (at once
   // when the job is finished or unknown). Returns an id for cancel_watch.
   uint64_t watch(const std::string& job_id, std::function<void()> changed);
@@ -176,6 +184,18 @@ class JobManager {
   // Nodes came or went: jobs set aside as infeasible are looked at again.
   void cluster_changed();
   void apply(Job& job, const Effects& fx);
+  // Gates (job_gates.cc). admit: where a PENDING job not running waits: in the queue
+  // once every gate is open (`opened_by` is its event then), else gated (or FAILED
+  // when a dependency can never be met).
+  void admit(Job& job, const std::string& opened_by = "");
+  void ungate(const Job& job);
+  // A job ended: the jobs gated on it are weighed again.
+  void release_dependents(const Job& ended);
+  void arm_begin_timer();
+  sched::Gates gates_of(const Job& job) const;
+  // Why a spec's dependencies can never be met (unknown job, or one that already ended
+  // the wrong way), or nullopt.
+  std::optional<Error> check_dependencies(const api::JobSpec& spec, const std::string& where) const;
   // Marks the job (and its new events) to be written. Changed jobs are written
   // together at most once per persist_interval_ms_ (flush_unsaved), so a gang whose
   // thousand tasks report in a burst costs a few writes of the job, not one per task.
@@ -206,6 +226,13 @@ class JobManager {
   // Pending jobs no node can hold (their reason says so), left out of scheduling
   // passes until the cluster changes.
   std::set<std::string> set_aside_;
+  // Pending jobs outside the queue until a gate opens (job_gates.cc), the gated jobs
+  // waiting on each job, and begin times (time, job id) with one timer for the first.
+  std::set<std::string> gated_;
+  std::map<std::string, std::set<std::string>> dependents_;
+  std::set<std::pair<int64_t, std::string>> begins_;
+  Timers::Id begin_timer_ = 0;
+  int64_t begin_timer_at_ms_ = 0;
   std::vector<std::string> salvaged_;  // recover(): stored jobs kept as FAILED
   std::set<std::string> active_;             // jobs with a live attempt
   std::map<std::string, std::string> submission_ids_;

@@ -20,6 +20,11 @@ void JobManager::delete_job(const std::string& job_id, std::function<void(Status
   if (deletions_.count(job_id)) {
     return done(Error{ErrorCode::kConflict, "job " + job_id + " is being deleted already"});
   }
+  // A held job may still wait on it: its outcome is what lets that job start.
+  if (auto waiting = dependents_.find(job_id); waiting != dependents_.end()) {
+    return done(Error{ErrorCode::kConflict, "job " + job_id + " is a dependency of pending job " +
+                                                *waiting->second.begin() + "; delete it once that job has started or ended"});
+  }
   deletions_[job_id].push_back(std::move(done));
   flush_unsaved();
 }
@@ -27,7 +32,8 @@ void JobManager::delete_job(const std::string& job_id, std::function<void(Status
 int JobManager::delete_finished_before(int64_t before_ms) {
   std::vector<std::string> old;
   for (const auto& [id, job] : jobs_) {
-    if (job.terminal() && job.finished_ms > 0 && job.finished_ms < before_ms && !deletions_.count(id)) {
+    if (job.terminal() && job.finished_ms > 0 && job.finished_ms < before_ms && !deletions_.count(id) &&
+        !dependents_.count(id)) {
       old.push_back(id);
     }
   }

@@ -370,4 +370,31 @@ Effects on_pending(Job& job, sched::PendingKind kind, const std::string& reason,
   return fx;
 }
 
+Effects on_queued(Job& job, const std::string& event) {
+  Effects fx;
+  if (job.state != JobState::kPending) return fx;
+  if (!event.empty()) fx.events.push_back(event);
+  const bool gated = job.pending_kind == sched::PendingKind::kHeld || job.pending_kind == sched::PendingKind::kBeginTime ||
+                     job.pending_kind == sched::PendingKind::kDependency;
+  if (gated) {
+    job.message = "queued behind jobs submitted before it";
+    job.pending_kind.reset();
+    fx.changed = true;
+  }
+  return fx;
+}
+
+Effects on_dependency_never_met(Job& job, const std::string& reason, int64_t now_ms) {
+  Effects fx;
+  if (job.state != JobState::kPending) return fx;
+  job.state = JobState::kFailed;
+  job.finished_ms = now_ms;
+  job.message = reason;
+  job.pending_kind.reset();
+  fx.events.push_back("failed: " + reason);
+  fx.changed = true;
+  fx.finished = true;
+  return fx;
+}
+
 }  // namespace ag::head

@@ -86,6 +86,14 @@ Effects on_deadline(Job& job, const Deadline& deadline, int64_t now_ms);
 // queue would rewrite every pending job on every placement.
 Effects on_pending(Job& job, sched::PendingKind kind, const std::string& reason, int64_t now_ms);
 
+// A pending job's gates (head/scheduler/gates.h) opened: it joins the queue, and the
+// gate's reason gives way to the queue's. `event` says what opened them ("released by
+// alice"), or is empty when nothing worth a line did.
+Effects on_queued(Job& job, const std::string& event);
+
+// A dependency of a pending job can no longer be met: it ends FAILED with `reason`.
+Effects on_dependency_never_met(Job& job, const std::string& reason, int64_t now_ms);
+
 // Describes how a task ended, e.g. "exited with code 127 (command not found)".
 std::string describe_exit(const api::TaskExit& exit);
 

@@ -1,5 +1,20 @@
-"""Sharing the cluster (issue 14), as far as it is built: priorities order the queue."""
-from conftest import WORKER_IPS, wait_until
+"""Sharing the cluster (issue 14), as far as it is built: priorities order the queue;
+dependencies, holds and begin times keep jobs out of it until they may run."""
+import datetime
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+from conftest import REPO, WORKER_IPS, pid_alive, wait_until
+
+SDK_PATH = str(REPO / "python")
+if SDK_PATH not in sys.path:
+    sys.path.insert(0, SDK_PATH)
+
+import aethergrid as ag  # noqa: E402
 
 
 def test_a_higher_priority_job_starts_before_the_jobs_queued_ahead_of_it(cluster_factory):
@@ -31,3 +46,147 @@ def test_bad_priorities_are_refused_with_what_to_give(head_only):
     status, body = head_only.api("POST", "/api/jobs", {"entrypoint": "true", "priority": 1001})
     assert status == 400 and "priority" in body["error"], body
     assert head_only.jobs() == []
+
+
+# ---- dependencies, holds and begin times ------------------------------------------------
+
+def _row(c, job_id):
+    """`ag list-jobs`'s row for the job, split on whitespace."""
+    for line in c.ag("list-jobs").stdout.splitlines()[1:]:
+        if line.split()[0] == job_id:
+            return line.split()
+    raise AssertionError(f"{job_id} is not in ag list-jobs")
+
+
+def test_a_pipeline_runs_in_order_and_a_failed_step_fails_what_needs_it(cluster_factory):
+    c = cluster_factory("pipeline", workers=(WORKER_IPS[0],))
+    train, _ = c.submit("--no-wait", "--", "sleep 1.5")
+    evaluate, _ = c.submit("--no-wait", "--after", train, "--", "true")
+    on_failure, _ = c.submit("--no-wait", "--after-failed", train, "--", "true")
+    report, _ = c.submit("--no-wait", "--after-any", f"{train},{evaluate}", "--", "true")
+    # Free room, yet each waits, out of the queue, saying for what.
+    job = c.job(evaluate)
+    assert job["state"] == "PENDING" and job["pending_kind"] == "dependency", job
+    assert job["message"] == f"waiting for {train} to succeed (--after)", job["message"]
+    assert "queue_position" not in job
+    assert _row(c, evaluate)[3:5] == ["PENDING", "(after)"]
+    assert f"waiting for {train} to succeed (--after)" in c.ag("status", evaluate).stdout
+
+    assert c.wait_state(evaluate, ("SUCCEEDED", "FAILED"), timeout=60)["state"] == "SUCCEEDED"
+    assert c.wait_state(report, ("SUCCEEDED", "FAILED"), timeout=60)["state"] == "SUCCEEDED"
+    assert c.job(evaluate)["started_ms"] >= c.job(train)["finished_ms"]
+    assert c.job(report)["started_ms"] >= c.job(evaluate)["finished_ms"]
+    # The step for a failure can never run now: it fails, saying why, at once.
+    failed = c.wait_state(on_failure, ("SUCCEEDED", "FAILED"), timeout=10)
+    assert failed["state"] == "FAILED" and failed["attempts"] == [], failed
+    assert failed["message"] == (f"dependency {train} ended SUCCEEDED; --after-failed waits for it to fail or be "
+                                 "stopped, so this job can never start"), failed["message"]
+
+    # A chain whose first step fails fails down the chain.
+    broken, _ = c.submit("--no-wait", "--", "sleep 0.5; exit 3")
+    second, _ = c.submit("--no-wait", "--after", broken, "--", "true")
+    third, _ = c.submit("--no-wait", "--after", second, "--", "true")
+    assert c.wait_state(third, ("SUCCEEDED", "FAILED"), timeout=30)["state"] == "FAILED"
+    assert f"dependency {second} ended FAILED" in c.job(third)["message"]
+    assert f"dependency {broken} ended FAILED" in c.job(second)["message"]
+
+
+def test_held_and_dependent_jobs_wait_across_a_head_restart_and_run_when_released(cluster_factory):
+    c = cluster_factory("holds", workers=(WORKER_IPS[0],))
+    first, _ = c.submit("--no-wait", "--", "sleep 2")
+    after_first, _ = c.submit("--no-wait", "--after", first, "--", "true")
+    held, _ = c.submit("--no-wait", "--hold", "--", "true")
+    queued, _ = c.submit("--no-wait", "--allow-unschedulable", "--num-cpus", 64, "--", "true")
+    assert c.job(held)["pending_kind"] == "held" and c.job(held)["held_by"] == "admin", c.job(held)
+    assert _row(c, held)[3:5] == ["PENDING", "(held)"]
+    # ag hold takes a queued job out of the queue.
+    out = c.ag("hold", queued).stdout
+    assert out.startswith(f"Held job {queued}: held by admin; `ag release {queued}` lets it run"), out
+
+    head = c.head_pid()
+    os.kill(head, signal.SIGKILL)
+    wait_until(lambda: not pid_alive(head), 10, message="the head to die")
+    c.start_head()
+    for job_id in (held, queued):
+        assert c.job(job_id)["pending_kind"] == "held", c.job(job_id)
+    assert c.wait_state(after_first, ("SUCCEEDED", "FAILED"), timeout=60)["state"] == "SUCCEEDED"
+    time.sleep(1)
+    assert c.job(held)["state"] == "PENDING"  # room, and still held
+
+    out = c.ag("release", held).stdout
+    assert out.startswith(f"Released job {held}: "), out
+    assert c.wait_state(held, ("SUCCEEDED", "FAILED"), timeout=30)["state"] == "SUCCEEDED"
+    events = [e["message"] for e in c.api("GET", f"/api/jobs/{held}/events")[1]["events"]]
+    assert "released by admin" in events, events
+    c.ag("stop-job", queued)
+
+
+def test_begin_time_holds_a_job_until_it_comes(cluster_factory):
+    c = cluster_factory("begin", workers=(WORKER_IPS[0],))
+    before = time.time()
+    job_id, _ = c.submit("--no-wait", "--begin", "3s", "--", "true")
+    job = c.job(job_id)
+    assert job["pending_kind"] == "begin_time" and "starts no earlier than" in job["message"], job
+    assert _row(c, job_id)[3:5] == ["PENDING", "(begin)"]
+    done = c.wait_state(job_id, ("SUCCEEDED", "FAILED"), timeout=30)
+    assert done["state"] == "SUCCEEDED" and done["started_ms"] >= job["spec"]["begin_ms"], done
+    assert job["spec"]["begin_ms"] >= int(before * 1000) + 2900
+
+
+def test_bad_dependencies_holds_and_begin_times_are_refused_and_change_nothing(cluster_factory):
+    c = cluster_factory("gates-bad", workers=(WORKER_IPS[0],))
+    done, _ = c.submit("--no-wait", "--", "exit 1")
+    assert c.wait_state(done, ("SUCCEEDED", "FAILED"), timeout=30)["state"] == "FAILED"
+    running, _ = c.submit("--no-wait", "--", "sleep 30")
+    wait_until(lambda: c.job(running)["state"] == "RUNNING", 20, message="the job to run")
+    for args, complaint in (
+            (("--after", "train-job"), "--after (after): 'train-job' is not a job id"),
+            (("--after", "job_0123456789ab"), "--after names job job_0123456789ab, which does not exist"),
+            (("--after", done), f"dependency {done} ended FAILED; --after waits for it to succeed"),
+            (("--after", running, "--after-any", running), f"names {running} twice"),
+            (("--begin", "soon"), "--begin takes a time from now like 90s, 10m, 2h or 1d"),
+            (("--begin", "25:00"), "--begin takes a time from now")):
+        proc = c.ag("submit", "--no-wait", *args, "--", "true", check=False)
+        assert proc.returncode != 0 and complaint in proc.stderr, (args, proc.stderr)
+    for body, complaint in (({"hold": "yes"}, "field 'hold': must be true or false"),
+                            ({"begin_ms": "tomorrow"}, "field 'begin_ms'"),
+                            ({"after": "job_0123456789ab"}, "field 'after': must be a list of job ids")):
+        status, answer = c.api("POST", "/api/jobs", {"entrypoint": "true", **body})
+        assert status == 400 and complaint in answer["error"], (body, answer)
+    assert {j["job_id"] for j in c.jobs()} == {done, running}  # nothing was created
+
+    proc = c.ag("hold", running, check=False)
+    assert proc.returncode == 1 and (f"job {running} is RUNNING; only a pending job can be held "
+                                     f"(stop it with `ag stop-job {running}`)") in proc.stderr, proc.stderr
+    proc = c.ag("release", done, check=False)
+    assert proc.returncode == 1 and f"job {done} is FAILED; only a pending job can be released" in proc.stderr
+    proc = c.ag("release", "job_0123456789ab", check=False)
+    assert proc.returncode == 1 and "no job with id 'job_0123456789ab'" in proc.stderr, proc.stderr
+    assert c.job(running)["state"] == "RUNNING" and "held_by" in c.job(running) and c.job(running)["held_by"] is None
+    # A finished job that a held job still depends on is kept.
+    held, _ = c.submit("--no-wait", "--hold", "--after-failed", done, "--", "true")
+    status, answer = c.api("DELETE", f"/api/jobs/{done}")
+    assert status == 409 and f"is a dependency of pending job {held}" in answer["error"], answer
+    c.ag("stop-job", held)
+    c.ag("stop-job", running)
+
+
+def test_the_sdk_chains_holds_and_releases_jobs(cluster_factory):
+    c = cluster_factory("gates-sdk", workers=(WORKER_IPS[0],))
+    client = ag.Client(c.address, token=c.token)
+    first = client.submit_job("sleep 1")
+    second = client.submit_job("true", after=first, hold=True)
+    c.job_ids.update({first.job_id, second.job_id})
+    assert second.info()["pending_kind"] == "held"
+    assert second.release()["state"] == "PENDING"
+    assert second.info()["pending_kind"] == "dependency"
+    assert second.wait(timeout=60)["state"] == "SUCCEEDED"
+    later = client.submit_job("true", begin=datetime.timedelta(seconds=2))
+    c.job_ids.add(later.job_id)
+    assert later.info()["pending_kind"] == "begin_time"
+    with pytest.raises(ag.AGValidationError) as raised:
+        client.submit_job("true", after=3)
+    assert "after takes a job, a job id or a list of them" in str(raised.value)
+    with pytest.raises(ag.AGConflictError):
+        first.hold()
+    assert later.wait(timeout=30)["started_ms"] >= later.info()["spec"]["begin_ms"]

@@ -490,13 +490,17 @@ const char* to_string(PendingKind kind) {
     case PendingKind::kInfeasible: return "infeasible";
     case PendingKind::kWaitingForResources: return "waiting_for_resources";
     case PendingKind::kWaitingBehind: return "waiting_behind";
+    case PendingKind::kHeld: return "held";
+    case PendingKind::kBeginTime: return "begin_time";
+    case PendingKind::kDependency: return "dependency";
   }
   return "unknown";
 }
 
 std::optional<PendingKind> parse_pending_kind(std::string_view text) {
   for (PendingKind kind : {PendingKind::kNoNodes, PendingKind::kInfeasible, PendingKind::kWaitingForResources,
-                           PendingKind::kWaitingBehind}) {
+                           PendingKind::kWaitingBehind, PendingKind::kHeld, PendingKind::kBeginTime,
+                           PendingKind::kDependency}) {
     if (text == to_string(kind)) return kind;
   }
   return std::nullopt;

@@ -65,9 +65,14 @@ enum class PendingKind {
   kInfeasible,           // the cluster as it is could never hold the gang
   kWaitingForResources,  // running tasks hold what it needs
   kWaitingBehind,        // what it needs is reserved for a blocked job ahead of it
+  // Gates (gates.h): the job is not in the queue yet.
+  kHeld,                 // held by a user until released
+  kBeginTime,            // its begin time has not come
+  kDependency,           // jobs it depends on have not ended as it needs
 };
 
-// "no_nodes", "infeasible", "waiting_for_resources", "waiting_behind".
+// "no_nodes", "infeasible", "waiting_for_resources", "waiting_behind", "held",
+// "begin_time", "dependency".
 const char* to_string(PendingKind kind);
 std::optional<PendingKind> parse_pending_kind(std::string_view text);
 

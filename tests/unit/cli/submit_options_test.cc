@@ -17,6 +17,9 @@ namespace {
 using nlohmann::json;
 using ::testing::HasSubstr;
 
+// 2026-12-01 19:30:00 UTC: what --begin counts from here.
+constexpr int64_t kNow = 1796153400000;
+
 const std::string kPackageRef = "sha256:" + std::string(64, 'a');
 
 // The options of `ag submit -- python train.py` with nothing else given.
@@ -57,7 +60,7 @@ json hand_built_body(const SubmitOptions& submit, const std::string& working_dir
 
 // What `ag submit` sends now: the spec as the caller completes it, through to_json.
 json sent_body(const SubmitOptions& options, const std::string& working_dir_ref = "") {
-  Result<api::JobSpec> spec = spec_from_submit_options(options);
+  Result<api::JobSpec> spec = spec_from_submit_options(options, kNow);
   if (!spec.ok()) {
     ADD_FAILURE() << "spec_from_submit_options failed: " << spec.error().message;
     return json::object();
@@ -126,7 +129,7 @@ std::string head_message(const SubmitOptions& options) {
 }
 
 void expect_refused_like_the_head(const SubmitOptions& options) {
-  Result<api::JobSpec> spec = spec_from_submit_options(options);
+  Result<api::JobSpec> spec = spec_from_submit_options(options, kNow);
   ASSERT_FALSE(spec.ok()) << hand_built_body(options).dump();
   EXPECT_EQ(spec.error().code, ErrorCode::kInvalidArgument);
   // The head's words, with the flag the user typed named first.
@@ -175,7 +178,7 @@ TEST(SpecFromSubmitOptionsTest, ZeroCpusIsRefusedBeforeAnythingIsSent) {
   SubmitOptions options = minimal_options();
   options.num_cpus = 0;
 
-  Result<api::JobSpec> spec = spec_from_submit_options(options);
+  Result<api::JobSpec> spec = spec_from_submit_options(options, kNow);
 
   ASSERT_FALSE(spec.ok());
   EXPECT_THAT(spec.error().message, ::testing::HasSubstr("task_options.num_cpus"));
@@ -216,7 +219,7 @@ TEST(SpecFromSubmitOptionsTest, FlagsBecomeTypedFields) {
   options.placement = "spread";
   options.env = {"A=1", "B=x=y"};
 
-  Result<api::JobSpec> spec = spec_from_submit_options(options);
+  Result<api::JobSpec> spec = spec_from_submit_options(options, kNow);
 
   ASSERT_TRUE(spec.ok()) << spec.error().message;
   EXPECT_EQ(spec->entrypoint, "python train.py");
@@ -235,7 +238,7 @@ TEST(SpecFromSubmitOptionsTest, WorkingDirAndSubmissionIdAreLeftForTheCaller) {
   options.working_dir = "/home/me/code";
   options.excludes = {"*.ckpt"};
 
-  Result<api::JobSpec> spec = spec_from_submit_options(options);
+  Result<api::JobSpec> spec = spec_from_submit_options(options, kNow);
 
   ASSERT_TRUE(spec.ok()) << spec.error().message;
   EXPECT_EQ(spec->runtime_env.working_dir, "");
@@ -258,7 +261,7 @@ TEST(SpecFromSubmitOptionsTest, BlankCommandIsRefusedWithTheHeadsMessage) {
   options.command = {"  "};
 
   expect_refused_like_the_head(options);
-  EXPECT_THAT(spec_from_submit_options(options).error().message,
+  EXPECT_THAT(spec_from_submit_options(options, kNow).error().message,
               HasSubstr("the command after -- (entrypoint) must not be empty"));
 }
 
@@ -332,7 +335,7 @@ TEST(CheckSubmitUsageTest, SpecFromSubmitOptionsReportsUsageMistakesToo) {
   SubmitOptions options = minimal_options();
   options.env = {"FOO"};
 
-  Result<api::JobSpec> spec = spec_from_submit_options(options);
+  Result<api::JobSpec> spec = spec_from_submit_options(options, kNow);
 
   ASSERT_FALSE(spec.ok());
   EXPECT_EQ(spec.error().message, "--env takes NAME=VALUE, got 'FOO'");

@@ -1,0 +1,159 @@
+// Gates before the queue: holds, begin times and dependencies (head/scheduler/gates.h
+// decides; this file keeps the head's indexes and carries the decisions out).
+//
+// A pending job is in exactly one of pending_ (the queue the scheduler weighs) or
+// gated_ (waiting for a gate). Gated jobs are looked at again only when something
+// that could open a gate happens: a job they depend on ends (dependents_), their begin
+// time comes (begins_), or a user releases them. So a thousand held jobs cost a pass
+// nothing.
+#include <spdlog/spdlog.h>
+
+#include "head/job_manager.h"
+#include "head/scheduler/gates.h"
+
+namespace ag::head {
+namespace {
+
+sched::Outcome outcome_of(const Job* dep) {
+  if (!dep) return sched::Outcome::kGone;
+  switch (dep->state) {
+    case JobState::kSucceeded: return sched::Outcome::kSucceeded;
+    case JobState::kFailed: return sched::Outcome::kFailed;
+    case JobState::kStopped: return sched::Outcome::kStopped;
+    default: return sched::Outcome::kUnfinished;
+  }
+}
+
+// Every job id the spec depends on, with how.
+std::vector<std::pair<std::string, sched::DependencyKind>> dependencies_of(const api::JobSpec& spec) {
+  std::vector<std::pair<std::string, sched::DependencyKind>> out;
+  for (const auto& id : spec.after) out.emplace_back(id, sched::DependencyKind::kAfterOk);
+  for (const auto& id : spec.after_any) out.emplace_back(id, sched::DependencyKind::kAfterAny);
+  for (const auto& id : spec.after_failed) out.emplace_back(id, sched::DependencyKind::kAfterFailed);
+  return out;
+}
+
+}  // namespace
+
+sched::Gates JobManager::gates_of(const Job& job) const {
+  sched::Gates gates{job.id, job.held_by, job.spec.begin_ms, {}};
+  for (const auto& [id, kind] : dependencies_of(job.spec)) gates.dependencies.push_back({id, kind, outcome_of(find(id))});
+  return gates;
+}
+
+std::optional<Error> JobManager::check_dependencies(const api::JobSpec& spec, const std::string& where) const {
+  for (const auto& [id, kind] : dependencies_of(spec)) {
+    const std::string flag = std::string("--") + sched::flag_name(kind);
+    const Job* dep = find(id);
+    if (!dep || deletions_.count(id)) {
+      return Error{ErrorCode::kInvalidArgument,
+                   where + flag + " names job " + id + ", which does not exist (or was deleted); `ag list-jobs` shows the jobs"};
+    }
+    sched::Gates one{"", "", 0, {{id, kind, outcome_of(dep)}}};
+    const sched::GateDecision decision = sched::check_gates(one, 0);
+    if (decision.verdict == sched::GateDecision::Verdict::kNever) {
+      return Error{ErrorCode::kInvalidArgument, where + decision.reason};
+    }
+  }
+  return std::nullopt;
+}
+
+void JobManager::admit(Job& job, const std::string& opened_by) {
+  if (job.state != JobState::kPending || active_.count(job.id)) return;
+  const int64_t now = deps_.clock.now_ms();
+  const sched::GateDecision decision = sched::check_gates(gates_of(job), now);
+  using Verdict = sched::GateDecision::Verdict;
+  if (decision.verdict == Verdict::kNever) {
+    apply(job, on_dependency_never_met(job, decision.reason, now));
+    return;
+  }
+  if (decision.verdict == Verdict::kOpen) {
+    const bool was_gated = gated_.count(job.id) > 0;
+    ungate(job);
+    pending_[queue_key(job)] = job.id;
+    apply(job, on_queued(job, was_gated ? opened_by : ""));
+    request_schedule();
+    return;
+  }
+  pending_.erase(queue_key(job));
+  set_aside_.erase(job.id);
+  gated_.insert(job.id);
+  // Every dependency, ended or not: one that ended is kept (not deleted) while the job
+  // waits, since its outcome is what lets the job start once released.
+  for (const auto& [id, kind] : dependencies_of(job.spec)) dependents_[id].insert(job.id);
+  if (decision.wake_at_ms != 0) {
+    begins_.insert({decision.wake_at_ms, job.id});
+    arm_begin_timer();
+  }
+  apply(job, on_pending(job, decision.kind, decision.reason, now));
+}
+
+void JobManager::ungate(const Job& job) {
+  if (gated_.erase(job.id) == 0) return;
+  for (const auto& [id, _] : dependencies_of(job.spec)) {
+    auto it = dependents_.find(id);
+    if (it == dependents_.end()) continue;
+    it->second.erase(job.id);
+    if (it->second.empty()) dependents_.erase(it);
+  }
+  begins_.erase({job.spec.begin_ms, job.id});
+}
+
+void JobManager::release_dependents(const Job& ended) {
+  auto it = dependents_.find(ended.id);
+  if (it == dependents_.end()) return;
+  const std::set<std::string> waiting = it->second;
+  const std::string why = "dependency " + ended.id + " ended " + to_string(ended.state);
+  for (const auto& id : waiting) {
+    auto job = jobs_.find(id);
+    if (job != jobs_.end() && gated_.count(id)) admit(job->second, why + "; queued");
+  }
+}
+
+void JobManager::arm_begin_timer() {
+  if (begins_.empty()) return;
+  const int64_t at = begins_.begin()->first;
+  if (begin_timer_ != 0 && begin_timer_at_ms_ <= at) return;
+  if (begin_timer_ != 0) deps_.timers.cancel(begin_timer_);
+  begin_timer_at_ms_ = at;
+  begin_timer_ = deps_.timers.start(std::max<int64_t>(0, at - deps_.clock.now_ms()), [this] {
+    begin_timer_ = 0;
+    const int64_t now = deps_.clock.now_ms();
+    std::vector<std::string> due;
+    while (!begins_.empty() && begins_.begin()->first <= now) {
+      due.push_back(begins_.begin()->second);
+      begins_.erase(begins_.begin());
+    }
+    for (const auto& id : due) {
+      auto job = jobs_.find(id);
+      if (job != jobs_.end() && gated_.count(id)) admit(job->second, "its begin time came; queued");
+    }
+    arm_begin_timer();
+  });
+}
+
+void JobManager::set_hold(const std::string& job_id, bool hold, const std::string& by, std::function<void(Status)> done) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return done(not_found("no job with id '" + job_id + "'; list jobs with `ag list-jobs`"));
+  Job& job = it->second;
+  if (job.state != JobState::kPending) {
+    return done(Error{ErrorCode::kConflict,
+                      "job " + job_id + " is " + to_string(job.state) + "; only a pending job can be " +
+                          (hold ? "held" : "released") +
+                          (job.terminal() ? "" : " (stop it with `ag stop-job " + job_id + "`)")});
+  }
+  if (!hold && job.held_by.empty()) {
+    return done(Error{ErrorCode::kConflict, "job " + job_id + " is not held; it is pending: " + job.message});
+  }
+  if (hold && !job.held_by.empty()) return after_durable([done = std::move(done)] { done({}); });  // held already
+  const std::string who = by.empty() ? "user" : by;
+  job.held_by = hold ? who : "";
+  Effects fx;
+  fx.changed = true;
+  if (hold) fx.events.push_back("held by " + who);
+  apply(job, fx);
+  admit(job, "released by " + who);
+  after_durable([done = std::move(done)] { done({}); });
+}
+
+}  // namespace ag::head

@@ -1,0 +1,145 @@
+// The JobManager test fixture: a JobManager over a memory store, a node registry filled
+// by hand, a fake worker channel and a fake clock, with helpers to submit jobs and play
+// a worker's part. Shared by job_manager_test.cc and job_gates_test.cc.
+#pragma once
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fakes/fake_clock.h"
+#include "fakes/fake_worker_channel.h"
+#include "head/job_codec.h"
+#include "head/job_manager.h"
+#include "head/store/memory_store.h"
+
+namespace ag::head {
+
+class JobManagerTest : public ::testing::Test {
+ protected:
+  JobManagerTest()
+      : log_dir_(std::filesystem::temp_directory_path() /
+                 ("ag-jm-test-" + std::to_string(::getpid()) + "-" +
+                  ::testing::UnitTest::GetInstance()->current_test_info()->name())),
+        logs_(log_dir_.string()) {
+    config_.kill_grace_ms = 3000;
+    make_manager();
+  }
+  ~JobManagerTest() override {
+    jobs_.reset();
+    std::filesystem::remove_all(log_dir_);
+  }
+
+  void make_manager() {
+    jobs_ = std::make_unique<JobManager>(JobManager::Deps{clock_, store_, nodes_, channel_, logs_, clock_}, config_);
+  }
+
+  void add_node(const std::string& id, int cpus = 4, std::vector<int> gpus = {}) {
+    Node node;
+    node.node_id = id;
+    node.address = "127.0.0." + std::to_string(2 + nodes_.nodes().size());
+    node.total.cpu_millis = cpus * 1000;
+    node.total.memory_bytes = int64_t{16} << 30;
+    node.gpu_ids = gpus;
+    node.total.gpus = static_cast<int64_t>(gpus.size());
+    node.state = NodeState::kAlive;
+    node.last_heartbeat_steady_ms = clock_.steady_ms();
+    nodes_.upsert(std::move(node));
+  }
+
+  api::JobSpec spec(int num_workers = 1, double cpus = 1) {
+    api::JobSpec s;
+    s.entrypoint = "python train.py";
+    s.num_workers = num_workers;
+    s.num_cpus = cpus;
+    return s;
+  }
+
+  // Submits and lets the store's acknowledgement and the scheduling pass run.
+  std::string submit(api::JobSpec s) {
+    std::optional<Result<std::string>> result;
+    jobs_->submit(std::move(s), [&](Result<std::string> id) { result = std::move(id); });
+    clock_.run_ready();
+    EXPECT_TRUE(result.has_value());
+    EXPECT_TRUE(result->ok()) << result->error().message;
+    return result->ok() ? result->value() : "";
+  }
+
+  const Job& job(const std::string& id) {
+    const Job* j = jobs_->find(id);
+    EXPECT_NE(j, nullptr);
+    return *j;
+  }
+
+  std::vector<std::string> event_texts(const std::string& id) {
+    std::vector<std::string> out;
+    for (const auto& e : jobs_->events(id)) out.push_back(e.message);
+    return out;
+  }
+
+  void start_all(const std::vector<std::pair<std::string, api::Launch>>& launches) {
+    for (const auto& [node, launch] : launches) {
+      EXPECT_TRUE(jobs_->on_task_started(node, launch.task, 1000 + launch.task.task_index).ok());
+    }
+    clock_.run_ready();
+  }
+
+  void exit_all(const std::string& id, int attempt, int count, int code) {
+    for (int i = 0; i < count; ++i) {
+      api::TaskExit exit;
+      exit.exit_code = code;
+      report_exit({id, attempt, i}, exit);
+    }
+    clock_.run_ready();
+  }
+
+  // The node a task was placed on.
+  std::string node_of(const api::TaskKey& task) {
+    return job(task.job_id).attempts.at(static_cast<size_t>(task.attempt)).tasks.at(static_cast<size_t>(task.task_index)).node_id;
+  }
+
+  // The task's node reports its end.
+  void report_exit(const api::TaskKey& task, const api::TaskExit& exit) {
+    EXPECT_TRUE(jobs_->on_task_exited(node_of(task), task, exit).ok());
+  }
+
+  // A one-task job on node_a, stored, whose placement is not at first: neither its own
+  // write nor the next flush lands. Returns its id ("" if the submit failed).
+  std::string submit_placed_but_unstored() {
+    add_node("node_a");
+    std::optional<Result<std::string>> result;
+    jobs_->submit(spec(), [&](Result<std::string> id) { result = std::move(id); });
+    store_.fail_next_writes(2);
+    clock_.run_ready();
+    EXPECT_TRUE(result.has_value() && result->ok());
+    return result && result->ok() ? result->value() : "";
+  }
+
+  // The job as the store holds it.
+  Job stored(const std::string& id) {
+    auto value = store_.get(store::kJobsTable, id);
+    EXPECT_TRUE(value.ok() && value.value().has_value());
+    auto j = job_from_json(nlohmann::json::parse(*value.value()));
+    EXPECT_TRUE(j.ok());
+    return j.ok() ? j.value() : Job{};
+  }
+
+  std::filesystem::path log_dir_;
+  ::ag::testing::FakeClock clock_;
+  store::MemoryStore store_;
+  NodeRegistry nodes_;
+  ::ag::testing::FakeWorkerChannel channel_;
+  LogStore logs_;
+  JobManagerConfig config_;
+  std::unique_ptr<JobManager> jobs_;
+};
+
+}  // namespace ag::head
