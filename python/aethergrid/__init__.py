@@ -17,13 +17,14 @@ from . import exceptions
 from .client import Client
 from .exceptions import (AGAuthError, AGConflictError, AGConnectionError, AGError, AGJobFailedError,
                          AGNotFoundError, AGPermissionError, AGTimeoutError, AGValidationError)
-from .job import Job
+from .job import Job, JobArray
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Client",
     "Job",
+    "JobArray",
     "exceptions",
     "AGError",
     "AGConnectionError",

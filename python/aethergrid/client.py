@@ -8,7 +8,7 @@ import uuid
 from . import _session, _tls
 from ._http import Transport, parse_address
 from .exceptions import AGValidationError
-from .job import Job
+from .job import Job, JobArray
 from .runtime_env import PackageUploader
 
 # The keys a job dict given to submit_jobs may have: submit_job's parameters.
@@ -162,6 +162,38 @@ class Client:
                           after_failed=after_failed, hold=hold, begin=begin)
         answer = self._transport.request("POST", "/api/jobs", body=spec, retry=True).json()
         return Job(self, answer["job_id"])
+
+    def submit_array(self, entrypoint, array, max_running=None, **options):
+        """Submits a job array: one job per index, each running `entrypoint` with
+        AG_ARRAY_INDEX (and AG_ARRAY_ID, AG_ARRAY_SIZE) set; returns its JobArray.
+
+        array: the indices, "0-99", "1,3,5", "0-98:2" (every 2nd) or "0-99%8" (at most 8
+        queued or running at once), or an iterable of whole numbers. max_running: that
+        limit, for an iterable. Every other option is submit_job's and applies to each
+        element (num_workers, runtime_env, after, hold, ...).
+        """
+        if isinstance(array, str):
+            text = array
+        else:
+            try:
+                indices = sorted(set(int(i) for i in array))
+            except (TypeError, ValueError):
+                raise AGValidationError("array takes a string like \"0-99%8\" or whole numbers, got {!r}".format(
+                    array), field="array") from None
+            text = ",".join(str(i) for i in indices)
+        if max_running is not None:
+            if "%" in text:
+                raise AGValidationError("give the limit once: in the array (\"%N\") or as max_running",
+                                        field="array")
+            text += "%{}".format(max_running)
+        unknown = sorted(set(options) - set(JOB_KEYS))
+        if unknown:
+            raise AGValidationError("submit_array got unknown option(s) {}; it takes submit_job's".format(
+                ", ".join(unknown)))
+        spec = self._spec(PackageUploader(self._transport), entrypoint=entrypoint, **options)
+        spec["array"] = text
+        answer = self._transport.request("POST", "/api/jobs", body=spec, retry=True).json()
+        return JobArray(self, answer["job_id"])
 
     def submit_jobs(self, jobs):
         """Submits many jobs in one request: all are accepted or none is. `jobs` is a list

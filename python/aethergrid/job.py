@@ -244,3 +244,65 @@ def _int_header(response, name, default):
         return int(value)
     except (TypeError, ValueError):
         return default
+
+
+class JobArray:
+    """A job array (Client.submit_array): one job per index, each a Job with id
+    "ARRAY_ID_INDEX" that sees AG_ARRAY_INDEX; this handle acts on them all."""
+
+    def __init__(self, client, array_id):
+        self._client = client
+        self.array_id = array_id
+        self._path = "/api/jobs/" + urllib.parse.quote(array_id, safe="")
+
+    def __repr__(self):
+        return "JobArray({!r})".format(self.array_id)
+
+    def info(self):
+        """{"array_id", "size", "max_running", "state", "counts": {STATE: n},
+        "elements": [job summaries, by index]}. The state is RUNNING while any element
+        runs, else PENDING while any waits, else FAILED or STOPPED if any ended so, else
+        SUCCEEDED."""
+        return self._client._transport.request("GET", self._path).json()
+
+    def status(self):
+        return self.info()["state"]
+
+    def jobs(self):
+        """The elements as Jobs, by index."""
+        return [Job(self._client, e["job_id"]) for e in self.info()["elements"]]
+
+    def _act(self, action):
+        return self._client._transport.request("POST", self._path + "/" + action, retry=True).json()
+
+    def stop(self):
+        """Stops every element not finished. Returns {"array_id", "action", "jobs"}."""
+        return self._act("stop")
+
+    def hold(self):
+        """Holds every pending element."""
+        return self._act("hold")
+
+    def release(self):
+        """Releases every held element."""
+        return self._act("release")
+
+    def wait(self, timeout=None):
+        """Blocks until every element ended; returns info() when all SUCCEEDED. Raises
+        AGJobFailedError naming the elements that FAILED or were STOPPED (its `info` is
+        the array's), and AGTimeoutError once `timeout` seconds pass."""
+        deadline = None if timeout is None else time.monotonic() + max(0.0, float(timeout))
+        for job in self.jobs():
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                job.wait(timeout=left)
+            except AGJobFailedError:
+                pass  # counted below, with the others
+        info = self.info()
+        failed = [e for e in info["elements"] if e["state"] in FAILED_STATES]
+        if failed:
+            raise AGJobFailedError("{} of {} jobs of array {} did not succeed: {}".format(
+                len(failed), info["size"], self.array_id,
+                "; ".join("{} {}: {}".format(e["job_id"], e["state"], e.get("message", "")) for e in failed[:5])),
+                info)
+        return info

@@ -4,6 +4,7 @@
 #include "common/sha256.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cctype>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -351,6 +352,14 @@ std::optional<Error> read_job_ids(const json& body, const char* field, std::set<
 }
 
 std::optional<Error> parse_gates(const json& body, JobSpec* spec) {
+  if (body.contains("array") && !body["array"].is_null()) {
+    if (!body["array"].is_string()) {
+      return field_error("array", std::string("must be a string like \"0-99%8\", got ") + type_name(body["array"]));
+    }
+    auto array = parse_array_spec(body["array"].get<std::string>());
+    if (!array.ok()) return field_error("array", array.error().message);
+    spec->array = std::move(array.value());
+  }
   std::set<std::string> seen;
   if (auto err = read_job_ids(body, "after", seen, &spec->after)) return err;
   if (auto err = read_job_ids(body, "after_any", seen, &spec->after_any)) return err;
@@ -369,6 +378,71 @@ std::optional<Error> parse_gates(const json& body, JobSpec* spec) {
 
 }  // namespace
 
+Result<ArraySpec> parse_array_spec(std::string_view text) {
+  const std::string forms = "; give indices like 0-99, 1,3,5, 0-98:2 (every 2nd), with %N for at most N at once (0-99%8)";
+  auto number = [](std::string_view part, int* out) {
+    if (part.empty() || part.size() > 7) return false;
+    auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), *out);
+    return ec == std::errc() && end == part.data() + part.size() && *out >= 0;
+  };
+  ArraySpec array;
+  std::string_view items = text;
+  if (const size_t percent = text.find('%'); percent != std::string_view::npos) {
+    items = text.substr(0, percent);
+    if (!number(text.substr(percent + 1), &array.max_running) || array.max_running < 1) {
+      return invalid_argument("'" + std::string(text.substr(percent + 1)).substr(0, 32) +
+                              "' after % is not a positive whole number" + forms);
+    }
+  }
+  std::set<int> indices;
+  size_t start = 0;
+  while (start <= items.size()) {
+    const size_t comma = std::min(items.find(',', start), items.size());
+    const std::string_view item = items.substr(start, comma - start);
+    start = comma + 1;
+    // N, A-B or A-B:STEP.
+    int first = 0, last = 0, step = 1;
+    const size_t dash = item.find('-');
+    bool ok = false;
+    if (dash == std::string_view::npos) {
+      ok = number(item, &first);
+      last = first;
+    } else {
+      std::string_view upper = item.substr(dash + 1);
+      const size_t colon = upper.find(':');
+      ok = number(item.substr(0, dash), &first) && number(upper.substr(0, colon), &last) &&
+           (colon == std::string_view::npos || (number(upper.substr(colon + 1), &step) && step > 0));
+    }
+    if (!ok) return invalid_argument("'" + std::string(item).substr(0, 32) + "' is not an index or a range" + forms);
+    if (first > last) return invalid_argument("the range " + std::string(item) + " runs backwards" + forms);
+    if (last > kMaxArrayIndex) {
+      return invalid_argument("index " + std::to_string(last) + " is over " + std::to_string(kMaxArrayIndex) + forms);
+    }
+    for (int i = first; i <= last; i += step) {
+      indices.insert(i);
+      if (indices.size() > kMaxArraySize) {
+        return invalid_argument("an array has at most " + std::to_string(kMaxArraySize) + " elements" + forms);
+      }
+    }
+  }
+  array.indices.assign(indices.begin(), indices.end());
+  return array;
+}
+
+std::string to_string(const ArraySpec& array) {
+  std::string out;
+  for (size_t i = 0; i < array.indices.size();) {
+    size_t j = i;
+    while (j + 1 < array.indices.size() && array.indices[j + 1] == array.indices[j] + 1) ++j;
+    if (!out.empty()) out += ",";
+    out += std::to_string(array.indices[i]);
+    if (j > i) out += "-" + std::to_string(array.indices[j]);
+    i = j + 1;
+  }
+  if (array.max_running > 0) out += "%" + std::to_string(array.max_running);
+  return out;
+}
+
 Result<JobSpec> parse_job_spec(const json& body) {
   if (!body.is_object()) {
     return invalid_argument(std::string("the job spec must be a JSON object, got ") + type_name(body));
@@ -377,7 +451,7 @@ Result<JobSpec> parse_job_spec(const json& body) {
       "entrypoint", "num_workers", "task_options", "runtime_env", "job_name", "labels",
       "max_retries", "timeout", "timeout_per_attempt", "placement", "submission_id", "priority",
       "allow_unschedulable", "retry_delay", "retry_on", "constraints", "after", "after_any", "after_failed", "hold",
-      "begin_ms"};
+      "begin_ms", "array"};
   if (auto err = check_known_keys(body, "", kKnown)) return *err;
 
   JobSpec spec;
@@ -537,6 +611,7 @@ json to_json(const JobSpec& spec) {
   if (!spec.after_failed.empty()) j["after_failed"] = spec.after_failed;
   if (spec.hold) j["hold"] = true;
   if (spec.begin_ms != 0) j["begin_ms"] = spec.begin_ms;
+  if (spec.array) j["array"] = to_string(*spec.array);
   return j;
 }
 

@@ -51,6 +51,24 @@ inline constexpr size_t kMaxRetryExitCodes = 64;
 // Node labels (ag start-worker --label) and the constraints jobs put on them.
 inline constexpr size_t kMaxNodeLabels = 32;
 inline constexpr size_t kMaxConstraints = 16;
+// Job arrays: at most this many elements, each index from 0 to kMaxArrayIndex.
+inline constexpr size_t kMaxArraySize = 10000;
+inline constexpr int kMaxArrayIndex = 999999;
+
+// `ag submit --array 0-99%8`: one job per index, each with AG_ARRAY_INDEX, at most
+// max_running of them queued or running at once (0: no limit).
+struct ArraySpec {
+  std::vector<int> indices;  // ascending, distinct, not empty
+  int max_running = 0;
+  bool operator==(const ArraySpec&) const = default;
+};
+
+// "0-99%8", "1,3,10-20:2", "0-9": items N, A-B or A-B:STEP, comma-separated, with an
+// optional %LIMIT. Errors (kInvalidArgument) say which part is wrong and the forms.
+Result<ArraySpec> parse_array_spec(std::string_view text);
+// The indices folded back into that form ("0-99%8").
+std::string to_string(const ArraySpec& array);
+
 // Jobs one job may depend on (after + after_any + after_failed together).
 inline constexpr size_t kMaxDependencies = 128;
 
@@ -130,6 +148,8 @@ struct JobSpec {
   std::vector<std::string> after_failed;
   bool hold = false;
   int64_t begin_ms = 0;
+  // Submitted as an array: the head makes one job per index (JobManager::submit_all).
+  std::optional<ArraySpec> array;
 
   Resources per_task() const;
   // How long retry number `retry` (0 for the first) waits, in ms.

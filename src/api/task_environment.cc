@@ -26,7 +26,7 @@ Environment head_task_environment(const TaskPlacement& p) {
   const std::string world = std::to_string(p.num_tasks);
   const std::string rank = std::to_string(p.task_index);
   const std::string port = std::to_string(p.master_port);
-  return {
+  Environment env{
       {"AG_JOB_ID", p.job_id},
       {"AG_ATTEMPT", std::to_string(p.attempt)},
       {"AG_TASK_INDEX", rank},
@@ -44,6 +44,12 @@ Environment head_task_environment(const TaskPlacement& p) {
       {"CUDA_VISIBLE_DEVICES", join_ids(p.visible_gpu_ids)},
       {"AG_GPU_IDS", join_ids(p.gpu_ids)},
   };
+  if (!p.array_id.empty()) {
+    env["AG_ARRAY_ID"] = p.array_id;
+    env["AG_ARRAY_INDEX"] = std::to_string(p.array_index);
+    env["AG_ARRAY_SIZE"] = std::to_string(p.array_size);
+  }
+  return env;
 }
 
 Result<Environment> worker_task_environment(const Environment& inherited, const Environment& from_head,

@@ -30,6 +30,10 @@ struct TaskPlacement {
   int local_world_size = 1;  // how many of the gang's tasks share its node
   std::vector<int> gpu_ids;          // the GPUs assigned to this task (AG_GPU_IDS)
   std::vector<int> visible_gpu_ids;  // what CUDA_VISIBLE_DEVICES lists (visible_gpus)
+  // An element of a job array: AG_ARRAY_ID, AG_ARRAY_INDEX, AG_ARRAY_SIZE ("" / unset otherwise).
+  std::string array_id;
+  int array_index = 0;
+  int array_size = 0;
 };
 
 // What CUDA_VISIBLE_DEVICES lists for the task with LOCAL_RANK `local_rank`, given the

@@ -16,6 +16,7 @@
 #include "api/job_spec.h"
 #include "api/job_state.h"
 #include "cli/api_client.h"
+#include "cli/array_view.h"
 #include "cli/commands.h"
 #include "cli/package_builder.h"
 #include "cli/time_args.h"
@@ -232,8 +233,18 @@ int submit(const ConnectionOptions& options, const SubmitOptions& submit) {
   }
   if (!created.ok()) return fail(created.error());
   std::string job_id = created.value()["job_id"].get<std::string>();
-  if (json_output(options) && submit.no_wait) {
+  if (json_output(options) && (submit.no_wait || spec->array)) {
     std::cout << created.value().dump() << "\n";
+    return 0;
+  }
+  if (spec->array) {
+    // Many jobs: one id for all of them, and where to look.
+    const auto& indices = spec->array->indices;
+    std::cerr << "Array " << job_id << " submitted: " << indices.size() << " jobs, " << job_id << "_"
+              << indices.front() << " to " << job_id << "_" << indices.back()
+              << (spec->array->max_running > 0 ? ", at most " + std::to_string(spec->array->max_running) + " at once" : "")
+              << ". See them with `ag status " << job_id << "`, their output with `ag logs " << job_id << "`.\n";
+    std::cout << job_id << "\n";
     return 0;
   }
   std::cerr << "Job " << job_id << " submitted (" << submit.num_workers << " task(s)).\n";
@@ -370,8 +381,12 @@ int job_status(const ConnectionOptions& options, const std::string& job_id, bool
   if (!conn.ok()) return fail(conn.error());
   auto job = call_json(conn.value(), "GET", "/api/jobs/" + net::url_encode(job_id));
   if (!job.ok()) return fail(job.error());
+  if (is_array_view(job.value()) && !json_output(options)) {
+    print_array_status(std::cout, job.value());
+    return 0;
+  }
   json events;
-  if (verbose) {
+  if (verbose && !is_array_view(job.value())) {
     auto ev = call_json(conn.value(), "GET", "/api/jobs/" + net::url_encode(job_id) + "/events");
     if (!ev.ok()) return fail(ev.error());
     events = ev.value()["events"];
@@ -518,6 +533,13 @@ int logs(const ConnectionOptions& options, const std::string& job_id, const Line
   }
   auto conn = resolve_connection(options);
   if (!conn.ok()) return fail(conn.error());
+  // A whole array: each element's output in turn.
+  if (looks_like_job_id(job_id) && job_id.size() == 16) {
+    auto answer = call_json(conn.value(), "GET", "/api/jobs/" + job_id);
+    if (answer.ok() && is_array_view(answer.value())) {
+      return print_array_lines(conn.value(), answer.value(), asked, std::cout) ? 0 : 1;
+    }
+  }
   // One task's bytes as they are, unless its lines are asked for.
   if (asked.task_index && asked.tail == 0 && !asked.since_ms && !asked.timestamps) {
     return stream_log(conn.value(), net::url_encode(job_id), *asked.task_index, asked.attempt, asked.follow, std::cout,
@@ -549,7 +571,12 @@ int stop_job(const ConnectionOptions& options, const std::string& job_id) {
   if (json_output(options)) {
     std::cout << res.value().dump() << "\n";
   } else {
-    std::cout << "Stop requested for job " << job_id << " (now " << res.value()["state"].get<std::string>() << ")\n";
+    if (res.value().contains("array_id")) {
+      std::cout << "Stop requested for " << res.value()["jobs"].get<int64_t>() << " unfinished job(s) of array " << job_id
+                << "\n";
+    } else {
+      std::cout << "Stop requested for job " << job_id << " (now " << res.value()["state"].get<std::string>() << ")\n";
+    }
   }
   return 0;
 }
@@ -568,8 +595,13 @@ int set_held(const ConnectionOptions& options, const std::vector<std::string>& j
     if (json_output(options)) {
       std::cout << res.value().dump() << "\n";
     } else {
-      std::cout << (hold ? "Held job " : "Released job ") << job_id << ": "
-                << res.value()["message"].get<std::string>() << "\n";
+      if (res.value().contains("array_id")) {
+        std::cout << (hold ? "Held " : "Released ") << res.value()["jobs"].get<int64_t>() << " job(s) of array "
+                  << job_id << "\n";
+      } else {
+        std::cout << (hold ? "Held job " : "Released job ") << job_id << ": "
+                  << res.value()["message"].get<std::string>() << "\n";
+      }
     }
   }
   return rc;
@@ -583,6 +615,10 @@ int delete_job(const ConnectionOptions& options, const std::string& job_id) {
   if (json_output(options)) {
     std::cout << res.value().dump() << "\n";
   } else {
+    if (res.value().contains("array_id")) {
+      std::cout << "Deleted " << res.value()["jobs"].get<int64_t>() << " job(s) of array " << job_id << "\n";
+      return 0;
+    }
     std::cout << "Deleted job " << res.value()["job_id"].get<std::string>()
               << (res.value()["package_removed"].get<bool>() ? " and its working_dir package" : "") << "\n";
   }

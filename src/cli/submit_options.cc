@@ -78,6 +78,7 @@ std::string in_flag_terms(const std::string& message) {
       {"after_any", "--after-any"},
       {"after_failed", "--after-failed"},
       {"begin_ms", "--begin"},
+      {"array", "--array"},
   };
   const std::string prefix = "field '";
   if (message.rfind(prefix, 0) != 0) return message;
@@ -177,6 +178,11 @@ Result<api::JobSpec> spec_from_submit_options(const SubmitOptions& options, int6
   spec.after_any = options.after_any;
   spec.after_failed = options.after_failed;
   spec.hold = options.hold;
+  if (!options.array.empty()) {
+    auto array = api::parse_array_spec(options.array);
+    if (!array.ok()) return invalid_argument("--array: " + array.error().message);
+    spec.array = std::move(array.value());
+  }
   if (!options.begin.empty()) {
     auto begin = parse_begin(options.begin, now_ms);
     if (!begin.ok()) return begin.error();

@@ -48,10 +48,16 @@ std::string new_job_id() { return "job_" + random_hex(6); }
 std::string new_node_id() { return "node_" + random_hex(6); }
 
 bool looks_like_job_id(const std::string& id) {
-  if (id.size() != 16 || id.rfind("job_", 0) != 0) return false;
-  for (size_t i = 4; i < id.size(); ++i) {
+  if (id.size() < 16 || id.rfind("job_", 0) != 0) return false;
+  for (size_t i = 4; i < 16; ++i) {
     char c = id[i];
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  if (id.size() == 16) return true;
+  // An array element: "_" and its index, 1 to 6 digits.
+  if (id[16] != '_' || id.size() < 18 || id.size() > 23) return false;
+  for (size_t i = 17; i < id.size(); ++i) {
+    if (id[i] < '0' || id[i] > '9') return false;
   }
   return true;
 }

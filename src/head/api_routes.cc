@@ -246,11 +246,14 @@ void ApiRoutes::handle_authenticated(const net::HttpRequest& req, const Principa
     auto spec = api::parse_job_spec(body);
     if (!spec.ok()) return respond(error_response(spec.error()));
     if (auto err = check_references(spec.value())) return respond(error_response(*err));
+    const size_t array_size = spec.value().array ? spec.value().array->indices.size() : 0;
     deps_.jobs.submit(
         std::move(spec.value()),
-        [respond](Result<std::string> id) {
+        [respond, array_size](Result<std::string> id) {
           if (!id.ok()) return respond(error_response(id.error()));
-          respond(json_response(201, {{"job_id", id.value()}}));
+          json body = {{"job_id", id.value()}};
+          if (array_size > 0) body["array_size"] = array_size;
+          respond(json_response(201, body));
         },
         {who.name, req.remote_address});
     return;
@@ -328,7 +331,12 @@ void ApiRoutes::handle_node(const net::HttpRequest& req, const Principal& who, c
 void ApiRoutes::handle_job(const net::HttpRequest& req, const Principal& who, const std::string& job_id,
                            const std::string& action, net::Respond respond) {
   const Job* job = deps_.jobs.find(job_id);
-  if (!job) return respond(error_response(404, "no job with id '" + job_id + "'; list jobs with `ag list-jobs`"));
+  if (!job) {
+    if (const JobArray* array = deps_.jobs.find_array(job_id)) {
+      return handle_array(req, who, *array, job_id, action, std::move(respond));
+    }
+    return respond(error_response(404, "no job with id '" + job_id + "'; list jobs with `ag list-jobs`"));
+  }
   if (action.empty() && req.method == "DELETE") {
     if (!may_act_on(who, *job)) return respond(not_your_job(*job, "delete it"));
     const std::string package = job->spec.runtime_env.working_dir.empty() ? "" : job->spec.runtime_env.working_dir_hash();

@@ -16,6 +16,8 @@
 //   GET  /api/jobs/{id}/wait?timeout_ms=T  returns when the job is finished (long poll)
 //   POST /api/jobs/{id}/stop
 //   POST /api/jobs/{id}/hold|release       a pending job leaves the queue until released
+//   GET|DELETE /api/jobs/{array_id}, POST .../stop|hold|release   a job array whole
+//                                          (api_arrays.cc; its elements are jobs ARRAY_INDEX)
 //   POST /api/jobs/batch                   {"jobs": [spec, ...]}: all accepted or none
 //   GET  /api/packages                     package store counters and limit
 //   HEAD|GET|PUT /api/packages/{sha256}    working_dir packages (content-addressed)
@@ -97,6 +99,9 @@ class ApiRoutes {
                    const net::Respond& respond);
   void handle_job(const net::HttpRequest& request, const Principal& who, const std::string& job_id,
                   const std::string& action, net::Respond respond);
+  // A job array as a whole (api_arrays.cc).
+  void handle_array(const net::HttpRequest& request, const Principal& who, const JobArray& array,
+                    const std::string& array_id, const std::string& action, const net::Respond& respond);
   void handle_users(const net::HttpRequest& request, const Principal& who, const net::Respond& respond);
   void handle_tokens(const net::HttpRequest& request, const Principal& who, const net::Respond& respond);
   void handle_audit(const net::HttpRequest& request, net::Respond respond);

@@ -82,6 +82,9 @@ struct Job {
   uint64_t queue_seq = 0;  // FIFO order among pending jobs; assigned at submit
   int64_t retry_at_ms = 0;  // PENDING for a retry: not placed before this time
   std::string held_by;      // PENDING and held (ag hold, submit --hold): who holds it
+  // An element of a job array: the array's id (this job's id is ARRAY_INDEX) and its index.
+  std::string array_id;
+  int array_index = -1;
 
   bool terminal() const {
     return state == JobState::kSucceeded || state == JobState::kFailed ||

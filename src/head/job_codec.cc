@@ -96,6 +96,10 @@ json job_summary_json(const Job& job) {
   j["num_cpus"] = job.spec.num_cpus;
   j["priority"] = job.spec.priority;
   j["held_by"] = job.held_by.empty() ? json(nullptr) : json(job.held_by);
+  if (!job.array_id.empty()) {
+    j["array_id"] = job.array_id;
+    j["array_index"] = job.array_index;
+  }
   j["attempts"] = job.attempts.size();
   j["submitted_ms"] = job.submitted_ms;
   j["started_ms"] = job.started_ms;
@@ -153,6 +157,10 @@ Result<Job> job_from_json(const json& j) {
     job.owner = j.value("owner", "");
     job.submitted_from = j.value("submitted_from", "");
     if (auto held = j.find("held_by"); held != j.end() && held->is_string()) job.held_by = held->get<std::string>();
+    if (auto array = j.find("array_id"); array != j.end() && array->is_string()) {
+      job.array_id = array->get<std::string>();
+      job.array_index = j.value("array_index", -1);
+    }
     for (const auto& a : j.at("attempts")) job.attempts.push_back(attempt_from_json(a));
     return job;
   } catch (const json::exception& e) {

@@ -24,21 +24,61 @@ sched::Outcome outcome_of(const Job* dep) {
   }
 }
 
-// Every job id the spec depends on, with how.
-std::vector<std::pair<std::string, sched::DependencyKind>> dependencies_of(const api::JobSpec& spec) {
+}  // namespace
+
+std::vector<std::pair<std::string, sched::DependencyKind>> JobManager::dependencies_of(const api::JobSpec& spec) const {
   std::vector<std::pair<std::string, sched::DependencyKind>> out;
-  for (const auto& id : spec.after) out.emplace_back(id, sched::DependencyKind::kAfterOk);
-  for (const auto& id : spec.after_any) out.emplace_back(id, sched::DependencyKind::kAfterAny);
-  for (const auto& id : spec.after_failed) out.emplace_back(id, sched::DependencyKind::kAfterFailed);
+  const auto add = [&](const std::vector<std::string>& ids, sched::DependencyKind kind) {
+    for (const auto& id : ids) {
+      if (const JobArray* array = find_array(id)) {
+        for (const auto& element : array->elements) out.emplace_back(element, kind);
+      } else {
+        out.emplace_back(id, kind);
+      }
+    }
+  };
+  add(spec.after, sched::DependencyKind::kAfterOk);
+  add(spec.after_any, sched::DependencyKind::kAfterAny);
+  add(spec.after_failed, sched::DependencyKind::kAfterFailed);
   return out;
 }
-
-}  // namespace
 
 sched::Gates JobManager::gates_of(const Job& job) const {
   sched::Gates gates{job.id, job.held_by, job.spec.begin_ms, {}};
   for (const auto& [id, kind] : dependencies_of(job.spec)) gates.dependencies.push_back({id, kind, outcome_of(find(id))});
+  if (const JobArray* array = find_array(job.array_id); array && array->max_running > 0) {
+    gates.array_id = job.array_id;
+    gates.array_limit = array->max_running;
+    gates.array_admitted = static_cast<int>(array->admitted.size());
+    gates.holds_array_slot = array->admitted.count(job.id) > 0;
+  }
   return gates;
+}
+
+const JobArray* JobManager::find_array(const std::string& array_id) const {
+  auto it = arrays_.find(array_id);
+  return it == arrays_.end() ? nullptr : &it->second;
+}
+
+void JobManager::add_to_array(const Job& job) {
+  if (job.array_id.empty()) return;
+  JobArray& array = arrays_[job.array_id];
+  array.elements.push_back(job.id);
+  if (job.spec.array) array.max_running = job.spec.array->max_running;
+}
+
+void JobManager::leave_array_slot(const Job& job) {
+  auto it = arrays_.find(job.array_id);
+  if (it == arrays_.end()) return;
+  JobArray& array = it->second;
+  array.throttled.erase({job.array_index, job.id});
+  if (array.admitted.erase(job.id) == 0) return;
+  while (array.max_running > 0 && static_cast<int>(array.admitted.size()) < array.max_running &&
+         !array.throttled.empty()) {
+    const std::string next = array.throttled.begin()->second;
+    array.throttled.erase(array.throttled.begin());
+    if (auto element = jobs_.find(next); element != jobs_.end()) admit(element->second, "a place under the array's limit came free; queued");
+  }
 }
 
 std::optional<Error> JobManager::check_dependencies(const api::JobSpec& spec, const std::string& where) const {
@@ -67,9 +107,14 @@ void JobManager::admit(Job& job, const std::string& opened_by) {
     apply(job, on_dependency_never_met(job, decision.reason, now));
     return;
   }
+  JobArray* array = job.array_id.empty() ? nullptr : &arrays_[job.array_id];
   if (decision.verdict == Verdict::kOpen) {
     const bool was_gated = gated_.count(job.id) > 0;
     ungate(job);
+    if (array && array->max_running > 0) {
+      array->throttled.erase({job.array_index, job.id});
+      array->admitted.insert(job.id);
+    }
     pending_[queue_key(job)] = job.id;
     apply(job, on_queued(job, was_gated ? opened_by : ""));
     request_schedule();
@@ -78,6 +123,10 @@ void JobManager::admit(Job& job, const std::string& opened_by) {
   pending_.erase(queue_key(job));
   set_aside_.erase(job.id);
   gated_.insert(job.id);
+  if (array) {
+    leave_array_slot(job);
+    if (decision.kind == sched::PendingKind::kArrayLimit) array->throttled.insert({job.array_index, job.id});
+  }
   // Every dependency, ended or not: one that ended is kept (not deleted) while the job
   // waits, since its outcome is what lets the job start once released.
   for (const auto& [id, kind] : dependencies_of(job.spec)) dependents_[id].insert(job.id);

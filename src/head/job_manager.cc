@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -114,7 +115,18 @@ Status JobManager::recover() {
     persist(job, added);
   }
   salvaged_.clear();
-  // Every job is loaded: gates can weigh their dependencies.
+  // Every job is loaded: gates can weigh their dependencies and arrays their elements
+  // (by index: ids order "_10" before "_2"). Running elements use their array's limit.
+  std::vector<const Job*> elements;
+  for (const auto& [id, job] : jobs_) {
+    if (!job.array_id.empty()) elements.push_back(&job);
+  }
+  std::sort(elements.begin(), elements.end(),
+            [](const Job* a, const Job* b) { return a->array_index < b->array_index; });
+  for (const Job* job : elements) {
+    add_to_array(*job);
+    if (job->state == JobState::kRunning) arrays_[job->array_id].admitted.insert(job->id);
+  }
   for (const auto& id : waiting) admit(jobs_.at(id));
   spdlog::info("recovered {} jobs ({} pending, {} running) from the store", jobs_.size(),
                pending_.size(), active_.size());
@@ -142,6 +154,13 @@ std::optional<Error> JobManager::check_submissions(const std::vector<api::JobSpe
   // A draining node counts: it takes tasks again once resumed.
   std::vector<sched::NodeView> nodes;
   for (auto& [_, view] : node_capacity(true)) nodes.push_back(std::move(view));
+  size_t made = 0;
+  for (const auto& spec : specs) made += spec.array ? spec.array->indices.size() : 1;
+  if (made > api::kMaxArraySize) {
+    return Error{ErrorCode::kInvalidArgument, "this submit would make " + std::to_string(made) +
+                                                  " jobs; one submit makes at most " +
+                                                  std::to_string(api::kMaxArraySize) + " (no job was submitted)"};
+  }
   for (size_t i = 0; i < specs.size(); ++i) {
     const api::JobSpec& spec = specs[i];
     const std::string where = specs.size() > 1 ? "jobs[" + std::to_string(i) + "]: " : "";
@@ -196,32 +215,48 @@ void JobManager::submit_all(std::vector<api::JobSpec> specs,
     if (!submission_key.empty()) {
       auto it = submission_ids_.find(submission_key);
       if (it != submission_ids_.end()) {
-        ids.push_back(it->second);
+        const Job* earlier = find(it->second);
+        ids.push_back(earlier && !earlier->array_id.empty() ? earlier->array_id : it->second);
         continue;
       }
     }
-    Job job;
-    job.id = new_job_id();
-    job.spec = std::move(spec);
-    job.owner = by.owner;
-    job.submitted_from = by.from;
-    job.submitted_ms = now;
-    job.queue_seq = next_seq_++;
-    if (job.spec.hold) job.held_by = by.owner.empty() ? "user" : by.owner;
-    // Until a scheduling pass says more: a pass looks at the oldest pending jobs only,
-    // so a job far back in a long queue still says why it waits.
-    job.message = "queued behind jobs submitted before it";
-    JobEvent event{now, "submitted" + (by.owner.empty() ? "" : " by " + by.owner) +
-                            (by.from.empty() ? "" : " from " + by.from) + ": " +
-                            std::to_string(job.spec.num_workers) + " task(s), entrypoint: " + job.spec.entrypoint};
-    batch.push_back({store::kJobsTable, job.id, job_to_json(job).dump()});
-    batch.push_back({store::kEventsTable, event_key(job.id, 0), event_to_json(event).dump()});
+    // One job, or one per index of an array ("ARRAY_INDEX", in index order).
+    const std::string id = new_job_id();
+    std::vector<std::pair<std::string, int>> made;
+    if (spec.array) {
+      for (int index : spec.array->indices) made.emplace_back(id + "_" + std::to_string(index), index);
+    } else {
+      made.emplace_back(id, -1);
+    }
+    for (const auto& [job_id, index] : made) {
+      Job job;
+      job.id = job_id;
+      job.spec = spec;
+      job.owner = by.owner;
+      job.submitted_from = by.from;
+      job.submitted_ms = now;
+      job.queue_seq = next_seq_++;
+      if (index >= 0) {
+        job.array_id = id;
+        job.array_index = index;
+      }
+      if (job.spec.hold) job.held_by = by.owner.empty() ? "user" : by.owner;
+      // Until a scheduling pass says more: a pass looks at the oldest pending jobs only,
+      // so a job far back in a long queue still says why it waits.
+      job.message = "queued behind jobs submitted before it";
+      JobEvent event{now, "submitted" + (by.owner.empty() ? "" : " by " + by.owner) +
+                              (by.from.empty() ? "" : " from " + by.from) + ": " +
+                              (index >= 0 ? "element " + std::to_string(index) + " of array " + id + ", " : "") +
+                              std::to_string(job.spec.num_workers) + " task(s), entrypoint: " + job.spec.entrypoint};
+      batch.push_back({store::kJobsTable, job.id, job_to_json(job).dump()});
+      batch.push_back({store::kEventsTable, event_key(job.id, 0), event_to_json(event).dump()});
+      accepted->push_back({std::move(job), event});
+    }
     if (!submission_key.empty()) {
-      submission_ids_[submission_key] = job.id;
+      submission_ids_[submission_key] = made.front().first;
       reserved_submission_ids.push_back(submission_key);
     }
-    ids.push_back(job.id);
-    accepted->push_back({std::move(job), event});
+    ids.push_back(id);
   }
   if (accepted->empty()) return done(ids);
   auto alive = alive_;
@@ -235,13 +270,16 @@ void JobManager::submit_all(std::vector<api::JobSpec> specs,
         done(status.error());
         return;
       }
+      std::vector<std::string> made;
       for (auto& a : *accepted) {
         std::string id = a.job.id;
         events_[id].push_back(a.event);
+        add_to_array(a.job);
         jobs_[id] = std::move(a.job);
         for (const auto& observer : observers_) observer(jobs_[id]);
-        admit(jobs_[id]);
+        made.push_back(std::move(id));
       }
+      for (const auto& id : made) admit(jobs_.at(id));
       done(ids);
       request_schedule();
     });
@@ -621,6 +659,7 @@ void JobManager::apply(Job& job, const Effects& fx) {
   if (fx.finished) {
     pending_.erase(queue_key(job));
     ungate(job);
+    leave_array_slot(job);
     if (auto t = timeouts_.find(job.id); t != timeouts_.end()) {
       deps_.timers.cancel(t->second.timer);
       timeouts_.erase(t);

@@ -46,6 +46,14 @@ struct JobManagerConfig {
   int64_t kill_grace_ms = 10000;  // SIGTERM -> SIGKILL grace for stopped tasks
 };
 
+// A job array as the head keeps it: its elements (jobs "ARRAY_INDEX") and their limit.
+struct JobArray {
+  std::vector<std::string> elements;  // element job ids, by index
+  int max_running = 0;                // queued or running at once; 0 for any number
+  std::set<std::string> admitted;     // elements queued or running (they use the limit)
+  std::set<std::pair<int, std::string>> throttled;  // (index, id): waiting for a place under it
+};
+
 class JobManager {
  public:
   struct Deps {
@@ -79,6 +87,8 @@ class JobManager {
                   const Submitter& by = {});
 
   const Job* find(const std::string& job_id) const;
+  // The job array with this id (`ag submit --array`), or null.
+  const JobArray* find_array(const std::string& array_id) const;
 
   // Removes a finished job for good: its record, events, logs and submission id
   // (DELETE /api/jobs/{id}, `ag delete-job`); `done` gets ok once that is durable.
@@ -192,6 +202,13 @@ class JobManager {
   // A job ended: the jobs gated on it are weighed again.
   void release_dependents(const Job& ended);
   void arm_begin_timer();
+  // An array element that ended or left the queue gives up its place under the array's
+  // limit; the next throttled element takes it.
+  void leave_array_slot(const Job& job);
+  // Records an array element (a new one, or one loaded at start) with its array.
+  void add_to_array(const Job& job);
+  // The job's dependencies, an array's id standing for each of its elements.
+  std::vector<std::pair<std::string, sched::DependencyKind>> dependencies_of(const api::JobSpec& spec) const;
   sched::Gates gates_of(const Job& job) const;
   // Why a spec's dependencies can never be met (unknown job, or one that already ended
   // the wrong way), or nullopt.
@@ -231,6 +248,7 @@ class JobManager {
   std::set<std::string> gated_;
   std::map<std::string, std::set<std::string>> dependents_;
   std::set<std::pair<int64_t, std::string>> begins_;
+  std::map<std::string, JobArray> arrays_;
   Timers::Id begin_timer_ = 0;
   int64_t begin_timer_at_ms_ = 0;
   std::vector<std::string> salvaged_;  // recover(): stored jobs kept as FAILED

@@ -60,6 +60,10 @@ void JobManager::forget(const std::string& job_id) {
   unsaved_.erase(job_id);
   events_.erase(job_id);
   set_aside_.erase(job_id);
+  if (auto array = arrays_.find(job.array_id); array != arrays_.end()) {
+    std::erase(array->second.elements, job_id);
+    if (array->second.elements.empty()) arrays_.erase(array);
+  }
   jobs_.erase(it);
   notify_waiters(job_id);
   deps_.logs.remove_job(job_id);

@@ -19,6 +19,11 @@ api::Launch launch_message(const Job& job, const api::TaskKey& key) {
   placement.node_id = task.node_id;
   placement.node_address = task.node_address;
   placement.gpu_ids = task.gpu_ids;
+  if (!job.array_id.empty()) {
+    placement.array_id = job.array_id;
+    placement.array_index = job.array_index;
+    placement.array_size = job.spec.array ? static_cast<int>(job.spec.array->indices.size()) : 0;
+  }
   // The gang's tasks on this node in index order are its local ranks.
   std::vector<std::vector<int>> gpus_by_local_rank;
   for (const auto& other : attempt.tasks) {

@@ -190,3 +190,80 @@ def test_the_sdk_chains_holds_and_releases_jobs(cluster_factory):
     with pytest.raises(ag.AGConflictError):
         first.hold()
     assert later.wait(timeout=30)["started_ms"] >= later.info()["spec"]["begin_ms"]
+
+
+# ---- arrays -------------------------------------------------------------------------------
+
+def test_an_array_runs_each_index_under_its_limit_and_is_seen_stopped_and_logged_whole(cluster_factory, tmp_path):
+    c = cluster_factory("array", workers=WORKER_IPS[:2])
+    running = tmp_path / "running"
+    running.mkdir()
+    # Each element marks itself running while it runs, so the test sees how many overlap.
+    cmd = (f"touch {running}/$AG_ARRAY_INDEX; ls {running} | wc -l >> {tmp_path}/overlap; "
+           f"echo index=$AG_ARRAY_INDEX of $AG_ARRAY_SIZE in $AG_ARRAY_ID; sleep 0.4; rm {running}/$AG_ARRAY_INDEX")
+    proc = c.ag("submit", "--array", "0-5%2", "--num-cpus", 0.5, "--", cmd)
+    array_id = proc.stdout.strip()
+    assert f"Array {array_id} submitted: 6 jobs, {array_id}_0 to {array_id}_5, at most 2 at once" in proc.stderr
+    c.job_ids.update(f"{array_id}_{i}" for i in range(6))
+    status, array = c.api("GET", f"/api/jobs/{array_id}")
+    assert status == 200 and array["size"] == 6 and array["max_running"] == 2, array
+    waiting = [e for e in array["elements"] if e["pending_kind"] == "array_limit"]
+    assert waiting and "runs at most 2 elements at once" in waiting[0]["message"], array["elements"]
+
+    wait_until(lambda: c.api("GET", f"/api/jobs/{array_id}")[1]["state"] == "SUCCEEDED", 60,
+               message="every element to succeed")
+    overlap = [int(n) for n in (tmp_path / "overlap").read_text().split()]
+    assert len(overlap) == 6 and max(overlap) <= 2, overlap
+    out = c.ag("status", array_id).stdout
+    assert out.startswith(f"Array {array_id}: SUCCEEDED\n  6 jobs, at most 2 at once: 6 SUCCEEDED"), out
+    logs = c.ag("logs", array_id).stdout
+    for i in range(6):
+        assert f"==> {array_id}_{i} (index {i}, SUCCEEDED) <==\nindex={i} of 6 in {array_id}\n" in logs, logs
+    assert c.ag("logs", f"{array_id}_4").stdout == f"index=4 of 6 in {array_id}\n"
+    assert c.job(f"{array_id}_4")["array_index"] == 4
+
+    # Stopping the whole array stops what runs and what waits.
+    proc = c.ag("submit", "--array", "0-9%3", "--", "sleep 30")
+    second = proc.stdout.strip()
+    c.job_ids.update(f"{second}_{i}" for i in range(10))
+    wait_until(lambda: c.api("GET", f"/api/jobs/{second}")[1]["counts"].get("RUNNING") == 3, 30,
+               message="three elements to run")
+    assert c.ag("stop-job", second).stdout == f"Stop requested for 10 unfinished job(s) of array {second}\n"
+    wait_until(lambda: c.api("GET", f"/api/jobs/{second}")[1]["counts"] == {"STOPPED": 10}, 30,
+               message="every element to stop")
+    assert c.ag("delete-job", second).stdout == f"Deleted 10 job(s) of array {second}\n"
+    assert c.api("GET", f"/api/jobs/{second}")[0] == 404
+
+
+def test_bad_arrays_are_refused_and_change_nothing(head_only):
+    for value, complaint in (("5-1", "--array: the range 5-1 runs backwards"),
+                             ("0-99%0", "--array: '0' after % is not a positive whole number"),
+                             ("0-20000", "--array: an array has at most 10000 elements"),
+                             ("x", "--array: 'x' is not an index or a range; give indices like 0-99")):
+        proc = head_only.ag("submit", "--array", value, "--", "true", check=False)
+        assert proc.returncode != 0 and complaint in proc.stderr, (value, proc.stderr)
+    status, body = head_only.api("POST", "/api/jobs", {"entrypoint": "true", "array": [0, 1]})
+    assert status == 400 and "field 'array': must be a string like" in body["error"], body
+    status, body = head_only.api("POST", "/api/jobs/batch", {"jobs": [{"entrypoint": "true", "array": "0-9999"},
+                                                                      {"entrypoint": "true"}]})
+    assert status == 400 and "this submit would make 10001 jobs; one submit makes at most 10000" in body["error"], body
+    assert head_only.jobs() == []
+
+
+def test_the_sdk_submits_waits_for_and_stops_an_array(cluster_factory):
+    c = cluster_factory("array-sdk", workers=(WORKER_IPS[0],))
+    client = ag.Client(c.address, token=c.token)
+    array = client.submit_array("test $AG_ARRAY_INDEX != 2", range(4), max_running=2)
+    c.job_ids.update(j.job_id for j in array.jobs())
+    assert [j.job_id for j in array.jobs()] == [f"{array.array_id}_{i}" for i in range(4)]
+    with pytest.raises(ag.AGJobFailedError) as raised:
+        array.wait(timeout=60)
+    assert f"1 of 4 jobs of array {array.array_id} did not succeed: {array.array_id}_2 FAILED" in str(raised.value)
+    assert raised.value.info["counts"] == {"SUCCEEDED": 3, "FAILED": 1}
+    held = client.submit_array("true", "0-2", hold=True)
+    c.job_ids.update(j.job_id for j in held.jobs())
+    assert held.info()["counts"] == {"PENDING": 3}
+    assert held.release()["jobs"] == 3
+    assert held.wait(timeout=60)["state"] == "SUCCEEDED"
+    with pytest.raises(ag.AGValidationError):
+        client.submit_array("true", "0-3%2", max_running=2)

@@ -87,6 +87,13 @@ GateDecision check_gates(const Gates& gates, int64_t now_ms) {
     if (waiting > 1) reason += " and " + std::to_string(waiting - 1) + " more " + (waiting == 2 ? "dependency" : "dependencies");
     return {Verdict::kWait, PendingKind::kDependency, reason, 0};
   }
+  if (gates.array_limit > 0 && !gates.holds_array_slot && gates.array_admitted >= gates.array_limit) {
+    return {Verdict::kWait, PendingKind::kArrayLimit,
+            "array " + gates.array_id + " runs at most " + std::to_string(gates.array_limit) +
+                " elements at once (--array ...%" + std::to_string(gates.array_limit) + "); " +
+                std::to_string(gates.array_admitted) + " are queued or running",
+            0};
+  }
   return {};
 }
 

@@ -5,6 +5,7 @@
 //   a begin time `ag submit --begin TIME`                     until that time
 //   dependencies `--after J` (J succeeded), `--after-any J` (J ended, however),
 //                `--after-failed J` (J ended without success: FAILED or STOPPED)
+//   an array's limit `--array 0-99%8`: at most 8 of its elements queued or running
 //
 // check_gates() is a pure function of the job's gates, its dependencies' outcomes and
 // the time; the head calls it whenever one of those changes (a dependency ends, a
@@ -45,6 +46,12 @@ struct Gates {
   std::string held_by;   // who holds the job ("" when not held)
   int64_t begin_ms = 0;  // wall time before which it may not start (0: none)
   std::vector<Dependency> dependencies;
+  // An array element: its array, how many of the array's elements may be queued or
+  // running at once (0: any number), how many are, and whether this job is one of them.
+  std::string array_id;
+  int array_limit = 0;
+  int array_admitted = 0;
+  bool holds_array_slot = false;
 };
 
 struct GateDecision {
@@ -54,14 +61,15 @@ struct GateDecision {
     kNever,  // a dependency can no longer be met: the job fails with `reason`
   };
   Verdict verdict = Verdict::kOpen;
-  PendingKind kind = PendingKind::kHeld;  // kWait: kHeld, kBeginTime or kDependency
+  PendingKind kind = PendingKind::kHeld;  // kWait: kHeld, kBeginTime, kDependency or kArrayLimit
   std::string reason;
   // kWait on a begin time: when to look again (0 otherwise).
   int64_t wake_at_ms = 0;
 };
 
 // Weighs the gates in order of what a user must act on first: a dependency that can
-// never be met, then a hold, then the begin time, then dependencies still running.
+// never be met, then a hold, then the begin time, then dependencies still running, then
+// the array's limit (a slot goes only to an element nothing else holds back).
 GateDecision check_gates(const Gates& gates, int64_t now_ms);
 
 // "2026-12-01 20:00:00 UTC".

@@ -493,6 +493,7 @@ const char* to_string(PendingKind kind) {
     case PendingKind::kHeld: return "held";
     case PendingKind::kBeginTime: return "begin_time";
     case PendingKind::kDependency: return "dependency";
+    case PendingKind::kArrayLimit: return "array_limit";
   }
   return "unknown";
 }
@@ -500,7 +501,7 @@ const char* to_string(PendingKind kind) {
 std::optional<PendingKind> parse_pending_kind(std::string_view text) {
   for (PendingKind kind : {PendingKind::kNoNodes, PendingKind::kInfeasible, PendingKind::kWaitingForResources,
                            PendingKind::kWaitingBehind, PendingKind::kHeld, PendingKind::kBeginTime,
-                           PendingKind::kDependency}) {
+                           PendingKind::kDependency, PendingKind::kArrayLimit}) {
     if (text == to_string(kind)) return kind;
   }
   return std::nullopt;

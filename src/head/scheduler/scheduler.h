@@ -69,10 +69,11 @@ enum class PendingKind {
   kHeld,                 // held by a user until released
   kBeginTime,            // its begin time has not come
   kDependency,           // jobs it depends on have not ended as it needs
+  kArrayLimit,           // its array has as many elements queued or running as it may
 };
 
 // "no_nodes", "infeasible", "waiting_for_resources", "waiting_behind", "held",
-// "begin_time", "dependency".
+// "begin_time", "dependency", "array_limit".
 const char* to_string(PendingKind kind);
 std::optional<PendingKind> parse_pending_kind(std::string_view text);
 

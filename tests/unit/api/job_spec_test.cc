@@ -129,6 +129,43 @@ TEST(ParseJobSpecTest, OversizedFieldsAreRefusedNamingTheLimit) {
 
 // --- Valid specs -----------------------------------------------------------------
 
+TEST(ParseJobSpecTest, AnArrayIsIndicesAndRangesWithAnOptionalLimit) {
+  auto indices = [](const char* text) { return parse_array_spec(text).value().indices; };
+  EXPECT_EQ(indices("0-4"), (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(indices("7"), (std::vector<int>{7}));
+  EXPECT_EQ(indices("5,1,3,1"), (std::vector<int>{1, 3, 5}));
+  EXPECT_EQ(indices("0-8:4,20"), (std::vector<int>{0, 4, 8, 20}));
+  EXPECT_EQ(parse_array_spec("0-99%8").value().max_running, 8);
+  EXPECT_EQ(parse_array_spec("0-99").value().max_running, 0);
+  EXPECT_EQ(to_string(parse_array_spec("0-3,5,7-9%2").value()), "0-3,5,7-9%2");
+  // The spec keeps it: a stored job reads back the same.
+  auto spec = parse_job_spec({{"entrypoint", "x"}, {"array", "0-9%3"}});
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_EQ(parse_job_spec(to_json(spec.value())).value().array, spec.value().array);
+}
+
+TEST(ParseJobSpecTest, ABadArraySaysWhatIsWrongAndTheForms) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"", "'' is not an index or a range"},
+      {"a-b", "'a-b' is not an index or a range"},
+      {"5-1", "the range 5-1 runs backwards"},
+      {"0-9%0", "'0' after % is not a positive whole number"},
+      {"0-9%x", "'x' after % is not a positive whole number"},
+      {"0-10000", "an array has at most 10000 elements"},
+      {"0-9:0", "'0-9:0' is not an index or a range"},
+      {"1000000", "index 1000000 is over 999999"},
+      {"-3", "'-3' is not an index or a range"},
+  };
+  for (const auto& [text, complaint] : cases) {
+    auto parsed = parse_array_spec(text);
+    ASSERT_FALSE(parsed.ok()) << text;
+    EXPECT_THAT(parsed.error().message, HasSubstr(complaint)) << text;
+    EXPECT_THAT(parsed.error().message, HasSubstr("give indices like 0-99")) << text;
+  }
+  auto spec = parse_job_spec({{"entrypoint", "x"}, {"array", 5}});
+  EXPECT_THAT(spec.error().message, HasSubstr("field 'array': must be a string like \"0-99%8\", got number"));
+}
+
 TEST(ParseJobSpecTest, PriorityIsANumberOrANamedLevel) {
   auto with = [](json priority) { return parse_job_spec({{"entrypoint", "x"}, {"priority", priority}}); };
   EXPECT_EQ(with(250).value().priority, 250);

@@ -150,6 +150,15 @@ TEST(IdsTest, LooksLikeJobIdRejectsOtherShapes) {
   }
 }
 
+TEST(IdsTest, AnArrayElementIsTheArraysIdAndItsIndex) {
+  EXPECT_TRUE(looks_like_job_id("job_0123456789ab_0"));
+  EXPECT_TRUE(looks_like_job_id("job_0123456789ab_999999"));
+  for (const char* bad : {"job_0123456789ab_", "job_0123456789ab_1000000", "job_0123456789ab_-1", "job_0123456789ab_1a",
+                          "job_0123456789ab-1", "job_0123456789ab_1/..", "job_0123456789ab__1"}) {
+    EXPECT_FALSE(looks_like_job_id(bad)) << bad;
+  }
+}
+
 // --- net::parse_target / url_encode ----------------------------------------------
 
 TEST(ParseTargetTest, PathWithoutQuery) {

@@ -254,5 +254,72 @@ TEST_F(JobGatesTest, StoppingAGatedJobEndsIt) {
   EXPECT_EQ(job(dependent).state, JobState::kStopped);
 }
 
+TEST_F(JobGatesTest, AnArrayRunsAtMostItsLimitAndEachElementKnowsItsIndex) {
+  add_node("node_a", 16);
+  api::JobSpec s = spec();
+  s.array = api::parse_array_spec("0-5%2").value();
+  const std::string array_id = submit(s);
+  const JobArray* array = jobs_->find_array(array_id);
+  ASSERT_NE(array, nullptr);
+  ASSERT_EQ(array->elements.size(), 6u);
+  EXPECT_EQ(array->elements[0], array_id + "_0");
+  EXPECT_EQ(job(array_id + "_0").state, JobState::kRunning);
+  EXPECT_EQ(job(array_id + "_1").state, JobState::kRunning);
+  EXPECT_EQ(job(array_id + "_2").pending_kind, sched::PendingKind::kArrayLimit);
+  EXPECT_EQ(job(array_id + "_2").message,
+            "array " + array_id + " runs at most 2 elements at once (--array ...%2); 2 are queued or running");
+  auto launches = channel_.take<api::Launch>();
+  ASSERT_EQ(launches.size(), 2u);
+  EXPECT_EQ(launches[1].second.env.at("AG_ARRAY_ID"), array_id);
+  EXPECT_EQ(launches[1].second.env.at("AG_ARRAY_INDEX"), "1");
+  EXPECT_EQ(launches[1].second.env.at("AG_ARRAY_SIZE"), "6");
+
+  // One ends (however): the lowest waiting index takes its place.
+  exit_all(array_id + "_1", 0, 1, 1);
+  EXPECT_EQ(job(array_id + "_2").state, JobState::kRunning);
+  EXPECT_EQ(job(array_id + "_3").state, JobState::kPending);
+  // A held element gives its place up; released, it waits for one again.
+  ASSERT_TRUE(set_hold(array_id + "_3", true).ok());
+  ASSERT_TRUE(set_hold(array_id + "_4", true).ok());
+  exit_all(array_id + "_0", 0, 1, 0);
+  EXPECT_EQ(job(array_id + "_5").state, JobState::kRunning);
+  ASSERT_TRUE(set_hold(array_id + "_3", false).ok());
+  EXPECT_EQ(job(array_id + "_3").pending_kind, sched::PendingKind::kArrayLimit);
+
+  // After a restart the limit still holds, counting the elements that run.
+  make_manager();
+  ASSERT_TRUE(jobs_->recover().ok());
+  clock_.run_ready();
+  EXPECT_EQ(job(array_id + "_3").pending_kind, sched::PendingKind::kArrayLimit);
+  EXPECT_EQ(jobs_->find_array(array_id)->admitted.size(), 2u);
+}
+
+TEST_F(JobGatesTest, AJobAfterAnArrayWaitsForEveryElement) {
+  add_node("node_a", 16);
+  api::JobSpec s = spec();
+  s.array = api::parse_array_spec("0-2").value();
+  const std::string array_id = submit(s);
+  const std::string merge = submit(after(&api::JobSpec::after, {array_id}));
+  EXPECT_EQ(job(merge).message, "waiting for " + array_id + "_0 to succeed (--after) and 2 more dependencies");
+  exit_all(array_id + "_0", 0, 1, 0);
+  exit_all(array_id + "_2", 0, 1, 0);
+  EXPECT_EQ(job(merge).state, JobState::kPending);
+  exit_all(array_id + "_1", 0, 1, 0);
+  EXPECT_EQ(job(merge).state, JobState::kRunning);
+}
+
+TEST_F(JobGatesTest, OneSubmitMakesAtMostTenThousandJobs) {
+  add_node("node_a", 16);
+  api::JobSpec s = spec();
+  s.array = api::parse_array_spec("0-9999").value();
+  std::vector<api::JobSpec> two{s, spec()};
+  std::optional<Result<std::vector<std::string>>> result;
+  jobs_->submit_all(two, [&](Result<std::vector<std::string>> ids) { result = std::move(ids); });
+  clock_.run_ready();
+  ASSERT_TRUE(result.has_value() && !result->ok());
+  EXPECT_EQ(result->error().message, "this submit would make 10001 jobs; one submit makes at most 10000 (no job was submitted)");
+  EXPECT_TRUE(jobs_->list().empty());
+}
+
 }  // namespace
 }  // namespace ag::head
