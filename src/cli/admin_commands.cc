@@ -9,6 +9,7 @@
 #include "cli/api_client.h"
 #include "cli/commands.h"
 #include "cli/table.h"
+#include "common/amounts.h"
 #include "common/private_dir.h"
 #include "net/auth.h"
 #include "net/http_client.h"
@@ -295,6 +296,70 @@ int pull_image(const ConnectionOptions& options, const std::string& image, const
     std::cerr << "error: " << failed << " of " << total << " node(s) could not pull " << image << " (see above)\n";
   }
   return failed == 0 ? 0 : 1;
+}
+
+// ---- quotas --------------------------------------------------------------------------
+
+namespace {
+
+// "user alice" and /api/quotas/users/alice (or a group's).
+std::pair<std::string, std::string> quota_subject(const QuotaOptions& quota) {
+  if (quota.user.empty()) return {"group " + quota.group, "/api/quotas/groups/" + net::url_encode(quota.group)};
+  return {"user " + quota.user, "/api/quotas/users/" + net::url_encode(quota.user)};
+}
+
+}  // namespace
+
+int quota_set(const ConnectionOptions& options, const QuotaOptions& quota) {
+  if (quota.user.empty() == quota.group.empty()) return usage_error("give --user NAME or --group NAME (one of them)");
+  json body = json::object();
+  if (quota.max_gpus) body["max_gpus"] = *quota.max_gpus;
+  if (quota.max_cpus) body["max_cpus"] = *quota.max_cpus;
+  if (quota.max_memory_gb) body["max_memory"] = static_cast<int64_t>(*quota.max_memory_gb * (int64_t{1} << 30));
+  if (quota.max_running_jobs) body["max_running_jobs"] = *quota.max_running_jobs;
+  if (body.empty()) {
+    return usage_error("give at least one of --max-gpus, --max-cpus, --max-memory, --max-running-jobs "
+                       "(`ag quota remove` removes a quota)");
+  }
+  const auto [who, target] = quota_subject(quota);
+  return print_or_fail(options, call(options, "PUT", target, body), "Quota of " + who + " set.");
+}
+
+int quota_remove(const ConnectionOptions& options, const QuotaOptions& quota) {
+  if (quota.user.empty() == quota.group.empty()) return usage_error("give --user NAME or --group NAME (one of them)");
+  const auto [who, target] = quota_subject(quota);
+  return print_or_fail(options, call(options, "DELETE", target), "Quota of " + who + " removed.");
+}
+
+int quota_list(const ConnectionOptions& options) {
+  auto res = call(options, "GET", "/api/quotas");
+  if (!res.ok()) return fail(res.error());
+  if (json_output(options)) {
+    std::cout << res.value().dump(2) << "\n";
+    return 0;
+  }
+  // "used/limit" for each limit set, "used" alone for the others.
+  const auto cell = [](const json& entry, const char* limit, const char* used, bool memory, bool cpus) {
+    const int64_t have = entry["use"][used].get<int64_t>();
+    const auto text = [&](int64_t n) {
+      return memory ? format_memory(n) : cpus ? format_cpus(n) : std::to_string(n);
+    };
+    return entry[limit].is_null() ? text(have) : text(have) + "/" + text(entry[limit].get<int64_t>());
+  };
+  Table table({"KIND", "NAME", "GPUS", "CPUS", "MEMORY", "RUNNING JOBS"});
+  for (const char* kind : {"users", "groups"}) {
+    for (const auto& [name, entry] : res.value()[kind].items()) {
+      table.add({std::string(kind) == "users" ? "user" : "group", name, cell(entry, "max_gpus", "gpus", false, false),
+                 cell(entry, "max_cpu_millis", "cpu_millis", false, true), cell(entry, "max_memory", "memory", true, false),
+                 cell(entry, "max_running_jobs", "running_jobs", false, false)});
+    }
+  }
+  if (res.value()["users"].empty() && res.value()["groups"].empty()) {
+    std::cout << "No quotas: every user may use the whole cluster. Set one with `ag quota set --user NAME --max-gpus N`.\n";
+    return 0;
+  }
+  table.print(std::cout);
+  return 0;
 }
 
 }  // namespace ag::cli

@@ -85,6 +85,19 @@ int user_set_enabled(const ConnectionOptions& conn, const std::string& name, boo
 int user_rotate(const ConnectionOptions& conn, const std::string& name);
 int token_create_join(const ConnectionOptions& conn, const std::string& ttl);
 int token_list(const ConnectionOptions& conn);
+
+// ag quota set|remove|list: a user's or group's limits (admin to set; anyone may list).
+struct QuotaOptions {
+  std::string user;
+  std::string group;
+  std::optional<int64_t> max_gpus;
+  std::optional<double> max_cpus;
+  std::optional<double> max_memory_gb;
+  std::optional<int64_t> max_running_jobs;
+};
+int quota_set(const ConnectionOptions& conn, const QuotaOptions& quota);
+int quota_remove(const ConnectionOptions& conn, const QuotaOptions& quota);
+int quota_list(const ConnectionOptions& conn);
 int token_revoke(const ConnectionOptions& conn, const std::string& id);
 int remove_node(const ConnectionOptions& conn, const std::string& node_id);
 // ag drain NODE / ag resume NODE.

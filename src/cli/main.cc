@@ -244,6 +244,21 @@ int run(int argc, char** argv) {
 
   std::string token_ttl = "24h", token_id;
   bool token_join = false;
+  QuotaOptions quota;
+  auto* quota_cmd = app.add_subcommand("quota", "Quotas: the most a user or group may hold at once");
+  quota_cmd->require_subcommand(1);
+  auto* quota_set_cmd = quota_cmd->add_subcommand("set", "Set a user's or group's quota (admin); unset limits have none");
+  auto* quota_remove_cmd = quota_cmd->add_subcommand("remove", "Remove a user's or group's quota (admin)");
+  for (auto* cmd : {quota_set_cmd, quota_remove_cmd}) {
+    cmd->add_option("--user", quota.user, "The user");
+    cmd->add_option("--group", quota.group, "The group (its users together)");
+  }
+  quota_set_cmd->add_option("--max-gpus", quota.max_gpus, "GPUs held at once")->check(CLI::NonNegativeNumber);
+  quota_set_cmd->add_option("--max-cpus", quota.max_cpus, "CPUs held at once")->check(CLI::NonNegativeNumber);
+  quota_set_cmd->add_option("--max-memory", quota.max_memory_gb, "Memory held at once, GiB")->check(CLI::NonNegativeNumber);
+  quota_set_cmd->add_option("--max-running-jobs", quota.max_running_jobs, "Jobs running at once")
+      ->check(CLI::NonNegativeNumber);
+  auto* quota_list_cmd = quota_cmd->add_subcommand("list", "Each quota with what it holds now (used/limit)");
   auto* token_cmd = app.add_subcommand("token", "Manage join tokens, which only add nodes (admin)");
   token_cmd->require_subcommand(1);
   auto* token_create_cmd = token_cmd->add_subcommand("create", "Make a join token: ag token create --join [--ttl 24h]");
@@ -361,6 +376,9 @@ int run(int argc, char** argv) {
   if (*user_disable_cmd) return user_set_enabled(conn, user_name, false);
   if (*user_enable_cmd) return user_set_enabled(conn, user_name, true);
   if (*user_rotate_cmd) return user_rotate(conn, user_name);
+  if (*quota_set_cmd) return quota_set(conn, quota);
+  if (*quota_remove_cmd) return quota_remove(conn, quota);
+  if (*quota_list_cmd) return quota_list(conn);
   if (*token_create_cmd) return token_create_join(conn, token_ttl);
   if (*token_list_cmd) return token_list(conn);
   if (*token_revoke_cmd) return token_revoke(conn, token_id);

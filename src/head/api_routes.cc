@@ -261,6 +261,8 @@ void ApiRoutes::handle_authenticated(const net::HttpRequest& req, const Principa
   if (path.rfind("/api/images/", 0) == 0) return handle_images(req, who, respond);
   if (path.rfind("/api/nodes/", 0) == 0) return handle_node(req, who, path.substr(std::string("/api/nodes/").size()), respond);
   if (path == "/api/jobs/batch") return handle_submit_batch(req, who, respond);
+  if (path == "/api/quotas") return handle_quotas(req, who, "", respond);
+  if (path.rfind("/api/quotas/", 0) == 0) return handle_quotas(req, who, path.substr(std::string("/api/quotas/").size()), respond);
   static const std::string kJobsPrefix = "/api/jobs/";
   if (path.rfind(kJobsPrefix, 0) == 0) {
     std::string rest = path.substr(kJobsPrefix.size());
@@ -333,7 +335,7 @@ void ApiRoutes::handle_job(const net::HttpRequest& req, const Principal& who, co
   const Job* job = deps_.jobs.find(job_id);
   if (!job) {
     if (const JobArray* array = deps_.jobs.find_array(job_id)) {
-      return handle_array(req, who, *array, job_id, action, std::move(respond));
+      return handle_array(req, who, *array, job_id, action, respond);
     }
     return respond(error_response(404, "no job with id '" + job_id + "'; list jobs with `ag list-jobs`"));
   }

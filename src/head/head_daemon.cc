@@ -97,6 +97,7 @@ int run_head(const HeadConfig& config, const std::function<void(const Status&, c
   JobManagerConfig jm_config;
   jm_config.kill_grace_ms = config.kill_grace_ms;
   JobManager jobs({timers, *store.value(), nodes, nodes, logs, clock}, jm_config);
+  jobs.set_groups_of([&access](const std::string& user) { return access.groups_of(user); });
   if (Status s = jobs.recover(); !s) {
     on_ready(s, "");
     return 1;

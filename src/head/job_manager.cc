@@ -43,6 +43,7 @@ JobManager::~JobManager() {
 }
 
 Status JobManager::recover() {
+  if (Status s = recover_quotas(); !s) return s;
   // Nodes an admin drained stay drained.
   auto drained = deps_.store.get(store::kMetaTable, kDrainedNodesKey);
   if (!drained.ok()) return drained.error();
@@ -594,6 +595,18 @@ void JobManager::run_schedule() {
   // Jobs waiting out their retry delay are looked at again when it ends.
   const int64_t now_ms = deps_.clock.now_ms();
   int64_t next_retry_ms = 0;
+  // Jobs whose owner holds all their quota allows wait with that reason and take no
+  // place in the window (it only grows during the pass), so one user's backlog never
+  // stops the others'.
+  std::map<std::string, sched::Use> use = use_by_owner();
+  std::set<std::string> owners;  // whose groups group quotas need
+  if (!quotas_.groups.empty()) {
+    for (const auto& [owner, _] : use) owners.insert(owner);
+    for (const auto& [_, id] : pending_) owners.insert(jobs_.at(id).owner);
+  }
+  const sched::QuotaPolicy policy = quota_policy(owners);
+  const sched::QuotaLedger ledger(policy, use);
+  std::vector<sched::PendingReason> over_quota;
   for (const auto& [_, id] : pending_) {
     if (queue.size() >= kMaxJobsPerPass) break;
     if (set_aside_.count(id)) continue;
@@ -602,10 +615,17 @@ void JobManager::run_schedule() {
       next_retry_ms = next_retry_ms == 0 ? job.retry_at_ms : std::min(next_retry_ms, job.retry_at_ms);
       continue;
     }
-    queue.push_back(pending_job(id, job.spec));
+    sched::PendingJob pending = pending_job(id, job.spec);
+    pending.owner = job.owner;
+    if (auto why = ledger.over_quota(pending)) {
+      over_quota.push_back({id, sched::PendingKind::kQuota, std::move(*why)});
+      continue;
+    }
+    queue.push_back(std::move(pending));
   }
   if (next_retry_ms != 0) schedule_at(next_retry_ms);
-  sched::Plan plan = sched::schedule(nodes, queue);
+  sched::Plan plan = sched::schedule(nodes, queue, policy, std::move(use));
+  plan.pending.insert(plan.pending.end(), over_quota.begin(), over_quota.end());
 
   for (const auto& placement : plan.placements) {
     Job& job = jobs_[placement.job_id];

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <functional>
+#include <nlohmann/json_fwd.hpp>
 #include <map>
 #include <memory>
 #include <optional>
@@ -34,6 +35,7 @@
 #include "head/log_store.h"
 #include "head/node_registry.h"
 #include "head/scheduler/gates.h"
+#include "head/scheduler/quotas.h"
 #include "head/store/kv_store.h"
 #include "head/worker_channel.h"
 
@@ -53,6 +55,10 @@ struct JobArray {
   std::set<std::string> admitted;     // elements queued or running (they use the limit)
   std::set<std::pair<int, std::string>> throttled;  // (index, id): waiting for a place under it
 };
+
+// A quota's limits as the API shows them: {"max_gpus", "max_cpu_millis", "max_memory",
+// "max_running_jobs"}, null for no limit (job_quotas.cc).
+nlohmann::json quota_limits_json(const sched::Limits& limits);
 
 class JobManager {
  public:
@@ -131,6 +137,18 @@ class JobManager {
   // job_gates.cc.
   void set_hold(const std::string& job_id, bool hold, const std::string& by, std::function<void(Status)> done);
 
+  // Quotas (job_quotas.cc): the most each user, or group of users, may hold at once.
+  // set_quota sets a user's (or, with `group`, a group's) limits, or removes them when
+  // none is set, once stored. Errors: the store's (nothing changes then).
+  void set_quota(bool group, const std::string& name, const sched::Limits& limits, std::function<void(Status)> done);
+  const sched::QuotaPolicy& quotas() const { return quotas_; }
+  // What each user's running jobs hold now.
+  std::map<std::string, sched::Use> use_by_owner() const;
+  // Where a user's groups come from (the head's access control), for group quotas.
+  void set_groups_of(std::function<std::vector<std::string>(const std::string&)> groups_of) {
+    groups_of_ = std::move(groups_of);
+  }
+
   // Calls `changed` once, at the job's next change of state, attempt or task (at once
   // when the job is finished or unknown). Returns an id for cancel_watch.
   uint64_t watch(const std::string& job_id, std::function<void()> changed);
@@ -193,6 +211,9 @@ class JobManager {
   std::optional<Error> check_submissions(const std::vector<api::JobSpec>& specs, const std::string& owner) const;
   // Nodes came or went: jobs set aside as infeasible are looked at again.
   void cluster_changed();
+  Status recover_quotas();
+  // The quotas with the groups of `owners` filled in.
+  sched::QuotaPolicy quota_policy(const std::set<std::string>& owners) const;
   void apply(Job& job, const Effects& fx);
   // Gates (job_gates.cc). admit: where a PENDING job not running waits: in the queue
   // once every gate is open (`opened_by` is its event then), else gated (or FAILED
@@ -249,6 +270,8 @@ class JobManager {
   std::map<std::string, std::set<std::string>> dependents_;
   std::set<std::pair<int64_t, std::string>> begins_;
   std::map<std::string, JobArray> arrays_;
+  sched::QuotaPolicy quotas_;  // users' and groups' limits (groups_of left empty)
+  std::function<std::vector<std::string>(const std::string&)> groups_of_;
   Timers::Id begin_timer_ = 0;
   int64_t begin_timer_at_ms_ = 0;
   std::vector<std::string> salvaged_;  // recover(): stored jobs kept as FAILED

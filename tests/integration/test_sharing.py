@@ -2,6 +2,7 @@
 dependencies, holds and begin times keep jobs out of it until they may run."""
 import datetime
 import os
+import re
 import signal
 import sys
 import time
@@ -267,3 +268,81 @@ def test_the_sdk_submits_waits_for_and_stops_an_array(cluster_factory):
     assert held.wait(timeout=60)["state"] == "SUCCEEDED"
     with pytest.raises(ag.AGValidationError):
         client.submit_array("true", "0-3%2", max_running=2)
+
+
+# ---- quotas -------------------------------------------------------------------------------
+
+def _add_user(c, name, *args):
+    out = c.ag_json("user", "add", name, *args)
+    return out["token"]
+
+
+def _submit_as(c, token, *args):
+    proc = c.ag("submit", "--no-wait", *args, env={"AG_TOKEN": token})
+    job_id = proc.stdout.strip().splitlines()[-1]
+    c.job_ids.add(job_id)
+    return job_id
+
+
+def test_a_quota_keeps_a_user_to_her_share_and_her_next_job_starts_when_she_has_room(cluster_factory):
+    c = cluster_factory("quotas", workers=WORKER_IPS[:2])  # 2 CPUs each
+    alice = _add_user(c, "alice", "--group", "vision")
+    bob = _add_user(c, "bob", "--group", "vision")
+    carol = _add_user(c, "carol")
+    assert c.ag("quota", "set", "--user", "alice", "--max-cpus", 2).stdout == "Quota of user alice set.\n"
+    c.ag("quota", "set", "--group", "vision", "--max-running-jobs", 2)
+    first = _submit_as(c, alice, "--num-cpus", 1, "--", "sleep 3")
+    second = _submit_as(c, alice, "--num-cpus", 1, "--", "sleep 3")
+    third = _submit_as(c, alice, "--num-cpus", 1, "--", "true")
+    wait_until(lambda: c.job(third).get("pending_kind") == "quota", 20, message="alice's third job to wait for quota")
+    assert c.job(third)["message"] == "user alice holds 2 of the 2 CPUs its quota allows; this job needs 1"
+    # Nobody else is held back: carol's job behind it runs on the free CPUs. Bob is in
+    # alice's group, which runs 2 jobs already.
+    other = _submit_as(c, carol, "--num-cpus", 1, "--", "true")
+    assert c.wait_state(other, ("SUCCEEDED", "FAILED"), timeout=30)["state"] == "SUCCEEDED"
+    grouped = _submit_as(c, bob, "--num-cpus", 1, "--", "true")
+    wait_until(lambda: c.job(grouped).get("pending_kind") == "quota", 20, message="bob's job to wait for his group")
+    assert c.job(grouped)["message"] == "group vision (of user bob) runs 2 of the 2 jobs its quota allows"
+
+    listed = c.ag("quota", "list").stdout
+    rows = {tuple(re.split(r"\s{2,}", line.strip())[:2]): re.split(r"\s{2,}", line.strip())[2:]
+            for line in listed.splitlines()[1:]}
+    assert rows[("user", "alice")] == ["0", "2/2", "0 B", "2"], listed
+    assert rows[("group", "vision")] == ["0", "2", "0 B", "2/2"], listed
+    status, quotas = c.api("GET", "/api/quotas", token=carol)  # anyone may read them
+    assert status == 200 and quotas["users"]["alice"]["max_cpu_millis"] == 2000, quotas
+
+    # Her first jobs end: the third starts by itself, and bob's too.
+    for job_id in (first, second, third, grouped):
+        assert c.wait_state(job_id, ("SUCCEEDED", "FAILED"), timeout=60)["state"] == "SUCCEEDED"
+    assert c.job(third)["started_ms"] >= min(c.job(first)["finished_ms"], c.job(second)["finished_ms"])
+
+    # A quota survives a head restart; removing it lets her use the whole cluster.
+    head = c.head_pid()
+    os.kill(head, signal.SIGKILL)
+    wait_until(lambda: not pid_alive(head), 10, message="the head to die")
+    c.start_head()
+    assert c.api("GET", "/api/quotas")[1]["users"]["alice"]["max_cpu_millis"] == 2000
+    c.ag("quota", "remove", "--group", "vision")
+    assert c.ag("quota", "remove", "--user", "alice").stdout == "Quota of user alice removed.\n"
+    assert "No quotas" in c.ag("quota", "list").stdout
+
+
+def test_bad_quotas_are_refused_and_only_an_admin_sets_one(cluster_factory):
+    c = cluster_factory("quotas-bad", workers=(WORKER_IPS[0],))
+    alice = _add_user(c, "alice")
+    for args, complaint in ((("--max-gpus", 2), "give --user NAME or --group NAME"),
+                            (("--user", "alice", "--group", "g", "--max-gpus", 2), "give --user NAME or --group NAME"),
+                            (("--user", "alice"), "give at least one of --max-gpus"),
+                            (("--user", "Alice!", "--max-gpus", 1), "user name"),
+                            (("--user", "alice", "--max-gpus", -1), "--max-gpus")):
+        proc = c.ag("quota", "set", *args, check=False)
+        assert proc.returncode != 0 and complaint in proc.stderr, (args, proc.stderr)
+    for body, complaint in (({"max_gpu": 1}, "unknown field 'max_gpu'"),
+                            ({"max_gpus": "8"}, "field 'max_gpus' must be a whole number"),
+                            ({"max_cpus": -2}, "field 'max_cpus' must be a number of CPUs")):
+        status, answer = c.api("PUT", "/api/quotas/users/alice", body)
+        assert status == 400 and complaint in answer["error"], (body, answer)
+    proc = c.ag("quota", "set", "--user", "alice", "--max-gpus", 100, env={"AG_TOKEN": alice}, check=False)
+    assert proc.returncode != 0 and "setting quotas: only an admin can do this" in proc.stderr, proc.stderr
+    assert c.api("GET", "/api/quotas")[1] == {"users": {}, "groups": {}}

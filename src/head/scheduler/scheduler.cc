@@ -494,6 +494,7 @@ const char* to_string(PendingKind kind) {
     case PendingKind::kBeginTime: return "begin_time";
     case PendingKind::kDependency: return "dependency";
     case PendingKind::kArrayLimit: return "array_limit";
+    case PendingKind::kQuota: return "quota";
   }
   return "unknown";
 }
@@ -501,7 +502,7 @@ const char* to_string(PendingKind kind) {
 std::optional<PendingKind> parse_pending_kind(std::string_view text) {
   for (PendingKind kind : {PendingKind::kNoNodes, PendingKind::kInfeasible, PendingKind::kWaitingForResources,
                            PendingKind::kWaitingBehind, PendingKind::kHeld, PendingKind::kBeginTime,
-                           PendingKind::kDependency, PendingKind::kArrayLimit}) {
+                           PendingKind::kDependency, PendingKind::kArrayLimit, PendingKind::kQuota}) {
     if (text == to_string(kind)) return kind;
   }
   return std::nullopt;
@@ -533,7 +534,13 @@ bool needs_any_of(const Resources& need, const Resources& dims) {
 }
 
 Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>& queue) {
+  return schedule(nodes, queue, QuotaPolicy{}, {});
+}
+
+Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>& queue, const QuotaPolicy& quotas,
+              std::map<std::string, Use> use) {
   Plan plan;
+  QuotaLedger ledger(quotas, std::move(use));
   std::vector<WorkingNode> working = make_working_nodes(nodes);
   const Resources largest = largest_node(working);
   // The dimensions blocked jobs already hold whole: the jobs further back that need
@@ -555,6 +562,11 @@ Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>&
       plan.pending.push_back({job.job_id, PendingKind::kInfeasible, std::move(*reason)});
       continue;
     }
+    // Over its owner's quota: it waits, and holds nothing back from the jobs behind it.
+    if (auto reason = ledger.over_quota(job)) {
+      plan.pending.push_back({job.job_id, PendingKind::kQuota, std::move(*reason)});
+      continue;
+    }
 
     if (needs_any_of(job.per_task, saturated)) {
       plan.pending.push_back({job.job_id, PendingKind::kWaitingBehind, behind_reason});
@@ -572,6 +584,7 @@ Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>&
     if (free_slots >= n) {
       plan.placements.push_back(
           commit_placement(working, job, choose_nodes(std::move(candidates), job)));
+      ledger.add(job);
       continue;
     }
 

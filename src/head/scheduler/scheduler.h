@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/resources.h"
+#include "head/scheduler/quotas.h"
 
 namespace ag::sched {
 
@@ -44,6 +45,7 @@ struct PendingJob {
   std::map<std::string, std::string> constraints;  // labels each of its nodes must have
   bool needs_containers = false;                    // runs in an image: only on nodes with an engine
   std::vector<std::string> mount_sources;           // node paths each of its nodes must allow mounting
+  std::string owner;                                // the user whose quotas it counts against
 };
 
 struct TaskPlacement {
@@ -70,10 +72,11 @@ enum class PendingKind {
   kBeginTime,            // its begin time has not come
   kDependency,           // jobs it depends on have not ended as it needs
   kArrayLimit,           // its array has as many elements queued or running as it may
+  kQuota,                // its owner (or their group) holds all their quota allows
 };
 
 // "no_nodes", "infeasible", "waiting_for_resources", "waiting_behind", "held",
-// "begin_time", "dependency", "array_limit".
+// "begin_time", "dependency", "array_limit", "quota".
 const char* to_string(PendingKind kind);
 std::optional<PendingKind> parse_pending_kind(std::string_view text);
 
@@ -101,6 +104,12 @@ struct Plan {
 // Nodes with schedulable == false are ignored. The result is deterministic and does
 // not depend on the order of `nodes` (ties are broken by node_id).
 Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>& queue);
+
+// The same under quotas (quotas.h): a job that would take its owner or their group over
+// a quota is left pending (kQuota, with the reason) and reserves nothing. `use`: what
+// each owner's running jobs hold now.
+Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>& queue, const QuotaPolicy& quotas,
+              std::map<std::string, Use> use);
 
 // Why the schedulable `nodes` could never hold `job` however long it waited (the
 // reason schedule() would give with kInfeasible), or nullopt when they could, or when

@@ -1,0 +1,116 @@
+// Quotas as the head keeps them (head/scheduler/quotas.h decides): the admin's limits
+// per user and per group, stored in the meta table so they hold across restarts, and
+// what each user's running jobs hold, for the scheduler and `ag quota list`.
+#include <nlohmann/json.hpp>
+
+#include "head/job_manager.h"
+
+namespace ag::head {
+
+using nlohmann::json;
+
+namespace {
+
+// The meta table's record of quotas: {"users": {name: limits}, "groups": {...}}.
+constexpr const char* kQuotasKey = "quotas";
+
+json limits_to_json(const sched::Limits& limits) {
+  json j = json::object();
+  const auto put = [&j](const char* key, int64_t value) { j[key] = value < 0 ? json(nullptr) : json(value); };
+  put("max_gpus", limits.gpus);
+  put("max_cpu_millis", limits.cpu_millis);
+  put("max_memory", limits.memory_bytes);
+  put("max_running_jobs", limits.running_jobs);
+  return j;
+}
+
+sched::Limits limits_from_json(const json& j) {
+  sched::Limits limits;
+  const auto get = [&j](const char* key) {
+    return j.contains(key) && j[key].is_number_integer() ? j[key].get<int64_t>() : int64_t{-1};
+  };
+  limits.gpus = get("max_gpus");
+  limits.cpu_millis = get("max_cpu_millis");
+  limits.memory_bytes = get("max_memory");
+  limits.running_jobs = get("max_running_jobs");
+  return limits;
+}
+
+json quotas_to_json(const sched::QuotaPolicy& policy) {
+  json out = {{"users", json::object()}, {"groups", json::object()}};
+  for (const auto& [name, limits] : policy.users) out["users"][name] = limits_to_json(limits);
+  for (const auto& [name, limits] : policy.groups) out["groups"][name] = limits_to_json(limits);
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json quota_limits_json(const sched::Limits& limits) { return limits_to_json(limits); }
+
+Status JobManager::recover_quotas() {
+  auto stored = deps_.store.get(store::kMetaTable, kQuotasKey);
+  if (!stored.ok()) return stored.error();
+  if (!stored.value()) return {};
+  const json doc = json::parse(*stored.value(), nullptr, false);
+  if (!doc.is_object()) return {};
+  for (const char* kind : {"users", "groups"}) {
+    if (!doc.contains(kind) || !doc[kind].is_object()) continue;
+    auto& into = std::string(kind) == "users" ? quotas_.users : quotas_.groups;
+    for (const auto& [name, limits] : doc[kind].items()) into[name] = limits_from_json(limits);
+  }
+  return {};
+}
+
+void JobManager::set_quota(bool group, const std::string& name, const sched::Limits& limits,
+                           std::function<void(Status)> done) {
+  sched::QuotaPolicy next = quotas_;
+  auto& table = group ? next.groups : next.users;
+  if (limits.any()) {
+    table[name] = limits;
+  } else {
+    table.erase(name);
+  }
+  std::vector<store::Mutation> batch{{store::kMetaTable, kQuotasKey, quotas_to_json(next).dump()}};
+  auto alive = alive_;
+  deps_.store.write(std::move(batch), [this, alive, next, done = std::move(done)](const Status& status) {
+    deps_.timers.post([this, alive, next, done, status] {
+      if (!*alive) return;
+      if (!status) return done(status.error());
+      quotas_.users = next.users;
+      quotas_.groups = next.groups;
+      // Jobs over the old quota may fit the new one (and every pending reason is redone).
+      request_schedule();
+      done({});
+    });
+  });
+}
+
+std::map<std::string, sched::Use> JobManager::use_by_owner() const {
+  std::map<std::string, sched::Use> use;
+  for (const auto& id : active_) {
+    const Job& job = jobs_.at(id);
+    const AttemptRecord* attempt = job.current_attempt();
+    if (!attempt) continue;
+    sched::Use& owner = use[job.owner];
+    bool live = false;
+    for (const auto& task : attempt->tasks) {
+      if (task.terminal()) continue;
+      owner.held += job.spec.per_task();
+      live = true;
+    }
+    owner.running_jobs += live ? 1 : 0;
+  }
+  return use;
+}
+
+sched::QuotaPolicy JobManager::quota_policy(const std::set<std::string>& owners) const {
+  sched::QuotaPolicy policy;
+  policy.users = quotas_.users;
+  policy.groups = quotas_.groups;
+  if (!policy.groups.empty() && groups_of_) {
+    for (const auto& owner : owners) policy.groups_of[owner] = groups_of_(owner);
+  }
+  return policy;
+}
+
+}  // namespace ag::head

@@ -1,0 +1,65 @@
+// Quotas: the most a user, or a group of users together, may hold at once — GPUs, CPUs,
+// memory, running jobs. A job that would take its owner or one of the owner's groups
+// over a quota waits (PENDING, kind kQuota, with the reason) and reserves nothing; it
+// starts the moment it fits, as jobs of that user end or the admin raises the quota.
+//
+// Pure: the ledger starts from what running jobs hold (by owner) and adds what a pass
+// places, so the check is exact within a pass.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/resources.h"
+
+namespace ag::sched {
+
+struct PendingJob;
+
+// Maxima; -1 for no limit.
+struct Limits {
+  int64_t gpus = -1;
+  int64_t cpu_millis = -1;
+  int64_t memory_bytes = -1;
+  int64_t running_jobs = -1;
+  bool operator==(const Limits&) const = default;
+  bool any() const { return gpus >= 0 || cpu_millis >= 0 || memory_bytes >= 0 || running_jobs >= 0; }
+};
+
+// What one owner (or group) holds now.
+struct Use {
+  Resources held;
+  int64_t running_jobs = 0;
+};
+
+struct QuotaPolicy {
+  std::map<std::string, Limits> users;
+  std::map<std::string, Limits> groups;
+  std::map<std::string, std::vector<std::string>> groups_of;  // user -> their groups
+  bool empty() const { return users.empty() && groups.empty(); }
+};
+
+class QuotaLedger {
+ public:
+  // `use`: what each owner's running jobs hold now.
+  QuotaLedger(const QuotaPolicy& policy, std::map<std::string, Use> use);
+
+  // Why placing `job` would take its owner or a group of theirs over a quota, in words
+  // ("user alice holds 8 of the 8 GPUs her quota allows; this job needs 2"), or nullopt.
+  std::optional<std::string> over_quota(const PendingJob& job) const;
+  // The job was placed: its owner and their groups hold it now.
+  void add(const PendingJob& job);
+
+  const std::map<std::string, Use>& users() const { return users_; }
+  const std::map<std::string, Use>& groups() const { return groups_; }
+
+ private:
+  const QuotaPolicy& policy_;
+  std::map<std::string, Use> users_;
+  std::map<std::string, Use> groups_;
+};
+
+}  // namespace ag::sched

@@ -1,0 +1,156 @@
+// Quotas in the pure scheduler (quotas.h): a job over its owner's or group's quota waits
+// with the reason and holds nothing back; a simulated cluster never passes a quota.
+#include "head/scheduler/quotas.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "scheduler/scheduler_fixtures.h"
+
+namespace ag::sched {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::make_job;
+using testing::make_node;
+
+PendingJob owned(PendingJob job, const std::string& owner) {
+  job.owner = owner;
+  return job;
+}
+
+Limits gpus(int64_t n) {
+  Limits limits;
+  limits.gpus = n;
+  return limits;
+}
+
+const PendingReason* reason_for(const Plan& plan, const std::string& id) {
+  for (const auto& r : plan.pending) {
+    if (r.job_id == id) return &r;
+  }
+  return nullptr;
+}
+
+TEST(QuotaTest, AUserOverHerGpuQuotaWaitsAndHoldsNobodyBack) {
+  QuotaPolicy policy;
+  policy.users["alice"] = gpus(8);
+  const std::vector<NodeView> nodes{make_node("n1", 64, 8), make_node("n2", 64, 8)};
+  const std::vector<PendingJob> queue{owned(make_job("a1", 1, 1, 4), "alice"), owned(make_job("a2", 1, 1, 4), "alice"),
+                                      owned(make_job("a3", 1, 1, 4), "alice"), owned(make_job("b1", 1, 1, 8), "bob")};
+  const Plan plan = schedule(nodes, queue, policy, {});
+  ASSERT_EQ(plan.placements.size(), 3u);
+  EXPECT_EQ(plan.placements[2].job_id, "b1");  // behind alice's third job, and not held back by it
+  const PendingReason* waiting = reason_for(plan, "a3");
+  ASSERT_NE(waiting, nullptr);
+  EXPECT_EQ(waiting->kind, PendingKind::kQuota);
+  EXPECT_EQ(waiting->reason, "user alice holds 8 of the 8 GPUs its quota allows; this job needs 4");
+}
+
+TEST(QuotaTest, WhatRunningJobsHoldCountsAndSoDoesTheRunningJobLimit) {
+  QuotaPolicy policy;
+  Limits two_jobs;
+  two_jobs.running_jobs = 2;
+  policy.users["alice"] = two_jobs;
+  std::map<std::string, Use> use;
+  use["alice"].running_jobs = 1;
+  const Plan plan = schedule({make_node("n1", 64)},
+                             {owned(make_job("a1", 1, 1), "alice"), owned(make_job("a2", 1, 1), "alice")}, policy, use);
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_EQ(reason_for(plan, "a2")->reason, "user alice runs 2 of the 2 jobs its quota allows");
+}
+
+TEST(QuotaTest, AGroupQuotaCountsEveryMember) {
+  QuotaPolicy policy;
+  Limits cpus;
+  cpus.cpu_millis = 10'000;
+  policy.groups["vision"] = cpus;
+  policy.groups_of["alice"] = {"vision"};
+  policy.groups_of["bob"] = {"vision"};
+  std::map<std::string, Use> use;
+  use["alice"].held.cpu_millis = 6'000;
+  const Plan plan = schedule({make_node("n1", 64)},
+                             {owned(make_job("b1", 1, 4), "bob"), owned(make_job("b2", 1, 1), "bob"),
+                              owned(make_job("c1", 1, 8), "carol")},
+                             policy, use);
+  ASSERT_EQ(plan.placements.size(), 2u);
+  EXPECT_EQ(plan.placements[0].job_id, "b1");
+  EXPECT_EQ(plan.placements[1].job_id, "c1");
+  EXPECT_EQ(reason_for(plan, "b2")->reason,
+            "group vision (of user bob) holds 10 of the 10 CPUs its quota allows; this job needs 1");
+}
+
+TEST(QuotaTest, NoQuotaMeansNoLimit) {
+  const Plan plan = schedule({make_node("n1", 64, 8)}, {owned(make_job("a1", 2, 1, 4), "alice")}, QuotaPolicy{}, {});
+  EXPECT_EQ(plan.placements.size(), 1u);
+}
+
+// A simulated cluster under random arrivals and completions: after every pass each
+// user holds no more than their quota, and the cluster goes on placing jobs.
+TEST(QuotaTest, ASimulatedClusterNeverPassesAQuota) {
+  std::mt19937 random(7);
+  QuotaPolicy policy;
+  const std::vector<std::string> users{"u0", "u1", "u2", "u3", "u4"};
+  for (size_t i = 0; i < users.size(); ++i) policy.users[users[i]] = gpus(static_cast<int64_t>(4 + 4 * i));
+  std::vector<NodeView> nodes;
+  for (int i = 0; i < 16; ++i) nodes.push_back(make_node("n" + std::to_string(i), 64, 8));
+  struct Running {
+    PendingJob job;
+    JobPlacement placement;
+    int ends_at = 0;
+  };
+  std::vector<Running> running;
+  std::vector<PendingJob> queue;
+  int next_id = 0, started = 0;
+  for (int step = 0; step < 2000; ++step) {
+    for (int k = 0; k < 2; ++k) {
+      PendingJob job = make_job("j" + std::to_string(next_id++), 1 + static_cast<int>(random() % 2), 1,
+                                1 + static_cast<int64_t>(random() % 4));
+      job.owner = users[random() % users.size()];
+      queue.push_back(job);
+    }
+    // Finish what is due, giving its GPUs back.
+    std::erase_if(running, [&](const Running& r) {
+      if (r.ends_at > step) return false;
+      for (const auto& task : r.placement.tasks) {
+        for (auto& node : nodes) {
+          if (node.node_id != task.node_id) continue;
+          node.free += r.job.per_task;
+          node.free_gpu_ids.insert(node.free_gpu_ids.end(), task.gpu_ids.begin(), task.gpu_ids.end());
+        }
+      }
+      return true;
+    });
+    std::map<std::string, Use> use;
+    for (const auto& r : running) {
+      use[r.job.owner].held.gpus += r.job.per_task.gpus * r.job.num_tasks;
+      ++use[r.job.owner].running_jobs;
+    }
+    const Plan plan = schedule(nodes, queue, policy, use);
+    for (const auto& placement : plan.placements) {
+      auto it = std::find_if(queue.begin(), queue.end(), [&](const PendingJob& j) { return j.job_id == placement.job_id; });
+      ASSERT_NE(it, queue.end());
+      for (const auto& task : placement.tasks) {
+        for (auto& node : nodes) {
+          if (node.node_id != task.node_id) continue;
+          node.free -= it->per_task;
+          std::erase_if(node.free_gpu_ids, [&](int g) { return std::count(task.gpu_ids.begin(), task.gpu_ids.end(), g) > 0; });
+        }
+      }
+      use[it->owner].held.gpus += it->per_task.gpus * it->num_tasks;
+      running.push_back({*it, placement, step + 1 + static_cast<int>(random() % 20)});
+      queue.erase(it);
+      ++started;
+    }
+    for (const auto& [user, held] : use) {
+      ASSERT_LE(held.held.gpus, policy.users[user].gpus) << user << " at step " << step;
+    }
+    if (queue.size() > 200) queue.erase(queue.begin() + 100, queue.end());  // arrivals outpace the quotas
+  }
+  EXPECT_GT(started, 1000);
+}
+
+}  // namespace
+}  // namespace ag::sched
