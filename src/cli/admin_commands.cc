@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <map>
 #include <thread>
 
@@ -35,6 +36,19 @@ Result<json> call(const ConnectionOptions& options, const std::string& method, c
   auto conn = resolve_connection(options);
   if (!conn.ok()) return conn.error();
   return call_json(conn.value(), method, target, body.is_null() ? "" : body.dump());
+}
+
+// GET `target` for a table: nullopt once it was printed as JSON (-o json) or failed
+// (the error printed), with `rc` the exit code then.
+std::optional<json> fetch_for_table(const ConnectionOptions& options, const std::string& target, int& rc) {
+  auto res = call(options, "GET", target);
+  rc = res.ok() ? 0 : fail(res.error());
+  if (!res.ok()) return std::nullopt;
+  if (json_output(options)) {
+    std::cout << res.value().dump(2) << "\n";
+    return std::nullopt;
+  }
+  return std::move(res.value());
 }
 
 int print_or_fail(const ConnectionOptions& options, const Result<json>& res, const std::string& text) {
@@ -80,12 +94,9 @@ int user_add(const ConnectionOptions& options, const std::string& name, const st
 }
 
 int user_list(const ConnectionOptions& options) {
-  auto res = call(options, "GET", "/api/users");
-  if (!res.ok()) return fail(res.error());
-  if (json_output(options)) {
-    std::cout << res.value().dump(2) << "\n";
-    return 0;
-  }
+  int rc = 0;
+  auto res = fetch_for_table(options, "/api/users", rc);
+  if (!res) return rc;
   Table table({"USER", "ROLE", "GROUPS", "STATE", "CREATED", "TOKEN ISSUED", "CREATED BY"});
   for (const auto& u : res.value()["users"]) {
     table.add({u["name"].get<std::string>(), u["role"].get<std::string>(), join(u["groups"]),
@@ -137,12 +148,9 @@ int token_create_join(const ConnectionOptions& options, const std::string& ttl) 
 }
 
 int token_list(const ConnectionOptions& options) {
-  auto res = call(options, "GET", "/api/tokens");
-  if (!res.ok()) return fail(res.error());
-  if (json_output(options)) {
-    std::cout << res.value().dump(2) << "\n";
-    return 0;
-  }
+  int rc = 0;
+  auto res = fetch_for_table(options, "/api/tokens", rc);
+  if (!res) return rc;
   Table table({"ID", "KIND", "CREATED", "EXPIRES", "CREATED BY"});
   for (const auto& t : res.value()["tokens"]) {
     int64_t expires = t["expires_ms"].get<int64_t>();
@@ -332,12 +340,9 @@ int quota_remove(const ConnectionOptions& options, const QuotaOptions& quota) {
 }
 
 int quota_list(const ConnectionOptions& options) {
-  auto res = call(options, "GET", "/api/quotas");
-  if (!res.ok()) return fail(res.error());
-  if (json_output(options)) {
-    std::cout << res.value().dump(2) << "\n";
-    return 0;
-  }
+  int rc = 0;
+  auto res = fetch_for_table(options, "/api/quotas", rc);
+  if (!res) return rc;
   // "used/limit" for each limit set, "used" alone for the others.
   const auto cell = [](const json& entry, const char* limit, const char* used, bool memory, bool cpus) {
     const int64_t have = entry["use"][used].get<int64_t>();
@@ -357,6 +362,31 @@ int quota_list(const ConnectionOptions& options) {
   if (res.value()["users"].empty() && res.value()["groups"].empty()) {
     std::cout << "No quotas: every user may use the whole cluster. Set one with `ag quota set --user NAME --max-gpus N`.\n";
     return 0;
+  }
+  table.print(std::cout);
+  return 0;
+}
+
+int share(const ConnectionOptions& options) {
+  int rc = 0;
+  auto res = fetch_for_table(options, "/api/share", rc);
+  if (!res) return rc;
+  if (res.value()["users"].empty()) {
+    std::cout << "No usage yet: every user has a full share.\n";
+    return 0;
+  }
+  // Usage in GPU-equivalent hours, decayed; parts and shares in percent.
+  const auto fixed = [](double value, int digits) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.*f", digits, value);
+    return std::string(buf);
+  };
+  Table table({"USER", "USAGE (GPU-H)", "USAGE %", "SHARE %", "FAIR SHARE", "RUNNING", "PENDING"});
+  for (const auto& u : res.value()["users"]) {
+    table.add({u["user"].get<std::string>().empty() ? "(none)" : u["user"].get<std::string>(),
+               fixed(u["usage"].get<double>() / 3600.0, 2), fixed(u["usage_part"].get<double>() * 100, 1),
+               fixed(u["share"].get<double>() * 100, 1), fixed(u["fair_share"].get<double>(), 3),
+               u["running_jobs"].dump(), u["pending_jobs"].dump()});
   }
   table.print(std::cout);
   return 0;

@@ -20,6 +20,7 @@ struct StartHeadOptions {
   std::string data_dir;
   double node_timeout_s = 10;
   double kill_grace_s = 10;
+  double usage_half_life_days = 7;  // fair share: how fast past usage stops counting
   double max_package_mb = 500;
   double package_store_gb = 20;
   std::string job_retention = "0";  // a duration (30d); "0" keeps finished jobs
@@ -98,6 +99,8 @@ struct QuotaOptions {
 int quota_set(const ConnectionOptions& conn, const QuotaOptions& quota);
 int quota_remove(const ConnectionOptions& conn, const QuotaOptions& quota);
 int quota_list(const ConnectionOptions& conn);
+// ag share: each user's recent usage, share and fair-share factor.
+int share(const ConnectionOptions& conn);
 int token_revoke(const ConnectionOptions& conn, const std::string& id);
 int remove_node(const ConnectionOptions& conn, const std::string& node_id);
 // ag drain NODE / ag resume NODE.

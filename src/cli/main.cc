@@ -81,6 +81,10 @@ int run(int argc, char** argv) {
   start_head_cmd->add_option("--data-dir", head.data_dir, "Where the head keeps its database, logs and token");
   start_head_cmd->add_option("--node-timeout", head.node_timeout_s, "Seconds without heartbeat before a node is dead")->capture_default_str()->check(CLI::Range(0.2, 3600.0));
   start_head_cmd->add_option("--kill-grace", head.kill_grace_s, "Seconds between SIGTERM and SIGKILL when stopping tasks")->capture_default_str()->check(CLI::Range(0.0, 3600.0));
+  start_head_cmd->add_option("--usage-half-life", head.usage_half_life_days,
+                             "Fair share: days after which a user's past usage counts half")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 3650.0));
   start_head_cmd->add_option("--max-package-mb", head.max_package_mb, "Largest working_dir package accepted, MiB")->capture_default_str()->check(CLI::Range(1.0, 1e6));
   start_head_cmd->add_option("--max-task-log-mb", head.max_task_log_mb,
                              "Most of one task's log kept, MiB; past it the oldest part is dropped (a marker line says so)")
@@ -259,6 +263,8 @@ int run(int argc, char** argv) {
   quota_set_cmd->add_option("--max-running-jobs", quota.max_running_jobs, "Jobs running at once")
       ->check(CLI::NonNegativeNumber);
   auto* quota_list_cmd = quota_cmd->add_subcommand("list", "Each quota with what it holds now (used/limit)");
+  auto* share_cmd = app.add_subcommand(
+      "share", "Fair share: each user's recent usage (GPU-equivalent hours, halving every --usage-half-life) and share");
   auto* token_cmd = app.add_subcommand("token", "Manage join tokens, which only add nodes (admin)");
   token_cmd->require_subcommand(1);
   auto* token_create_cmd = token_cmd->add_subcommand("create", "Make a join token: ag token create --join [--ttl 24h]");
@@ -379,6 +385,7 @@ int run(int argc, char** argv) {
   if (*quota_set_cmd) return quota_set(conn, quota);
   if (*quota_remove_cmd) return quota_remove(conn, quota);
   if (*quota_list_cmd) return quota_list(conn);
+  if (*share_cmd) return share(conn);
   if (*token_create_cmd) return token_create_join(conn, token_ttl);
   if (*token_list_cmd) return token_list(conn);
   if (*token_revoke_cmd) return token_revoke(conn, token_id);

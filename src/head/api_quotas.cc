@@ -6,6 +6,8 @@
 //   PUT    /api/quotas/groups/{name}       "max_running_jobs": 10} (admin; absent or null: no
 //                                         limit; no limit at all removes the quota)
 //   DELETE /api/quotas/users|groups/{name}  (admin)
+//   GET    /api/share                     fair share: each user's decayed usage (GPU-
+//                                         equivalent seconds), part, share and factor
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -55,6 +57,22 @@ Result<sched::Limits> parse_limits(const json& body) {
 }
 
 }  // namespace
+
+void ApiRoutes::handle_share(const net::HttpRequest& req, const net::Respond& respond) {
+  if (req.method != "GET") return respond(error_response(405, "use GET for /api/share"));
+  std::map<std::string, std::pair<int, int>> jobs;  // user -> (running, pending)
+  for (const Job* job : deps_.jobs.list()) {
+    if (job->state == JobState::kRunning) ++jobs[job->owner].first;
+    if (job->state == JobState::kPending) ++jobs[job->owner].second;
+  }
+  json users = json::array();
+  for (const auto& line : deps_.jobs.share_report()) {
+    users.push_back({{"user", line.user}, {"usage", line.usage}, {"usage_part", line.usage_part},
+                     {"share", line.share}, {"fair_share", line.factor}, {"running_jobs", jobs[line.user].first},
+                     {"pending_jobs", jobs[line.user].second}});
+  }
+  respond(json_response(200, {{"users", users}}));
+}
 
 void ApiRoutes::handle_quotas(const net::HttpRequest& req, const Principal& who, const std::string& rest,
                               const net::Respond& respond) {

@@ -262,6 +262,7 @@ void ApiRoutes::handle_authenticated(const net::HttpRequest& req, const Principa
   if (path.rfind("/api/nodes/", 0) == 0) return handle_node(req, who, path.substr(std::string("/api/nodes/").size()), respond);
   if (path == "/api/jobs/batch") return handle_submit_batch(req, who, respond);
   if (path == "/api/quotas") return handle_quotas(req, who, "", respond);
+  if (path == "/api/share") return handle_share(req, respond);
   if (path.rfind("/api/quotas/", 0) == 0) return handle_quotas(req, who, path.substr(std::string("/api/quotas/").size()), respond);
   static const std::string kJobsPrefix = "/api/jobs/";
   if (path.rfind(kJobsPrefix, 0) == 0) {

@@ -10,6 +10,7 @@
 
 #include "api/job_spec.h"
 #include "api/job_state.h"
+#include "head/scheduler/fair_share.h"
 #include "head/scheduler/scheduler.h"
 
 namespace ag::head {
@@ -105,9 +106,11 @@ struct Job {
   }
 };
 
-// A pending job's place in the head's queue: higher priority first, then the order of
-// submission.
-inline std::pair<int64_t, uint64_t> queue_key(const Job& job) { return {-int64_t{job.spec.priority}, job.queue_seq}; }
+// A pending job as the head's queue keeps it (sched::PendingQueue: priority, then fair
+// share among owners, then the order of submission).
+inline sched::PendingQueue::Entry queue_entry(const Job& job) {
+  return {job.owner, job.spec.priority, job.queue_seq, job.id};
+}
 
 // A user-readable line in a job's event log ("attempt 0 placed on ...").
 struct JobEvent {

@@ -115,12 +115,12 @@ void JobManager::admit(Job& job, const std::string& opened_by) {
       array->throttled.erase({job.array_index, job.id});
       array->admitted.insert(job.id);
     }
-    pending_[queue_key(job)] = job.id;
+    pending_.add(queue_entry(job));
     apply(job, on_queued(job, was_gated ? opened_by : ""));
     request_schedule();
     return;
   }
-  pending_.erase(queue_key(job));
+  pending_.remove(queue_entry(job));
   set_aside_.erase(job.id);
   gated_.insert(job.id);
   if (array) {

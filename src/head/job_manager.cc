@@ -34,6 +34,7 @@ JobManager::JobManager(Deps deps, JobManagerConfig config)
 JobManager::~JobManager() {
   if (retry_timer_ != 0) deps_.timers.cancel(retry_timer_);
   if (begin_timer_ != 0) deps_.timers.cancel(begin_timer_);
+  if (usage_timer_ != 0) deps_.timers.cancel(usage_timer_);
   durable_waiters_.clear();  // nobody is left to tell
   flush_in_flight_ = false;  // the last changes go now, after whatever is in flight
   flush_unsaved();
@@ -44,6 +45,7 @@ JobManager::~JobManager() {
 
 Status JobManager::recover() {
   if (Status s = recover_quotas(); !s) return s;
+  if (Status s = recover_usage(); !s) return s;
   // Nodes an admin drained stay drained.
   auto drained = deps_.store.get(store::kMetaTable, kDrainedNodesKey);
   if (!drained.ok()) return drained.error();
@@ -92,6 +94,7 @@ Status JobManager::recover() {
     } else if (job.state == JobState::kRunning && job.current_attempt()) {
       AttemptRecord& attempt = *job.current_attempt();
       active_.insert(id);
+      charge(job, false);  // charged from now: the head was away before
       ports_in_use_.insert(attempt.master_port);
       // The nodes of a running attempt get until the node timeout to reconnect and
       // report; the registry's expiry declares them lost otherwise.
@@ -303,7 +306,10 @@ std::vector<const Job*> JobManager::list() const {
 std::map<uint64_t, int64_t> JobManager::queue_positions() const {
   std::map<uint64_t, int64_t> out;
   int64_t position = 0;
-  for (const auto& [key, _] : pending_) out.emplace(key.second, ++position);
+  pending_.walk(usage_now(), [&](const std::string& id) {
+    out.emplace(jobs_.at(id).queue_seq, ++position);
+    return true;
+  });
   return out;
 }
 
@@ -602,27 +608,28 @@ void JobManager::run_schedule() {
   std::set<std::string> owners;  // whose groups group quotas need
   if (!quotas_.groups.empty()) {
     for (const auto& [owner, _] : use) owners.insert(owner);
-    for (const auto& [_, id] : pending_) owners.insert(jobs_.at(id).owner);
+    for (const auto& owner : pending_.owners()) owners.insert(owner);
   }
   const sched::QuotaPolicy policy = quota_policy(owners);
   const sched::QuotaLedger ledger(policy, use);
   std::vector<sched::PendingReason> over_quota;
-  for (const auto& [_, id] : pending_) {
-    if (queue.size() >= kMaxJobsPerPass) break;
-    if (set_aside_.count(id)) continue;
+  pending_.walk(usage_now(), [&](const std::string& id) {
+    if (queue.size() >= kMaxJobsPerPass) return false;
+    if (set_aside_.count(id)) return true;
     const Job& job = jobs_.at(id);
     if (job.retry_at_ms > now_ms) {
       next_retry_ms = next_retry_ms == 0 ? job.retry_at_ms : std::min(next_retry_ms, job.retry_at_ms);
-      continue;
+      return true;
     }
     sched::PendingJob pending = pending_job(id, job.spec);
     pending.owner = job.owner;
     if (auto why = ledger.over_quota(pending)) {
       over_quota.push_back({id, sched::PendingKind::kQuota, std::move(*why)});
-      continue;
+      return true;
     }
     queue.push_back(std::move(pending));
-  }
+    return true;
+  });
   if (next_retry_ms != 0) schedule_at(next_retry_ms);
   sched::Plan plan = sched::schedule(nodes, queue, policy, std::move(use));
   plan.pending.insert(plan.pending.end(), over_quota.begin(), over_quota.end());
@@ -634,10 +641,11 @@ void JobManager::run_schedule() {
       const Node* node = deps_.nodes.find(t.node_id);
       tasks.push_back({t.node_id, node ? node->address : "", t.gpu_ids});
     }
-    pending_.erase(queue_key(job));
+    pending_.remove(queue_entry(job));
     active_.insert(job.id);
     int port = allocate_master_port(tasks.empty() ? "" : tasks.front().node_id);
     apply(job, on_placed(job, tasks, port, deps_.clock.now_ms()));
+    charge(job, false);
     arm_timeout(job);
   }
   // Nodes left out because an admin drained them are named in every reason.
@@ -673,11 +681,12 @@ void JobManager::apply(Job& job, const Effects& fx) {
   const AttemptRecord* attempt = job.current_attempt();
   if (fx.requeue || fx.finished) {
     if (attempt) release_master_port(attempt->master_port);
+    charge(job, true);
     active_.erase(job.id);
   }
-  if (fx.requeue) pending_[queue_key(job)] = job.id;
+  if (fx.requeue) pending_.add(queue_entry(job));
   if (fx.finished) {
-    pending_.erase(queue_key(job));
+    pending_.remove(queue_entry(job));
     ungate(job);
     leave_array_slot(job);
     if (auto t = timeouts_.find(job.id); t != timeouts_.end()) {

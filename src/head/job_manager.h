@@ -46,6 +46,7 @@ struct JobManagerConfig {
   int master_port_last = api::kMasterPortLast;    // never to two live attempts at once, nor
                                                   // one the node reports busy
   int64_t kill_grace_ms = 10000;  // SIGTERM -> SIGKILL grace for stopped tasks
+  int64_t usage_half_life_ms = sched::kDefaultUsageHalfLifeMs;  // fair share's decay
 };
 
 // A job array as the head keeps it: its elements (jobs "ARRAY_INDEX") and their limit.
@@ -144,6 +145,10 @@ class JobManager {
   const sched::QuotaPolicy& quotas() const { return quotas_; }
   // What each user's running jobs hold now.
   std::map<std::string, sched::Use> use_by_owner() const;
+  // Fair share (job_fair_share.cc): each user's decayed usage, part and factor now
+  // (`ag share`), most used first.
+  std::vector<sched::ShareLine> share_report() const;
+
   // Where a user's groups come from (the head's access control), for group quotas.
   void set_groups_of(std::function<std::vector<std::string>(const std::string&)> groups_of) {
     groups_of_ = std::move(groups_of);
@@ -212,6 +217,16 @@ class JobManager {
   // Nodes came or went: jobs set aside as infeasible are looked at again.
   void cluster_changed();
   Status recover_quotas();
+  Status recover_usage();
+  // Each user's usage with what their running jobs used since last charged.
+  std::map<std::string, sched::UsageRecord> usage_with_running() const;
+  // Each owner's decayed usage now (running jobs included), for the queue's order.
+  std::function<double(const std::string&)> usage_now() const;
+  // Charges the job's owner for the time since it was last charged (from its placement
+  // on); `ended`: it stops being charged.
+  void charge(const Job& job, bool ended);
+  // Every running job is charged and the usage stored, every kUsageTickMs.
+  void charge_running();
   // The quotas with the groups of `owners` filled in.
   sched::QuotaPolicy quota_policy(const std::set<std::string>& owners) const;
   void apply(Job& job, const Effects& fx);
@@ -259,8 +274,9 @@ class JobManager {
   JobManagerConfig config_;
   std::map<std::string, Job> jobs_;
   std::map<std::string, std::vector<JobEvent>> events_;
-  // The queue: higher priority first, then submit order (queue_key).
-  std::map<std::pair<int64_t, uint64_t>, std::string> pending_;
+  // The queue: higher priority first, then the owner who used least lately, then
+  // submit order (sched::PendingQueue).
+  sched::PendingQueue pending_;
   // Pending jobs no node can hold (their reason says so), left out of scheduling
   // passes until the cluster changes.
   std::set<std::string> set_aside_;
@@ -270,6 +286,9 @@ class JobManager {
   std::map<std::string, std::set<std::string>> dependents_;
   std::set<std::pair<int64_t, std::string>> begins_;
   std::map<std::string, JobArray> arrays_;
+  std::map<std::string, sched::UsageRecord> usage_;  // by user
+  std::map<std::string, int64_t> charged_until_;      // running job -> charged up to (wall ms)
+  Timers::Id usage_timer_ = 0;
   sched::QuotaPolicy quotas_;  // users' and groups' limits (groups_of left empty)
   std::function<std::vector<std::string>(const std::string&)> groups_of_;
   Timers::Id begin_timer_ = 0;

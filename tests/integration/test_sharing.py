@@ -346,3 +346,27 @@ def test_bad_quotas_are_refused_and_only_an_admin_sets_one(cluster_factory):
     proc = c.ag("quota", "set", "--user", "alice", "--max-gpus", 100, env={"AG_TOKEN": alice}, check=False)
     assert proc.returncode != 0 and "setting quotas: only an admin can do this" in proc.stderr, proc.stderr
     assert c.api("GET", "/api/quotas")[1] == {"users": {}, "groups": {}}
+
+
+# ---- fair share -------------------------------------------------------------------------
+
+def test_the_user_who_used_the_cluster_least_goes_first_and_ag_share_shows_why(cluster_factory):
+    c = cluster_factory("fairshare", workers=(WORKER_IPS[0],))  # 2 CPUs
+    alice = _add_user(c, "alice")
+    bob = _add_user(c, "bob")
+    busy = _submit_as(c, alice, "--num-cpus", 2, "--", "sleep 3")
+    wait_until(lambda: c.job(busy)["state"] == "RUNNING", 20, message="alice's first job to run")
+    time.sleep(1)
+    hers = _submit_as(c, alice, "--num-cpus", 2, "--", "true")
+    his = _submit_as(c, bob, "--num-cpus", 2, "--", "true")
+    # Same priority, bob submitted last, but alice has used the node: bob is next.
+    assert c.job(his)["queue_position"] == 1 and c.job(hers)["queue_position"] == 2
+    for job_id in (his, hers):
+        assert c.wait_state(job_id, ("SUCCEEDED", "FAILED"), timeout=60)["state"] == "SUCCEEDED"
+    assert c.job(his)["started_ms"] <= c.job(hers)["started_ms"]
+
+    shares = c.api("GET", "/api/share")[1]["users"]
+    assert [u["user"] for u in shares][0] == "alice", shares
+    assert shares[0]["usage"] >= 3 * 2 / 16 * 0.9 and shares[0]["fair_share"] < 0.5, shares
+    lines = c.ag("share").stdout.splitlines()
+    assert lines[0].split()[:2] == ["USER", "USAGE"] and lines[1].split()[0] == "alice", lines

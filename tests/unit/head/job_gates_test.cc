@@ -321,5 +321,27 @@ TEST_F(JobGatesTest, OneSubmitMakesAtMostTenThousandJobs) {
   EXPECT_TRUE(jobs_->list().empty());
 }
 
+TEST_F(JobGatesTest, AmongEqualPrioritiesTheUserWhoUsedLeastGoesFirst) {
+  add_node("node_a", 4);
+  auto owned_by = [&](const std::string& owner, double cpus) {
+    std::optional<Result<std::string>> result;
+    jobs_->submit(spec(1, cpus), [&](Result<std::string> id) { result = std::move(id); }, {owner, ""});
+    clock_.run_ready();
+    return result && result->ok() ? result->value() : "";
+  };
+  // Alice holds the whole node for a minute.
+  const std::string busy = owned_by("alice", 4);
+  clock_.advance(60'000);
+  const std::string hers = owned_by("alice", 4), his = owned_by("bob", 4);
+  EXPECT_EQ(jobs_->queue_positions().at(job(his).queue_seq), 1);  // submitted after hers
+  exit_all(busy, 0, 1, 0);
+  EXPECT_EQ(job(his).state, JobState::kRunning);
+  EXPECT_EQ(job(hers).state, JobState::kPending);
+  const auto report = jobs_->share_report();
+  ASSERT_EQ(report.size(), 2u);
+  EXPECT_EQ(report[0].user, "alice");
+  EXPECT_NEAR(report[0].usage, 60 * 4.0 / 16, 1);  // 4 CPUs for a minute: a quarter GPU-minute
+}
+
 }  // namespace
 }  // namespace ag::head

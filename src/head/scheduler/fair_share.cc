@@ -1,0 +1,89 @@
+// Fair share. See fair_share.h.
+#include "head/scheduler/fair_share.h"
+
+#include <cmath>
+#include <queue>
+#include <tuple>
+
+namespace ag::sched {
+
+double decayed(const UsageRecord& record, int64_t now_ms, int64_t half_life_ms) {
+  if (record.units <= 0 || half_life_ms <= 0) return record.units;
+  const double elapsed = static_cast<double>(std::max<int64_t>(0, now_ms - record.at_ms));
+  return record.units * std::exp2(-elapsed / static_cast<double>(half_life_ms));
+}
+
+UsageRecord charged(const UsageRecord& record, double units, int64_t now_ms, int64_t half_life_ms) {
+  return {decayed(record, now_ms, half_life_ms) + units, std::max(now_ms, record.at_ms)};
+}
+
+double billing_rate(const Resources& held) {
+  return static_cast<double>(held.gpus) + static_cast<double>(held.cpu_millis) / 1000.0 / 16.0;
+}
+
+std::vector<ShareLine> share_report(const std::map<std::string, UsageRecord>& usage, int64_t now_ms,
+                                    int64_t half_life_ms) {
+  std::vector<ShareLine> lines;
+  double total = 0;
+  for (const auto& [user, record] : usage) {
+    lines.push_back({user, decayed(record, now_ms, half_life_ms), 0, 0, 0});
+    total += lines.back().usage;
+  }
+  const double share = lines.empty() ? 0 : 1.0 / static_cast<double>(lines.size());
+  for (auto& line : lines) {
+    line.usage_part = total > 0 ? line.usage / total : 0;
+    line.share = share;
+    line.factor = std::exp2(-line.usage_part / share);
+  }
+  return lines;
+}
+
+void PendingQueue::add(const Entry& entry) {
+  if (by_owner_[entry.owner].insert_or_assign({-int64_t{entry.priority}, entry.seq}, entry.job_id).second) ++size_;
+}
+
+void PendingQueue::remove(const Entry& entry) {
+  auto owner = by_owner_.find(entry.owner);
+  if (owner == by_owner_.end()) return;
+  size_ -= owner->second.erase({-int64_t{entry.priority}, entry.seq});
+  if (owner->second.empty()) by_owner_.erase(owner);
+}
+
+std::vector<std::string> PendingQueue::owners() const {
+  std::vector<std::string> out;
+  out.reserve(by_owner_.size());
+  for (const auto& [owner, _] : by_owner_) out.push_back(owner);
+  return out;
+}
+
+void PendingQueue::walk(const std::function<double(const std::string&)>& usage_of,
+                        const std::function<bool(const std::string&)>& visit) const {
+  // A merge of the owners' queues: the head of each, ordered by (-priority, usage, seq).
+  using Cursor = std::map<Key, std::string>::const_iterator;
+  struct Head {
+    int64_t neg_priority;
+    double usage;
+    uint64_t seq;
+    size_t owner;
+    bool operator>(const Head& o) const {
+      return std::tie(neg_priority, usage, seq) > std::tie(o.neg_priority, o.usage, o.seq);
+    }
+  };
+  std::vector<std::pair<Cursor, Cursor>> cursors;
+  std::vector<double> usage;
+  std::priority_queue<Head, std::vector<Head>, std::greater<>> heads;
+  for (const auto& [owner, jobs] : by_owner_) {
+    cursors.emplace_back(jobs.begin(), jobs.end());
+    usage.push_back(usage_of(owner));
+    heads.push({jobs.begin()->first.first, usage.back(), jobs.begin()->first.second, cursors.size() - 1});
+  }
+  while (!heads.empty()) {
+    const Head head = heads.top();
+    heads.pop();
+    auto& [at, end] = cursors[head.owner];
+    if (!visit(at->second)) return;
+    if (++at != end) heads.push({at->first.first, usage[head.owner], at->first.second, head.owner});
+  }
+}
+
+}  // namespace ag::sched
