@@ -209,7 +209,13 @@ void TaskRunner::output_grew(const Task& task) {
 void TaskRunner::finish(const std::shared_ptr<Task>& task, const api::TaskExit& exit) {
   if (task->finished) return;
   task->finished = true;
-  if (task->kill_timer) task->kill_timer->cancel();
+  if (task->kill_timer) {
+    task->kill_timer->cancel();
+    // Stopped while its engine was still creating the container, the client may exit 0
+    // and leave the container created, never started: a stopped task's is removed here
+    // whatever its exit code said.
+    remove_container(*task);
+  }
   if (task->watch >= 0) {
     inotify_rm_watch(inotify_->native_handle(), task->watch);
     by_watch_.erase(task->watch);
@@ -486,13 +492,17 @@ std::vector<std::string> TaskRunner::container_cleanup_argv(const Task& task) co
     for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
     return out + "'";
   };
-  // The engine removes a container that ends by itself (--rm): its client exits with
-  // the container's code. One whose client was killed (a signal, 137, 143) or failed
-  // (125-127) is removed here ($1: the exit code, or "signal"; none from
-  // remove_container, which always removes). Then the groups the engine made below the
+  // The engine removes a container that ends by itself (--rm), so one whose client
+  // exited 0 is gone. Any other end is removed here ($1: the exit code, or "signal";
+  // none from remove_container, which always removes). A client killed while the
+  // engine was still creating the container leaves it created but never started, and
+  // may leave it locked for a moment: the removal is tried again, for up to 10 s, until
+  // the engine no longer knows the container. Then the groups the engine made below the
   // task's, in every hierarchy.
-  std::string script = "case \"$1\" in [0-9]|[0-9][0-9]|1[01][0-9]|12[0-4]) ;; *) " + quote(task.engine_path) +
-                       " rm --force " + quote(task.container) + " >/dev/null 2>&1;; esac";
+  const std::string engine = quote(task.engine_path), name = quote(task.container);
+  std::string script = "if [ \"$1\" != 0 ]; then n=0; while [ $n -lt 20 ]; do " + engine + " rm --force " + name +
+                       " >/dev/null 2>&1; " + engine + " container inspect " + name +
+                       " >/dev/null 2>&1 || break; sleep 0.5; n=$((n+1)); done; fi";
   if (!task.cgroup_parent.empty()) {
     // The engine's monitor may outlive the client a moment: up to 5 s for its groups.
     std::string groups;
