@@ -325,9 +325,10 @@ int quota_set(const ConnectionOptions& options, const QuotaOptions& quota) {
   if (quota.max_cpus) body["max_cpus"] = *quota.max_cpus;
   if (quota.max_memory_gb) body["max_memory"] = static_cast<int64_t>(*quota.max_memory_gb * (int64_t{1} << 30));
   if (quota.max_running_jobs) body["max_running_jobs"] = *quota.max_running_jobs;
+  if (quota.max_priority) body["max_priority"] = *quota.max_priority;
   if (body.empty()) {
-    return usage_error("give at least one of --max-gpus, --max-cpus, --max-memory, --max-running-jobs "
-                       "(`ag quota remove` removes a quota)");
+    return usage_error("give at least one of --max-gpus, --max-cpus, --max-memory, --max-running-jobs, "
+                       "--max-priority (`ag quota remove` removes a quota)");
   }
   const auto [who, target] = quota_subject(quota);
   return print_or_fail(options, call(options, "PUT", target, body), "Quota of " + who + " set.");
@@ -351,12 +352,13 @@ int quota_list(const ConnectionOptions& options) {
     };
     return entry[limit].is_null() ? text(have) : text(have) + "/" + text(entry[limit].get<int64_t>());
   };
-  Table table({"KIND", "NAME", "GPUS", "CPUS", "MEMORY", "RUNNING JOBS"});
+  Table table({"KIND", "NAME", "GPUS", "CPUS", "MEMORY", "RUNNING JOBS", "MAX PRIORITY"});
   for (const char* kind : {"users", "groups"}) {
     for (const auto& [name, entry] : res.value()[kind].items()) {
       table.add({std::string(kind) == "users" ? "user" : "group", name, cell(entry, "max_gpus", "gpus", false, false),
                  cell(entry, "max_cpu_millis", "cpu_millis", false, true), cell(entry, "max_memory", "memory", true, false),
-                 cell(entry, "max_running_jobs", "running_jobs", false, false)});
+                 cell(entry, "max_running_jobs", "running_jobs", false, false),
+                 entry["max_priority"].is_null() ? "-" : entry["max_priority"].dump()});
     }
   }
   if (res.value()["users"].empty() && res.value()["groups"].empty()) {

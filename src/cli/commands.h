@@ -95,6 +95,7 @@ struct QuotaOptions {
   std::optional<double> max_cpus;
   std::optional<double> max_memory_gb;
   std::optional<int64_t> max_running_jobs;
+  std::optional<int> max_priority;
 };
 int quota_set(const ConnectionOptions& conn, const QuotaOptions& quota);
 int quota_remove(const ConnectionOptions& conn, const QuotaOptions& quota);

@@ -262,6 +262,8 @@ int run(int argc, char** argv) {
   quota_set_cmd->add_option("--max-memory", quota.max_memory_gb, "Memory held at once, GiB")->check(CLI::NonNegativeNumber);
   quota_set_cmd->add_option("--max-running-jobs", quota.max_running_jobs, "Jobs running at once")
       ->check(CLI::NonNegativeNumber);
+  quota_set_cmd->add_option("--max-priority", quota.max_priority, "Highest --priority its jobs may have")
+      ->check(CLI::Range(-1000, 1000));
   auto* quota_list_cmd = quota_cmd->add_subcommand("list", "Each quota with what it holds now (used/limit)");
   auto* share_cmd = app.add_subcommand(
       "share", "Fair share: each user's recent usage (GPU-equivalent hours, halving every --usage-half-life) and share");

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "api/job_spec.h"
 #include "head/access_control.h"
 #include "head/api_routes.h"
 #include "head/route_helpers.h"
@@ -31,6 +32,15 @@ Result<sched::Limits> parse_limits(const json& body) {
   if (!body.is_object()) return invalid_argument("send a JSON object like {\"max_gpus\": 8}");
   sched::Limits limits;
   for (const auto& [key, value] : body.items()) {
+    if (key == "max_priority") {
+      if (value.is_null()) continue;
+      if (!value.is_number_integer() || value.get<int64_t>() < api::kMinPriority || value.get<int64_t>() > api::kMaxPriority) {
+        return invalid_argument("field 'max_priority' must be a whole number from " + std::to_string(api::kMinPriority) +
+                                " to " + std::to_string(api::kMaxPriority) + ", got " + value.dump().substr(0, 64));
+      }
+      limits.max_priority = value.get<int>();
+      continue;
+    }
     int64_t* into = key == "max_gpus"           ? &limits.gpus
                     : key == "max_memory"       ? &limits.memory_bytes
                     : key == "max_running_jobs" ? &limits.running_jobs
@@ -38,7 +48,8 @@ Result<sched::Limits> parse_limits(const json& body) {
                                                 : nullptr;
     if (!into) {
       return invalid_argument("unknown field '" + key.substr(0, 64) +
-                              "'; a quota takes max_gpus, max_cpus, max_memory (bytes) and max_running_jobs");
+                              "'; a quota takes max_gpus, max_cpus, max_memory (bytes), max_running_jobs and "
+                              "max_priority");
     }
     if (value.is_null()) continue;
     if (key == "max_cpus") {

@@ -179,6 +179,10 @@ std::optional<Error> JobManager::check_submissions(const std::vector<api::JobSpe
       }
       continue;
     }
+    if (auto refused = check_priority_cap(spec, owner)) {
+      refused->message = where + refused->message + (specs.size() > 1 ? " (no job was submitted)" : "");
+      return refused;
+    }
     if (auto refused = check_dependencies(spec, where)) {
       if (specs.size() > 1) refused->message += " (no job was submitted)";
       return refused;

@@ -229,6 +229,8 @@ class JobManager {
   void charge_running();
   // The quotas with the groups of `owners` filled in.
   sched::QuotaPolicy quota_policy(const std::set<std::string>& owners) const;
+  // kPermissionDenied when the spec's priority is over its owner's cap (quotas.h).
+  std::optional<Error> check_priority_cap(const api::JobSpec& spec, const std::string& owner) const;
   void apply(Job& job, const Effects& fx);
   // Gates (job_gates.cc). admit: where a PENDING job not running waits: in the queue
   // once every gate is open (`opened_by` is its event then), else gated (or FAILED

@@ -21,6 +21,7 @@ json limits_to_json(const sched::Limits& limits) {
   put("max_cpu_millis", limits.cpu_millis);
   put("max_memory", limits.memory_bytes);
   put("max_running_jobs", limits.running_jobs);
+  j["max_priority"] = limits.max_priority ? json(*limits.max_priority) : json(nullptr);
   return j;
 }
 
@@ -33,6 +34,7 @@ sched::Limits limits_from_json(const json& j) {
   limits.cpu_millis = get("max_cpu_millis");
   limits.memory_bytes = get("max_memory");
   limits.running_jobs = get("max_running_jobs");
+  if (j.contains("max_priority") && j["max_priority"].is_number_integer()) limits.max_priority = j["max_priority"].get<int>();
   return limits;
 }
 
@@ -83,6 +85,15 @@ void JobManager::set_quota(bool group, const std::string& name, const sched::Lim
       done({});
     });
   });
+}
+
+std::optional<Error> JobManager::check_priority_cap(const api::JobSpec& spec, const std::string& owner) const {
+  const auto cap = sched::priority_cap(quota_policy({owner}), owner);
+  if (!cap || spec.priority <= cap->max_priority) return std::nullopt;
+  return Error{ErrorCode::kPermissionDenied,
+               "priority " + std::to_string(spec.priority) + " is over the highest an admin allows " + cap->whose + " (" +
+                   std::to_string(cap->max_priority) + "); submit with --priority " + std::to_string(cap->max_priority) +
+                   " or lower, or ask an admin to raise it (`ag quota set ... --max-priority`)"};
 }
 
 std::map<std::string, sched::Use> JobManager::use_by_owner() const {

@@ -307,8 +307,8 @@ def test_a_quota_keeps_a_user_to_her_share_and_her_next_job_starts_when_she_has_
     listed = c.ag("quota", "list").stdout
     rows = {tuple(re.split(r"\s{2,}", line.strip())[:2]): re.split(r"\s{2,}", line.strip())[2:]
             for line in listed.splitlines()[1:]}
-    assert rows[("user", "alice")] == ["0", "2/2", "0 B", "2"], listed
-    assert rows[("group", "vision")] == ["0", "2", "0 B", "2/2"], listed
+    assert rows[("user", "alice")] == ["0", "2/2", "0 B", "2", "-"], listed
+    assert rows[("group", "vision")] == ["0", "2", "0 B", "2/2", "-"], listed
     status, quotas = c.api("GET", "/api/quotas", token=carol)  # anyone may read them
     assert status == 200 and quotas["users"]["alice"]["max_cpu_millis"] == 2000, quotas
 
@@ -326,6 +326,27 @@ def test_a_quota_keeps_a_user_to_her_share_and_her_next_job_starts_when_she_has_
     c.ag("quota", "remove", "--group", "vision")
     assert c.ag("quota", "remove", "--user", "alice").stdout == "Quota of user alice removed.\n"
     assert "No quotas" in c.ag("quota", "list").stdout
+
+
+def test_an_admin_caps_the_priority_a_user_may_ask_for(cluster_factory):
+    c = cluster_factory("priority-cap", workers=(WORKER_IPS[0],))
+    alice = _add_user(c, "alice", "--group", "interns")
+    c.ag("quota", "set", "--group", "interns", "--max-priority", 0)
+    proc = c.ag("submit", "--no-wait", "--priority", "high", "--", "true", env={"AG_TOKEN": alice}, check=False)
+    assert proc.returncode != 0, proc.stdout
+    assert ("priority 100 is over the highest an admin allows group interns (0); submit with --priority 0 or lower"
+            in proc.stderr), proc.stderr
+    status, body = c.api("POST", "/api/jobs/batch", {"jobs": [{"entrypoint": "true"},
+                                                              {"entrypoint": "true", "priority": 5}]}, token=alice)
+    assert status == 403 and body["error"].startswith("jobs[1]: priority 5 is over"), body
+    assert c.jobs() == []
+    ok = _submit_as(c, alice, "--priority", "low", "--", "true")
+    assert c.wait_state(ok, ("SUCCEEDED", "FAILED"), timeout=30)["state"] == "SUCCEEDED"
+    # Users outside the group are not held to it, and the cap shows in the list.
+    assert c.submit("--no-wait", "--priority", "urgent", "--", "true")[0]
+    assert "MAX PRIORITY" in c.ag("quota", "list").stdout.splitlines()[0]
+    status, body = c.api("PUT", "/api/quotas/users/alice", {"max_priority": 5000})
+    assert status == 400 and "field 'max_priority' must be a whole number from -1000 to 1000" in body["error"], body
 
 
 def test_bad_quotas_are_refused_and_only_an_admin_sets_one(cluster_factory):

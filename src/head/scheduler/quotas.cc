@@ -38,6 +38,20 @@ Resources whole_job(const PendingJob& job) {
 
 }  // namespace
 
+std::optional<PriorityCap> priority_cap(const QuotaPolicy& policy, const std::string& user) {
+  std::optional<PriorityCap> cap;
+  const auto consider = [&cap](const Limits& limits, const std::string& whose) {
+    if (limits.max_priority && (!cap || *limits.max_priority < cap->max_priority)) cap = {*limits.max_priority, whose};
+  };
+  if (auto limits = policy.users.find(user); limits != policy.users.end()) consider(limits->second, "user " + user);
+  if (auto groups = policy.groups_of.find(user); groups != policy.groups_of.end()) {
+    for (const auto& group : groups->second) {
+      if (auto limits = policy.groups.find(group); limits != policy.groups.end()) consider(limits->second, "group " + group);
+    }
+  }
+  return cap;
+}
+
 QuotaLedger::QuotaLedger(const QuotaPolicy& policy, std::map<std::string, Use> use)
     : policy_(policy), users_(std::move(use)) {
   for (const auto& [user, held] : users_) {

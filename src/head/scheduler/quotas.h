@@ -25,9 +25,21 @@ struct Limits {
   int64_t cpu_millis = -1;
   int64_t memory_bytes = -1;
   int64_t running_jobs = -1;
+  // The highest priority jobs may be submitted with (checked at submit; unset: none).
+  std::optional<int> max_priority;
   bool operator==(const Limits&) const = default;
-  bool any() const { return gpus >= 0 || cpu_millis >= 0 || memory_bytes >= 0 || running_jobs >= 0; }
+  bool any() const {
+    return gpus >= 0 || cpu_millis >= 0 || memory_bytes >= 0 || running_jobs >= 0 || max_priority.has_value();
+  }
 };
+
+// The lowest priority cap among `user`'s own and their groups' (nullopt: none), and
+// whose it is ("user alice", "group vision").
+struct PriorityCap {
+  int max_priority = 0;
+  std::string whose;
+};
+
 
 // What one owner (or group) holds now.
 struct Use {
@@ -41,6 +53,8 @@ struct QuotaPolicy {
   std::map<std::string, std::vector<std::string>> groups_of;  // user -> their groups
   bool empty() const { return users.empty() && groups.empty(); }
 };
+
+std::optional<PriorityCap> priority_cap(const QuotaPolicy& policy, const std::string& user);
 
 class QuotaLedger {
  public:

@@ -82,6 +82,23 @@ TEST(QuotaTest, AGroupQuotaCountsEveryMember) {
             "group vision (of user bob) holds 10 of the 10 CPUs its quota allows; this job needs 1");
 }
 
+TEST(QuotaTest, APriorityCapIsTheLowestOfTheUsersAndHerGroups) {
+  QuotaPolicy policy;
+  EXPECT_FALSE(priority_cap(policy, "alice").has_value());
+  Limits user_cap, group_cap;
+  user_cap.max_priority = 100;
+  group_cap.max_priority = 0;
+  policy.users["alice"] = user_cap;
+  EXPECT_EQ(priority_cap(policy, "alice")->max_priority, 100);
+  EXPECT_EQ(priority_cap(policy, "alice")->whose, "user alice");
+  policy.groups["interns"] = group_cap;
+  policy.groups_of["alice"] = {"vision", "interns"};
+  EXPECT_EQ(priority_cap(policy, "alice")->max_priority, 0);
+  EXPECT_EQ(priority_cap(policy, "alice")->whose, "group interns");
+  EXPECT_FALSE(priority_cap(policy, "bob").has_value());
+  EXPECT_TRUE(user_cap.any());
+}
+
 TEST(QuotaTest, NoQuotaMeansNoLimit) {
   const Plan plan = schedule({make_node("n1", 64, 8)}, {owned(make_job("a1", 2, 1, 4), "alice")}, QuotaPolicy{}, {});
   EXPECT_EQ(plan.placements.size(), 1u);
