@@ -15,7 +15,7 @@ from .runtime_env import PackageUploader
 JOB_KEYS = ("entrypoint", "runtime_env", "num_workers", "task_options", "job_name",
             "max_retries", "timeout", "labels", "placement", "submission_id", "timeout_per_attempt",
             "allow_unschedulable", "retry_delay", "retry_on", "constraints", "priority",
-            "after", "after_any", "after_failed", "hold", "begin")
+            "after", "after_any", "after_failed", "hold", "begin", "exclusive")
 
 
 class Client:
@@ -113,7 +113,8 @@ class Client:
                    job_name=None, max_retries=0, timeout=None, labels=None, placement="pack",
                    submission_id=None, timeout_per_attempt=False, allow_unschedulable=False,
                    retry_delay=None, retry_on=None, constraints=None, priority=None,
-                   after=None, after_any=None, after_failed=None, hold=False, begin=None):
+                   after=None, after_any=None, after_failed=None, hold=False, begin=None,
+                   exclusive=False):
         """Submits one job and returns its Job at once (it runs in the background).
 
         entrypoint: the command each of the `num_workers` tasks runs (through a shell).
@@ -134,6 +135,7 @@ class Client:
         does not exist or already ended the wrong way is refused (AGValidationError).
         hold: submitted held; it waits until job.release(). begin: not started before this
         time: a datetime (naive means UTC), a timedelta from now, or seconds since the epoch.
+        exclusive: no other job's tasks share this job's nodes.
         max_retries: whole-gang retries after a failure; retry_delay: seconds before the
         first (default 3), doubling for each next one up to 600; retry_on: which
         failures are retried: "any" (default), "node_lost", or a list of exit codes
@@ -159,7 +161,7 @@ class Client:
                           timeout_per_attempt=timeout_per_attempt, allow_unschedulable=allow_unschedulable,
                           retry_delay=retry_delay, retry_on=retry_on, constraints=constraints,
                           priority=priority, after=after, after_any=after_any,
-                          after_failed=after_failed, hold=hold, begin=begin)
+                          after_failed=after_failed, hold=hold, begin=begin, exclusive=exclusive)
         answer = self._transport.request("POST", "/api/jobs", body=spec, retry=True).json()
         return Job(self, answer["job_id"])
 
@@ -231,7 +233,8 @@ class Client:
               job_name=None, max_retries=0, timeout=None, labels=None, placement="pack",
               submission_id=None, timeout_per_attempt=False, allow_unschedulable=False,
               retry_delay=None, retry_on=None, constraints=None, priority=None,
-              after=None, after_any=None, after_failed=None, hold=False, begin=None):
+              after=None, after_any=None, after_failed=None, hold=False, begin=None,
+              exclusive=False):
         """The JSON job spec to send, with working_dir uploaded."""
         spec = {"entrypoint": entrypoint, "num_workers": num_workers, "max_retries": max_retries,
                 "placement": placement, "submission_id": submission_id or uuid.uuid4().hex}
@@ -258,6 +261,8 @@ class Client:
                 spec[key] = _job_ids(key, jobs)
         if hold:
             spec["hold"] = True
+        if exclusive:
+            spec["exclusive"] = True
         if begin is not None:
             spec["begin_ms"] = _epoch_ms(begin)
         if labels is not None:

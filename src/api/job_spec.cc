@@ -364,6 +364,12 @@ std::optional<Error> parse_gates(const json& body, JobSpec* spec) {
   if (auto err = read_job_ids(body, "after", seen, &spec->after)) return err;
   if (auto err = read_job_ids(body, "after_any", seen, &spec->after_any)) return err;
   if (auto err = read_job_ids(body, "after_failed", seen, &spec->after_failed)) return err;
+  if (body.contains("exclusive") && !body["exclusive"].is_null()) {
+    if (!body["exclusive"].is_boolean()) {
+      return field_error("exclusive", std::string("must be true or false, got ") + type_name(body["exclusive"]));
+    }
+    spec->exclusive = body["exclusive"].get<bool>();
+  }
   if (body.contains("hold") && !body["hold"].is_null()) {
     if (!body["hold"].is_boolean()) return field_error("hold", std::string("must be true or false, got ") + type_name(body["hold"]));
     spec->hold = body["hold"].get<bool>();
@@ -451,7 +457,7 @@ Result<JobSpec> parse_job_spec(const json& body) {
       "entrypoint", "num_workers", "task_options", "runtime_env", "job_name", "labels",
       "max_retries", "timeout", "timeout_per_attempt", "placement", "submission_id", "priority",
       "allow_unschedulable", "retry_delay", "retry_on", "constraints", "after", "after_any", "after_failed", "hold",
-      "begin_ms", "array"};
+      "begin_ms", "array", "exclusive"};
   if (auto err = check_known_keys(body, "", kKnown)) return *err;
 
   JobSpec spec;
@@ -610,6 +616,7 @@ json to_json(const JobSpec& spec) {
   if (!spec.after_any.empty()) j["after_any"] = spec.after_any;
   if (!spec.after_failed.empty()) j["after_failed"] = spec.after_failed;
   if (spec.hold) j["hold"] = true;
+  if (spec.exclusive) j["exclusive"] = true;
   if (spec.begin_ms != 0) j["begin_ms"] = spec.begin_ms;
   if (spec.array) j["array"] = to_string(*spec.array);
   return j;

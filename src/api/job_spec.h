@@ -148,6 +148,8 @@ struct JobSpec {
   std::vector<std::string> after_failed;
   bool hold = false;
   int64_t begin_ms = 0;
+  // No other job's tasks share its nodes (`ag submit --exclusive`).
+  bool exclusive = false;
   // Submitted as an array: the head makes one job per index (JobManager::submit_all).
   std::optional<ArraySpec> array;
 

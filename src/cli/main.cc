@@ -209,6 +209,7 @@ int run(int argc, char** argv) {
   submit_cmd->add_option("--array", submit_opts.array,
                          "One job per index, each with AG_ARRAY_INDEX: 0-99, 1,3,5, 0-98:2, and %N for at most N "
                          "at once (0-99%8)");
+  submit_cmd->add_flag("--exclusive", submit_opts.exclusive, "No other job's tasks share this job's nodes");
   submit_cmd->add_flag("--hold", submit_opts.hold, "Submit held: it waits until `ag release JOB`");
   submit_cmd->add_option("--begin", submit_opts.begin,
                          "Start no earlier than: a time from now (10m, 2h, now+1d) or a UTC time "

@@ -178,6 +178,7 @@ Result<api::JobSpec> spec_from_submit_options(const SubmitOptions& options, int6
   spec.after_any = options.after_any;
   spec.after_failed = options.after_failed;
   spec.hold = options.hold;
+  spec.exclusive = options.exclusive;
   if (!options.array.empty()) {
     auto array = api::parse_array_spec(options.array);
     if (!array.ok()) return invalid_argument("--array: " + array.error().message);

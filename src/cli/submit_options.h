@@ -44,6 +44,7 @@ struct SubmitOptions {
   bool hold = false;
   std::string begin;
   std::string array;  // --array 0-99%8: one job per index
+  bool exclusive = false;
   bool no_wait = false;
   bool all_ranks = false;  // stream every task's output, each line prefixed "[rank N]"
   std::vector<std::string> command;

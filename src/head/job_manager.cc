@@ -555,6 +555,7 @@ sched::PendingJob JobManager::pending_job(const std::string& id, const api::JobS
           spec.placement == api::Placement::kSpread ? sched::PlacementPolicy::kSpread : sched::PlacementPolicy::kPack,
           spec.constraints};
   job.needs_containers = !spec.runtime_env.image.empty();
+  job.exclusive = spec.exclusive;
   for (const auto& mount : spec.runtime_env.mounts) job.mount_sources.push_back(mount.source);
   return job;
 }
@@ -582,7 +583,9 @@ void JobManager::run_schedule() {
       if (task.terminal()) continue;
       auto v = views.find(task.node_id);
       if (v == views.end()) continue;
-      v->second.free -= per_task;
+      // A node an exclusive job runs on has nothing free for anyone else.
+      if (job.spec.exclusive) v->second.free_gpu_ids.clear();
+      v->second.free -= job.spec.exclusive ? v->second.free : per_task;
       auto& ids = v->second.free_gpu_ids;
       for (int g : task.gpu_ids) ids.erase(std::remove(ids.begin(), ids.end(), g), ids.end());
     }

@@ -391,3 +391,25 @@ def test_the_user_who_used_the_cluster_least_goes_first_and_ag_share_shows_why(c
     assert shares[0]["usage"] >= 3 * 2 / 16 * 0.9 and shares[0]["fair_share"] < 0.5, shares
     lines = c.ag("share").stdout.splitlines()
     assert lines[0].split()[:2] == ["USER", "USAGE"] and lines[1].split()[0] == "alice", lines
+
+
+def test_an_exclusive_job_has_its_nodes_to_itself(cluster_factory):
+    c = cluster_factory("exclusive", workers=WORKER_IPS[:2])  # 2 CPUs each
+    shared, _ = c.submit("--no-wait", "--num-cpus", 1, "--", "sleep 4")
+    wait_until(lambda: c.job(shared)["state"] == "RUNNING", 20, message="the first job to run")
+    busy_node = c.job(shared)["attempts"][0]["tasks"][0]["node_id"]
+    alone, _ = c.submit("--no-wait", "--exclusive", "--num-cpus", 1, "--", "sleep 3")
+    wait_until(lambda: c.job(alone)["state"] == "RUNNING", 20, message="the exclusive job to run")
+    alone_node = c.job(alone)["attempts"][0]["tasks"][0]["node_id"]
+    assert alone_node != busy_node and c.job(alone)["spec"]["exclusive"] is True
+    # One free CPU is left on each node; the next one-CPU job may only use the shared one.
+    later, _ = c.submit("--no-wait", "--num-cpus", 1, "--", "true")
+    assert c.wait_state(later, ("SUCCEEDED", "FAILED"), timeout=30)["state"] == "SUCCEEDED"
+    assert c.job(later)["attempts"][0]["tasks"][0]["node_id"] == busy_node
+    # Both nodes busy: a second exclusive job waits for an idle one, saying so.
+    second, _ = c.submit("--no-wait", "--exclusive", "--", "true")
+    wait_until(lambda: "on nodes of its own (--exclusive)" in c.job(second)["message"], 20,
+               message="the second exclusive job to say why it waits")
+    assert c.wait_state(second, ("SUCCEEDED", "FAILED"), timeout=60)["state"] == "SUCCEEDED"
+    status, body = c.api("POST", "/api/jobs", {"entrypoint": "true", "exclusive": "yes"})
+    assert status == 400 and "field 'exclusive': must be true or false" in body["error"], body

@@ -71,6 +71,12 @@ bool matches(const NodeView& node, const PendingJob& job) {
 
 bool matches(const WorkingNode& node, const PendingJob& job) { return matches(*node.view, job); }
 
+// Whether an exclusive job may have the node now: nothing runs there, nothing was placed
+// there in this pass and nothing is reserved on it.
+bool idle(const WorkingNode& node) {
+  return node.unreserved_free == node.capacity && node.reserved == Resources{};
+}
+
 // Why no node of `nodes` can run the job's tasks at all (see matches), or "" when one can.
 std::string no_matching_node(const std::vector<const NodeView*>& nodes, const PendingJob& job) {
   std::vector<const NodeView*> left;
@@ -320,6 +326,11 @@ JobPlacement commit_placement(std::vector<WorkingNode>& nodes, const PendingJob&
     const Resources used = times(job.per_task, a.tasks);
     node.free -= used;
     node.unreserved_free -= used;
+    if (job.exclusive) {  // the node is the job's alone
+      node.free = {};
+      node.unreserved_free = {};
+      node.free_gpu_ids.clear();
+    }
   }
   return placement;
 }
@@ -338,7 +349,8 @@ bool reserve(std::vector<WorkingNode>& nodes, const PendingJob& job, int queue_i
   int64_t capacity_slots = 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const WorkingNode& node = nodes[i];
-    const bool fits_labels = matches(node, job);
+    // An exclusive job reserves only nodes nobody reserved, and then the whole node.
+    const bool fits_labels = matches(node, job) && (!job.exclusive || node.reserved == Resources{});
     const int64_t slots = fits_labels ? slots_in(node.capacity - node.reserved, job.per_task, n) : 0;
     // Capped at n (inside fractional_slots_in) because room beyond the gang does not
     // help it start sooner.
@@ -350,7 +362,7 @@ bool reserve(std::vector<WorkingNode>& nodes, const PendingJob& job, int queue_i
   if (capacity_slots < n) return false;
   for (const Assignment& a : choose_nodes(std::move(candidates), job)) {
     WorkingNode& node = nodes[a.node];
-    const Resources held = times(job.per_task, a.tasks);
+    const Resources held = job.exclusive ? node.capacity : times(job.per_task, a.tasks);
     node.reserved += held;
     node.free = clamp_at_zero(node.free - held);
     if (node.first_reserver < 0) node.first_reserver = queue_index;
@@ -478,8 +490,9 @@ PendingReason waiting_reason(const std::vector<WorkingNode>& nodes,
     }
   }
   return {job.job_id, PendingKind::kWaitingForResources,
-          "waiting for resources: needs " + tasks_of(job) + "; " + std::to_string(unreserved_slots) +
-              " fit on free capacity now"};
+          "waiting for resources: needs " + tasks_of(job) + (job.exclusive ? " on nodes of its own (--exclusive)" : "") +
+              "; " + std::to_string(unreserved_slots) + " fit on " + (job.exclusive ? "idle nodes" : "free capacity") +
+              " now"};
 }
 
 }  // namespace
@@ -577,7 +590,8 @@ Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>&
     candidates.reserve(working.size());
     int64_t free_slots = 0;
     for (size_t i = 0; i < working.size(); ++i) {
-      const int64_t slots = matches(working[i], job) ? slots_in(working[i].free, job.per_task, n) : 0;
+      const bool usable = matches(working[i], job) && (!job.exclusive || idle(working[i]));
+      const int64_t slots = usable ? slots_in(working[i].free, job.per_task, n) : 0;
       candidates.push_back({i, slots, static_cast<double>(slots)});
       free_slots = std::min(free_slots + std::min(slots, n), n);
     }
@@ -591,7 +605,8 @@ Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>&
     // Blocked: explain before reserving, so the reason reflects the jobs ahead of this
     // one and not this job's own reservation.
     const int64_t unreserved_slots = sum_slots_up_to(working, n, [&](const WorkingNode& node) {
-      return matches(node, job) ? slots_in(node.unreserved_free, job.per_task, n) : 0;
+      const bool usable = matches(node, job) && (!job.exclusive || node.unreserved_free == node.capacity);
+      return usable ? slots_in(node.unreserved_free, job.per_task, n) : 0;
     });
     plan.pending.push_back(waiting_reason(working, queue, job, unreserved_slots));
     reserve(working, job, static_cast<int>(q));

@@ -46,6 +46,9 @@ struct PendingJob {
   bool needs_containers = false;                    // runs in an image: only on nodes with an engine
   std::vector<std::string> mount_sources;           // node paths each of its nodes must allow mounting
   std::string owner;                                // the user whose quotas it counts against
+  // Its nodes are its alone (`ag submit --exclusive`): placed only on idle nodes, each
+  // taken whole; blocked, it reserves whole nodes.
+  bool exclusive = false;
 };
 
 struct TaskPlacement {

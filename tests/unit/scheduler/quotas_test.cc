@@ -104,6 +104,36 @@ TEST(QuotaTest, NoQuotaMeansNoLimit) {
   EXPECT_EQ(plan.placements.size(), 1u);
 }
 
+PendingJob exclusive(PendingJob job) {
+  job.exclusive = true;
+  return job;
+}
+
+TEST(ExclusiveTest, AnExclusiveJobTakesIdleNodesWholeAndNobodySharesThem) {
+  // n1 runs something; n2 and n3 are idle.
+  std::vector<NodeView> nodes{testing::with_busy_cpus(make_node("n1", 16), 1), make_node("n2", 16), make_node("n3", 16)};
+  const Plan plan = schedule(nodes, {exclusive(make_job("x", 1, 1)), make_job("small", 2, 1)});
+  ASSERT_EQ(plan.placements.size(), 2u);
+  EXPECT_EQ(plan.placements[0].tasks[0].node_id, "n2");  // not the busy n1
+  for (const auto& task : plan.placements[1].tasks) EXPECT_NE(task.node_id, "n2") << "a job shared x's node";
+}
+
+TEST(ExclusiveTest, ABlockedExclusiveJobReservesWholeNodesAndSaysWhy) {
+  std::vector<NodeView> nodes{testing::with_busy_cpus(make_node("n1", 16), 1), testing::with_busy_cpus(make_node("n2", 16), 1)};
+  const Plan plan = schedule(nodes, {exclusive(make_job("x", 1, 1)), make_job("small", 1, 1)});
+  ASSERT_EQ(plan.placements.size(), 1u);  // the small job fits beside the running tasks
+  const PendingReason* waiting = reason_for(plan, "x");
+  ASSERT_NE(waiting, nullptr);
+  EXPECT_EQ(waiting->reason,
+            "waiting for resources: needs 1 task of {1 CPU} on nodes of its own (--exclusive); 0 fit on idle nodes now");
+  // The node it reserved gets nothing more: the small job went to the other one.
+  const std::string reserved = plan.placements[0].tasks[0].node_id == "n1" ? "n2" : "n1";
+  const Plan again = schedule(nodes, {exclusive(make_job("x", 1, 1)), make_job("a", 1, 1), make_job("b", 1, 1)});
+  for (const auto& placement : again.placements) {
+    for (const auto& task : placement.tasks) EXPECT_NE(task.node_id, reserved) << placement.job_id;
+  }
+}
+
 // A simulated cluster under random arrivals and completions: after every pass each
 // user holds no more than their quota, and the cluster goes on placing jobs.
 TEST(QuotaTest, ASimulatedClusterNeverPassesAQuota) {
