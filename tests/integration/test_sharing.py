@@ -10,6 +10,7 @@ import time
 import pytest
 
 from conftest import REPO, WORKER_IPS, pid_alive, wait_until
+from test_metrics import parse as parse_metrics
 
 SDK_PATH = str(REPO / "python")
 if SDK_PATH not in sys.path:
@@ -391,6 +392,14 @@ def test_the_user_who_used_the_cluster_least_goes_first_and_ag_share_shows_why(c
     assert shares[0]["usage"] >= 3 * 2 / 16 * 0.9 and shares[0]["fair_share"] < 0.5, shares
     lines = c.ag("share").stdout.splitlines()
     assert lines[0].split()[:2] == ["USER", "USAGE"] and lines[1].split()[0] == "alice", lines
+    # /metrics carries the same, by user, and what each user's running jobs hold.
+    slow = _submit_as(c, bob, "--num-cpus", 2, "--", "sleep 3")
+    wait_until(lambda: c.job(slow)["state"] == "RUNNING", 20, message="bob's job to run")
+    _, _, text = c.api_full("GET", "/metrics", port=c.dashboard_port)
+    samples = parse_metrics(text)
+    assert samples[("ag_user_usage_gpu_seconds", frozenset({("user", "alice")}))] >= 3 * 2 / 16 * 0.9, text
+    assert samples[("ag_user_cpus_held", frozenset({("user", "bob")}))] == 2, text
+    c.ag("stop-job", slow)
 
 
 def test_an_exclusive_job_has_its_nodes_to_itself(cluster_factory):

@@ -191,6 +191,16 @@ std::string Metrics::render() const {
   for (const auto& [key, n] : live_by_owner) {
     sample(out, "ag_jobs_live", "owner=\"" + key.first + "\",state=\"" + to_string(key.second) + "\"", n);
   }
+  // The sharing policy by user: what their running jobs hold (against their quotas) and
+  // their fair-share usage.
+  const auto use = deps_.jobs.use_by_owner();
+  header(out, "ag_user_gpus_held", "gauge", "GPUs the user's running jobs hold.");
+  for (const auto& [user, held] : use) sample(out, "ag_user_gpus_held", "user=\"" + user + "\"", static_cast<double>(held.held.gpus));
+  header(out, "ag_user_cpus_held", "gauge", "CPUs the user's running jobs hold.");
+  for (const auto& [user, held] : use) sample(out, "ag_user_cpus_held", "user=\"" + user + "\"", held.held.cpu_millis / 1000.0);
+  header(out, "ag_user_usage_gpu_seconds", "gauge",
+         "The user's fair-share usage: GPU-equivalent seconds (a CPU counts 1/16), decayed by the half-life.");
+  for (const auto& line : deps_.jobs.share_report()) sample(out, "ag_user_usage_gpu_seconds", "user=\"" + line.user + "\"", line.usage);
   header(out, "ag_tasks_running", "gauge", "Tasks whose process is running now.");
   sample(out, "ag_tasks_running", "", tasks_running);
 
