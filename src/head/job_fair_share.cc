@@ -26,12 +26,12 @@ Status JobManager::recover_usage() {
     if (doc.is_object()) {
       for (const auto& [user, record] : doc.items()) {
         if (record.is_array() && record.size() == 2 && record[0].is_number() && record[1].is_number_integer()) {
-          usage_[user] = {record[0].get<double>(), record[1].get<int64_t>()};
+          sharing_.usage[user] = {record[0].get<double>(), record[1].get<int64_t>()};
         }
       }
     }
   }
-  usage_timer_ = deps_.timers.start(kUsageTickMs, [this] { charge_running(); });
+  sharing_.usage_timer = deps_.timers.start(kUsageTickMs, [this] { charge_running(); });
   return {};
 }
 
@@ -48,9 +48,9 @@ double job_rate(const Job& job) {
 }  // namespace
 
 std::map<std::string, sched::UsageRecord> JobManager::usage_with_running() const {
-  std::map<std::string, sched::UsageRecord> usage = usage_;
+  std::map<std::string, sched::UsageRecord> usage = sharing_.usage;
   const int64_t now = deps_.clock.now_ms();
-  for (const auto& [id, since] : charged_until_) {
+  for (const auto& [id, since] : sharing_.charged_until) {
     const Job& job = jobs_.at(id);
     const double seconds = static_cast<double>(std::max<int64_t>(0, now - since)) / 1000.0;
     usage[job.owner] = sched::charged(usage[job.owner], job_rate(job) * seconds, now, config_.usage_half_life_ms);
@@ -67,27 +67,27 @@ std::function<double(const std::string&)> JobManager::usage_now() const {
 }
 
 void JobManager::charge(const Job& job, bool ended) {
-  auto it = charged_until_.find(job.id);
+  auto it = sharing_.charged_until.find(job.id);
   const int64_t now = deps_.clock.now_ms();
-  if (it == charged_until_.end()) {
-    if (!ended) charged_until_[job.id] = now;
+  if (it == sharing_.charged_until.end()) {
+    if (!ended) sharing_.charged_until[job.id] = now;
     return;
   }
   const double seconds = static_cast<double>(std::max<int64_t>(0, now - it->second)) / 1000.0;
-  usage_[job.owner] = sched::charged(usage_[job.owner], job_rate(job) * seconds, now, config_.usage_half_life_ms);
+  sharing_.usage[job.owner] = sched::charged(sharing_.usage[job.owner], job_rate(job) * seconds, now, config_.usage_half_life_ms);
   if (ended) {
-    charged_until_.erase(it);
+    sharing_.charged_until.erase(it);
   } else {
     it->second = now;
   }
 }
 
 void JobManager::charge_running() {
-  usage_timer_ = deps_.timers.start(kUsageTickMs, [this] { charge_running(); });
+  sharing_.usage_timer = deps_.timers.start(kUsageTickMs, [this] { charge_running(); });
   for (const auto& id : active_) charge(jobs_.at(id), false);
-  if (usage_.empty()) return;
+  if (sharing_.usage.empty()) return;
   json doc = json::object();
-  for (const auto& [user, record] : usage_) doc[user] = {record.units, record.at_ms};
+  for (const auto& [user, record] : sharing_.usage) doc[user] = {record.units, record.at_ms};
   deps_.store.write({{store::kMetaTable, kUsageKey, doc.dump()}}, [](const Status& status) {
     // The next tick writes it again; what is lost meanwhile is at most one tick's charge.
     if (!status) spdlog::warn("could not store users' usage: {}", status.error().message);

@@ -2,9 +2,10 @@
 // decides; this file keeps the head's indexes and carries the decisions out).
 //
 // A pending job is in exactly one of pending_ (the queue the scheduler weighs) or
-// gated_ (waiting for a gate). Gated jobs are looked at again only when something
-// that could open a gate happens: a job they depend on ends (dependents_), their begin
-// time comes (begins_), or a user releases them. So a thousand held jobs cost a pass
+// sharing_.gated (waiting for a gate). Gated jobs are looked at again only when
+// something that could open a gate happens: a job they depend on ends (dependents),
+// their begin time comes (begins), or a user releases them. So a thousand held jobs
+// cost a pass
 // nothing.
 #include <spdlog/spdlog.h>
 
@@ -56,20 +57,20 @@ sched::Gates JobManager::gates_of(const Job& job) const {
 }
 
 const JobArray* JobManager::find_array(const std::string& array_id) const {
-  auto it = arrays_.find(array_id);
-  return it == arrays_.end() ? nullptr : &it->second;
+  auto it = sharing_.arrays.find(array_id);
+  return it == sharing_.arrays.end() ? nullptr : &it->second;
 }
 
 void JobManager::add_to_array(const Job& job) {
   if (job.array_id.empty()) return;
-  JobArray& array = arrays_[job.array_id];
+  JobArray& array = sharing_.arrays[job.array_id];
   array.elements.push_back(job.id);
   if (job.spec.array) array.max_running = job.spec.array->max_running;
 }
 
 void JobManager::leave_array_slot(const Job& job) {
-  auto it = arrays_.find(job.array_id);
-  if (it == arrays_.end()) return;
+  auto it = sharing_.arrays.find(job.array_id);
+  if (it == sharing_.arrays.end()) return;
   JobArray& array = it->second;
   array.throttled.erase({job.array_index, job.id});
   if (array.admitted.erase(job.id) == 0) return;
@@ -107,9 +108,9 @@ void JobManager::admit(Job& job, const std::string& opened_by) {
     apply(job, on_dependency_never_met(job, decision.reason, now));
     return;
   }
-  JobArray* array = job.array_id.empty() ? nullptr : &arrays_[job.array_id];
+  JobArray* array = job.array_id.empty() ? nullptr : &sharing_.arrays[job.array_id];
   if (decision.verdict == Verdict::kOpen) {
-    const bool was_gated = gated_.count(job.id) > 0;
+    const bool was_gated = sharing_.gated.count(job.id) > 0;
     ungate(job);
     if (array && array->max_running > 0) {
       array->throttled.erase({job.array_index, job.id});
@@ -122,60 +123,60 @@ void JobManager::admit(Job& job, const std::string& opened_by) {
   }
   pending_.remove(queue_entry(job));
   set_aside_.erase(job.id);
-  gated_.insert(job.id);
+  sharing_.gated.insert(job.id);
   if (array) {
     leave_array_slot(job);
     if (decision.kind == sched::PendingKind::kArrayLimit) array->throttled.insert({job.array_index, job.id});
   }
   // Every dependency, ended or not: one that ended is kept (not deleted) while the job
   // waits, since its outcome is what lets the job start once released.
-  for (const auto& [id, kind] : dependencies_of(job.spec)) dependents_[id].insert(job.id);
+  for (const auto& [id, kind] : dependencies_of(job.spec)) sharing_.dependents[id].insert(job.id);
   if (decision.wake_at_ms != 0) {
-    begins_.insert({decision.wake_at_ms, job.id});
+    sharing_.begins.insert({decision.wake_at_ms, job.id});
     arm_begin_timer();
   }
   apply(job, on_pending(job, decision.kind, decision.reason, now));
 }
 
 void JobManager::ungate(const Job& job) {
-  if (gated_.erase(job.id) == 0) return;
+  if (sharing_.gated.erase(job.id) == 0) return;
   for (const auto& [id, _] : dependencies_of(job.spec)) {
-    auto it = dependents_.find(id);
-    if (it == dependents_.end()) continue;
+    auto it = sharing_.dependents.find(id);
+    if (it == sharing_.dependents.end()) continue;
     it->second.erase(job.id);
-    if (it->second.empty()) dependents_.erase(it);
+    if (it->second.empty()) sharing_.dependents.erase(it);
   }
-  begins_.erase({job.spec.begin_ms, job.id});
+  sharing_.begins.erase({job.spec.begin_ms, job.id});
 }
 
 void JobManager::release_dependents(const Job& ended) {
-  auto it = dependents_.find(ended.id);
-  if (it == dependents_.end()) return;
+  auto it = sharing_.dependents.find(ended.id);
+  if (it == sharing_.dependents.end()) return;
   const std::set<std::string> waiting = it->second;
   const std::string why = "dependency " + ended.id + " ended " + to_string(ended.state);
   for (const auto& id : waiting) {
     auto job = jobs_.find(id);
-    if (job != jobs_.end() && gated_.count(id)) admit(job->second, why + "; queued");
+    if (job != jobs_.end() && sharing_.gated.count(id)) admit(job->second, why + "; queued");
   }
 }
 
 void JobManager::arm_begin_timer() {
-  if (begins_.empty()) return;
-  const int64_t at = begins_.begin()->first;
-  if (begin_timer_ != 0 && begin_timer_at_ms_ <= at) return;
-  if (begin_timer_ != 0) deps_.timers.cancel(begin_timer_);
-  begin_timer_at_ms_ = at;
-  begin_timer_ = deps_.timers.start(std::max<int64_t>(0, at - deps_.clock.now_ms()), [this] {
-    begin_timer_ = 0;
+  if (sharing_.begins.empty()) return;
+  const int64_t at = sharing_.begins.begin()->first;
+  if (sharing_.begin_timer != 0 && sharing_.begin_timer_at_ms <= at) return;
+  if (sharing_.begin_timer != 0) deps_.timers.cancel(sharing_.begin_timer);
+  sharing_.begin_timer_at_ms = at;
+  sharing_.begin_timer = deps_.timers.start(std::max<int64_t>(0, at - deps_.clock.now_ms()), [this] {
+    sharing_.begin_timer = 0;
     const int64_t now = deps_.clock.now_ms();
     std::vector<std::string> due;
-    while (!begins_.empty() && begins_.begin()->first <= now) {
-      due.push_back(begins_.begin()->second);
-      begins_.erase(begins_.begin());
+    while (!sharing_.begins.empty() && sharing_.begins.begin()->first <= now) {
+      due.push_back(sharing_.begins.begin()->second);
+      sharing_.begins.erase(sharing_.begins.begin());
     }
     for (const auto& id : due) {
       auto job = jobs_.find(id);
-      if (job != jobs_.end() && gated_.count(id)) admit(job->second, "its begin time came; queued");
+      if (job != jobs_.end() && sharing_.gated.count(id)) admit(job->second, "its begin time came; queued");
     }
     arm_begin_timer();
   });

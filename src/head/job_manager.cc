@@ -33,8 +33,8 @@ JobManager::JobManager(Deps deps, JobManagerConfig config)
 
 JobManager::~JobManager() {
   if (retry_timer_ != 0) deps_.timers.cancel(retry_timer_);
-  if (begin_timer_ != 0) deps_.timers.cancel(begin_timer_);
-  if (usage_timer_ != 0) deps_.timers.cancel(usage_timer_);
+  if (sharing_.begin_timer != 0) deps_.timers.cancel(sharing_.begin_timer);
+  if (sharing_.usage_timer != 0) deps_.timers.cancel(sharing_.usage_timer);
   durable_waiters_.clear();  // nobody is left to tell
   flush_in_flight_ = false;  // the last changes go now, after whatever is in flight
   flush_unsaved();
@@ -129,7 +129,7 @@ Status JobManager::recover() {
             [](const Job* a, const Job* b) { return a->array_index < b->array_index; });
   for (const Job* job : elements) {
     add_to_array(*job);
-    if (job->state == JobState::kRunning) arrays_[job->array_id].admitted.insert(job->id);
+    if (job->state == JobState::kRunning) sharing_.arrays[job->array_id].admitted.insert(job->id);
   }
   for (const auto& id : waiting) admit(jobs_.at(id));
   spdlog::info("recovered {} jobs ({} pending, {} running) from the store", jobs_.size(),
@@ -613,7 +613,7 @@ void JobManager::run_schedule() {
   // stops the others'.
   std::map<std::string, sched::Use> use = use_by_owner();
   std::set<std::string> owners;  // whose groups group quotas need
-  if (!quotas_.groups.empty()) {
+  if (!sharing_.quotas.groups.empty()) {
     for (const auto& [owner, _] : use) owners.insert(owner);
     for (const auto& owner : pending_.owners()) owners.insert(owner);
   }

@@ -18,7 +18,6 @@
 #pragma once
 
 #include <functional>
-#include <nlohmann/json_fwd.hpp>
 #include <map>
 #include <memory>
 #include <optional>
@@ -35,7 +34,7 @@
 #include "head/log_store.h"
 #include "head/node_registry.h"
 #include "head/scheduler/gates.h"
-#include "head/scheduler/quotas.h"
+#include "head/sharing_state.h"
 #include "head/store/kv_store.h"
 #include "head/worker_channel.h"
 
@@ -48,18 +47,6 @@ struct JobManagerConfig {
   int64_t kill_grace_ms = 10000;  // SIGTERM -> SIGKILL grace for stopped tasks
   int64_t usage_half_life_ms = sched::kDefaultUsageHalfLifeMs;  // fair share's decay
 };
-
-// A job array as the head keeps it: its elements (jobs "ARRAY_INDEX") and their limit.
-struct JobArray {
-  std::vector<std::string> elements;  // element job ids, by index
-  int max_running = 0;                // queued or running at once; 0 for any number
-  std::set<std::string> admitted;     // elements queued or running (they use the limit)
-  std::set<std::pair<int, std::string>> throttled;  // (index, id): waiting for a place under it
-};
-
-// A quota's limits as the API shows them: {"max_gpus", "max_cpu_millis", "max_memory",
-// "max_running_jobs"}, null for no limit (job_quotas.cc).
-nlohmann::json quota_limits_json(const sched::Limits& limits);
 
 class JobManager {
  public:
@@ -132,26 +119,22 @@ class JobManager {
   // kResourceExhausted on a full disk), in which case nothing changed.
   void stop_durably(const std::string& job_id, const std::string& by, std::function<void(Status)> done);
 
-  // Holds a pending job (it leaves the queue until released) or releases it, once that
-  // is stored; `by` names who, in its events. Errors: kNotFound; kConflict when the job
-  // is not pending, or is released while not held. Holding a held job changes nothing.
-  // job_gates.cc.
+  // Holds a pending job (out of the queue until released) or releases it, once stored
+  // (job_gates.cc). Errors: kNotFound; kConflict when not pending, or released unheld.
   void set_hold(const std::string& job_id, bool hold, const std::string& by, std::function<void(Status)> done);
 
-  // Quotas (job_quotas.cc): the most each user, or group of users, may hold at once.
-  // set_quota sets a user's (or, with `group`, a group's) limits, or removes them when
-  // none is set, once stored. Errors: the store's (nothing changes then).
+  // Quotas (job_quotas.cc): sets a user's (or group's) limits, or removes them when none
+  // is set, once stored. Errors: the store's (nothing changes then).
   void set_quota(bool group, const std::string& name, const sched::Limits& limits, std::function<void(Status)> done);
-  const sched::QuotaPolicy& quotas() const { return quotas_; }
+  const sched::QuotaPolicy& quotas() const { return sharing_.quotas; }
   // What each user's running jobs hold now.
   std::map<std::string, sched::Use> use_by_owner() const;
-  // Fair share (job_fair_share.cc): each user's decayed usage, part and factor now
-  // (`ag share`), most used first.
+  // Fair share (job_fair_share.cc): each user's usage, part and factor, most used first.
   std::vector<sched::ShareLine> share_report() const;
 
   // Where a user's groups come from (the head's access control), for group quotas.
   void set_groups_of(std::function<std::vector<std::string>(const std::string&)> groups_of) {
-    groups_of_ = std::move(groups_of);
+    sharing_.groups_of = std::move(groups_of);
   }
 
   // Calls `changed` once, at the job's next change of state, attempt or task (at once
@@ -205,8 +188,7 @@ class JobManager {
   void run_schedule();
   // A scheduling pass at `at_ms` (wall clock), unless one is due before.
   void schedule_at(int64_t at_ms);
-  // Every node with its whole capacity free (the scheduler's view before running tasks
-  // are taken off).
+  // Every node with its whole capacity free (before running tasks are taken off);
   // `draining_schedulable`: whether draining nodes count (they will take tasks again).
   std::map<std::string, sched::NodeView> node_capacity(bool draining_schedulable = false) const;
   static sched::PendingJob pending_job(const std::string& id, const api::JobSpec& spec);
@@ -216,40 +198,33 @@ class JobManager {
   std::optional<Error> check_submissions(const std::vector<api::JobSpec>& specs, const std::string& owner) const;
   // Nodes came or went: jobs set aside as infeasible are looked at again.
   void cluster_changed();
-  Status recover_quotas();
+  Status recover_quotas();  // and recover_usage(): the meta table's records
   Status recover_usage();
-  // Each user's usage with what their running jobs used since last charged.
+  // Usage by user with what running jobs used since last charged; decayed now, by owner.
   std::map<std::string, sched::UsageRecord> usage_with_running() const;
-  // Each owner's decayed usage now (running jobs included), for the queue's order.
   std::function<double(const std::string&)> usage_now() const;
-  // Charges the job's owner for the time since it was last charged (from its placement
-  // on); `ended`: it stops being charged.
+  // Charges the job's owner since its last charge; `ended`: the last charge.
   void charge(const Job& job, bool ended);
   // Every running job is charged and the usage stored, every kUsageTickMs.
   void charge_running();
   // The quotas with the groups of `owners` filled in.
   sched::QuotaPolicy quota_policy(const std::set<std::string>& owners) const;
-  // kPermissionDenied when the spec's priority is over its owner's cap (quotas.h).
+  // kPermissionDenied: the spec's priority is over its owner's cap.
   std::optional<Error> check_priority_cap(const api::JobSpec& spec, const std::string& owner) const;
   void apply(Job& job, const Effects& fx);
-  // Gates (job_gates.cc). admit: where a PENDING job not running waits: in the queue
-  // once every gate is open (`opened_by` is its event then), else gated (or FAILED
-  // when a dependency can never be met).
+  // Gates (job_gates.cc): a pending job joins the queue once every gate is open
+  // (`opened_by` is its event then), else waits gated, or FAILS on an unmet dependency.
   void admit(Job& job, const std::string& opened_by = "");
   void ungate(const Job& job);
-  // A job ended: the jobs gated on it are weighed again.
-  void release_dependents(const Job& ended);
+  void release_dependents(const Job& ended);  // the jobs gated on it are weighed again
   void arm_begin_timer();
-  // An array element that ended or left the queue gives up its place under the array's
-  // limit; the next throttled element takes it.
+  // An array element that ended or left the queue gives its place to the next one.
   void leave_array_slot(const Job& job);
-  // Records an array element (a new one, or one loaded at start) with its array.
-  void add_to_array(const Job& job);
+  void add_to_array(const Job& job);  // a new element, or one loaded at start
   // The job's dependencies, an array's id standing for each of its elements.
   std::vector<std::pair<std::string, sched::DependencyKind>> dependencies_of(const api::JobSpec& spec) const;
   sched::Gates gates_of(const Job& job) const;
-  // Why a spec's dependencies can never be met (unknown job, or one that already ended
-  // the wrong way), or nullopt.
+  // Why a spec's dependencies can never be met (unknown, or ended the wrong way).
   std::optional<Error> check_dependencies(const api::JobSpec& spec, const std::string& where) const;
   // Marks the job (and its new events) to be written. Changed jobs are written
   // together at most once per persist_interval_ms_ (flush_unsaved), so a gang whose
@@ -282,19 +257,7 @@ class JobManager {
   // Pending jobs no node can hold (their reason says so), left out of scheduling
   // passes until the cluster changes.
   std::set<std::string> set_aside_;
-  // Pending jobs outside the queue until a gate opens (job_gates.cc), the gated jobs
-  // waiting on each job, and begin times (time, job id) with one timer for the first.
-  std::set<std::string> gated_;
-  std::map<std::string, std::set<std::string>> dependents_;
-  std::set<std::pair<int64_t, std::string>> begins_;
-  std::map<std::string, JobArray> arrays_;
-  std::map<std::string, sched::UsageRecord> usage_;  // by user
-  std::map<std::string, int64_t> charged_until_;      // running job -> charged up to (wall ms)
-  Timers::Id usage_timer_ = 0;
-  sched::QuotaPolicy quotas_;  // users' and groups' limits (groups_of left empty)
-  std::function<std::vector<std::string>(const std::string&)> groups_of_;
-  Timers::Id begin_timer_ = 0;
-  int64_t begin_timer_at_ms_ = 0;
+  SharingState sharing_;  // gates, arrays, quotas, fair share (sharing_state.h)
   std::vector<std::string> salvaged_;  // recover(): stored jobs kept as FAILED
   std::set<std::string> active_;             // jobs with a live attempt
   std::map<std::string, std::string> submission_ids_;

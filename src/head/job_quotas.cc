@@ -57,7 +57,7 @@ Status JobManager::recover_quotas() {
   if (!doc.is_object()) return {};
   for (const char* kind : {"users", "groups"}) {
     if (!doc.contains(kind) || !doc[kind].is_object()) continue;
-    auto& into = std::string(kind) == "users" ? quotas_.users : quotas_.groups;
+    auto& into = std::string(kind) == "users" ? sharing_.quotas.users : sharing_.quotas.groups;
     for (const auto& [name, limits] : doc[kind].items()) into[name] = limits_from_json(limits);
   }
   return {};
@@ -65,7 +65,7 @@ Status JobManager::recover_quotas() {
 
 void JobManager::set_quota(bool group, const std::string& name, const sched::Limits& limits,
                            std::function<void(Status)> done) {
-  sched::QuotaPolicy next = quotas_;
+  sched::QuotaPolicy next = sharing_.quotas;
   auto& table = group ? next.groups : next.users;
   if (limits.any()) {
     table[name] = limits;
@@ -78,8 +78,8 @@ void JobManager::set_quota(bool group, const std::string& name, const sched::Lim
     deps_.timers.post([this, alive, next, done, status] {
       if (!*alive) return;
       if (!status) return done(status.error());
-      quotas_.users = next.users;
-      quotas_.groups = next.groups;
+      sharing_.quotas.users = next.users;
+      sharing_.quotas.groups = next.groups;
       // Jobs over the old quota may fit the new one (and every pending reason is redone).
       request_schedule();
       done({});
@@ -116,10 +116,10 @@ std::map<std::string, sched::Use> JobManager::use_by_owner() const {
 
 sched::QuotaPolicy JobManager::quota_policy(const std::set<std::string>& owners) const {
   sched::QuotaPolicy policy;
-  policy.users = quotas_.users;
-  policy.groups = quotas_.groups;
-  if (!policy.groups.empty() && groups_of_) {
-    for (const auto& owner : owners) policy.groups_of[owner] = groups_of_(owner);
+  policy.users = sharing_.quotas.users;
+  policy.groups = sharing_.quotas.groups;
+  if (!policy.groups.empty() && sharing_.groups_of) {
+    for (const auto& owner : owners) policy.groups_of[owner] = sharing_.groups_of(owner);
   }
   return policy;
 }

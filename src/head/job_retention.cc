@@ -21,7 +21,7 @@ void JobManager::delete_job(const std::string& job_id, std::function<void(Status
     return done(Error{ErrorCode::kConflict, "job " + job_id + " is being deleted already"});
   }
   // A held job may still wait on it: its outcome is what lets that job start.
-  if (auto waiting = dependents_.find(job_id); waiting != dependents_.end()) {
+  if (auto waiting = sharing_.dependents.find(job_id); waiting != sharing_.dependents.end()) {
     return done(Error{ErrorCode::kConflict, "job " + job_id + " is a dependency of pending job " +
                                                 *waiting->second.begin() + "; delete it once that job has started or ended"});
   }
@@ -33,7 +33,7 @@ int JobManager::delete_finished_before(int64_t before_ms) {
   std::vector<std::string> old;
   for (const auto& [id, job] : jobs_) {
     if (job.terminal() && job.finished_ms > 0 && job.finished_ms < before_ms && !deletions_.count(id) &&
-        !dependents_.count(id)) {
+        !sharing_.dependents.count(id)) {
       old.push_back(id);
     }
   }
@@ -60,9 +60,9 @@ void JobManager::forget(const std::string& job_id) {
   unsaved_.erase(job_id);
   events_.erase(job_id);
   set_aside_.erase(job_id);
-  if (auto array = arrays_.find(job.array_id); array != arrays_.end()) {
+  if (auto array = sharing_.arrays.find(job.array_id); array != sharing_.arrays.end()) {
     std::erase(array->second.elements, job_id);
-    if (array->second.elements.empty()) arrays_.erase(array);
+    if (array->second.elements.empty()) sharing_.arrays.erase(array);
   }
   jobs_.erase(it);
   notify_waiters(job_id);

@@ -6,7 +6,7 @@
 namespace ag::head {
 namespace {
 
-TEST(ImagePullsTest, EachNodeGoesFromPullingToDoneOrFailed) {
+TEST(ImagePullsTest, EachNodeEndsPulledOrFailed) {
   ImagePulls pulls;
   const std::string id = pulls.start("train:1", {"n1", "n2"}, "alice", 1000).id;
   const ImagePulls::Pull* pull = pulls.find(id);
