@@ -52,8 +52,9 @@ std::optional<PriorityCap> priority_cap(const QuotaPolicy& policy, const std::st
   return cap;
 }
 
-QuotaLedger::QuotaLedger(const QuotaPolicy& policy, std::map<std::string, Use> use)
-    : policy_(policy), users_(std::move(use)) {
+QuotaLedger::QuotaLedger(const QuotaPolicy& policy, std::map<std::string, Use> use,
+                         std::map<QueueUser, Use> queue_use)
+    : policy_(policy), users_(std::move(use)), queue_users_(std::move(queue_use)) {
   for (const auto& [user, held] : users_) {
     auto groups = policy_.groups_of.find(user);
     if (groups == policy_.groups_of.end()) continue;
@@ -84,6 +85,12 @@ std::optional<std::string> QuotaLedger::over_quota(const PendingJob& job) const 
     std::string why = over("group " + group + " (of user " + job.owner + ")", limits->second, use_of(groups_, group), need);
     if (!why.empty()) return why;
   }
+  if (auto limits = policy_.queue_users.find(job.queue); !job.queue.empty() && limits != policy_.queue_users.end()) {
+    auto held = queue_users_.find({job.queue, job.owner});
+    std::string why = over("user " + job.owner + " in queue " + job.queue, limits->second,
+                           held == queue_users_.end() ? kNothing : held->second, need);
+    if (!why.empty()) return why;
+  }
   return std::nullopt;
 }
 
@@ -92,6 +99,11 @@ void QuotaLedger::add(const PendingJob& job) {
   Use& user = users_[job.owner];
   user.held += need;
   ++user.running_jobs;
+  if (!job.queue.empty()) {
+    Use& in_queue = queue_users_[{job.queue, job.owner}];
+    in_queue.held += need;
+    ++in_queue.running_jobs;
+  }
   auto groups = policy_.groups_of.find(job.owner);
   if (groups == policy_.groups_of.end()) return;
   for (const auto& group : groups->second) {

@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/resources.h"
@@ -47,19 +48,23 @@ struct Use {
   int64_t running_jobs = 0;
 };
 
+// A user in a queue (queue name, user): queues (queues.h) limit each user within them.
+using QueueUser = std::pair<std::string, std::string>;
+
 struct QuotaPolicy {
   std::map<std::string, Limits> users;
   std::map<std::string, Limits> groups;
   std::map<std::string, std::vector<std::string>> groups_of;  // user -> their groups
-  bool empty() const { return users.empty() && groups.empty(); }
+  std::map<std::string, Limits> queue_users;  // queue -> what each user may hold in it
+  bool empty() const { return users.empty() && groups.empty() && queue_users.empty(); }
 };
 
 std::optional<PriorityCap> priority_cap(const QuotaPolicy& policy, const std::string& user);
 
 class QuotaLedger {
  public:
-  // `use`: what each owner's running jobs hold now.
-  QuotaLedger(const QuotaPolicy& policy, std::map<std::string, Use> use);
+  // `use`: what each owner's running jobs hold now; `queue_use`: the same by queue.
+  QuotaLedger(const QuotaPolicy& policy, std::map<std::string, Use> use, std::map<QueueUser, Use> queue_use = {});
 
   // Why placing `job` would take its owner or a group of theirs over a quota, in words
   // ("user alice holds 8 of the 8 GPUs her quota allows; this job needs 2"), or nullopt.
@@ -74,6 +79,7 @@ class QuotaLedger {
   const QuotaPolicy& policy_;
   std::map<std::string, Use> users_;
   std::map<std::string, Use> groups_;
+  std::map<QueueUser, Use> queue_users_;
 };
 
 }  // namespace ag::sched

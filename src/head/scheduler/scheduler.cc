@@ -23,6 +23,7 @@
 
 #include "common/amounts.h"
 #include "common/path_prefix.h"
+#include "head/scheduler/preemption.h"
 
 namespace ag::sched {
 namespace {
@@ -508,6 +509,7 @@ const char* to_string(PendingKind kind) {
     case PendingKind::kDependency: return "dependency";
     case PendingKind::kArrayLimit: return "array_limit";
     case PendingKind::kQuota: return "quota";
+    case PendingKind::kPreempting: return "preempting";
   }
   return "unknown";
 }
@@ -515,7 +517,8 @@ const char* to_string(PendingKind kind) {
 std::optional<PendingKind> parse_pending_kind(std::string_view text) {
   for (PendingKind kind : {PendingKind::kNoNodes, PendingKind::kInfeasible, PendingKind::kWaitingForResources,
                            PendingKind::kWaitingBehind, PendingKind::kHeld, PendingKind::kBeginTime,
-                           PendingKind::kDependency, PendingKind::kArrayLimit, PendingKind::kQuota}) {
+                           PendingKind::kDependency, PendingKind::kArrayLimit, PendingKind::kQuota,
+                           PendingKind::kPreempting}) {
     if (text == to_string(kind)) return kind;
   }
   return std::nullopt;
@@ -546,14 +549,48 @@ bool needs_any_of(const Resources& need, const Resources& dims) {
          (need.gpus > 0 && dims.gpus > 0);
 }
 
+bool can_run_on(const NodeView& node, const PendingJob& job) { return matches(node, job); }
+
+// The working nodes as views of what is free now (after this pass's placements), for
+// preemption's checks.
+static std::vector<NodeView> free_now(const std::vector<WorkingNode>& nodes) {
+  std::vector<NodeView> views;
+  views.reserve(nodes.size());
+  for (const WorkingNode& node : nodes) {
+    NodeView view = *node.view;
+    view.total = node.capacity;
+    view.free = node.unreserved_free;
+    view.free_gpu_ids = node.free_gpu_ids;
+    views.push_back(std::move(view));
+  }
+  return views;
+}
+
+static std::string preempting_reason(const PendingJob& job, const std::vector<std::string>& victims) {
+  if (victims.empty()) return "waiting for room being freed: needs " + tasks_of(job) + "; jobs stopping now will free it";
+  std::string names;
+  for (size_t i = 0; i < victims.size() && i < 3; ++i) names += (i ? ", " : "") + victims[i];
+  if (victims.size() > 3) names += " and " + std::to_string(victims.size() - 3) + " more";
+  return "preempting " + names + " (lower priority than " + std::to_string(job.priority) + ") to make room: needs " +
+         tasks_of(job) + "; it starts once they have stopped";
+}
+
 Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>& queue) {
-  return schedule(nodes, queue, QuotaPolicy{}, {});
+  return schedule(nodes, queue, PassInput{});
 }
 
 Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>& queue, const QuotaPolicy& quotas,
               std::map<std::string, Use> use) {
+  PassInput input;
+  input.quotas = quotas;
+  input.use = std::move(use);
+  return schedule(nodes, queue, input);
+}
+
+Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>& queue, const PassInput& input) {
   Plan plan;
-  QuotaLedger ledger(quotas, std::move(use));
+  QuotaLedger ledger(input.quotas, input.use, input.queue_use);
+  bool blocked_before = false;  // a job ahead was blocked: only the first may preempt
   std::vector<WorkingNode> working = make_working_nodes(nodes);
   const Resources largest = largest_node(working);
   // The dimensions blocked jobs already hold whole: the jobs further back that need
@@ -608,7 +645,15 @@ Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>&
       const bool usable = matches(node, job) && (!job.exclusive || node.unreserved_free == node.capacity);
       return usable ? slots_in(node.unreserved_free, job.per_task, n) : 0;
     });
-    plan.pending.push_back(waiting_reason(working, queue, job, unreserved_slots));
+    PendingReason reason = waiting_reason(working, queue, job, unreserved_slots);
+    if (!blocked_before && job.may_preempt && !input.running.empty()) {
+      if (auto victims = choose_victims(free_now(working), job, input.running, input.now_ms)) {
+        reason = {job.job_id, PendingKind::kPreempting, preempting_reason(job, *victims)};
+        if (!victims->empty()) plan.preemptions.push_back({job.job_id, std::move(*victims)});
+      }
+    }
+    blocked_before = true;
+    plan.pending.push_back(std::move(reason));
     reserve(working, job, static_cast<int>(q));
     saturated = fully_reserved(working);
     if (behind_reason.empty() && !demands_nothing(saturated)) {

@@ -49,6 +49,9 @@ struct PendingJob {
   // Its nodes are its alone (`ag submit --exclusive`): placed only on idle nodes, each
   // taken whole; blocked, it reserves whole nodes.
   bool exclusive = false;
+  std::string queue;         // its queue (queues.h), "" for none: per-queue quotas
+  int priority = 0;          // what preemption compares (the queue's order is the caller's)
+  bool may_preempt = false;  // its queue lets it preempt lower-priority jobs (preemption.h)
 };
 
 struct TaskPlacement {
@@ -76,10 +79,11 @@ enum class PendingKind {
   kDependency,           // jobs it depends on have not ended as it needs
   kArrayLimit,           // its array has as many elements queued or running as it may
   kQuota,                // its owner (or their group) holds all their quota allows
+  kPreempting,           // lower-priority jobs are being stopped to make room for it
 };
 
 // "no_nodes", "infeasible", "waiting_for_resources", "waiting_behind", "held",
-// "begin_time", "dependency", "array_limit", "quota".
+// "begin_time", "dependency", "array_limit", "quota", "preempting".
 const char* to_string(PendingKind kind);
 std::optional<PendingKind> parse_pending_kind(std::string_view text);
 
@@ -92,9 +96,40 @@ struct PendingReason {
   bool infeasible() const { return kind == PendingKind::kInfeasible; }
 };
 
+// A job running now, as preemption (preemption.h) weighs it.
+struct RunningJob {
+  std::string job_id;
+  int priority = 0;
+  bool preemptible = true;  // false: `ag submit --no-preempt`
+  bool stopping = false;    // its tasks are being stopped already (preempted, failed, stopped)
+  int64_t started_ms = 0;   // when its attempt was placed: the younger, the less work lost
+  struct Task {
+    std::string node_id;
+    Resources held;             // what the task holds there (a whole node for --exclusive)
+    std::vector<int> gpu_ids;
+  };
+  std::vector<Task> tasks;
+};
+
+// Lower-priority jobs to stop (and requeue) so that `job_id` can start.
+struct Preemption {
+  std::string job_id;
+  std::vector<std::string> victims;
+};
+
 struct Plan {
   std::vector<JobPlacement> placements;  // in queue order
   std::vector<PendingReason> pending;    // one per job of the queue not placed
+  std::vector<Preemption> preemptions;   // at most one: for the first blocked job
+};
+
+// What a pass weighs besides the nodes and the queue.
+struct PassInput {
+  QuotaPolicy quotas;
+  std::map<std::string, Use> use;        // what each owner's running jobs hold now
+  std::map<QueueUser, Use> queue_use;    // the same, by queue
+  std::vector<RunningJob> running;       // preemption's candidates (may_preempt jobs only)
+  int64_t now_ms = 0;
 };
 
 // Places as many jobs of `queue` (oldest first) as fit on `nodes`, all-or-nothing per
@@ -113,6 +148,15 @@ Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>&
 // each owner's running jobs hold now.
 Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>& queue, const QuotaPolicy& quotas,
               std::map<std::string, Use> use);
+
+// The same with everything a pass weighs. The first job that is blocked (no job ahead
+// of it was) and may preempt gets victims among `input.running` when that makes room
+// (preemption.h): plan.preemptions names them, its reason says so (kPreempting), and it
+// reserves as any blocked job does, so that what the victims free is kept for it.
+Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>& queue, const PassInput& input);
+
+// Whether `job`'s tasks may run on `node` at all: its labels, engine and mounts.
+bool can_run_on(const NodeView& node, const PendingJob& job);
 
 // Why the schedulable `nodes` could never hold `job` however long it waited (the
 // reason schedule() would give with kInfeasible), or nullopt when they could, or when
