@@ -15,7 +15,7 @@ from .runtime_env import PackageUploader
 JOB_KEYS = ("entrypoint", "runtime_env", "num_workers", "task_options", "job_name",
             "max_retries", "timeout", "labels", "placement", "submission_id", "timeout_per_attempt",
             "allow_unschedulable", "retry_delay", "retry_on", "constraints", "priority",
-            "after", "after_any", "after_failed", "hold", "begin", "exclusive")
+            "after", "after_any", "after_failed", "hold", "begin", "exclusive", "queue", "no_preempt")
 
 
 class Client:
@@ -114,7 +114,7 @@ class Client:
                    submission_id=None, timeout_per_attempt=False, allow_unschedulable=False,
                    retry_delay=None, retry_on=None, constraints=None, priority=None,
                    after=None, after_any=None, after_failed=None, hold=False, begin=None,
-                   exclusive=False):
+                   exclusive=False, queue=None, no_preempt=False):
         """Submits one job and returns its Job at once (it runs in the background).
 
         entrypoint: the command each of the `num_workers` tasks runs (through a shell).
@@ -136,6 +136,12 @@ class Client:
         hold: submitted held; it waits until job.release(). begin: not started before this
         time: a datetime (naive means UTC), a timedelta from now, or seconds since the epoch.
         exclusive: no other job's tasks share this job's nodes.
+        queue: the queue it waits in (`ag queue list`): its nodes, its priority unless
+        `priority` is given, its per-user limits; jobs of a queue that preempts may stop
+        lower-priority jobs to start. no_preempt: never preempted (an admin must allow
+        it: `ag quota set --allow-no-preempt`). A preempted job goes back to the queue
+        (its retries are not spent); its tasks get SIGTERM and AG_PREEMPT_GRACE_S seconds
+        to save their work first.
         max_retries: whole-gang retries after a failure; retry_delay: seconds before the
         first (default 3), doubling for each next one up to 600; retry_on: which
         failures are retried: "any" (default), "node_lost", or a list of exit codes
@@ -161,7 +167,8 @@ class Client:
                           timeout_per_attempt=timeout_per_attempt, allow_unschedulable=allow_unschedulable,
                           retry_delay=retry_delay, retry_on=retry_on, constraints=constraints,
                           priority=priority, after=after, after_any=after_any,
-                          after_failed=after_failed, hold=hold, begin=begin, exclusive=exclusive)
+                          after_failed=after_failed, hold=hold, begin=begin, exclusive=exclusive,
+                          queue=queue, no_preempt=no_preempt)
         answer = self._transport.request("POST", "/api/jobs", body=spec, retry=True).json()
         return Job(self, answer["job_id"])
 
@@ -234,7 +241,7 @@ class Client:
               submission_id=None, timeout_per_attempt=False, allow_unschedulable=False,
               retry_delay=None, retry_on=None, constraints=None, priority=None,
               after=None, after_any=None, after_failed=None, hold=False, begin=None,
-              exclusive=False):
+              exclusive=False, queue=None, no_preempt=False):
         """The JSON job spec to send, with working_dir uploaded."""
         spec = {"entrypoint": entrypoint, "num_workers": num_workers, "max_retries": max_retries,
                 "placement": placement, "submission_id": submission_id or uuid.uuid4().hex}
@@ -263,6 +270,10 @@ class Client:
             spec["hold"] = True
         if exclusive:
             spec["exclusive"] = True
+        if queue is not None:
+            spec["queue"] = queue
+        if no_preempt:
+            spec["no_preempt"] = True
         if begin is not None:
             spec["begin_ms"] = _epoch_ms(begin)
         if labels is not None:

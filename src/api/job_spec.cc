@@ -270,6 +270,16 @@ std::optional<Error> read_retry_on(const json& v, RetryOn* out) {
 
 }  // namespace
 
+Status check_queue_name(const std::string& name) {
+  const bool ok = !name.empty() && name.size() <= kMaxQueueNameBytes && std::isalnum(static_cast<unsigned char>(name[0])) &&
+                  std::all_of(name.begin(), name.end(), [](char c) {
+                    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+                  });
+  if (ok) return {};
+  return invalid_argument("'" + name.substr(0, 64) + "' is not a queue name: use 1-" + std::to_string(kMaxQueueNameBytes) +
+                          " of a-z, 0-9, '-' and '_', starting with a letter or digit");
+}
+
 std::optional<int> priority_level(std::string_view name) {
   if (name == "low") return -100;
   if (name == "normal") return 0;
@@ -370,6 +380,16 @@ std::optional<Error> parse_gates(const json& body, JobSpec* spec) {
     }
     spec->exclusive = body["exclusive"].get<bool>();
   }
+  if (body.contains("no_preempt") && !body["no_preempt"].is_null()) {
+    if (!body["no_preempt"].is_boolean()) {
+      return field_error("no_preempt", std::string("must be true or false, got ") + type_name(body["no_preempt"]));
+    }
+    spec->no_preempt = body["no_preempt"].get<bool>();
+  }
+  if (body.contains("queue") && !body["queue"].is_null()) {
+    if (auto err = read_string(body["queue"], "queue", kMaxQueueNameBytes, &spec->queue)) return err;
+    if (Status s = check_queue_name(spec->queue); !s) return field_error("queue", s.error().message);
+  }
   if (body.contains("hold") && !body["hold"].is_null()) {
     if (!body["hold"].is_boolean()) return field_error("hold", std::string("must be true or false, got ") + type_name(body["hold"]));
     spec->hold = body["hold"].get<bool>();
@@ -457,7 +477,7 @@ Result<JobSpec> parse_job_spec(const json& body) {
       "entrypoint", "num_workers", "task_options", "runtime_env", "job_name", "labels",
       "max_retries", "timeout", "timeout_per_attempt", "placement", "submission_id", "priority",
       "allow_unschedulable", "retry_delay", "retry_on", "constraints", "after", "after_any", "after_failed", "hold",
-      "begin_ms", "array", "exclusive"};
+      "begin_ms", "array", "exclusive", "queue", "no_preempt"};
   if (auto err = check_known_keys(body, "", kKnown)) return *err;
 
   JobSpec spec;
@@ -507,6 +527,7 @@ Result<JobSpec> parse_job_spec(const json& body) {
     }
   }
   if (body.contains("priority") && !body["priority"].is_null()) {
+    spec.priority_set = true;
     const json& p = body["priority"];
     if (p.is_string()) {
       auto level = priority_level(p.get<std::string>());
@@ -599,7 +620,7 @@ json to_json(const JobSpec& spec) {
   j["job_name"] = spec.name;
   j["labels"] = spec.labels;
   j["max_retries"] = spec.max_retries;
-  j["priority"] = spec.priority;
+  if (spec.priority_set || spec.priority != 0) j["priority"] = spec.priority;
   j["retry_delay"] = spec.retry_delay_s;
   switch (spec.retry_on.kind) {
     case RetryOn::Kind::kAny: j["retry_on"] = "any"; break;
@@ -617,6 +638,8 @@ json to_json(const JobSpec& spec) {
   if (!spec.after_failed.empty()) j["after_failed"] = spec.after_failed;
   if (spec.hold) j["hold"] = true;
   if (spec.exclusive) j["exclusive"] = true;
+  if (!spec.queue.empty()) j["queue"] = spec.queue;
+  if (spec.no_preempt) j["no_preempt"] = true;
   if (spec.begin_ms != 0) j["begin_ms"] = spec.begin_ms;
   if (spec.array) j["array"] = to_string(*spec.array);
   return j;

@@ -30,6 +30,8 @@ inline constexpr int kMinPriority = -1000;
 inline constexpr int kMaxPriority = 1000;
 // "low" -100, "normal" 0, "high" 100, "urgent" 1000; nullopt for another name.
 std::optional<int> priority_level(std::string_view name);
+// A queue name: 1-32 of a-z, 0-9, '-', '_', starting with a letter or digit.
+Status check_queue_name(const std::string& name);
 inline constexpr size_t kMaxEntrypointBytes = 64 * 1024;
 inline constexpr size_t kMaxNameBytes = 256;
 inline constexpr size_t kMaxLabels = 64;
@@ -53,6 +55,7 @@ inline constexpr size_t kMaxNodeLabels = 32;
 inline constexpr size_t kMaxConstraints = 16;
 // Job arrays: at most this many elements, each index from 0 to kMaxArrayIndex.
 inline constexpr size_t kMaxArraySize = 10000;
+inline constexpr size_t kMaxQueueNameBytes = 32;
 inline constexpr int kMaxArrayIndex = 999999;
 
 // `ag submit --array 0-99%8`: one job per index, each with AG_ARRAY_INDEX, at most
@@ -128,6 +131,8 @@ struct JobSpec {
   std::map<std::string, std::string> labels;
   int max_retries = 0;
   int priority = 0;  // higher first among pending jobs; ties in submit order
+  // Whether the submitter chose the priority; if not, the job's queue gives its default.
+  bool priority_set = false;
   double retry_delay_s = kDefaultRetryDelaySeconds;  // before the first retry; doubles
   RetryOn retry_on;
   std::optional<double> timeout_s;
@@ -150,6 +155,11 @@ struct JobSpec {
   int64_t begin_ms = 0;
   // No other job's tasks share its nodes (`ag submit --exclusive`).
   bool exclusive = false;
+  // The queue it waits in (`ag submit --queue`; `ag queue create`), "" for none: its
+  // nodes, default priority, per-user limits and whether it may preempt.
+  std::string queue;
+  // Never preempted by a higher-priority job (`ag submit --no-preempt`; admins allow it).
+  bool no_preempt = false;
   // Submitted as an array: the head makes one job per index (JobManager::submit_all).
   std::optional<ArraySpec> array;
 

@@ -2,6 +2,8 @@
 
 #include "common/env_expand.h"
 
+#include <cstdio>
+
 namespace ag::api {
 
 namespace {
@@ -48,6 +50,13 @@ Environment head_task_environment(const TaskPlacement& p) {
     env["AG_ARRAY_ID"] = p.array_id;
     env["AG_ARRAY_INDEX"] = std::to_string(p.array_index);
     env["AG_ARRAY_SIZE"] = std::to_string(p.array_size);
+  }
+  if (p.preempt_grace_ms > 0) {
+    const int64_t whole = p.preempt_grace_ms / 1000;
+    const int64_t millis = p.preempt_grace_ms % 1000;
+    char fraction[8];
+    std::snprintf(fraction, sizeof fraction, ".%03d", static_cast<int>(millis));
+    env["AG_PREEMPT_GRACE_S"] = std::to_string(whole) + (millis ? fraction : "");
   }
   return env;
 }

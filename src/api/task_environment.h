@@ -34,6 +34,9 @@ struct TaskPlacement {
   std::string array_id;
   int array_index = 0;
   int array_size = 0;
+  // > 0: the job may be preempted, and gets this long between SIGTERM and SIGKILL then
+  // (AG_PREEMPT_GRACE_S, in seconds).
+  int64_t preempt_grace_ms = 0;
 };
 
 // What CUDA_VISIBLE_DEVICES lists for the task with LOCAL_RANK `local_rank`, given the

@@ -326,9 +326,10 @@ int quota_set(const ConnectionOptions& options, const QuotaOptions& quota) {
   if (quota.max_memory_gb) body["max_memory"] = static_cast<int64_t>(*quota.max_memory_gb * (int64_t{1} << 30));
   if (quota.max_running_jobs) body["max_running_jobs"] = *quota.max_running_jobs;
   if (quota.max_priority) body["max_priority"] = *quota.max_priority;
+  if (quota.allow_no_preempt) body["allow_no_preempt"] = true;
   if (body.empty()) {
     return usage_error("give at least one of --max-gpus, --max-cpus, --max-memory, --max-running-jobs, "
-                       "--max-priority (`ag quota remove` removes a quota)");
+                       "--max-priority, --allow-no-preempt (`ag quota remove` removes a quota)");
   }
   const auto [who, target] = quota_subject(quota);
   return print_or_fail(options, call(options, "PUT", target, body), "Quota of " + who + " set.");
@@ -352,18 +353,92 @@ int quota_list(const ConnectionOptions& options) {
     };
     return entry[limit].is_null() ? text(have) : text(have) + "/" + text(entry[limit].get<int64_t>());
   };
-  Table table({"KIND", "NAME", "GPUS", "CPUS", "MEMORY", "RUNNING JOBS", "MAX PRIORITY"});
+  Table table({"KIND", "NAME", "GPUS", "CPUS", "MEMORY", "RUNNING JOBS", "MAX PRIORITY", "NO-PREEMPT"});
   for (const char* kind : {"users", "groups"}) {
     for (const auto& [name, entry] : res.value()[kind].items()) {
       table.add({std::string(kind) == "users" ? "user" : "group", name, cell(entry, "max_gpus", "gpus", false, false),
                  cell(entry, "max_cpu_millis", "cpu_millis", false, true), cell(entry, "max_memory", "memory", true, false),
                  cell(entry, "max_running_jobs", "running_jobs", false, false),
-                 entry["max_priority"].is_null() ? "-" : entry["max_priority"].dump()});
+                 entry["max_priority"].is_null() ? "-" : entry["max_priority"].dump(),
+                 entry.value("allow_no_preempt", false) ? "allowed" : "-"});
     }
   }
   if (res.value()["users"].empty() && res.value()["groups"].empty()) {
     std::cout << "No quotas: every user may use the whole cluster. Set one with `ag quota set --user NAME --max-gpus N`.\n";
     return 0;
+  }
+  table.print(std::cout);
+  return 0;
+}
+
+// ---- queues --------------------------------------------------------------------------
+
+int queue_create(const ConnectionOptions& options, const QueueOptions& queue) {
+  json body = json::object();
+  json labels = json::object();
+  for (const auto& pair : queue.nodes_with) {
+    const size_t eq = pair.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return usage_error("--nodes-with takes KEY=VALUE (a label the queue's nodes have, see `ag start-worker "
+                         "--label`); got '" + pair + "'");
+    }
+    labels[pair.substr(0, eq)] = pair.substr(eq + 1);
+  }
+  body["nodes_with"] = labels;
+  if (!queue.priority.empty()) {
+    int64_t number = 0;
+    auto [end, ec] = std::from_chars(queue.priority.data(), queue.priority.data() + queue.priority.size(), number);
+    const bool whole = ec == std::errc() && end == queue.priority.data() + queue.priority.size();
+    body["priority"] = whole ? json(number) : json(queue.priority);
+  }
+  body["preempt"] = queue.preempt;
+  if (queue.max_gpus_per_user) body["max_gpus_per_user"] = *queue.max_gpus_per_user;
+  if (queue.max_cpus_per_user) body["max_cpu_millis_per_user"] = static_cast<int64_t>(*queue.max_cpus_per_user * 1000);
+  if (queue.max_memory_gb_per_user) {
+    body["max_memory_per_user"] = static_cast<int64_t>(*queue.max_memory_gb_per_user * (int64_t{1} << 30));
+  }
+  if (queue.max_running_jobs_per_user) body["max_running_jobs_per_user"] = *queue.max_running_jobs_per_user;
+  auto res = call(options, "PUT", "/api/queues/" + net::url_encode(queue.name), body);
+  const bool updated = res.ok() && res.value().value("updated", false);
+  return print_or_fail(options, res,
+                       "Queue " + queue.name + (updated ? " updated." : " created.") + " Submit to it with `ag submit --queue " +
+                           queue.name + " ...`.");
+}
+
+int queue_remove(const ConnectionOptions& options, const std::string& name) {
+  return print_or_fail(options, call(options, "DELETE", "/api/queues/" + net::url_encode(name)),
+                       "Queue " + name + " removed.");
+}
+
+int queue_list(const ConnectionOptions& options) {
+  int rc = 0;
+  auto res = fetch_for_table(options, "/api/queues", rc);
+  if (!res) return rc;
+  if (res.value()["queues"].empty()) {
+    std::cout << "No queues: jobs may run on any node. An admin makes one with `ag queue create NAME --nodes-with "
+                 "KEY=VALUE`.\n";
+    return 0;
+  }
+  Table table({"QUEUE", "NODES WITH", "NODES", "PRIORITY", "PREEMPT", "PENDING", "RUNNING", "GPUS", "CPUS",
+               "PER USER"});
+  for (const auto& q : res.value()["queues"]) {
+    std::string labels;
+    for (const auto& [key, value] : q["nodes_with"].items()) {
+      labels += (labels.empty() ? "" : ",") + key + "=" + value.get<std::string>();
+    }
+    std::string limits;
+    const auto limit = [&limits, &q](const char* field, const std::string& unit, bool memory, bool cpus) {
+      if (q[field].is_null()) return;
+      const int64_t n = q[field].get<int64_t>();
+      limits += (limits.empty() ? "" : " ") + (memory ? format_memory(n) : cpus ? format_cpus(n) : std::to_string(n)) + unit;
+    };
+    limit("max_gpus_per_user", " GPUs", false, false);
+    limit("max_cpu_millis_per_user", " CPUs", false, true);
+    limit("max_memory_per_user", "", true, false);
+    limit("max_running_jobs_per_user", " jobs", false, false);
+    table.add({q["name"].get<std::string>(), labels.empty() ? "(any)" : labels, q["nodes"].dump(), q["priority"].dump(),
+               q["preempt"].get<bool>() ? "yes" : "no", q["pending_jobs"].dump(), q["running_jobs"].dump(),
+               q["gpus_held"].dump(), format_cpus(q["cpu_millis_held"].get<int64_t>()), limits.empty() ? "-" : limits});
   }
   table.print(std::cout);
   return 0;

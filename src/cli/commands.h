@@ -20,6 +20,7 @@ struct StartHeadOptions {
   std::string data_dir;
   double node_timeout_s = 10;
   double kill_grace_s = 10;
+  double preempt_grace_s = 30;       // what a preempted task gets between SIGTERM and SIGKILL
   double usage_half_life_days = 7;  // fair share: how fast past usage stops counting
   double max_package_mb = 500;
   double package_store_gb = 20;
@@ -96,10 +97,26 @@ struct QuotaOptions {
   std::optional<double> max_memory_gb;
   std::optional<int64_t> max_running_jobs;
   std::optional<int> max_priority;
+  bool allow_no_preempt = false;
 };
 int quota_set(const ConnectionOptions& conn, const QuotaOptions& quota);
 int quota_remove(const ConnectionOptions& conn, const QuotaOptions& quota);
 int quota_list(const ConnectionOptions& conn);
+// ag queue create|remove|list: queues (partitions) of nodes with their own priority,
+// per-user limits and preemption (admin to change; anyone may list).
+struct QueueOptions {
+  std::string name;
+  std::vector<std::string> nodes_with;  // KEY=VALUE
+  std::string priority;
+  bool preempt = false;
+  std::optional<int64_t> max_gpus_per_user;
+  std::optional<double> max_cpus_per_user;
+  std::optional<double> max_memory_gb_per_user;
+  std::optional<int64_t> max_running_jobs_per_user;
+};
+int queue_create(const ConnectionOptions& conn, const QueueOptions& queue);
+int queue_remove(const ConnectionOptions& conn, const std::string& name);
+int queue_list(const ConnectionOptions& conn);
 // ag share: each user's recent usage, share and fair-share factor.
 int share(const ConnectionOptions& conn);
 int token_revoke(const ConnectionOptions& conn, const std::string& id);

@@ -145,6 +145,7 @@ int start_head(const StartHeadOptions& options) {
   config.node_timeout_ms = static_cast<int64_t>(options.node_timeout_s * 1000);
   config.kill_grace_ms = static_cast<int64_t>(options.kill_grace_s * 1000);
   config.usage_half_life_ms = static_cast<int64_t>(options.usage_half_life_days * 24 * 3600 * 1000);
+  config.preempt_grace_ms = static_cast<int64_t>(options.preempt_grace_s * 1000);
   config.verbose = options.verbose;
   config.max_package_bytes = static_cast<int64_t>(options.max_package_mb * (1 << 20));
   config.package_store_bytes = static_cast<int64_t>(options.package_store_gb * (1 << 30));

@@ -497,7 +497,7 @@ int list_jobs(const ConnectionOptions& options, const std::string& state) {
     std::cout << jobs.value().dump(2) << "\n";
     return 0;
   }
-  Table table({"JOB", "NAME", "OWNER", "STATE", "PRIORITY", "TASKS", "SUBMITTED", "DURATION", "ENTRYPOINT"});
+  Table table({"JOB", "NAME", "OWNER", "QUEUE", "STATE", "PRIORITY", "TASKS", "SUBMITTED", "DURATION", "ENTRYPOINT"});
   for (const auto& j : jobs.value()["jobs"]) {
     int64_t started = j["started_ms"].get<int64_t>(), finished = j["finished_ms"].get<int64_t>();
     std::string entry = j["entrypoint"].get<std::string>();
@@ -510,7 +510,9 @@ int list_jobs(const ConnectionOptions& options, const std::string& state) {
     if (kind == "held") state += " (held)";
     if (kind == "dependency") state += " (after)";
     if (kind == "begin_time") state += " (begin)";
-    table.add({j["job_id"].get<std::string>(), str(j, "name"), str(j, "owner"), state,
+    if (kind == "preempting") state += " (preempting)";
+    const std::string queue = j.contains("queue") && j["queue"].is_string() ? j["queue"].get<std::string>() : "-";
+    table.add({j["job_id"].get<std::string>(), str(j, "name"), str(j, "owner"), queue, state,
                j.contains("priority") ? j["priority"].dump() : "0", j["num_workers"].dump(),
                format_time_ms(j["submitted_ms"].get<int64_t>()),
                started && finished ? format_duration_ms(finished - started) : "-", entry});

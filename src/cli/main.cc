@@ -81,6 +81,10 @@ int run(int argc, char** argv) {
   start_head_cmd->add_option("--data-dir", head.data_dir, "Where the head keeps its database, logs and token");
   start_head_cmd->add_option("--node-timeout", head.node_timeout_s, "Seconds without heartbeat before a node is dead")->capture_default_str()->check(CLI::Range(0.2, 3600.0));
   start_head_cmd->add_option("--kill-grace", head.kill_grace_s, "Seconds between SIGTERM and SIGKILL when stopping tasks")->capture_default_str()->check(CLI::Range(0.0, 3600.0));
+  start_head_cmd->add_option("--preempt-grace", head.preempt_grace_s,
+                             "Seconds a preempted job's tasks get between SIGTERM and SIGKILL (AG_PREEMPT_GRACE_S)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
   start_head_cmd->add_option("--usage-half-life", head.usage_half_life_days,
                              "Fair share: days after which a user's past usage counts half")
       ->capture_default_str()
@@ -210,6 +214,9 @@ int run(int argc, char** argv) {
                          "One job per index, each with AG_ARRAY_INDEX: 0-99, 1,3,5, 0-98:2, and %N for at most N "
                          "at once (0-99%8)");
   submit_cmd->add_flag("--exclusive", submit_opts.exclusive, "No other job's tasks share this job's nodes");
+  submit_cmd->add_option("--queue", submit_opts.queue, "The queue to wait in: its nodes, priority and limits (ag queue list)");
+  submit_cmd->add_flag("--no-preempt", submit_opts.no_preempt,
+                       "Never preempted by higher-priority jobs (an admin allows it: ag quota set --allow-no-preempt)");
   submit_cmd->add_flag("--hold", submit_opts.hold, "Submit held: it waits until `ag release JOB`");
   submit_cmd->add_option("--begin", submit_opts.begin,
                          "Start no earlier than: a time from now (10m, 2h, now+1d) or a UTC time "
@@ -265,7 +272,29 @@ int run(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   quota_set_cmd->add_option("--max-priority", quota.max_priority, "Highest --priority its jobs may have")
       ->check(CLI::Range(-1000, 1000));
+  quota_set_cmd->add_flag("--allow-no-preempt", quota.allow_no_preempt, "Its users may submit with --no-preempt");
   auto* quota_list_cmd = quota_cmd->add_subcommand("list", "Each quota with what it holds now (used/limit)");
+  QueueOptions queue;
+  auto* queue_cmd = app.add_subcommand("queue", "Queues (partitions): nodes of their own, default priority, limits");
+  queue_cmd->require_subcommand(1);
+  auto* queue_create_cmd =
+      queue_cmd->add_subcommand("create", "Create or change a queue (admin): ag queue create gpu --nodes-with gpu=a100");
+  auto* queue_remove_cmd = queue_cmd->add_subcommand("remove", "Remove a queue no job waits or runs in (admin)");
+  auto* queue_list_cmd = queue_cmd->add_subcommand("list", "Each queue with its nodes, depth and what it runs");
+  for (auto* cmd : {queue_create_cmd, queue_remove_cmd}) cmd->add_option("name", queue.name, "The queue's name")->required();
+  queue_create_cmd->add_option("--nodes-with", queue.nodes_with,
+                               "Its jobs run only on nodes with this label KEY=VALUE (repeatable; none: any node)");
+  queue_create_cmd->add_option("--priority", queue.priority, "Priority of its jobs that choose none (low|normal|high|urgent|N)");
+  queue_create_cmd->add_flag("--preempt", queue.preempt, "Its jobs may preempt lower-priority jobs to start");
+  queue_create_cmd->add_option("--max-gpus-per-user", queue.max_gpus_per_user, "GPUs one user may hold in it")
+      ->check(CLI::NonNegativeNumber);
+  queue_create_cmd->add_option("--max-cpus-per-user", queue.max_cpus_per_user, "CPUs one user may hold in it")
+      ->check(CLI::NonNegativeNumber);
+  queue_create_cmd->add_option("--max-memory-per-user", queue.max_memory_gb_per_user, "Memory one user may hold in it, GiB")
+      ->check(CLI::NonNegativeNumber);
+  queue_create_cmd->add_option("--max-running-jobs-per-user", queue.max_running_jobs_per_user,
+                               "Jobs one user may run in it at once")
+      ->check(CLI::NonNegativeNumber);
   auto* share_cmd = app.add_subcommand(
       "share", "Fair share: each user's recent usage (GPU-equivalent hours, halving every --usage-half-life) and share");
   auto* token_cmd = app.add_subcommand("token", "Manage join tokens, which only add nodes (admin)");
@@ -388,6 +417,9 @@ int run(int argc, char** argv) {
   if (*quota_set_cmd) return quota_set(conn, quota);
   if (*quota_remove_cmd) return quota_remove(conn, quota);
   if (*quota_list_cmd) return quota_list(conn);
+  if (*queue_create_cmd) return queue_create(conn, queue);
+  if (*queue_remove_cmd) return queue_remove(conn, queue.name);
+  if (*queue_list_cmd) return queue_list(conn);
   if (*share_cmd) return share(conn);
   if (*token_create_cmd) return token_create_join(conn, token_ttl);
   if (*token_list_cmd) return token_list(conn);

@@ -78,6 +78,8 @@ std::string in_flag_terms(const std::string& message) {
       {"after_any", "--after-any"},
       {"after_failed", "--after-failed"},
       {"begin_ms", "--begin"},
+      {"queue", "--queue"},
+      {"no_preempt", "--no-preempt"},
       {"array", "--array"},
   };
   const std::string prefix = "field '";
@@ -152,6 +154,7 @@ Result<api::JobSpec> spec_from_submit_options(const SubmitOptions& options, int6
   spec.name = options.name;
   spec.max_retries = options.max_retries;
   if (!options.priority.empty()) {
+    spec.priority_set = true;
     if (auto level = api::priority_level(options.priority)) {
       spec.priority = *level;
     } else {
@@ -179,6 +182,8 @@ Result<api::JobSpec> spec_from_submit_options(const SubmitOptions& options, int6
   spec.after_failed = options.after_failed;
   spec.hold = options.hold;
   spec.exclusive = options.exclusive;
+  spec.queue = options.queue;
+  spec.no_preempt = options.no_preempt;
   if (!options.array.empty()) {
     auto array = api::parse_array_spec(options.array);
     if (!array.ok()) return invalid_argument("--array: " + array.error().message);

@@ -45,6 +45,8 @@ struct SubmitOptions {
   std::string begin;
   std::string array;  // --array 0-99%8: one job per index
   bool exclusive = false;
+  std::string queue;        // --queue NAME
+  bool no_preempt = false;  // --no-preempt
   bool no_wait = false;
   bool all_ranks = false;  // stream every task's output, each line prefixed "[rank N]"
   std::vector<std::string> command;

@@ -32,6 +32,13 @@ Result<sched::Limits> parse_limits(const json& body) {
   if (!body.is_object()) return invalid_argument("send a JSON object like {\"max_gpus\": 8}");
   sched::Limits limits;
   for (const auto& [key, value] : body.items()) {
+    if (key == "allow_no_preempt") {
+      if (!value.is_null() && !value.is_boolean()) {
+        return invalid_argument("field 'allow_no_preempt' must be true or false, got " + value.dump().substr(0, 64));
+      }
+      limits.allow_no_preempt = value.is_boolean() && value.get<bool>();
+      continue;
+    }
     if (key == "max_priority") {
       if (value.is_null()) continue;
       if (!value.is_number_integer() || value.get<int64_t>() < api::kMinPriority || value.get<int64_t>() > api::kMaxPriority) {
@@ -48,8 +55,8 @@ Result<sched::Limits> parse_limits(const json& body) {
                                                 : nullptr;
     if (!into) {
       return invalid_argument("unknown field '" + key.substr(0, 64) +
-                              "'; a quota takes max_gpus, max_cpus, max_memory (bytes), max_running_jobs and "
-                              "max_priority");
+                              "'; a quota takes max_gpus, max_cpus, max_memory (bytes), max_running_jobs, "
+                              "max_priority and allow_no_preempt");
     }
     if (value.is_null()) continue;
     if (key == "max_cpus") {
@@ -91,13 +98,13 @@ void ApiRoutes::handle_quotas(const net::HttpRequest& req, const Principal& who,
     if (req.method != "GET") return respond(error_response(405, "use GET for /api/quotas"));
     const auto use = deps_.jobs.use_by_owner();
     json out = {{"users", json::object()}, {"groups", json::object()}};
-    for (const auto& [name, limits] : deps_.jobs.quotas().users) {
+    for (const auto& [name, limits] : deps_.jobs.sharing().quotas.users) {
       json entry = quota_limits_json(limits);
       auto held = use.find(name);
       entry["use"] = use_json(held == use.end() ? sched::Use{} : held->second);
       out["users"][name] = std::move(entry);
     }
-    for (const auto& [name, limits] : deps_.jobs.quotas().groups) {
+    for (const auto& [name, limits] : deps_.jobs.sharing().quotas.groups) {
       sched::Use sum;
       for (const auto& [user, held] : use) {
         for (const auto& group : deps_.access.groups_of(user)) {

@@ -255,7 +255,7 @@ void ApiRoutes::handle_authenticated(const net::HttpRequest& req, const Principa
           if (array_size > 0) body["array_size"] = array_size;
           respond(json_response(201, body));
         },
-        {who.name, req.remote_address});
+        {who.name, req.remote_address, who.is_admin()});
     return;
   }
   if (path.rfind("/api/images/", 0) == 0) return handle_images(req, who, respond);
@@ -263,6 +263,8 @@ void ApiRoutes::handle_authenticated(const net::HttpRequest& req, const Principa
   if (path == "/api/jobs/batch") return handle_submit_batch(req, who, respond);
   if (path == "/api/quotas") return handle_quotas(req, who, "", respond);
   if (path == "/api/share") return handle_share(req, respond);
+  if (path == "/api/queues") return handle_queues(req, who, "", respond);
+  if (path.rfind("/api/queues/", 0) == 0) return handle_queues(req, who, path.substr(std::string("/api/queues/").size()), respond);
   if (path.rfind("/api/quotas/", 0) == 0) return handle_quotas(req, who, path.substr(std::string("/api/quotas/").size()), respond);
   static const std::string kJobsPrefix = "/api/jobs/";
   if (path.rfind(kJobsPrefix, 0) == 0) {
@@ -598,7 +600,7 @@ void ApiRoutes::handle_submit_batch(const net::HttpRequest& req, const Principal
         if (!ids.ok()) return respond(error_response(ids.error()));
         respond(json_response(201, {{"job_ids", ids.value()}}));
       },
-      {who.name, req.remote_address});
+      {who.name, req.remote_address, who.is_admin()});
 }
 
 void ApiRoutes::handle_packages(const net::HttpRequest& req, const Principal& who, const net::Respond& respond) {

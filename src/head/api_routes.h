@@ -18,6 +18,7 @@
 //   POST /api/jobs/{id}/hold|release       a pending job leaves the queue until released
 //   GET /api/quotas, PUT|DELETE /api/quotas/users|groups/{name}   quotas (api_quotas.cc)
 //   GET /api/share                         fair share by user (api_quotas.cc)
+//   GET /api/queues, PUT|DELETE /api/queues/{name}                 queues (api_queues.cc)
 //   GET|DELETE /api/jobs/{array_id}, POST .../stop|hold|release   a job array whole
 //                                          (api_arrays.cc; its elements are jobs ARRAY_INDEX)
 //   POST /api/jobs/batch                   {"jobs": [spec, ...]}: all accepted or none
@@ -108,6 +109,9 @@ class ApiRoutes {
   void handle_quotas(const net::HttpRequest& request, const Principal& who, const std::string& rest,
                      const net::Respond& respond);
   void handle_share(const net::HttpRequest& request, const net::Respond& respond);
+  // Queues (api_queues.cc); `name` is the path after /api/queues/ ("" for the list).
+  void handle_queues(const net::HttpRequest& request, const Principal& who, const std::string& name,
+                     const net::Respond& respond);
   void handle_users(const net::HttpRequest& request, const Principal& who, const net::Respond& respond);
   void handle_tokens(const net::HttpRequest& request, const Principal& who, const net::Respond& respond);
   void handle_audit(const net::HttpRequest& request, net::Respond respond);

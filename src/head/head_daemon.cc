@@ -96,6 +96,7 @@ int run_head(const HeadConfig& config, const std::function<void(const Status&, c
   logs.set_max_log_bytes(config.max_task_log_bytes);
   JobManagerConfig jm_config;
   jm_config.kill_grace_ms = config.kill_grace_ms;
+  jm_config.preempt_grace_ms = config.preempt_grace_ms;
   jm_config.usage_half_life_ms = config.usage_half_life_ms;
   JobManager jobs({timers, *store.value(), nodes, nodes, logs, clock}, jm_config);
   jobs.set_groups_of([&access](const std::string& user) { return access.groups_of(user); });

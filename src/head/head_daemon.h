@@ -18,6 +18,7 @@ struct HeadConfig {
   std::string data_dir;
   int64_t node_timeout_ms = 10000;
   int64_t kill_grace_ms = 10000;
+  int64_t preempt_grace_ms = 30000;  // SIGTERM -> SIGKILL for preempted tasks
   int64_t usage_half_life_ms = int64_t{7} * 24 * 3600 * 1000;  // fair share's decay
   size_t max_body_bytes = 8 << 20;
   int64_t max_package_bytes = int64_t{500} << 20;

@@ -60,6 +60,9 @@ struct AttemptRecord {
   // counts as 128+N, as a shell reports it), or its node lost.
   std::optional<int> failure_exit_code;
   bool failure_node_lost = false;
+  // Stopped to make room for a higher-priority job: the job is requeued, and the
+  // attempt does not count against its retries.
+  bool preempted = false;
 
   bool all_terminal() const;
   bool finished() const { return finished_ms != 0; }

@@ -47,7 +47,7 @@ json attempt_to_json(const AttemptRecord& a) {
           {"failed_task_index", a.failed_task >= 0 ? json(a.failed_task) : json(nullptr)},
           {"last_lines", a.failure_tail ? json(*a.failure_tail) : json(nullptr)},
           {"failure_exit_code", optional_int(a.failure_exit_code)}, {"failure_node_lost", a.failure_node_lost},
-          {"tasks", tasks}};
+          {"preempted", a.preempted}, {"tasks", tasks}};
 }
 
 AttemptRecord attempt_from_json(const json& j) {
@@ -68,6 +68,7 @@ AttemptRecord attempt_from_json(const json& j) {
     a.failure_exit_code = j["failure_exit_code"].get<int>();
   }
   a.failure_node_lost = j.value("failure_node_lost", false);
+  a.preempted = j.value("preempted", false);
   for (const auto& t : j.at("tasks")) a.tasks.push_back(task_from_json(t));
   return a;
 }
@@ -95,6 +96,7 @@ json job_summary_json(const Job& job) {
   j["num_gpus"] = job.spec.num_gpus;
   j["num_cpus"] = job.spec.num_cpus;
   j["priority"] = job.spec.priority;
+  j["queue"] = job.spec.queue.empty() ? json(nullptr) : json(job.spec.queue);
   j["held_by"] = job.held_by.empty() ? json(nullptr) : json(job.held_by);
   if (!job.array_id.empty()) {
     j["array_id"] = job.array_id;

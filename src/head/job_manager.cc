@@ -45,6 +45,7 @@ JobManager::~JobManager() {
 
 Status JobManager::recover() {
   if (Status s = recover_quotas(); !s) return s;
+  if (Status s = recover_queues(); !s) return s;
   if (Status s = recover_usage(); !s) return s;
   // Nodes an admin drained stay drained.
   auto drained = deps_.store.get(store::kMetaTable, kDrainedNodesKey);
@@ -171,7 +172,9 @@ std::optional<Error> JobManager::check_submissions(const std::vector<api::JobSpe
     // A submit retried with the same id gets the job it made; the same id with another
     // spec is a mistake that must not quietly return that job.
     if (const Job* existing = find_submission(owner, spec.submission_id)) {
-      if (api::to_json(existing->spec) != api::to_json(spec)) {
+      api::JobSpec as_kept = spec;  // as submit_all keeps it
+      as_kept.priority_set = true;
+      if (api::to_json(existing->spec) != api::to_json(as_kept)) {
         return Error{ErrorCode::kConflict,
                      where + "submission_id \"" + spec.submission_id + "\" was already used for job " + existing->id +
                          " with a different spec; choose a new submission_id for a new job, or see that one with "
@@ -179,7 +182,7 @@ std::optional<Error> JobManager::check_submissions(const std::vector<api::JobSpe
       }
       continue;
     }
-    if (auto refused = check_priority_cap(spec, owner)) {
+    if (auto refused = spec.priority_set ? check_priority_cap(spec, owner) : std::nullopt) {
       refused->message = where + refused->message + (specs.size() > 1 ? " (no job was submitted)" : "");
       return refused;
     }
@@ -210,7 +213,18 @@ void JobManager::submit_all(std::vector<api::JobSpec> specs,
     Job job;
     JobEvent event;
   };
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const std::string where = specs.size() > 1 ? "jobs[" + std::to_string(i) + "]: " : "";
+    auto refused = resolve_queue(sharing_, specs[i], where);
+    if (!refused) refused = check_no_preempt(sharing_, specs[i], by.owner, by.admin);
+    if (refused) {
+      if (specs.size() > 1) refused->message += " (no job was submitted)";
+      return done(*refused);
+    }
+  }
   if (auto refused = check_submissions(specs, by.owner)) return done(*refused);
+  // Its priority is settled now (chosen, or its queue's): kept and shown as such.
+  for (auto& spec : specs) spec.priority_set = true;
   auto accepted = std::make_shared<std::vector<Accepted>>();
   std::vector<std::string> ids;
   std::vector<std::string> reserved_submission_ids;
@@ -550,12 +564,18 @@ std::map<std::string, sched::NodeView> JobManager::node_capacity(bool draining_s
   return views;
 }
 
-sched::PendingJob JobManager::pending_job(const std::string& id, const api::JobSpec& spec) {
+sched::PendingJob JobManager::pending_job(const std::string& id, const api::JobSpec& spec) const {
   sched::PendingJob job{id, spec.num_workers, spec.per_task(),
           spec.placement == api::Placement::kSpread ? sched::PlacementPolicy::kSpread : sched::PlacementPolicy::kPack,
           spec.constraints};
   job.needs_containers = !spec.runtime_env.image.empty();
   job.exclusive = spec.exclusive;
+  job.priority = spec.priority;
+  job.queue = spec.queue;
+  if (auto queue = sharing_.queues.find(spec.queue); !spec.queue.empty() && queue != sharing_.queues.end()) {
+    for (const auto& [label, wanted] : queue->second.nodes_with) job.constraints[label] = wanted;
+    job.may_preempt = queue->second.preempt;
+  }
   for (const auto& mount : spec.runtime_env.mounts) job.mount_sources.push_back(mount.source);
   return job;
 }
@@ -617,8 +637,12 @@ void JobManager::run_schedule() {
     for (const auto& [owner, _] : use) owners.insert(owner);
     for (const auto& owner : pending_.owners()) owners.insert(owner);
   }
-  const sched::QuotaPolicy policy = quota_policy(owners);
-  const sched::QuotaLedger ledger(policy, use);
+  sched::PassInput input;
+  input.quotas = quota_policy(owners);
+  input.queue_use = use_by_queue();
+  input.now_ms = now_ms;
+  const sched::QuotaLedger ledger(input.quotas, use, input.queue_use);
+  bool may_preempt = false;
   std::vector<sched::PendingReason> over_quota;
   pending_.walk(usage_now(), [&](const std::string& id) {
     if (queue.size() >= kMaxJobsPerPass) return false;
@@ -634,11 +658,14 @@ void JobManager::run_schedule() {
       over_quota.push_back({id, sched::PendingKind::kQuota, std::move(*why)});
       return true;
     }
+    may_preempt = may_preempt || pending.may_preempt;
     queue.push_back(std::move(pending));
     return true;
   });
   if (next_retry_ms != 0) schedule_at(next_retry_ms);
-  sched::Plan plan = sched::schedule(nodes, queue, policy, std::move(use));
+  if (may_preempt) input.running = running_for_preemption();
+  input.use = std::move(use);
+  sched::Plan plan = sched::schedule(nodes, queue, input);
   plan.pending.insert(plan.pending.end(), over_quota.begin(), over_quota.end());
 
   for (const auto& placement : plan.placements) {
@@ -665,6 +692,7 @@ void JobManager::run_schedule() {
     if (reason.infeasible()) set_aside_.insert(job.id);
     apply(job, on_pending(job, reason.kind, reason.reason + drained_note, deps_.clock.now_ms()));
   }
+  for (const auto& preemption : plan.preemptions) preempt(preemption);
 }
 
 void JobManager::add_event(Job& job, const std::string& message, std::vector<JobEvent>& out) {
@@ -684,7 +712,7 @@ void JobManager::apply(Job& job, const Effects& fx) {
   for (const auto& e : fx.events) add_event(job, e, added);
   if (fx.changed || !added.empty()) persist(job, added);
   if (!fx.launch.empty()) launch_when_stored(job.id, fx.launch);
-  for (const auto& ref : fx.kill) send_kill(ref);
+  for (const auto& ref : fx.kill) send_kill(ref, fx.kill_grace_ms > 0 ? fx.kill_grace_ms : config_.kill_grace_ms);
   const AttemptRecord* attempt = job.current_attempt();
   if (fx.requeue || fx.finished) {
     if (attempt) release_master_port(attempt->master_port);
@@ -711,7 +739,7 @@ void JobManager::apply(Job& job, const Effects& fx) {
 }
 
 void JobManager::send_launch(const Job& job, const TaskRef& ref) {
-  if (deps_.workers.send(ref.node_id, launch_message(job, ref.task))) return;
+  if (deps_.workers.send(ref.node_id, launch_message(job, ref.task, job.spec.no_preempt ? 0 : config_.preempt_grace_ms))) return;
   // The node went away between placement and launch: the task never started.
   auto alive = alive_;
   deps_.timers.post([this, alive, task = ref.task] {
@@ -722,10 +750,10 @@ void JobManager::send_launch(const Job& job, const TaskRef& ref) {
   });
 }
 
-void JobManager::send_kill(const TaskRef& ref) {
+void JobManager::send_kill(const TaskRef& ref, int64_t grace_ms) {
   // An unreachable node is told again when it re-registers (its report lists the
   // task and the head answers with a kill), or its tasks die with it.
-  deps_.workers.send(ref.node_id, api::Kill{ref.task, config_.kill_grace_ms});
+  deps_.workers.send(ref.node_id, api::Kill{ref.task, grace_ms});
 }
 
 int JobManager::allocate_master_port(const std::string& node_id) {

@@ -45,6 +45,7 @@ struct JobManagerConfig {
   int master_port_last = api::kMasterPortLast;    // never to two live attempts at once, nor
                                                   // one the node reports busy
   int64_t kill_grace_ms = 10000;  // SIGTERM -> SIGKILL grace for stopped tasks
+  int64_t preempt_grace_ms = 30000;  // the same for preempted ones (AG_PREEMPT_GRACE_S)
   int64_t usage_half_life_ms = sched::kDefaultUsageHalfLifeMs;  // fair share's decay
 };
 
@@ -73,6 +74,7 @@ class JobManager {
   struct Submitter {
     std::string owner;
     std::string from;  // the client's address, kept for the audit log
+    bool admin;  // no initializer (a default argument's type may not have one); {} makes it false
   };
   void submit(api::JobSpec spec, std::function<void(Result<std::string>)> done, const Submitter& by = {});
 
@@ -126,16 +128,18 @@ class JobManager {
   // Quotas (job_quotas.cc): sets a user's (or group's) limits, or removes them when none
   // is set, once stored. Errors: the store's (nothing changes then).
   void set_quota(bool group, const std::string& name, const sched::Limits& limits, std::function<void(Status)> done);
-  const sched::QuotaPolicy& quotas() const { return sharing_.quotas; }
-  // What each user's running jobs hold now.
+  const SharingState& sharing() const { return sharing_; }  // quotas, queues, ...
+  // What each user's running jobs hold now, in all and in each queue.
   std::map<std::string, sched::Use> use_by_owner() const;
+  std::map<sched::QueueUser, sched::Use> use_by_queue() const;
+  // Queues (job_queues.cc): sets (or, with nullopt, removes) a queue once stored.
+  // Errors: kNotFound, kConflict (jobs still use it), the store's; nothing changes then.
+  void set_queue(const std::string& name, std::optional<QueueDef> queue, std::function<void(Status)> done);
   // Fair share (job_fair_share.cc): each user's usage, part and factor, most used first.
   std::vector<sched::ShareLine> share_report() const;
 
   // Where a user's groups come from (the head's access control), for group quotas.
-  void set_groups_of(std::function<std::vector<std::string>(const std::string&)> groups_of) {
-    sharing_.groups_of = std::move(groups_of);
-  }
+  void set_groups_of(std::function<std::vector<std::string>(const std::string&)> fn) { sharing_.groups_of = std::move(fn); }
 
   // Calls `changed` once, at the job's next change of state, attempt or task (at once
   // when the job is finished or unknown). Returns an id for cancel_watch.
@@ -191,15 +195,19 @@ class JobManager {
   // Every node with its whole capacity free (before running tasks are taken off);
   // `draining_schedulable`: whether draining nodes count (they will take tasks again).
   std::map<std::string, sched::NodeView> node_capacity(bool draining_schedulable = false) const;
-  static sched::PendingJob pending_job(const std::string& id, const api::JobSpec& spec);
+  // The scheduler's view of a job: its spec with its queue's nodes and preemption.
+  sched::PendingJob pending_job(const std::string& id, const api::JobSpec& spec) const;
   // Why a submit of `specs` by `owner` must be refused before anything is reserved: a
   // submission_id reused with another spec (kConflict), or a job no node of the
   // cluster could ever run (kInvalidArgument, unless allow_unschedulable).
   std::optional<Error> check_submissions(const std::vector<api::JobSpec>& specs, const std::string& owner) const;
   // Nodes came or went: jobs set aside as infeasible are looked at again.
   void cluster_changed();
-  Status recover_quotas();  // and recover_usage(): the meta table's records
-  Status recover_usage();
+  Status recover_quotas(), recover_usage(), recover_queues();  // the meta table's records
+  // Running jobs for preemption, and carrying one out (victims stop, then requeue).
+  std::vector<sched::RunningJob> running_for_preemption() const;
+  void preempt(const sched::Preemption& preemption);
+  void for_each_holding(const std::function<void(const Job&, const sched::Use&)>& fn) const;
   // Usage by user with what running jobs used since last charged; decayed now, by owner.
   std::map<std::string, sched::UsageRecord> usage_with_running() const;
   std::function<double(const std::string&)> usage_now() const;
@@ -238,7 +246,7 @@ class JobManager {
   // task began must know the attempt it belongs to, or it would place the job again
   // under the same task ids while the first run goes on.
   void launch_when_stored(const std::string& job_id, const std::vector<TaskRef>& refs);
-  void send_kill(const TaskRef& ref);
+  void send_kill(const TaskRef& ref, int64_t grace_ms);
   // A port of the range no live attempt holds and task 0's node does not report busy.
   int allocate_master_port(const std::string& node_id);
   void release_master_port(int port);

@@ -22,6 +22,7 @@ json limits_to_json(const sched::Limits& limits) {
   put("max_memory", limits.memory_bytes);
   put("max_running_jobs", limits.running_jobs);
   j["max_priority"] = limits.max_priority ? json(*limits.max_priority) : json(nullptr);
+  j["allow_no_preempt"] = limits.allow_no_preempt;
   return j;
 }
 
@@ -35,6 +36,7 @@ sched::Limits limits_from_json(const json& j) {
   limits.memory_bytes = get("max_memory");
   limits.running_jobs = get("max_running_jobs");
   if (j.contains("max_priority") && j["max_priority"].is_number_integer()) limits.max_priority = j["max_priority"].get<int>();
+  limits.allow_no_preempt = j.value("allow_no_preempt", false);
   return limits;
 }
 
@@ -96,21 +98,32 @@ std::optional<Error> JobManager::check_priority_cap(const api::JobSpec& spec, co
                    " or lower, or ask an admin to raise it (`ag quota set ... --max-priority`)"};
 }
 
-std::map<std::string, sched::Use> JobManager::use_by_owner() const {
-  std::map<std::string, sched::Use> use;
+void JobManager::for_each_holding(const std::function<void(const Job&, const sched::Use&)>& fn) const {
   for (const auto& id : active_) {
     const Job& job = jobs_.at(id);
     const AttemptRecord* attempt = job.current_attempt();
     if (!attempt) continue;
-    sched::Use& owner = use[job.owner];
-    bool live = false;
+    sched::Use held;
     for (const auto& task : attempt->tasks) {
       if (task.terminal()) continue;
-      owner.held += job.spec.per_task();
-      live = true;
+      held.held += job.spec.per_task();
+      held.running_jobs = 1;
     }
-    owner.running_jobs += live ? 1 : 0;
+    fn(job, held);
   }
+}
+
+std::map<std::string, sched::Use> JobManager::use_by_owner() const {
+  std::map<std::string, sched::Use> use;
+  for_each_holding([&use](const Job& job, const sched::Use& held) { use[job.owner] += held; });
+  return use;
+}
+
+std::map<sched::QueueUser, sched::Use> JobManager::use_by_queue() const {
+  std::map<sched::QueueUser, sched::Use> use;
+  for_each_holding([&use](const Job& job, const sched::Use& held) {
+    if (!job.spec.queue.empty()) use[{job.spec.queue, job.owner}] += held;
+  });
   return use;
 }
 
@@ -118,6 +131,9 @@ sched::QuotaPolicy JobManager::quota_policy(const std::set<std::string>& owners)
   sched::QuotaPolicy policy;
   policy.users = sharing_.quotas.users;
   policy.groups = sharing_.quotas.groups;
+  for (const auto& [name, queue] : sharing_.queues) {
+    if (queue.per_user.any()) policy.queue_users[name] = queue.per_user;
+  }
   if (!policy.groups.empty() && sharing_.groups_of) {
     for (const auto& owner : owners) policy.groups_of[owner] = sharing_.groups_of(owner);
   }

@@ -101,12 +101,28 @@ void maybe_finish_attempt(Job& job, int64_t now_ms, Effects& fx) {
     fx.events.push_back("all tasks stopped; job STOPPED");
     return;
   }
-  int attempts_allowed = job.spec.max_retries + 1;
-  const bool retries_left = static_cast<int>(job.attempts.size()) < attempts_allowed;
+  if (attempt.preempted) {
+    job.state = JobState::kPending;
+    job.retry_at_ms = now_ms;
+    job.message = attempt.failure_reason + "; back in the queue (retries not spent)";
+    fx.requeue = true;
+    fx.events.push_back("attempt " + std::to_string(attempt.number) +
+                        ": all tasks stopped; the job is back in the queue (preempted; its retries are not spent)");
+    return;
+  }
+  // Preempted attempts are not retries.
+  const int attempts_allowed = job.spec.max_retries + 1;
+  const auto attempts_made = std::count_if(job.attempts.begin(), job.attempts.end(),
+                                           [](const AttemptRecord& a) { return !a.preempted; });
+  const bool retries_left = attempts_made < attempts_allowed;
   const std::string not_retried = retries_left ? not_retried_because(job.spec.retry_on, attempt) : "";
   if (retries_left && not_retried.empty()) {
     const int64_t delay_ms = job.spec.retry_delay_ms(attempt.number);
-    const std::string next = "attempt " + std::to_string(attempt.number + 1) + " of " + std::to_string(attempts_allowed);
+    const bool none_preempted = attempts_made == static_cast<std::ptrdiff_t>(job.attempts.size());
+    const std::string next = "attempt " + std::to_string(attempt.number + 1) +
+                             (none_preempted ? " of " + std::to_string(attempts_allowed)
+                                             : " (try " + std::to_string(attempts_made + 1) + " of " +
+                                                   std::to_string(attempts_allowed) + "; preempted attempts do not count)");
     const std::string when = delay_ms > 0 ? " in " + format_seconds(static_cast<double>(delay_ms) / 1000) : "";
     job.state = JobState::kPending;
     job.retry_at_ms = now_ms + delay_ms;
@@ -122,7 +138,7 @@ void maybe_finish_attempt(Job& job, int64_t now_ms, Effects& fx) {
   if (!not_retried.empty()) {
     job.message += " (not retried: " + not_retried + ")";
   } else if (job.spec.max_retries > 0) {
-    job.message += " (after " + std::to_string(job.attempts.size()) + " attempts)";
+    job.message += " (after " + std::to_string(attempts_made) + " attempts)";
   }
   fx.finished = true;
   fx.events.push_back("job FAILED: " + job.message);
@@ -327,6 +343,22 @@ Effects on_stop_requested(Job& job, int64_t now_ms, const std::string& by) {
   job.stop_requested = true;
   const std::string who = by.empty() ? "user" : by;
   return stop_with(job, now_ms, "stopped by " + who, "stop requested by " + who);
+}
+
+Effects on_preempted(Job& job, const std::string& why, int64_t grace_ms, int64_t now_ms) {
+  AttemptRecord* attempt = job.current_attempt();
+  if (job.state != JobState::kRunning || !attempt || attempt->ending || attempt->finished()) return {};
+  Effects fx;
+  fx.changed = true;
+  attempt->ending = true;
+  attempt->preempted = true;
+  attempt->failure_reason = why;
+  fx.kill_grace_ms = grace_ms;
+  kill_live_tasks(job.id, *attempt, -1, fx);
+  fx.events.push_back(why + "; stopping its tasks (SIGTERM, then SIGKILL after " +
+                      format_seconds(static_cast<double>(grace_ms) / 1000) + ")");
+  maybe_finish_attempt(job, now_ms, fx);
+  return fx;
 }
 
 Effects on_timed_out(Job& job, int64_t now_ms) {

@@ -29,6 +29,7 @@ struct Effects {
   std::vector<std::string> events;  // to append to the job's event log, in order
   std::vector<TaskRef> launch;      // tasks to start on their nodes
   std::vector<TaskRef> kill;        // tasks to stop (SIGTERM, grace, SIGKILL)
+  int64_t kill_grace_ms = 0;        // the grace for `kill`; 0: the head's own
   bool requeue = false;             // the job is PENDING again and needs a new attempt
   bool finished = false;            // the job reached a terminal state
   bool changed = false;             // the job record changed and must be persisted
@@ -58,6 +59,12 @@ Effects on_node_lost(Job& job, const std::string& node_id, const std::string& no
 // The user asked to stop the job. A PENDING job stops at once; a running one once all
 // its tasks are confirmed dead. Returns no effects for a job already finished.
 Effects on_stop_requested(Job& job, int64_t now_ms, const std::string& by = "");
+
+// A higher-priority job needs what the running job holds (head/scheduler/preemption.h):
+// its tasks get SIGTERM and `grace_ms` to save their work, then the job goes back to
+// the queue, and the attempt does not count against its retries. `why` names who
+// preempted it. No effects for a job not running or already stopping.
+Effects on_preempted(Job& job, const std::string& why, int64_t grace_ms, int64_t now_ms);
 
 // The job's timeout passed: stopped like on_stop_requested, but ends FAILED with
 // "timed out after ...".

@@ -6,7 +6,7 @@
 
 namespace ag::head {
 
-api::Launch launch_message(const Job& job, const api::TaskKey& key) {
+api::Launch launch_message(const Job& job, const api::TaskKey& key, int64_t preempt_grace_ms) {
   const AttemptRecord& attempt = job.attempts[static_cast<size_t>(key.attempt)];
   const TaskRecord& task = attempt.tasks[static_cast<size_t>(key.task_index)];
   api::TaskPlacement placement;
@@ -24,6 +24,7 @@ api::Launch launch_message(const Job& job, const api::TaskKey& key) {
     placement.array_index = job.array_index;
     placement.array_size = job.spec.array ? static_cast<int>(job.spec.array->indices.size()) : 0;
   }
+  placement.preempt_grace_ms = preempt_grace_ms;
   // The gang's tasks on this node in index order are its local ranks.
   std::vector<std::vector<int>> gpus_by_local_rank;
   for (const auto& other : attempt.tasks) {

@@ -19,7 +19,9 @@ namespace ag::head {
 
 // The message that starts task `ref` of `job`: its entrypoint, runtime_env and the
 // head's half of its environment (api/task_environment.h).
-api::Launch launch_message(const Job& job, const api::TaskKey& task);
+// `preempt_grace_ms` > 0: the job may be preempted, and its tasks are told the grace
+// they get then (AG_PREEMPT_GRACE_S).
+api::Launch launch_message(const Job& job, const api::TaskKey& task, int64_t preempt_grace_ms = 0);
 
 // What to do about the tasks of one node that (re)registered.
 struct Reconciliation {

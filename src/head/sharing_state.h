@@ -7,12 +7,15 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <nlohmann/json_fwd.hpp>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "api/job_spec.h"
+#include "common/result.h"
 #include "common/timers.h"
 #include "head/scheduler/fair_share.h"
 #include "head/scheduler/quotas.h"
@@ -31,6 +34,34 @@ struct JobArray {
 // "max_running_jobs", "max_priority"}, null for no limit (job_quotas.cc).
 nlohmann::json quota_limits_json(const sched::Limits& limits);
 
+// A queue (partition, `ag queue create`): the nodes its jobs run on (by label), their
+// priority unless they choose one, what each user may hold in it, and whether its jobs
+// may preempt lower-priority jobs (head/scheduler/preemption.h).
+struct QueueDef {
+  std::map<std::string, std::string> nodes_with;
+  int default_priority = 0;
+  sched::Limits per_user;  // max_priority unused
+  bool preempt = false;
+  bool operator==(const QueueDef&) const = default;
+};
+
+// A queue as the API shows it: {"nodes_with", "priority", "preempt", "max_gpus_per_user",
+// "max_cpu_millis_per_user", "max_memory_per_user", "max_running_jobs_per_user"}
+// (job_queues.cc), and back (errors name the field).
+nlohmann::json queue_json(const QueueDef& queue);
+Result<QueueDef> parse_queue(const nlohmann::json& body);
+
+struct SharingState;
+
+// Checks a spec's queue (unknown, or its nodes conflict with the spec's constraints:
+// kInvalidArgument; `where` prefixes the message) and gives it the queue's priority
+// unless it chose one (job_queues.cc).
+std::optional<Error> resolve_queue(const SharingState& sharing, api::JobSpec& spec, const std::string& where);
+// kPermissionDenied: --no-preempt by `owner`, who is no admin and whose quota (or a
+// group's) does not allow it.
+std::optional<Error> check_no_preempt(const SharingState& sharing, const api::JobSpec& spec, const std::string& owner,
+                                      bool admin);
+
 struct SharingState {
   // Pending jobs outside the queue until a gate opens, the gated jobs waiting on each
   // job, and begin times (time, job id) with one timer for the first.
@@ -45,6 +76,7 @@ struct SharingState {
   std::map<std::string, int64_t> charged_until;
   Timers::Id usage_timer = 0;
   sched::QuotaPolicy quotas;  // users' and groups' limits (groups_of left empty)
+  std::map<std::string, QueueDef> queues;
   std::function<std::vector<std::string>(const std::string&)> groups_of;
 };
 

@@ -29,9 +29,9 @@ def test_a_higher_priority_job_starts_before_the_jobs_queued_ahead_of_it(cluster
     assert [c.job(j)["queue_position"] for j in (high, normal, low)] == [1, 2, 3]
     assert c.job(high)["spec"]["priority"] == 100 and c.job(low)["spec"]["priority"] == -100
     rows = {line.split()[0]: line.split() for line in c.ag("list-jobs").stdout.splitlines()[1:]}
-    assert rows[high][3:6] == ["PENDING", "#1", "100"], rows[high]
-    assert rows[normal][3:6] == ["PENDING", "#2", "0"], rows[normal]
-    assert rows[low][3:6] == ["PENDING", "#3", "-100"], rows[low]
+    assert rows[high][4:7] == ["PENDING", "#1", "100"], rows[high]
+    assert rows[normal][4:7] == ["PENDING", "#2", "0"], rows[normal]
+    assert rows[low][4:7] == ["PENDING", "#3", "-100"], rows[low]
     for j in (high, normal, low):
         assert c.wait_state(j, ("SUCCEEDED", "FAILED"), timeout=60)["state"] == "SUCCEEDED"
     started = [c.job(j)["started_ms"] for j in (high, normal, low)]
@@ -71,7 +71,7 @@ def test_a_pipeline_runs_in_order_and_a_failed_step_fails_what_needs_it(cluster_
     assert job["state"] == "PENDING" and job["pending_kind"] == "dependency", job
     assert job["message"] == f"waiting for {train} to succeed (--after)", job["message"]
     assert "queue_position" not in job
-    assert _row(c, evaluate)[3:5] == ["PENDING", "(after)"]
+    assert _row(c, evaluate)[4:6] == ["PENDING", "(after)"]
     assert f"waiting for {train} to succeed (--after)" in c.ag("status", evaluate).stdout
 
     assert c.wait_state(evaluate, ("SUCCEEDED", "FAILED"), timeout=60)["state"] == "SUCCEEDED"
@@ -100,7 +100,7 @@ def test_held_and_dependent_jobs_wait_across_a_head_restart_and_run_when_release
     held, _ = c.submit("--no-wait", "--hold", "--", "true")
     queued, _ = c.submit("--no-wait", "--allow-unschedulable", "--num-cpus", 64, "--", "true")
     assert c.job(held)["pending_kind"] == "held" and c.job(held)["held_by"] == "admin", c.job(held)
-    assert _row(c, held)[3:5] == ["PENDING", "(held)"]
+    assert _row(c, held)[4:6] == ["PENDING", "(held)"]
     # ag hold takes a queued job out of the queue.
     out = c.ag("hold", queued).stdout
     assert out.startswith(f"Held job {queued}: held by admin; `ag release {queued}` lets it run"), out
@@ -129,7 +129,7 @@ def test_begin_time_holds_a_job_until_it_comes(cluster_factory):
     job_id, _ = c.submit("--no-wait", "--begin", "3s", "--", "true")
     job = c.job(job_id)
     assert job["pending_kind"] == "begin_time" and "starts no earlier than" in job["message"], job
-    assert _row(c, job_id)[3:5] == ["PENDING", "(begin)"]
+    assert _row(c, job_id)[4:6] == ["PENDING", "(begin)"]
     done = c.wait_state(job_id, ("SUCCEEDED", "FAILED"), timeout=30)
     assert done["state"] == "SUCCEEDED" and done["started_ms"] >= job["spec"]["begin_ms"], done
     assert job["spec"]["begin_ms"] >= int(before * 1000) + 2900
@@ -308,8 +308,8 @@ def test_a_quota_keeps_a_user_to_her_share_and_her_next_job_starts_when_she_has_
     listed = c.ag("quota", "list").stdout
     rows = {tuple(re.split(r"\s{2,}", line.strip())[:2]): re.split(r"\s{2,}", line.strip())[2:]
             for line in listed.splitlines()[1:]}
-    assert rows[("user", "alice")] == ["0", "2/2", "0 B", "2", "-"], listed
-    assert rows[("group", "vision")] == ["0", "2", "0 B", "2/2", "-"], listed
+    assert rows[("user", "alice")] == ["0", "2/2", "0 B", "2", "-", "-"], listed
+    assert rows[("group", "vision")] == ["0", "2", "0 B", "2/2", "-", "-"], listed
     status, quotas = c.api("GET", "/api/quotas", token=carol)  # anyone may read them
     assert status == 200 and quotas["users"]["alice"]["max_cpu_millis"] == 2000, quotas
 

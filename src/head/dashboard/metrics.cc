@@ -201,6 +201,29 @@ std::string Metrics::render() const {
   header(out, "ag_user_usage_gpu_seconds", "gauge",
          "The user's fair-share usage: GPU-equivalent seconds (a CPU counts 1/16), decayed by the half-life.");
   for (const auto& line : deps_.jobs.share_report()) sample(out, "ag_user_usage_gpu_seconds", "user=\"" + line.user + "\"", line.usage);
+  // Per queue: its depth and what its running jobs hold.
+  std::map<std::string, std::pair<int, int>> queue_jobs;  // queue -> (pending, running)
+  for (const auto& [name, _] : deps_.jobs.sharing().queues) queue_jobs[name];
+  for (const Job* job : deps_.jobs.list()) {
+    if (job->spec.queue.empty() || job->terminal()) continue;
+    auto& [pending, running] = queue_jobs[job->spec.queue];
+    pending += job->state == JobState::kPending;
+    running += job->state == JobState::kRunning;
+  }
+  std::map<std::string, sched::Use> queue_use;
+  for (const auto& [queue_user, held] : deps_.jobs.use_by_queue()) queue_use[queue_user.first] += held;
+  header(out, "ag_queue_pending_jobs", "gauge", "PENDING jobs in the queue.");
+  for (const auto& [name, n] : queue_jobs) sample(out, "ag_queue_pending_jobs", "queue=\"" + name + "\"", n.first);
+  header(out, "ag_queue_running_jobs", "gauge", "RUNNING jobs of the queue.");
+  for (const auto& [name, n] : queue_jobs) sample(out, "ag_queue_running_jobs", "queue=\"" + name + "\"", n.second);
+  header(out, "ag_queue_gpus_held", "gauge", "GPUs the queue's running jobs hold.");
+  for (const auto& [name, _] : queue_jobs) {
+    sample(out, "ag_queue_gpus_held", "queue=\"" + name + "\"", static_cast<double>(queue_use[name].held.gpus));
+  }
+  header(out, "ag_queue_cpus_held", "gauge", "CPUs the queue's running jobs hold.");
+  for (const auto& [name, _] : queue_jobs) {
+    sample(out, "ag_queue_cpus_held", "queue=\"" + name + "\"", queue_use[name].held.cpu_millis / 1000.0);
+  }
   header(out, "ag_tasks_running", "gauge", "Tasks whose process is running now.");
   sample(out, "ag_tasks_running", "", tasks_running);
 

@@ -28,9 +28,12 @@ struct Limits {
   int64_t running_jobs = -1;
   // The highest priority jobs may be submitted with (checked at submit; unset: none).
   std::optional<int> max_priority;
+  // Its jobs may be kept from preemption (`ag submit --no-preempt`; checked at submit).
+  bool allow_no_preempt = false;
   bool operator==(const Limits&) const = default;
   bool any() const {
-    return gpus >= 0 || cpu_millis >= 0 || memory_bytes >= 0 || running_jobs >= 0 || max_priority.has_value();
+    return gpus >= 0 || cpu_millis >= 0 || memory_bytes >= 0 || running_jobs >= 0 || max_priority.has_value() ||
+           allow_no_preempt;
   }
 };
 
@@ -46,6 +49,11 @@ struct PriorityCap {
 struct Use {
   Resources held;
   int64_t running_jobs = 0;
+  Use& operator+=(const Use& other) {
+    held += other.held;
+    running_jobs += other.running_jobs;
+    return *this;
+  }
 };
 
 // A user in a queue (queue name, user): queues (queues.h) limit each user within them.

@@ -18,6 +18,7 @@ using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 // --- Placement -------------------------------------------------------------------
@@ -558,6 +559,69 @@ TEST(StopTest, StopOnFinishedJobHasNoEffects) {
   EXPECT_THAT(fx.events, IsEmpty());
   EXPECT_EQ(job.state, JobState::kSucceeded);
   EXPECT_FALSE(job.stop_requested);
+}
+
+// --- Preemption -------------------------------------------------------------------
+
+TEST(PreemptionTest, TasksGetTheGraceThenTheJobIsRequeuedWithoutSpendingARetry) {
+  Job job = make_job(2, /*max_retries=*/0);
+  place_and_start(job);
+
+  const Effects fx = on_preempted(job, "preempted by job job_b (priority 100)", 30'000, 3'000);
+  EXPECT_THAT(indexes(fx.kill), ElementsAre(0, 1));
+  EXPECT_EQ(fx.kill_grace_ms, 30'000);
+  EXPECT_TRUE(has_event_containing(fx, "preempted by job job_b (priority 100); stopping its tasks (SIGTERM, then "
+                                       "SIGKILL after 30s)"));
+  on_task_exited(job, 0, 0, killed_by(SIGTERM), 3'100);
+  const Effects last = on_task_exited(job, 0, 1, exit_code(143), 3'200);
+
+  EXPECT_TRUE(last.requeue);
+  EXPECT_FALSE(last.finished);
+  EXPECT_EQ(job.state, JobState::kPending);
+  EXPECT_EQ(job.retry_at_ms, 3'200);
+  EXPECT_TRUE(job.attempts[0].preempted);
+  EXPECT_THAT(job.message, StartsWith("preempted by job job_b (priority 100); back in the queue"));
+  // Its one attempt is still to come: a failure now ends it, naming one attempt.
+  place_and_start(job, 4'000);
+  on_task_exited(job, 1, 0, exit_code(1), 5'000);
+  on_task_exited(job, 1, 1, killed_by(SIGTERM), 5'100);
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_THAT(job.message, Not(HasSubstr("after")));
+}
+
+TEST(PreemptionTest, ARetryAfterAPreemptionCountsOnlyRealAttempts) {
+  Job job = make_job(1, /*max_retries=*/1);
+  place_and_start(job);
+  on_preempted(job, "preempted by job job_b", 1'000, 2'000);
+  on_task_exited(job, 0, 0, killed_by(SIGTERM), 2'100);
+  place_and_start(job, 3'000);
+
+  const Effects fx = on_task_exited(job, 1, 0, exit_code(1), 4'000);
+
+  EXPECT_TRUE(fx.requeue);
+  EXPECT_TRUE(has_event_containing(fx, "retrying as attempt 2 (try 2 of 2; preempted attempts do not count)"));
+}
+
+TEST(PreemptionTest, AJobStoppingAlreadyOrNotRunningIsNotPreempted) {
+  Job pending = make_job(1);
+  EXPECT_FALSE(on_preempted(pending, "x", 1'000, 2'000).changed);
+  Job stopping = make_job(1);
+  place_and_start(stopping);
+  on_stop_requested(stopping, 2'000);
+  EXPECT_FALSE(on_preempted(stopping, "x", 1'000, 2'100).changed);
+  EXPECT_FALSE(stopping.attempts[0].preempted);
+}
+
+TEST(PreemptionTest, AStopDuringTheGraceStopsTheJobForGood) {
+  Job job = make_job(1, /*max_retries=*/3);
+  place_and_start(job);
+  on_preempted(job, "preempted by job job_b", 1'000, 2'000);
+  on_stop_requested(job, 2'100);
+
+  const Effects fx = on_task_exited(job, 0, 0, killed_by(SIGTERM), 2'200);
+
+  EXPECT_TRUE(fx.finished);
+  EXPECT_EQ(job.state, JobState::kStopped);
 }
 
 // --- Timeout ---------------------------------------------------------------------

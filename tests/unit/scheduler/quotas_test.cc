@@ -49,6 +49,24 @@ TEST(QuotaTest, AUserOverHerGpuQuotaWaitsAndHoldsNobodyBack) {
   EXPECT_EQ(waiting->reason, "user alice holds 8 of the 8 GPUs its quota allows; this job needs 4");
 }
 
+TEST(QuotaTest, AQueueLimitsEachUserWithinItAndNowhereElse) {
+  PassInput input;
+  input.quotas.queue_users["gpu"] = gpus(4);
+  input.queue_use[{"gpu", "alice"}].held.gpus = 2;  // running already
+  const auto in_queue = [](PendingJob job, const std::string& queue) {
+    job.queue = queue;
+    return job;
+  };
+  const std::vector<NodeView> nodes{make_node("n1", 64, 8), make_node("n2", 64, 8)};
+  const std::vector<PendingJob> queue{in_queue(owned(make_job("a1", 1, 1, 2), "alice"), "gpu"),
+                                      in_queue(owned(make_job("a2", 1, 1, 2), "alice"), "gpu"),
+                                      owned(make_job("a3", 1, 1, 2), "alice"),  // outside the queue
+                                      in_queue(owned(make_job("b1", 1, 1, 4), "bob"), "gpu")};
+  const Plan plan = schedule(nodes, queue, input);
+  ASSERT_EQ(plan.placements.size(), 3u);
+  EXPECT_EQ(reason_for(plan, "a2")->reason, "user alice in queue gpu holds 4 of the 4 GPUs its quota allows; this job needs 2");
+}
+
 TEST(QuotaTest, WhatRunningJobsHoldCountsAndSoDoesTheRunningJobLimit) {
   QuotaPolicy policy;
   Limits two_jobs;
