@@ -31,6 +31,7 @@ class RoomCheck {
   RoomCheck(const std::vector<NodeView>& nodes, const PendingJob& job) : job_(job) {
     // Only the nodes the job can run on, without what made them so: each check then
     // copies ids and numbers, not label maps.
+    const bool demands = job.per_task.cpu_millis > 0 || job.per_task.memory_bytes > 0 || job.per_task.gpus > 0;
     for (const NodeView& node : nodes) {
       if (!node.schedulable || !can_run_on(node, job)) continue;
       NodeView view;
@@ -38,6 +39,9 @@ class RoomCheck {
       view.total = node.total;
       view.free = node.free;
       view.free_gpu_ids = node.free_gpu_ids;
+      // A node that holds no task now and frees nothing cannot help: checks leave it
+      // out, so that they cost what is free and freed, not the cluster's size.
+      if (!demands || view.free.fits(job.per_task)) useful_.push_back(base_.size());
       index_[node.node_id] = base_.size();
       base_.push_back(std::move(view));
     }
@@ -50,8 +54,35 @@ class RoomCheck {
 
   bool usable(const std::string& node_id) const { return index_.count(node_id) > 0; }
 
-  // The nodes with `freed` stopped become the base of every later check.
-  void free_for_good(const std::vector<const RunningJob*>& freed) { base_ = with_freed(freed); }
+  // How many of the gang's tasks `node_id` alone holds once `freed` have stopped.
+  int64_t tasks_on(const std::string& node_id, const std::vector<const RunningJob*>& freed) const {
+    NodeView view = base_[index_.at(node_id)];
+    for (const RunningJob* running : freed) {
+      for (const auto& task : running->tasks) {
+        if (task.node_id == node_id) add(view, task);
+      }
+    }
+    int64_t slots = job_.num_tasks;
+    const auto bound = [&slots](int64_t have, int64_t want) {
+      if (want > 0) slots = std::min(slots, std::max<int64_t>(have, 0) / want);
+    };
+    bound(view.free.cpu_millis, job_.per_task.cpu_millis);
+    bound(view.free.memory_bytes, job_.per_task.memory_bytes);
+    bound(view.free.gpus, job_.per_task.gpus);
+    return slots;
+  }
+
+  // What `freed` hold becomes free in every later check.
+  void free_for_good(const std::vector<const RunningJob*>& freed) {
+    for (const RunningJob* running : freed) {
+      for (const auto& task : running->tasks) {
+        auto at = index_.find(task.node_id);
+        if (at == index_.end()) continue;
+        add(base_[at->second], task);
+        if (base_[at->second].free.fits(job_.per_task)) useful_.push_back(at->second);
+      }
+    }
+  }
 
   bool fits(const std::vector<const RunningJob*>& freed) const {
     Plan plan = schedule(with_freed(freed), {job_});
@@ -59,29 +90,37 @@ class RoomCheck {
   }
 
  private:
+  // A task's resources back on its node (capped at the node's total).
+  static void add(NodeView& view, const RunningJob::Task& task) {
+    view.free += task.held;
+    view.free_gpu_ids.insert(view.free_gpu_ids.end(), task.gpu_ids.begin(), task.gpu_ids.end());
+    std::sort(view.free_gpu_ids.begin(), view.free_gpu_ids.end());
+    view.free_gpu_ids.erase(std::unique(view.free_gpu_ids.begin(), view.free_gpu_ids.end()), view.free_gpu_ids.end());
+    view.free.cpu_millis = std::min(view.free.cpu_millis, view.total.cpu_millis);
+    view.free.memory_bytes = std::min(view.free.memory_bytes, view.total.memory_bytes);
+    view.free.gpus = static_cast<int64_t>(view.free_gpu_ids.size());
+  }
+
+  // The useful nodes and those `freed` run on, with what `freed` hold given back.
   std::vector<NodeView> with_freed(const std::vector<const RunningJob*>& freed) const {
-    std::vector<NodeView> views = base_;
+    std::map<size_t, NodeView> views;
+    for (size_t i : useful_) views.emplace(i, base_[i]);
     for (const RunningJob* running : freed) {
       for (const auto& task : running->tasks) {
         auto at = index_.find(task.node_id);
         if (at == index_.end()) continue;
-        NodeView& view = views[at->second];
-        view.free += task.held;
-        view.free_gpu_ids.insert(view.free_gpu_ids.end(), task.gpu_ids.begin(), task.gpu_ids.end());
+        add(views.try_emplace(at->second, base_[at->second]).first->second, task);
       }
     }
-    for (NodeView& view : views) {
-      std::sort(view.free_gpu_ids.begin(), view.free_gpu_ids.end());
-      view.free_gpu_ids.erase(std::unique(view.free_gpu_ids.begin(), view.free_gpu_ids.end()), view.free_gpu_ids.end());
-      view.free.cpu_millis = std::min(view.free.cpu_millis, view.total.cpu_millis);
-      view.free.memory_bytes = std::min(view.free.memory_bytes, view.total.memory_bytes);
-      view.free.gpus = static_cast<int64_t>(view.free_gpu_ids.size());
-    }
-    return views;
+    std::vector<NodeView> out;
+    out.reserve(views.size());
+    for (auto& [_, view] : views) out.push_back(std::move(view));
+    return out;
   }
 
   PendingJob job_;
   std::vector<NodeView> base_;
+  std::vector<size_t> useful_;  // indexes into base_ of nodes that hold a task now
   std::map<std::string, size_t> index_;
 };
 
@@ -127,16 +166,44 @@ std::optional<std::vector<const RunningJob*>> cheapest_set(const RoomCheck& room
   return std::nullopt;
 }
 
-// Cheapest first until the gang fits, then each dropped again (dearest first) while it
-// still fits.
+// Node by node: each step takes, on the one node where it is cheapest, the cheapest
+// victims there that make room for one more task, until the gang fits; then each victim
+// is dropped again (dearest first) while it still fits. Steps weigh nodes, not single
+// victims, so that the set is not spread over nodes that never become free enough.
 std::optional<std::vector<const RunningJob*>> greedy_set(const RoomCheck& room,
-                                                         const std::vector<const RunningJob*>& candidates) {
-  std::vector<const RunningJob*> chosen;
-  for (const RunningJob* candidate : candidates) {
-    chosen.push_back(candidate);
-    if (room.fits(chosen)) break;
+                                                         const std::vector<const RunningJob*>& candidates,
+                                                         const std::vector<Cost>& costs) {
+  std::map<std::string, std::vector<size_t>> on_node;  // cheapest first, as `candidates`
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    for (const auto& task : candidates[i]->tasks) {
+      auto& list = on_node[task.node_id];
+      if (room.usable(task.node_id) && (list.empty() || list.back() != i)) list.push_back(i);
+    }
   }
-  if (!room.fits(chosen)) return std::nullopt;
+  std::vector<const RunningJob*> chosen;
+  std::vector<bool> taken(candidates.size(), false);
+  while (!room.fits(chosen)) {
+    std::optional<std::pair<Cost, std::vector<size_t>>> best;
+    for (const auto& [node_id, victims] : on_node) {
+      const int64_t before = room.tasks_on(node_id, chosen);
+      std::vector<const RunningJob*> trial = chosen;
+      std::pair<Cost, std::vector<size_t>> step;
+      for (size_t i : victims) {
+        if (taken[i]) continue;
+        trial.push_back(candidates[i]);
+        step.first += costs[i];
+        step.second.push_back(i);
+        if (room.tasks_on(node_id, trial) > before) break;
+      }
+      if (step.second.empty() || room.tasks_on(node_id, trial) <= before) continue;
+      if (!best || step.first < best->first) best = std::move(step);
+    }
+    if (!best) return std::nullopt;
+    for (size_t i : best->second) {
+      taken[i] = true;
+      chosen.push_back(candidates[i]);
+    }
+  }
   for (size_t i = chosen.size(); i-- > 0;) {
     std::vector<const RunningJob*> without = chosen;
     without.erase(without.begin() + static_cast<std::ptrdiff_t>(i));
@@ -182,7 +249,8 @@ std::optional<std::vector<std::string>> choose_victims(const std::vector<NodeVie
     sorted.push_back(candidates[i]);
     sorted_costs.push_back(costs[i]);
   }
-  auto chosen = sorted.size() <= kExactCandidates ? cheapest_set(room, sorted, sorted_costs) : greedy_set(room, sorted);
+  auto chosen = sorted.size() <= kExactCandidates ? cheapest_set(room, sorted, sorted_costs)
+                                                      : greedy_set(room, sorted, sorted_costs);
   if (!chosen) return std::nullopt;
   return ids_of(*chosen);
 }

@@ -8,8 +8,9 @@
 // could use. Among the sets of candidates that make room, the cheapest wins, compared
 // by (GPUs preempted, CPUs preempted, work lost, number of jobs): fewest GPUs first,
 // then the youngest jobs. Up to kExactCandidates candidates every set is weighed; beyond,
-// candidates are added cheapest first until the gang fits and then each is dropped
-// again, most expensive first, while it still fits, so that no victim is needless.
+// node by node: each step takes the cheapest victims on the node where one more task
+// fits most cheaply, until the gang fits; then each victim is dropped again, most
+// expensive first, while it still fits, so that no victim is needless.
 #pragma once
 
 #include <cstdint>
