@@ -327,9 +327,10 @@ int quota_set(const ConnectionOptions& options, const QuotaOptions& quota) {
   if (quota.max_running_jobs) body["max_running_jobs"] = *quota.max_running_jobs;
   if (quota.max_priority) body["max_priority"] = *quota.max_priority;
   if (quota.allow_no_preempt) body["allow_no_preempt"] = true;
+  if (quota.share) body["share"] = *quota.share;
   if (body.empty()) {
     return usage_error("give at least one of --max-gpus, --max-cpus, --max-memory, --max-running-jobs, "
-                       "--max-priority, --allow-no-preempt (`ag quota remove` removes a quota)");
+                       "--max-priority, --allow-no-preempt, --share (`ag quota remove` removes a quota)");
   }
   const auto [who, target] = quota_subject(quota);
   return print_or_fail(options, call(options, "PUT", target, body), "Quota of " + who + " set.");

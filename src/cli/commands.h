@@ -98,6 +98,7 @@ struct QuotaOptions {
   std::optional<int64_t> max_running_jobs;
   std::optional<int> max_priority;
   bool allow_no_preempt = false;
+  std::optional<double> share;
 };
 int quota_set(const ConnectionOptions& conn, const QuotaOptions& quota);
 int quota_remove(const ConnectionOptions& conn, const QuotaOptions& quota);

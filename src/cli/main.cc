@@ -273,6 +273,8 @@ int run(int argc, char** argv) {
   quota_set_cmd->add_option("--max-priority", quota.max_priority, "Highest --priority its jobs may have")
       ->check(CLI::Range(-1000, 1000));
   quota_set_cmd->add_flag("--allow-no-preempt", quota.allow_no_preempt, "Its users may submit with --no-preempt");
+  quota_set_cmd->add_option("--share", quota.share, "A user's fair-share weight: 2 is twice the share of a user with 1")
+      ->check(CLI::PositiveNumber);
   auto* quota_list_cmd = quota_cmd->add_subcommand("list", "Each quota with what it holds now (used/limit)");
   QueueOptions queue;
   auto* queue_cmd = app.add_subcommand("queue", "Queues (partitions): nodes of their own, default priority, limits");

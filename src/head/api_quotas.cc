@@ -32,6 +32,15 @@ Result<sched::Limits> parse_limits(const json& body) {
   if (!body.is_object()) return invalid_argument("send a JSON object like {\"max_gpus\": 8}");
   sched::Limits limits;
   for (const auto& [key, value] : body.items()) {
+    if (key == "share") {
+      if (value.is_null()) continue;
+      if (!value.is_number() || value.get<double>() <= 0 || value.get<double>() > 1e6) {
+        return invalid_argument("field 'share' must be a number above 0 (a fair-share weight; 1 is the default), got " +
+                                value.dump().substr(0, 64));
+      }
+      limits.share = value.get<double>();
+      continue;
+    }
     if (key == "allow_no_preempt") {
       if (!value.is_null() && !value.is_boolean()) {
         return invalid_argument("field 'allow_no_preempt' must be true or false, got " + value.dump().substr(0, 64));
@@ -56,7 +65,7 @@ Result<sched::Limits> parse_limits(const json& body) {
     if (!into) {
       return invalid_argument("unknown field '" + key.substr(0, 64) +
                               "'; a quota takes max_gpus, max_cpus, max_memory (bytes), max_running_jobs, "
-                              "max_priority and allow_no_preempt");
+                              "max_priority, allow_no_preempt and share");
     }
     if (value.is_null()) continue;
     if (key == "max_cpus") {
@@ -138,6 +147,9 @@ void ApiRoutes::handle_quotas(const net::HttpRequest& req, const Principal& who,
     auto parsed = parse_limits(json::parse(req.body, nullptr, false));
     if (!parsed.ok()) return respond(error_response(parsed.error()));
     limits = parsed.value();
+    if (kind == "groups" && limits.share != 1) {
+      return respond(error_response(400, "field 'share' is a user's fair-share weight; set it with --user NAME"));
+    }
   }
   deps_.jobs.set_quota(kind == "groups", name, limits, [respond, kind, name, limits](const Status& s) {
     if (!s) return respond(error_response(s.error()));

@@ -60,9 +60,14 @@ std::map<std::string, sched::UsageRecord> JobManager::usage_with_running() const
 
 std::function<double(const std::string&)> JobManager::usage_now() const {
   const int64_t now = deps_.clock.now_ms();
-  return [usage = usage_with_running(), now, half_life = config_.usage_half_life_ms](const std::string& owner) {
+  // Divided by the owner's share weight: a user with twice the share goes first until
+  // they used twice as much.
+  return [usage = usage_with_running(), weights = share_weights(), now,
+          half_life = config_.usage_half_life_ms](const std::string& owner) {
     auto it = usage.find(owner);
-    return it == usage.end() ? 0.0 : sched::decayed(it->second, now, half_life);
+    if (it == usage.end()) return 0.0;
+    auto weight = weights.find(owner);
+    return sched::decayed(it->second, now, half_life) / (weight == weights.end() ? 1.0 : weight->second);
   };
 }
 
@@ -94,8 +99,17 @@ void JobManager::charge_running() {
   });
 }
 
+std::map<std::string, double> JobManager::share_weights() const {
+  std::map<std::string, double> weights;
+  for (const auto& [user, limits] : sharing_.quotas.users) {
+    if (limits.share != 1) weights[user] = limits.share;
+  }
+  return weights;
+}
+
 std::vector<sched::ShareLine> JobManager::share_report() const {
-  auto lines = sched::share_report(usage_with_running(), deps_.clock.now_ms(), config_.usage_half_life_ms);
+  auto lines =
+      sched::share_report(usage_with_running(), deps_.clock.now_ms(), config_.usage_half_life_ms, share_weights());
   std::sort(lines.begin(), lines.end(), [](const auto& a, const auto& b) { return a.usage > b.usage; });
   return lines;
 }

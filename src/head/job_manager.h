@@ -211,6 +211,7 @@ class JobManager {
   // Usage by user with what running jobs used since last charged; decayed now, by owner.
   std::map<std::string, sched::UsageRecord> usage_with_running() const;
   std::function<double(const std::string&)> usage_now() const;
+  std::map<std::string, double> share_weights() const;  // users' weights other than 1
   // Charges the job's owner since its last charge; `ended`: the last charge.
   void charge(const Job& job, bool ended);
   // Every running job is charged and the usage stored, every kUsageTickMs.

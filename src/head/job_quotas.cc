@@ -23,6 +23,7 @@ json limits_to_json(const sched::Limits& limits) {
   put("max_running_jobs", limits.running_jobs);
   j["max_priority"] = limits.max_priority ? json(*limits.max_priority) : json(nullptr);
   j["allow_no_preempt"] = limits.allow_no_preempt;
+  j["share"] = limits.share;
   return j;
 }
 
@@ -37,6 +38,7 @@ sched::Limits limits_from_json(const json& j) {
   limits.running_jobs = get("max_running_jobs");
   if (j.contains("max_priority") && j["max_priority"].is_number_integer()) limits.max_priority = j["max_priority"].get<int>();
   limits.allow_no_preempt = j.value("allow_no_preempt", false);
+  if (j.contains("share") && j["share"].is_number() && j["share"].get<double>() > 0) limits.share = j["share"].get<double>();
   return limits;
 }
 

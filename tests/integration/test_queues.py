@@ -180,3 +180,40 @@ def test_bad_queue_input_is_refused_with_what_to_do(cluster_factory):
     assert c.job(job_id)["state"] == "PENDING"
     c.ag("stop-job", job_id)
     assert c.ag("queue", "remove", "cpu").stdout == "Queue cpu removed.\n"
+
+
+def test_the_sdk_submits_to_a_queue_and_shares_follow_the_weights_an_admin_sets(cluster_factory):
+    import sys
+    from conftest import REPO
+    if str(REPO / "python") not in sys.path:
+        sys.path.insert(0, str(REPO / "python"))
+    import aethergrid as ag
+
+    c = cluster_factory("sdkqueues", workers=(WORKER_IPS[0],))
+    c.ag("queue", "create", "batch", "--priority", "low")
+    client = ag.Client(c.address, token=c.token)
+    job = client.submit_job("true", queue="batch")
+    c.job_ids.add(job.job_id)
+    assert c.wait_state(job.job_id, ("SUCCEEDED", "FAILED"), timeout=30)["state"] == "SUCCEEDED"
+    assert c.job(job.job_id)["queue"] == "batch" and c.job(job.job_id)["spec"]["priority"] == -100
+    try:
+        client.submit_job("true", queue="nosuch")
+        raise AssertionError("an unknown queue was accepted")
+    except ag.AGValidationError as e:
+        assert "unknown queue 'nosuch'; the queues are batch" in str(e), e
+
+    # Weights: alice 3, bob 1. Both have used the cluster; their shares are 3/4 and 1/4.
+    alice = _add_user(c, "alice")
+    bob = _add_user(c, "bob")
+    for token in (alice, bob):
+        job_id = _submit_as(c, token, "--", "sleep 0.5")
+        assert c.wait_state(job_id, ("SUCCEEDED", "FAILED"), timeout=30)["state"] == "SUCCEEDED"
+    assert c.ag("quota", "set", "--user", "alice", "--share", 3).stdout == "Quota of user alice set.\n"
+    shares = {u["user"]: u["share"] for u in c.api("GET", "/api/share")[1]["users"]}
+    assert abs(shares["alice"] / shares["bob"] - 3) < 1e-9, shares
+    for args, complaint in ((("--user", "alice", "--share", 0), "--share"),
+                            (("--group", "g", "--share", 2), "field 'share' is a user's fair-share weight")):
+        proc = c.ag("quota", "set", *args, check=False)
+        assert proc.returncode != 0 and complaint in proc.stderr, (args, proc.stderr)
+    status, body = c.api("PUT", "/api/quotas/users/bob", {"share": -1})
+    assert status == 400 and "field 'share' must be a number above 0" in body["error"], body

@@ -22,18 +22,23 @@ double billing_rate(const Resources& held) {
 }
 
 std::vector<ShareLine> share_report(const std::map<std::string, UsageRecord>& usage, int64_t now_ms,
-                                    int64_t half_life_ms) {
+                                    int64_t half_life_ms, const std::map<std::string, double>& weights) {
   std::vector<ShareLine> lines;
   double total = 0;
+  double total_weight = 0;
+  const auto weight_of = [&weights](const std::string& user) {
+    auto it = weights.find(user);
+    return it == weights.end() ? 1.0 : it->second;
+  };
   for (const auto& [user, record] : usage) {
     lines.push_back({user, decayed(record, now_ms, half_life_ms), 0, 0, 0});
     total += lines.back().usage;
+    total_weight += weight_of(user);
   }
-  const double share = lines.empty() ? 0 : 1.0 / static_cast<double>(lines.size());
   for (auto& line : lines) {
     line.usage_part = total > 0 ? line.usage / total : 0;
-    line.share = share;
-    line.factor = std::exp2(-line.usage_part / share);
+    line.share = total_weight > 0 ? weight_of(line.user) / total_weight : 0;
+    line.factor = line.share > 0 ? std::exp2(-line.usage_part / line.share) : 0;
   }
   return lines;
 }

@@ -36,8 +36,10 @@ UsageRecord charged(const UsageRecord& record, double units, int64_t now_ms, int
 double billing_rate(const Resources& held);
 
 // Each user's usage now, their part of all usage, and their fair-share factor: 2^(-U/S)
-// where U is their part of the usage and S their share (an equal share among the users
-// listed): 1 for no use, 0.5 at exactly their share, towards 0 above it.
+// where U is their part of the usage and S their share (their weight, 1 unless
+// `weights` says otherwise, of the weights of the users listed): 1 for no use, 0.5 at
+// exactly their share, towards 0 above it. The queue orders owners the same way, by
+// usage divided by weight.
 struct ShareLine {
   std::string user;
   double usage = 0;         // GPU-equivalent seconds, decayed
@@ -46,7 +48,7 @@ struct ShareLine {
   double factor = 0;        // fair-share factor
 };
 std::vector<ShareLine> share_report(const std::map<std::string, UsageRecord>& usage, int64_t now_ms,
-                                    int64_t half_life_ms);
+                                    int64_t half_life_ms, const std::map<std::string, double>& weights = {});
 
 class PendingQueue {
  public:

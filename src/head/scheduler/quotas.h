@@ -30,10 +30,12 @@ struct Limits {
   std::optional<int> max_priority;
   // Its jobs may be kept from preemption (`ag submit --no-preempt`; checked at submit).
   bool allow_no_preempt = false;
+  // A user's fair-share weight (fair_share.h): 2 is twice the share of a user with 1.
+  double share = 1;
   bool operator==(const Limits&) const = default;
   bool any() const {
     return gpus >= 0 || cpu_millis >= 0 || memory_bytes >= 0 || running_jobs >= 0 || max_priority.has_value() ||
-           allow_no_preempt;
+           allow_no_preempt || share != 1;
   }
 };
 

@@ -69,9 +69,10 @@ TEST(FairShareTest, ShareReportGivesEachUserTheirPartAndFactor) {
 // Three users keep 200 one-GPU jobs each queued on a 24-GPU cluster for a simulated
 // week; one of them submits hour-long jobs, the others ten-minute ones, and the third
 // arrives a day late (and is let catch up: the others used the cluster without it).
-// Over the last three days each holds a third of the GPU time within 5%, and nobody
-// waits forever.
-TEST(FairShareTest, ASimulatedWeekGivesEachBusyUserTheirShare) {
+// The queue orders owners by their usage divided by their share weight (as the head
+// does). Returns each user's part of the GPU time over the last three days, and the
+// longest any job waited.
+std::map<std::string, double> simulate_week(const std::map<std::string, double>& weight, int64_t& longest_wait) {
   constexpr int64_t kStep = 5 * 60 * 1000;  // the simulation's tick
   std::vector<NodeView> nodes;
   for (int i = 0; i < 3; ++i) nodes.push_back(testing::make_node("n" + std::to_string(i), 64, 8));
@@ -89,7 +90,7 @@ TEST(FairShareTest, ASimulatedWeekGivesEachBusyUserTheirShare) {
   };
   std::vector<Running> running;
   uint64_t seq = 0;
-  int64_t longest_wait = 0;
+  longest_wait = 0;
   std::map<std::string, int64_t> queued_at;
   for (int64_t now = 0; now < 7 * kDay; now += kStep) {
     // Keep each present user's backlog full.
@@ -126,7 +127,9 @@ TEST(FairShareTest, ASimulatedWeekGivesEachBusyUserTheirShare) {
     }
     // One pass over the first jobs in queue order.
     std::vector<PendingJob> window;
-    queue.walk([&](const std::string& owner) { return usage.count(owner) ? decayed(usage[owner], now, 7 * kDay) : 0.0; },
+    queue.walk([&](const std::string& owner) {
+                 return usage.count(owner) ? decayed(usage[owner], now, 7 * kDay) / weight.at(owner) : 0.0;
+               },
                [&](const std::string& id) {
                  window.push_back(jobs[id]);
                  return window.size() < 64;
@@ -148,14 +151,40 @@ TEST(FairShareTest, ASimulatedWeekGivesEachBusyUserTheirShare) {
   }
   double total = 0;
   for (const auto& [_, ms] : gpu_ms_late) total += ms;
-  ASSERT_GT(total, 0);
-  ASSERT_EQ(gpu_ms_late.size(), 3u);
-  for (const auto& [user, ms] : gpu_ms_late) {
-    EXPECT_NEAR(ms / total, 1.0 / 3, 0.05) << user;
-  }
+  std::map<std::string, double> parts;
+  for (const auto& [user, ms] : gpu_ms_late) parts[user] = total > 0 ? ms / total : 0;
+  return parts;
+}
+
+// Equal shares: each holds a third of the GPU time within 5%, and nobody waits forever.
+TEST(FairShareTest, ASimulatedWeekGivesEachBusyUserTheirShare) {
+  int64_t longest_wait = 0;
+  const auto parts = simulate_week({{"u_long", 1}, {"u_short", 1}, {"u_late", 1}}, longest_wait);
+  ASSERT_EQ(parts.size(), 3u);
+  for (const auto& [user, part] : parts) EXPECT_NEAR(part, 1.0 / 3, 0.05) << user;
   // 200 jobs each, a third of 24 GPUs for a user: a job waits about a day (more while
   // the late user catches up), never the week.
   EXPECT_LT(longest_wait, 3 * kDay);
+}
+
+// Configured shares (`ag quota set --user u_long --share 2`): 2:1:1 gives a half and two
+// quarters, within 5%.
+TEST(FairShareTest, ASimulatedWeekConvergesToConfiguredShares) {
+  int64_t longest_wait = 0;
+  const auto parts = simulate_week({{"u_long", 2}, {"u_short", 1}, {"u_late", 1}}, longest_wait);
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_NEAR(parts.at("u_long"), 0.5, 0.05);
+  EXPECT_NEAR(parts.at("u_short"), 0.25, 0.05);
+  EXPECT_NEAR(parts.at("u_late"), 0.25, 0.05);
+  EXPECT_LT(longest_wait, 4 * kDay);
+}
+
+TEST(FairShareTest, AShareWeightScalesTheUsersShareInTheReport) {
+  const auto lines = share_report({{"alice", {300, 0}}, {"bob", {100, 0}}}, 0, 7 * kDay, {{"alice", 3}});
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_DOUBLE_EQ(lines[0].share, 0.75);  // 3 of 4
+  EXPECT_DOUBLE_EQ(lines[0].factor, std::exp2(-1.0));  // she used exactly her share
+  EXPECT_DOUBLE_EQ(lines[1].share, 0.25);
 }
 
 }  // namespace
