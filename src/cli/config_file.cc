@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -31,6 +32,10 @@ Result<std::vector<std::string>> apply_config_file(CLI::App& command, CLI::App& 
   std::vector<std::string> applied;
   const std::string where = "config file " + path;
   const std::string command_name = "ag " + command.get_name();
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
+    return invalid_argument(where + ": cannot read it (not a regular file); give --config the path of a file");
+  }
   std::ifstream in(path);
   if (!in) {
     return invalid_argument(where + ": cannot read it (" + std::strerror(errno) +
@@ -90,6 +95,7 @@ Result<std::vector<std::string>> apply_config_file(CLI::App& command, CLI::App& 
     } catch (const CLI::Error& e) {
       std::string problem = plain_value_error(e.what());
       if (problem.rfind("--" + key + ": ", 0) == 0) problem.erase(0, key.size() + 4);
+      if (problem.rfind("At Most 1 required", 0) == 0) problem = "it takes one value, not a list";
       return invalid_argument(where + ": key '" + key + "': " + problem + "; fix it in " + path +
                               " (a --" + key + " on the command line overrides the file)");
     }

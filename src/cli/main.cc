@@ -117,7 +117,7 @@ int run(int argc, char** argv) {
   start_worker_cmd->add_option("--num-gpus", worker.num_gpus, "GPUs to offer (default: detected with NVML)")->check(CLI::Range(0, ag::api::kMaxNodeGpus));
   start_worker_cmd->add_option("--memory", worker.memory_gb, "Memory to offer, GiB (default: detected)")->check(CLI::Range(0.0, static_cast<double>(ag::api::kMaxNodeMemoryBytes >> 30)));
   start_worker_cmd->add_option("--data-dir", worker.data_dir, "Where the worker keeps task dirs and logs");
-  start_worker_cmd->add_option("--kill-grace", worker.kill_grace_s, "Seconds between SIGTERM and SIGKILL at shutdown")->capture_default_str();
+  start_worker_cmd->add_option("--kill-grace", worker.kill_grace_s, "Seconds between SIGTERM and SIGKILL at shutdown")->capture_default_str()->check(CLI::Range(0.0, 3600.0));
   start_worker_cmd->add_option("--allow-mount", worker.allowed_mounts,
                                "Node folder jobs may mount into their containers, with all below it (repeatable; "
                                "none by default)");
