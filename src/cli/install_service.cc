@@ -27,6 +27,11 @@ void replace_all(std::string& text, const std::string& from, const std::string& 
   }
 }
 
+Error not_a_setting(const std::string& setting, const std::string& kind) {
+  return invalid_argument("--set " + setting + ": give KEY=VALUE, KEY a long flag of `ag start-" + kind +
+                          "` without its dashes (e.g. --set node-ip-address=10.0.0.2)");
+}
+
 // systemd splits ExecStart= at spaces and reads quotes and specifiers (%, $).
 bool safe_in_unit(const std::string& path) {
   static const std::regex safe("[A-Za-z0-9/._+@:=-]+");
@@ -70,6 +75,42 @@ Status write_file(const std::string& path, const std::string& text) {
   return {};
 }
 
+// Puts `key = values` in place of the key's line in the sample `text` (commented out
+// or not); a key the sample shows as a list gets a list.
+Status set_key(std::string& text, const std::string& kind, const std::string& key,
+               const std::vector<std::string>& list) {
+  const std::string command = "ag start-" + kind;
+  if (key.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos) {
+    return invalid_argument("--set " + key + "=...: " + command + " has no such option (`" + command +
+                            " --help` lists them)");
+  }
+  const std::regex line("(^|\n)#? ?" + key + " = ([^\n]*)");
+  std::smatch found;
+  if (!std::regex_search(text, found, line)) {
+    return invalid_argument("--set " + key + "=...: " + command + " has no option --" + key +
+                            " a config file can set (`" + command + " --help` lists them)");
+  }
+  const bool repeatable = found[2].str().rfind('[', 0) == 0;
+  if (list.size() > 1 && !repeatable) {
+    return invalid_argument("--set " + key + ": given " + std::to_string(list.size()) + " times, but --" + key +
+                            " takes one value");
+  }
+  std::string value;
+  if (repeatable) {
+    value = "[";
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (i > 0) value += ", ";
+      value += config_value(list[i]);
+    }
+    value += "]";
+  } else {
+    value = config_value(list.front());
+  }
+  const size_t start = static_cast<size_t>(found.position(0)) + found[1].length();
+  text.replace(start, static_cast<size_t>(found.length(0)) - found[1].length(), key + " = " + value);
+  return {};
+}
+
 }  // namespace
 
 Result<std::string> unit_text(const std::string& kind, const std::string& ag_path, const std::string& config_dir,
@@ -99,39 +140,14 @@ Result<std::string> config_text(const std::string& kind, const std::string& conf
   std::vector<std::pair<std::string, std::vector<std::string>>> values;
   for (const std::string& setting : settings) {
     const size_t eq = setting.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return invalid_argument("--set " + setting + ": give KEY=VALUE, KEY a long flag of `ag start-" + kind +
-                              "` without its dashes (e.g. --set node-ip-address=10.0.0.2)");
-    }
+    if (eq == std::string::npos || eq == 0) return not_a_setting(setting, kind);
     const std::string key = setting.substr(0, eq);
     auto it = std::find_if(values.begin(), values.end(), [&](const auto& v) { return v.first == key; });
     if (it == values.end()) it = values.insert(values.end(), {key, {}});
     it->second.push_back(setting.substr(eq + 1));
   }
   for (const auto& [key, list] : values) {
-    // The key's line in the sample, commented out or not.
-    const std::regex line("(^|\n)#? ?" + std::regex_replace(key, std::regex("[^A-Za-z0-9-]"), "") + " = ([^\n]*)");
-    std::smatch found;
-    if (key.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos ||
-        !std::regex_search(text, found, line)) {
-      return invalid_argument("--set " + key + "=...: ag start-" + kind + " has no option --" + key +
-                              " a config file can set (`ag start-" + kind + " --help` lists them)");
-    }
-    const bool repeatable = found[2].str().rfind('[', 0) == 0;
-    if (list.size() > 1 && !repeatable) {
-      return invalid_argument("--set " + key + ": given " + std::to_string(list.size()) +
-                              " times, but --" + key + " takes one value");
-    }
-    std::string value;
-    if (repeatable) {
-      value = "[";
-      for (size_t i = 0; i < list.size(); ++i) value += (i ? ", " : "") + config_value(list[i]);
-      value += "]";
-    } else {
-      value = config_value(list.front());
-    }
-    const size_t start = static_cast<size_t>(found.position(0)) + found[1].length();
-    text.replace(start, static_cast<size_t>(found.length(0)) - found[1].length(), key + " = " + value);
+    if (Status s = set_key(text, kind, key, list); !s) return s.error();
   }
   return text;
 }
