@@ -1,11 +1,12 @@
 """Installing and operating AetherGrid as a service (issue 15): the worker protocol
 version, config files, `ag install-service` and its systemd units, the wheel with `ag`.
 
-systemd is not PID 1 on the machines these tests run on, so the units are tested by what
-systemd would do with them: each test parses the installed unit file, runs its ExecStart
-command line (with the config file install-service wrote) and sends the signals its
-KillMode=, KillSignal= and RestartKillSignal= name to the processes KillMode= names.
-`systemd-analyze verify` checks the files themselves where it is installed.
+Here the units are tested by what systemd would do with them, with no systemd: each
+test parses the installed unit file, runs its ExecStart command line (with the config
+file install-service wrote) and sends the signals its KillMode=, KillSignal= and
+RestartKillSignal= name to the processes KillMode= names. `systemd-analyze verify`
+checks the files themselves where it is installed. test_systemd_units.py runs the same
+units under a real systemd, in a container.
 """
 import os
 import shlex
