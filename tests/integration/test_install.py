@@ -401,3 +401,25 @@ def test_the_wheel_brings_the_sdk_and_the_ag_command(tmp_path):
     assert os.path.getsize(binary) < os.path.getsize(AG_BIN)  # debug info stripped
     print(f"wheel {wheels[0].name}: {wheels[0].stat().st_size} bytes; ag in it {os.path.getsize(binary)} bytes",
           file=sys.stderr)
+
+
+def test_pip_install_of_the_source_folder_brings_ag_too(tmp_path):
+    # A copy of python/, so that the build's leftovers stay out of the checkout.
+    source = tmp_path / "python"
+    shutil.copytree(REPO / "python", source, ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    venv = tmp_path / "venv"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
+    installed = subprocess.run([str(venv / "bin" / "pip"), "install", "--no-build-isolation", "--no-index",
+                                str(source)], env={**env, "AG_BINARY": AG_BIN}, capture_output=True, text=True,
+                               timeout=300)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    version = subprocess.run([str(venv / "bin" / "ag"), "--version"], env=env, capture_output=True, text=True,
+                             timeout=30)
+    assert version.returncode == 0 and version.stdout.startswith("AetherGrid "), version.stderr
+    # Without a binary to carry, the build says where one comes from.
+    missing = subprocess.run([str(venv / "bin" / "pip"), "wheel", "--no-build-isolation", "--no-index", "--no-deps",
+                              "-w", str(tmp_path / "out"), str(source)],
+                             env={**env, "AG_BINARY": str(tmp_path / "no-such-ag")}, capture_output=True, text=True,
+                             timeout=300)
+    assert missing.returncode != 0 and "no ag binary at" in missing.stdout + missing.stderr
