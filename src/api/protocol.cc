@@ -389,10 +389,11 @@ Result<WorkerMessage> decode_worker_message(std::string_view text) {
   const auto& [doc, type] = parsed.value();
   if (type == "register") {
     // The version first: a register of another version may not read as this one.
-    int version = 1;
+    int64_t version = 1;
     if (auto it = doc.find("protocol_version"); it != doc.end()) {
       if (!it->is_number_integer()) return invalid_argument("register.protocol_version: expected an integer");
-      version = it->get<int>();
+      const bool huge = it->is_number_unsigned() && it->get<uint64_t>() > uint64_t{kMaxInt64};
+      version = huge ? kMaxInt64 : it->get<int64_t>();
     }
     if (version < kOldestWorkerProtocol || version > kWorkerProtocol) {
       return Error{ErrorCode::kConflict,
@@ -402,7 +403,7 @@ Result<WorkerMessage> decode_worker_message(std::string_view text) {
     }
     return read_as<WorkerMessage>(doc, type, [version](Fields& f) {
       Register m;
-      m.protocol_version = version;
+      m.protocol_version = static_cast<int>(version);  // within the range just checked
       f.id("node_id", &m.node_id);
       f.string_map("labels", &m.labels, false);
       f.string("limits", &m.limits, false);

@@ -306,7 +306,8 @@ TEST(ProtocolVersion, ARegisterWithoutAVersionIsFromVersionOne) {
 }
 
 TEST(ProtocolVersion, AnotherVersionIsRefusedNamingBothWhateverElseTheRegisterHolds) {
-  for (int version : {kOldestWorkerProtocol - 1, kWorkerProtocol + 1, 1000}) {
+  for (int64_t version : {int64_t{kOldestWorkerProtocol} - 1, int64_t{kWorkerProtocol} + 1, int64_t{1000},
+                          (int64_t{1} << 32) + kWorkerProtocol, int64_t{-1}}) {
     json reg = json::parse(encode(Register{"node_1", "127.0.0.2", "h", 1000, 1, {}, {}, {}, {}}));
     reg["protocol_version"] = version;
     reg.erase("resources");  // a register of another version need not read as this one's
