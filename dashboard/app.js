@@ -98,7 +98,8 @@ whoami().then((me) => {
 // Which head this is, in the footer (what to quote in a bug report).
 getJson("/api/version").then((v) => {
   const footer = document.getElementById("version");
-  footer.textContent = "AetherGrid " + v.version + (v.commit ? " · commit " + v.commit : "");
+  footer.textContent = "AetherGrid " + v.version + (v.commit ? " · commit " + v.commit : "") +
+    (v.worker_protocol ? " · worker protocol " + v.worker_protocol : "");
 }).catch(() => {});
 window.addEventListener("hashchange", route);
 route();

@@ -11,6 +11,7 @@ packages=(
   libarchive-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev googletest
   python3 python3-pytest python3-torch python3-numpy
+  python3-setuptools python3-wheel python3-pip python3-venv   # the wheel with `ag` (scripts/build-wheel.sh)
   procps iproute2 curl openssl
   chromium                # the dashboard's browser tests (headless, driven by playwright-core)
   prometheus              # promtool, which checks /metrics in the tests (the server is not used)

@@ -14,6 +14,7 @@
 Standard library only; Python >= 3.8.
 """
 from . import exceptions
+from ._binary import ag_path
 from .client import Client
 from .exceptions import (AGAuthError, AGConflictError, AGConnectionError, AGError, AGJobFailedError,
                          AGNotFoundError, AGPermissionError, AGTimeoutError, AGValidationError)
@@ -23,6 +24,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client",
+    "ag_path",
     "Job",
     "JobArray",
     "exceptions",

@@ -239,6 +239,11 @@ Result<Message> read_as(const json& doc, const std::string& type, Fn read) {
   return Message{std::move(m)};
 }
 
+std::string protocol_versions_spoken() {
+  if (kOldestWorkerProtocol == kWorkerProtocol) return "version " + std::to_string(kWorkerProtocol);
+  return "versions " + std::to_string(kOldestWorkerProtocol) + " to " + std::to_string(kWorkerProtocol);
+}
+
 }  // namespace
 
 bool is_safe_id(std::string_view id) {
@@ -263,6 +268,7 @@ std::string encode(const Register& m) {
   json exited = json::array();
   for (const auto& e : m.exited) exited.push_back(exit_json(e));
   return dump({{"type", "register"},
+               {"protocol_version", m.protocol_version},
                {"node_id", m.node_id},
                {"address", m.address},
                {"hostname", m.hostname},
@@ -361,7 +367,11 @@ std::string encode(const LogResume& m) {
   return dump(j);
 }
 
-std::string encode(const ErrorMessage& m) { return dump({{"type", "error"}, {"message", m.message}}); }
+std::string encode(const ErrorMessage& m) {
+  json j{{"type", "error"}, {"message", m.message}};
+  if (m.final) j["final"] = true;
+  return dump(j);
+}
 
 std::string encode(const HeartbeatAck&) { return R"({"type":"heartbeat_ack"})"; }
 
@@ -378,8 +388,22 @@ Result<WorkerMessage> decode_worker_message(std::string_view text) {
   if (!parsed.ok()) return parsed.error();
   const auto& [doc, type] = parsed.value();
   if (type == "register") {
-    return read_as<WorkerMessage>(doc, type, [](Fields& f) {
+    // The version first: a register of another version may not read as this one.
+    int64_t version = 1;
+    if (auto it = doc.find("protocol_version"); it != doc.end()) {
+      if (!it->is_number_integer()) return invalid_argument("register.protocol_version: expected an integer");
+      const bool huge = it->is_number_unsigned() && it->get<uint64_t>() > uint64_t{kMaxInt64};
+      version = huge ? kMaxInt64 : it->get<int64_t>();
+    }
+    if (version < kOldestWorkerProtocol || version > kWorkerProtocol) {
+      return Error{ErrorCode::kConflict,
+                   "this worker speaks worker protocol version " + std::to_string(version) + ", but the head (" +
+                       version_line() + ") speaks " + protocol_versions_spoken() +
+                       "; run the same AetherGrid release on the head and the workers (upgrade the head first)"};
+    }
+    return read_as<WorkerMessage>(doc, type, [version](Fields& f) {
       Register m;
+      m.protocol_version = static_cast<int>(version);  // within the range just checked
       f.id("node_id", &m.node_id);
       f.string_map("labels", &m.labels, false);
       f.string("limits", &m.limits, false);
@@ -471,6 +495,7 @@ Result<WorkerMessage> decode_worker_message(std::string_view text) {
     return read_as<WorkerMessage>(doc, type, [](Fields& f) {
       ErrorMessage m;
       f.string("message", &m.message);
+      f.boolean("final", &m.final, false);
       return m;
     });
   }
@@ -552,6 +577,7 @@ Result<HeadMessage> decode_head_message(std::string_view text) {
     return read_as<HeadMessage>(doc, type, [](Fields& f) {
       ErrorMessage m;
       f.string("message", &m.message);
+      f.boolean("final", &m.final, false);
       return m;
     });
   }

@@ -32,6 +32,7 @@
 
 #include "api/container_spec.h"
 #include "common/result.h"
+#include "common/version.h"
 
 namespace ag::api {
 
@@ -162,6 +163,9 @@ struct Register {
   std::string limits;  // which task caps the node enforces, for people ("memory, cpu (cgroup v1)")
   std::string container_engine;              // "podman 4.3.1"; "" when it runs no containers
   std::vector<std::string> allowed_mounts;   // prefixes of node paths jobs may mount
+  // The worker protocol version the worker speaks (common/version.h). A register
+  // without it is from a worker of version 1, which had no such field.
+  int protocol_version = kWorkerProtocol;
   bool operator==(const Register&) const = default;
 };
 
@@ -233,6 +237,9 @@ struct LogResume {
 
 struct ErrorMessage {
   std::string message;
+  // The head will refuse this worker the same way however often it retries (another
+  // protocol version): the worker gives up instead of retrying.
+  bool final = false;
   bool operator==(const ErrorMessage&) const = default;
 };
 
@@ -258,7 +265,9 @@ std::string encode(const HeadMessage& m);
 
 // Decodes a text frame. Errors (kInvalidArgument) say what was wrong and where:
 // "task_exited.attempt: expected an integer", "unknown message type 'foo'",
-// "message of 20000000 bytes is over the 16777216-byte limit".
+// "message of 20000000 bytes is over the 16777216-byte limit". A register of a
+// protocol version this build does not speak is kConflict, naming both
+// versions, whatever else it holds.
 Result<WorkerMessage> decode_worker_message(std::string_view text);
 Result<HeadMessage> decode_head_message(std::string_view text);
 

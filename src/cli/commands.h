@@ -38,6 +38,7 @@ struct StartWorkerOptions {
   std::string head_node;
   std::string token;
   std::string token_file;  // a file holding the token, readable by this user only
+  std::string token_file_flag = "--token-file";  // how errors name it ("token-file in config file F")
   std::string task_user;   // the account tasks run as
   std::string ca_fingerprint;  // the head's cluster CA, pinned at the first join
   bool insecure = false;

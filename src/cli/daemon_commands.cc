@@ -291,7 +291,7 @@ int start_worker(const StartWorkerOptions& options) {
     }
     auto token = net::read_private_token_file(options.token_file);
     if (!token.ok()) {
-      std::cerr << "error: --token-file: " << token.error().message << "\n";
+      std::cerr << "error: " << options.token_file_flag << ": " << token.error().message << "\n";
       return 2;
     }
     config.token = token.value();

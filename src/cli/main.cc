@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <clocale>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +18,8 @@
 #include "cli/api_client.h"
 #include "cli/commands.h"
 #include "cli/completion.h"
+#include "cli/config_file.h"
+#include "cli/install_service.h"
 #include "cli/usage_hints.h"
 #include "common/version.h"
 #include "worker/task_supervisor.h"
@@ -101,19 +104,24 @@ int run(int argc, char** argv) {
   start_head_cmd->add_option("--tls-cert", head.tls_cert, "Certificate chain (PEM) for the dashboard port, e.g. your CA's");
   start_head_cmd->add_option("--tls-key", head.tls_key, "Private key (PEM, mode 0600) of --tls-cert");
   start_head_cmd->add_option("--advertise-address", head.advertise, "Another name or address clients use for the head (repeatable; goes in its certificate)");
+  std::string head_config;
+  start_head_cmd->add_option("--config", head_config,
+                             "Options from this file: KEY = VALUE lines, keys are these flags' long names "
+                             "(sample: packaging/config/head.conf); flags given here override it");
   start_head_cmd->add_flag("--block", head.block, "Stay in the foreground");
   start_head_cmd->add_flag("--verbose", head.verbose, "Debug logging");
 
   StartWorkerOptions worker;
   auto* start_worker_cmd = app.add_subcommand("start-worker", "Start a worker daemon that joins a head");
-  start_worker_cmd->add_option("--head-node", worker.head_node, "Head address HOST:PORT")->required();
+  // Required, but it may come from --config: checked once the file is read.
+  start_worker_cmd->add_option("--head-node", worker.head_node, "Head address HOST:PORT (required)");
   start_worker_cmd->add_option("--node-ip-address", worker.node_ip, "This node's IP address (tasks' MASTER_ADDR)")->capture_default_str();
   start_worker_cmd->add_option("--num-cpus", worker.num_cpus, "CPUs to offer (default: detected)")->check(CLI::Range(0.0, ag::api::kMaxNodeCpuMillis / 1000.0));
   start_worker_cmd->add_option("--label", worker.labels, "Node label KEY=VALUE for job constraints (repeatable)");
   start_worker_cmd->add_option("--num-gpus", worker.num_gpus, "GPUs to offer (default: detected with NVML)")->check(CLI::Range(0, ag::api::kMaxNodeGpus));
   start_worker_cmd->add_option("--memory", worker.memory_gb, "Memory to offer, GiB (default: detected)")->check(CLI::Range(0.0, static_cast<double>(ag::api::kMaxNodeMemoryBytes >> 30)));
   start_worker_cmd->add_option("--data-dir", worker.data_dir, "Where the worker keeps task dirs and logs");
-  start_worker_cmd->add_option("--kill-grace", worker.kill_grace_s, "Seconds between SIGTERM and SIGKILL at shutdown")->capture_default_str();
+  start_worker_cmd->add_option("--kill-grace", worker.kill_grace_s, "Seconds between SIGTERM and SIGKILL at shutdown")->capture_default_str()->check(CLI::Range(0.0, 3600.0));
   start_worker_cmd->add_option("--allow-mount", worker.allowed_mounts,
                                "Node folder jobs may mount into their containers, with all below it (repeatable; "
                                "none by default)");
@@ -132,6 +140,10 @@ int run(int argc, char** argv) {
                                "Run tasks as this unprivileged user (default when root: 'aethergrid' if it exists)");
   start_worker_cmd->add_option("--ca-fingerprint", worker.ca_fingerprint,
                                "The head's cluster CA fingerprint (sha256:..., printed by `ag start-head`)");
+  std::string worker_config;
+  start_worker_cmd->add_option("--config", worker_config,
+                               "Options from this file: KEY = VALUE lines, keys are these flags' long names "
+                               "(sample: packaging/config/worker.conf); flags given here override it");
   start_worker_cmd->add_flag("--block", worker.block, "Stay in the foreground");
   start_worker_cmd->add_flag("--verbose", worker.verbose, "Debug logging");
   worker.token.clear();
@@ -332,6 +344,18 @@ int run(int argc, char** argv) {
   auto* config_cmd = app.add_subcommand("config", "Pin a head's cluster CA and make it the default: ag config --address HOST:PORT --ca-fingerprint sha256:...");
   config_cmd->add_option("--ca-fingerprint", config_fingerprint, "The head's cluster CA fingerprint (`ag start-head` prints it)");
 
+  ag::cli::InstallServiceOptions install;
+  auto* install_cmd = app.add_subcommand(
+      "install-service", "Write the systemd unit and config file of the head or a worker (as the packages do)");
+  install_cmd->add_option("kind", install.kind, "head or worker")->required()->check(CLI::IsMember({"head", "worker"}));
+  install_cmd->add_option("--unit-dir", install.unit_dir, "Where the unit goes")->capture_default_str();
+  install_cmd->add_option("--config-dir", install.config_dir, "Where its config file goes (head.conf, worker.conf)")
+      ->capture_default_str();
+  install_cmd->add_option("--set", install.settings,
+                          "KEY=VALUE in the config file, KEY a long flag of start-head/start-worker (repeatable)");
+  install_cmd->add_option("--user", install.user, "The account the head runs as (head only)")->capture_default_str();
+  install_cmd->add_flag("--force", install.force, "Replace files that exist with other contents");
+
   std::string completion_shell;
   auto* completion_cmd = app.add_subcommand("completion", "Print shell completion: source <(ag completion bash), or zsh");
   completion_cmd->add_option("shell", completion_shell, "bash or zsh")->required();
@@ -372,6 +396,23 @@ int run(int argc, char** argv) {
     return 2;
   }
   ag::cli::set_json_errors(conn.output == "json");
+  for (auto [command, path] : {std::pair{start_head_cmd, &head_config}, {start_worker_cmd, &worker_config}}) {
+    if (!*command || path->empty()) continue;
+    auto applied = ag::cli::apply_config_file(*command, app, *path);
+    if (!applied.ok()) {
+      std::cerr << "error: " << applied.error().message << "\nNothing was started.\n";
+      return 2;
+    }
+    const auto& keys = applied.value();
+    if (std::find(keys.begin(), keys.end(), "token-file") != keys.end()) {
+      worker.token_file_flag = "token-file (config file " + *path + ")";
+    }
+  }
+  if (*start_worker_cmd && worker.head_node.empty()) {
+    std::cerr << "error: --head-node is required: the head's HOST:PORT, on the command line or as head-node in the "
+                 "--config file\n";
+    return 2;
+  }
 
   if (worker.token.empty()) worker.token = conn.token;
   if (worker.token_file.empty()) worker.token_file = conn.token_file;
@@ -386,6 +427,7 @@ int run(int argc, char** argv) {
     std::cout << *script;
     return 0;
   }
+  if (*install_cmd) return ag::cli::install_service(install);
   if (*start_head_cmd) return start_head(head);
   if (*start_worker_cmd) {
     const char* env = std::getenv("AG_TOKEN");

@@ -204,7 +204,8 @@ void ApiRoutes::handle_authenticated(const net::HttpRequest& req, const Principa
   if (path == "/api/version") {
     const BuildInfo& info = build_info();
     return respond(json_response(200, {{"version", info.version}, {"commit", info.commit},
-                                       {"build_type", info.build_type}}));
+                                       {"build_type", info.build_type}, {"worker_protocol", kWorkerProtocol},
+                                       {"oldest_worker_protocol", kOldestWorkerProtocol}}));
   }
   if (path == "/api/nodes" || path == "/api/cluster") {
     if (req.method != "GET") return respond(error_response(405, "use GET for " + path));

@@ -84,6 +84,12 @@ void WorkerGateway::on_connection(const std::shared_ptr<net::WsConnection>& chan
         if (state->node_id.empty() && !state->registering) {
           if (binary) return send_error_and_close(ch, "the first message must be a register message");
           auto message = api::decode_worker_message(data);
+          if (!message.ok() && message.error().code == ErrorCode::kConflict) {
+            // Another protocol version: retrying cannot help, so the worker gives up.
+            spdlog::warn("refused a worker from {}: {}", state->from, message.error().message);
+            send(ch, api::ErrorMessage{message.error().message + "; registration refused", true});
+            return ch->close();
+          }
           if (!message.ok()) return send_error_and_close(ch, "bad register message: " + message.error().message);
           auto* reg = std::get_if<api::Register>(&message.value());
           if (!reg) return send_error_and_close(ch, "the first message must be a register message");

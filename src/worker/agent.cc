@@ -84,15 +84,17 @@ void Agent::dial() {
         // (a head that does not verify, a token of the wrong kind) stands alone.
         std::string hint = error.code == ErrorCode::kUnauthenticated ? "; " + deps_.head.refused_hint() : "";
         spdlog::error("giving up: {}{}", error.message, hint);
-        report_first(Error{error.code, error.message + hint});
+        gave_up_ = Error{error.code, error.message + hint};
+        report_first(*gave_up_);
         stopping_ = true;
         stop_daemon();
         return;
       }
       if (!ever_registered_ && !config_.wait_for_head && error.code == ErrorCode::kUnavailable) {
         spdlog::error("giving up: {}", error.message);
-        report_first(Error{error.code, error.message + "; start the head first, check --head-node, or pass "
-                                                       "--wait-for-head to keep trying until it answers"});
+        gave_up_ = Error{error.code, error.message + "; start the head first, check --head-node, or pass "
+                                                     "--wait-for-head to keep trying until it answers"};
+        report_first(*gave_up_);
         stopping_ = true;
         stop_daemon();
         return;
@@ -128,6 +130,7 @@ void Agent::on_connected(std::shared_ptr<net::WsConnection> channel) {
     if (weak.lock() == channel_) pump_logs();
   });
   api::Register reg;
+  reg.protocol_version = config_.protocol_version;
   reg.node_id = config_.node_id;
   reg.address = config_.node_ip;
   reg.hostname = config_.hostname;
@@ -227,7 +230,16 @@ void Agent::on_message(const std::string& text) {
                  [&](const api::Pull& m) { handle_pull(m); },
                  [&](const api::ErrorMessage& m) {
                    spdlog::error("the head refused this worker: {}", m.message);
-                   if (!registered_) report_first(Error{ErrorCode::kPermissionDenied, "the head refused this worker: " + m.message});
+                   if (registered_) return;
+                   Error refusal{ErrorCode::kPermissionDenied, "the head refused this worker: " + m.message};
+                   report_first(refusal);
+                   if (m.final) {
+                     spdlog::error("giving up: the head will refuse this worker the same way every time");
+                     gave_up_ = refusal;
+                     stopping_ = true;
+                     if (channel_) channel_->close();
+                     stop_daemon();
+                   }
                  },
              },
              message.value());

@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -45,6 +46,8 @@ struct AgentConfig {
   // Grace between SIGTERM and SIGKILL when the node fences itself off (lost head).
   int64_t fence_grace_ms = 2000;
   int64_t max_backoff_ms = 5000;
+  // The worker protocol version sent at registration (a test sets another one).
+  int protocol_version = kWorkerProtocol;
   // Keep trying a head that cannot be reached at start (otherwise the agent gives up,
   // so that `ag start-worker` fails with the reason). Once joined it always retries.
   bool wait_for_head = false;
@@ -69,6 +72,9 @@ class Agent {
   void start();
   // Kills all tasks and closes the channel; calls deps.exit once they have ended.
   void shutdown(int64_t grace_ms);
+  // Why the agent gave up, if it did: the head refused its token or its protocol
+  // version, or (kUnavailable) no head answered at start. The daemon exits non-zero.
+  const std::optional<Error>& gave_up() const { return gave_up_; }
 
  private:
   void dial();
@@ -122,6 +128,7 @@ class Agent {
   bool ever_registered_ = false;
   bool stopping_ = false;
   bool exited_ = false;
+  std::optional<Error> gave_up_;
   int64_t backoff_ms_ = 250;
   Timers::Id retry_timer_ = 0;
   Timers::Id heartbeat_timer_ = 0;

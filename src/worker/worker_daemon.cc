@@ -13,6 +13,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -154,6 +155,13 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
     spdlog::info("no container engine: {}; jobs with an image will not be placed here", why_no_engine);
   }
   agent_config.wait_for_head = config.wait_for_head;
+  // For tests only: claim another worker protocol version, to see the head refuse it
+  // (tests/integration/test_install.py). Nothing else reads it.
+  if (const char* claimed = std::getenv("AG_TEST_WORKER_PROTOCOL"); claimed && *claimed) {
+    agent_config.protocol_version = std::atoi(claimed);
+    spdlog::warn("AG_TEST_WORKER_PROTOCOL: claiming worker protocol version {} (for tests only)",
+                 agent_config.protocol_version);
+  }
   char cpus_text[32];
   std::snprintf(cpus_text, sizeof cpus_text, "%g", cpus);
   std::string summary = std::string(cpus_text) + " CPUs, " + std::to_string(agent_config.resources.memory_bytes >> 20) +
@@ -220,14 +228,30 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
     ready_reported = true;
     on_ready(status, "node " + node_id.value() + " (" + config.node_ip + "): " + summary);
   });
-  boost::asio::signal_set signals(io, SIGTERM, SIGINT);
+  // SIGTERM, SIGINT: stop every task, then exit (`ag stop`, `systemctl stop`).
+  // SIGUSR2: exit now and leave the tasks running for the next agent, which adopts them
+  // (`systemctl restart`: the unit's RestartKillSignal); their supervisor ends them if
+  // no agent comes back within the node timeout.
+  bool leaving = false;
+  boost::asio::signal_set signals(io, SIGTERM, SIGINT, SIGUSR2);
   signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (ec) return;
+    if (sig == SIGUSR2) {
+      spdlog::info("received SIGUSR2: exiting; the {} running task(s) go on for the next agent to adopt",
+                   runner.value()->running().size());
+      leaving = true;
+      io.stop();
+      return;
+    }
     spdlog::info("received signal {}: stopping all tasks, then exiting", sig);
     agent.shutdown(config.stop_grace_ms);
   });
   agent.start();
   io.run();
+  if (leaving) {
+    spdlog::info("worker exited, its tasks left running");
+    return 0;
+  }
   std::filesystem::remove(pid_file, fs_error);
   // Empty once every task has ended.
   if (!limit_roots.unified) {
@@ -238,7 +262,8 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
   }
   remove_cgroup(cgroup_root);
   spdlog::info("worker stopped");
-  return 0;
+  if (!agent.gave_up()) return 0;
+  return agent.gave_up()->code == ErrorCode::kUnavailable ? 1 : kExitRefused;
 }
 
 }  // namespace ag::worker

@@ -32,9 +32,15 @@ struct WorkerConfig {
   std::vector<std::string> allowed_mounts;   // node paths jobs may mount
 };
 
+// The exit status of a worker the head refused for good (its token, its protocol
+// version): restarting it unchanged cannot help, so a service manager should not
+// (the systemd unit's RestartPreventExitStatus).
+inline constexpr int kExitRefused = 78;
+
 // Runs the worker until it is told to stop. `on_ready` is called exactly once: ok
 // after the first registration with the head, or the first error (the worker keeps
-// retrying unreachable heads; a wrong token ends it). Returns the exit code.
+// retrying unreachable heads; a wrong token or protocol version ends it). Returns the
+// exit code: 0, 1 (no head answered at start), or kExitRefused.
 int run_worker(const WorkerConfig& config, const std::function<void(const Status&, const std::string& summary)>& on_ready);
 
 }  // namespace ag::worker

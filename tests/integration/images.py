@@ -16,6 +16,10 @@ import tempfile
 RECIPES = {
     "python": ["python3"],
     "torch": ["python3", "python3-torch"],
+    # systemd as PID 1 and the shared libraries of a Debian 12 build of `ag` (mounted in):
+    # the units under a real systemd (test_systemd_units.py).
+    "systemd": ["systemd", "systemd-sysv", "passwd", "procps", "libspdlog1.10", "libfmt9", "libsqlite3-0",
+                "libarchive13", "libssl3", "libicu72", "libxml2"],
 }
 SUITE = "bookworm"
 # Building one takes a minute or a few (downloads); never forever.

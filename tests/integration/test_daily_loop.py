@@ -687,7 +687,9 @@ def test_version_is_the_same_from_the_cli_the_api_and_status(cluster):
     line = cluster.ag("--version").stdout.strip()
     assert line.startswith("AetherGrid ") and "(commit " in line, line
     status, info = cluster.api("GET", "/api/version")
-    assert status == 200 and line == f"AetherGrid {info['version']} (commit {info['commit']}, {info['build_type']})"
+    assert status == 200 and line == (f"AetherGrid {info['version']} (commit {info['commit']}, {info['build_type']}, "
+                                      f"worker protocol {info['worker_protocol']})")
+    assert 1 <= info["oldest_worker_protocol"] <= info["worker_protocol"]
     assert line in cluster.ag("status").stdout
 
 

@@ -290,6 +290,47 @@ TEST(ProtocolErrors, ErrorsAreInvalidArgument) {
   EXPECT_EQ(decode_worker_message("{}").error().code, ErrorCode::kInvalidArgument);
 }
 
+TEST(ProtocolVersion, ARegisterCarriesTheWorkersVersion) {
+  Register m{"node_1", "127.0.0.2", "h", 1000, 1, {}, {}, {}, {}};
+  EXPECT_EQ(m.protocol_version, kWorkerProtocol);
+  EXPECT_EQ(json::parse(encode(m))["protocol_version"], kWorkerProtocol);
+  EXPECT_EQ(worker_round_trip(m), m);
+}
+
+TEST(ProtocolVersion, ARegisterWithoutAVersionIsFromVersionOne) {
+  json reg = json::parse(encode(Register{"node_1", "127.0.0.2", "h", 1000, 1, {}, {}, {}, {}}));
+  reg.erase("protocol_version");
+  auto decoded = decode_worker_message(reg.dump());
+  ASSERT_TRUE(decoded.ok()) << decoded.error().message;
+  EXPECT_EQ(std::get<Register>(decoded.value()).protocol_version, 1);
+}
+
+TEST(ProtocolVersion, AnotherVersionIsRefusedNamingBothWhateverElseTheRegisterHolds) {
+  for (int64_t version : {int64_t{kOldestWorkerProtocol} - 1, int64_t{kWorkerProtocol} + 1, int64_t{1000},
+                          (int64_t{1} << 32) + kWorkerProtocol, int64_t{-1}}) {
+    json reg = json::parse(encode(Register{"node_1", "127.0.0.2", "h", 1000, 1, {}, {}, {}, {}}));
+    reg["protocol_version"] = version;
+    reg.erase("resources");  // a register of another version need not read as this one's
+    auto decoded = decode_worker_message(reg.dump());
+    ASSERT_FALSE(decoded.ok());
+    EXPECT_EQ(decoded.error().code, ErrorCode::kConflict);
+    EXPECT_THAT(decoded.error().message,
+                HasSubstr("this worker speaks worker protocol version " + std::to_string(version)));
+    EXPECT_THAT(decoded.error().message, HasSubstr("speaks version " + std::to_string(kWorkerProtocol)));
+    EXPECT_THAT(decoded.error().message, HasSubstr("upgrade the head first"));
+  }
+  json reg = json::parse(encode(Register{"node_1", "127.0.0.2", "h", 1000, 1, {}, {}, {}, {}}));
+  reg["protocol_version"] = "2";
+  EXPECT_EQ(worker_error(reg), "register.protocol_version: expected an integer");
+}
+
+TEST(ProtocolVersion, AFinalErrorSaysSo) {
+  EXPECT_EQ(head_round_trip(ErrorMessage{"another version", true}), (ErrorMessage{"another version", true}));
+  EXPECT_EQ(head_round_trip(ErrorMessage{"try again"}), (ErrorMessage{"try again"}));
+  EXPECT_FALSE(json::parse(encode(ErrorMessage{"try again"})).contains("final"));
+  EXPECT_EQ(worker_round_trip(ErrorMessage{"x", true}), (ErrorMessage{"x", true}));
+}
+
 TEST(TaskKeyOf, ReadsTheKeyOfAMessageWhoseOtherFieldsAreBad) {
   json launch = json::parse(encode(Launch{kTask, "true", {}, {}, {}, "", ""}));
   launch["env"] = "not an object";

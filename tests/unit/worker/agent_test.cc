@@ -640,6 +640,7 @@ TEST_F(AgentTest, AWrongTokenStopsTheWorker) {
   ASSERT_TRUE(first_.has_value());
   EXPECT_EQ(first_->error().code, ErrorCode::kUnauthenticated);
   EXPECT_EQ(exits_, 1);
+  ASSERT_TRUE(agent_->gave_up().has_value());  // the daemon exits non-zero
   clock_.advance(60'000);
   EXPECT_TRUE(dialer_.waiting.empty());  // it does not retry
 }
@@ -710,6 +711,25 @@ TEST_F(AgentTest, ARegistrationTheHeadRefusesIsReportedAndRetried) {
   clock_.advance(1000);
   EXPECT_EQ(dialer_.waiting.size(), 1u);  // it tries again: the live node may go away
   EXPECT_EQ(exits_, 0);
+  EXPECT_FALSE(agent_->gave_up().has_value());
+}
+
+TEST_F(AgentTest, ItSendsItsProtocolVersionAndGivesUpWhenTheHeadRefusesItForGood) {
+  config_.protocol_version = kWorkerProtocol + 1;
+  start();
+  auto channel = dialer_.accept();
+  auto reg = std::get<api::Register>(decode_all(channel->take_text()).at(0));
+  EXPECT_EQ(reg.protocol_version, kWorkerProtocol + 1);
+  EXPECT_FALSE(agent_->gave_up().has_value());
+  channel->deliver(api::encode(api::ErrorMessage{"this worker speaks worker protocol version 2, ...", true}));
+  ASSERT_TRUE(first_.has_value());
+  EXPECT_EQ(first_->error().message, "the head refused this worker: this worker speaks worker protocol version 2, ...");
+  ASSERT_TRUE(agent_->gave_up().has_value());
+  EXPECT_EQ(agent_->gave_up()->code, ErrorCode::kPermissionDenied);
+  EXPECT_EQ(exits_, 1);
+  channel->drop("closed by the head");
+  clock_.advance(60'000);
+  EXPECT_TRUE(dialer_.waiting.empty());  // it does not retry
 }
 
 TEST_F(AgentTest, HeartbeatsCarryUsageAndBusyPortsAndCheckTheLauncher) {
