@@ -718,8 +718,11 @@ TEST_F(AgentTest, ItSendsItsProtocolVersionAndGivesUpWhenTheHeadRefusesItForGood
   config_.protocol_version = kWorkerProtocol + 1;
   start();
   auto channel = dialer_.accept();
-  auto reg = std::get<api::Register>(decode_all(channel->take_text()).at(0));
-  EXPECT_EQ(reg.protocol_version, kWorkerProtocol + 1);
+  // The head's decoder refuses a register of another version, so the field is read as text.
+  const auto texts = channel->take_text();
+  ASSERT_FALSE(texts.empty());
+  EXPECT_NE(texts.at(0).find("\"protocol_version\":" + std::to_string(kWorkerProtocol + 1)), std::string::npos)
+      << texts.at(0);
   EXPECT_FALSE(agent_->gave_up().has_value());
   channel->deliver(api::encode(api::ErrorMessage{"this worker speaks worker protocol version 2, ...", true}));
   ASSERT_TRUE(first_.has_value());
