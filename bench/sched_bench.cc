@@ -77,7 +77,9 @@ Cluster make_cluster(int num_nodes, int num_jobs, int num_users, bool policy, st
     job.per_task = {gpus * 8000, gpus * (int64_t{32} << 30), gpus};
     const int priority = (random() % 20 == 0 && policy) ? 100 : 0;
     job.priority = priority;
-    PendingQueue::Entry entry{job.owner, priority, static_cast<uint64_t>(j), job.job_id};
+    PendingQueue::Entry entry{job.owner, priority, static_cast<uint64_t>(j), job.job_id,
+                              {job.per_task.cpu_millis * job.num_tasks, job.per_task.memory_bytes * job.num_tasks,
+                               job.per_task.gpus * job.num_tasks}};
     c.queue.add(entry);
     c.entries[job.job_id] = entry;
     c.jobs[job.job_id] = std::move(job);
@@ -90,13 +92,23 @@ Cluster make_cluster(int num_nodes, int num_jobs, int num_users, bool policy, st
 size_t pass(Cluster& c, size_t window) {
   const QuotaLedger ledger(c.quotas, c.use);
   std::vector<PendingJob> queue;
-  c.queue.walk([&](const std::string& owner) { return c.usage[owner]; },
-               [&](const std::string& id) {
-                 const PendingJob& job = c.jobs.at(id);
-                 if (ledger.over_quota(job)) return true;
-                 queue.push_back(job);
-                 return queue.size() < window;
-               });
+  std::map<std::string, int> over_quota_seen;
+  using Visit = PendingQueue::Visit;
+  c.queue.walk_owners([&](const std::string& owner) { return c.usage[owner]; },
+                      [&](const std::string& owner, const std::string& id) {
+                        const PendingJob& job = c.jobs.at(id);
+                        if (ledger.over_quota(job)) {
+                          // As the head: after 8 of an owner's jobs over quota, the rest
+                          // are left out when even their least need is over.
+                          if (++over_quota_seen[owner] < 8) return Visit::kNext;
+                          PendingJob least;
+                          least.owner = owner;
+                          least.per_task = c.queue.least_need(owner);
+                          return ledger.over_quota(least) ? Visit::kSkipOwner : Visit::kNext;
+                        }
+                        queue.push_back(job);
+                        return queue.size() < window ? Visit::kNext : Visit::kStop;
+                      });
   const Plan plan = schedule(c.nodes, queue, c.quotas, c.use);
   for (const auto& placement : plan.placements) {
     const PendingJob& job = c.jobs.at(placement.job_id);

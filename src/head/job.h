@@ -112,7 +112,10 @@ struct Job {
 // A pending job as the head's queue keeps it (sched::PendingQueue: priority, then fair
 // share among owners, then the order of submission).
 inline sched::PendingQueue::Entry queue_entry(const Job& job) {
-  return {job.owner, job.spec.priority, job.queue_seq, job.id};
+  const Resources per_task = job.spec.per_task();
+  const int64_t n = job.spec.num_workers;
+  return {job.owner, job.spec.priority, job.queue_seq, job.id,
+          {per_task.cpu_millis * n, per_task.memory_bytes * n, per_task.gpus * n}};
 }
 
 // A user-readable line in a job's event log ("attempt 0 placed on ...").

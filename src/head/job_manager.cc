@@ -20,6 +20,9 @@ const std::vector<JobEvent> kNoEvents;
 
 // How many queued jobs (oldest first) one scheduling pass considers.
 constexpr size_t kMaxJobsPerPass = 64;
+// Jobs of one owner over quota a pass looks at (and renews the reason of) before it may
+// leave out the rest of that owner's jobs.
+constexpr int kOverQuotaLookedAt = 8;
 // The meta table's record of drained nodes (a JSON list of ids).
 constexpr const char* kDrainedNodesKey = "drained_nodes";
 // A failed task's last lines kept with its attempt (shown with the job's failure).
@@ -644,23 +647,35 @@ void JobManager::run_schedule() {
   const sched::QuotaLedger ledger(input.quotas, use, input.queue_use);
   bool may_preempt = false;
   std::vector<sched::PendingReason> over_quota;
-  pending_.walk(usage_now(), [&](const std::string& id) {
-    if (queue.size() >= kMaxJobsPerPass) return false;
-    if (set_aside_.count(id)) return true;
+  std::map<std::string, int> over_quota_seen;  // owner -> their jobs found over quota
+  const auto least_job = [this](const std::string& owner) {  // needs no more than any of theirs
+    sched::PendingJob least;
+    least.owner = owner;
+    least.per_task = pending_.least_need(owner);
+    return least;
+  };
+  using Visit = sched::PendingQueue::Visit;
+  pending_.walk_owners(usage_now(), [&](const std::string& owner, const std::string& id) {
+    if (queue.size() >= kMaxJobsPerPass) return Visit::kStop;
+    if (set_aside_.count(id)) return Visit::kNext;
     const Job& job = jobs_.at(id);
     if (job.retry_at_ms > now_ms) {
       next_retry_ms = next_retry_ms == 0 ? job.retry_at_ms : std::min(next_retry_ms, job.retry_at_ms);
-      return true;
+      return Visit::kNext;
     }
     sched::PendingJob pending = pending_job(id, job.spec);
     pending.owner = job.owner;
     if (auto why = ledger.over_quota(pending)) {
       over_quota.push_back({id, sched::PendingKind::kQuota, std::move(*why)});
-      return true;
+      // An owner over quota even for the least any job of theirs needs has nothing that
+      // fits this pass: after a few (whose reasons are renewed) the walk leaves out the
+      // rest, so a long backlog behind a quota costs a pass nothing.
+      if (++over_quota_seen[owner] < kOverQuotaLookedAt) return Visit::kNext;
+      return ledger.over_quota(least_job(owner)) ? Visit::kSkipOwner : Visit::kNext;
     }
     may_preempt = may_preempt || pending.may_preempt;
     queue.push_back(std::move(pending));
-    return true;
+    return Visit::kNext;
   });
   if (next_retry_ms != 0) schedule_at(next_retry_ms);
   if (may_preempt) input.running = running_for_preemption();

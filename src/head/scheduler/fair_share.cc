@@ -44,14 +44,32 @@ std::vector<ShareLine> share_report(const std::map<std::string, UsageRecord>& us
 }
 
 void PendingQueue::add(const Entry& entry) {
-  if (by_owner_[entry.owner].insert_or_assign({-int64_t{entry.priority}, entry.seq}, entry.job_id).second) ++size_;
+  Owner& owner = by_owner_[entry.owner];
+  if (!owner.jobs.insert_or_assign({-int64_t{entry.priority}, entry.seq}, entry.job_id).second) return;
+  ++size_;
+  owner.cpu_millis.insert(entry.need.cpu_millis);
+  owner.memory_bytes.insert(entry.need.memory_bytes);
+  owner.gpus.insert(entry.need.gpus);
 }
 
 void PendingQueue::remove(const Entry& entry) {
   auto owner = by_owner_.find(entry.owner);
   if (owner == by_owner_.end()) return;
-  size_ -= owner->second.erase({-int64_t{entry.priority}, entry.seq});
-  if (owner->second.empty()) by_owner_.erase(owner);
+  if (owner->second.jobs.erase({-int64_t{entry.priority}, entry.seq}) == 0) return;
+  --size_;
+  const auto drop = [](std::multiset<int64_t>& needs, int64_t need) {
+    if (auto it = needs.find(need); it != needs.end()) needs.erase(it);
+  };
+  drop(owner->second.cpu_millis, entry.need.cpu_millis);
+  drop(owner->second.memory_bytes, entry.need.memory_bytes);
+  drop(owner->second.gpus, entry.need.gpus);
+  if (owner->second.jobs.empty()) by_owner_.erase(owner);
+}
+
+Resources PendingQueue::least_need(const std::string& owner) const {
+  auto it = by_owner_.find(owner);
+  if (it == by_owner_.end() || it->second.jobs.empty()) return {};
+  return {*it->second.cpu_millis.begin(), *it->second.memory_bytes.begin(), *it->second.gpus.begin()};
 }
 
 std::vector<std::string> PendingQueue::owners() const {
@@ -63,6 +81,13 @@ std::vector<std::string> PendingQueue::owners() const {
 
 void PendingQueue::walk(const std::function<double(const std::string&)>& usage_of,
                         const std::function<bool(const std::string&)>& visit) const {
+  walk_owners(usage_of, [&visit](const std::string&, const std::string& job_id) {
+    return visit(job_id) ? Visit::kNext : Visit::kStop;
+  });
+}
+
+void PendingQueue::walk_owners(const std::function<double(const std::string&)>& usage_of,
+                               const std::function<Visit(const std::string&, const std::string&)>& visit) const {
   // A merge of the owners' queues: the head of each, ordered by (-priority, usage, seq).
   using Cursor = std::map<Key, std::string>::const_iterator;
   struct Head {
@@ -75,18 +100,22 @@ void PendingQueue::walk(const std::function<double(const std::string&)>& usage_o
     }
   };
   std::vector<std::pair<Cursor, Cursor>> cursors;
+  std::vector<const std::string*> owners;
   std::vector<double> usage;
   std::priority_queue<Head, std::vector<Head>, std::greater<>> heads;
-  for (const auto& [owner, jobs] : by_owner_) {
-    cursors.emplace_back(jobs.begin(), jobs.end());
+  for (const auto& [owner, queued] : by_owner_) {
+    cursors.emplace_back(queued.jobs.begin(), queued.jobs.end());
+    owners.push_back(&owner);
     usage.push_back(usage_of(owner));
-    heads.push({jobs.begin()->first.first, usage.back(), jobs.begin()->first.second, cursors.size() - 1});
+    heads.push({queued.jobs.begin()->first.first, usage.back(), queued.jobs.begin()->first.second, cursors.size() - 1});
   }
   while (!heads.empty()) {
     const Head head = heads.top();
     heads.pop();
     auto& [at, end] = cursors[head.owner];
-    if (!visit(at->second)) return;
+    const Visit next = visit(*owners[head.owner], at->second);
+    if (next == Visit::kStop) return;
+    if (next == Visit::kSkipOwner) continue;
     if (++at != end) heads.push({at->first.first, usage[head.owner], at->first.second, head.owner});
   }
 }

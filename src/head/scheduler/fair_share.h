@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -57,6 +58,7 @@ class PendingQueue {
     int priority = 0;
     uint64_t seq = 0;  // submit order
     std::string job_id;
+    Resources need;    // the whole job's (every task's) resources
   };
   void add(const Entry& entry);
   void remove(const Entry& entry);
@@ -65,15 +67,27 @@ class PendingQueue {
   // Owners with pending jobs.
   std::vector<std::string> owners() const;
 
+  // The least an owner's pending job needs, in each dimension apart: no job of theirs
+  // needs less (a quota this is over, every job of theirs is over).
+  Resources least_need(const std::string& owner) const;
+
   // Calls `visit(job_id)` in queue order until it returns false: higher priority first;
   // among equal priorities, the owner with the least `usage_of(owner)` first (asked
   // once per owner); then submit order.
   void walk(const std::function<double(const std::string&)>& usage_of,
             const std::function<bool(const std::string&)>& visit) const;
+  // The same, where visit may also leave out the rest of the job's owner's jobs.
+  enum class Visit { kNext, kSkipOwner, kStop };
+  void walk_owners(const std::function<double(const std::string&)>& usage_of,
+                   const std::function<Visit(const std::string& owner, const std::string& job_id)>& visit) const;
 
  private:
   using Key = std::pair<int64_t, uint64_t>;  // (-priority, seq)
-  std::map<std::string, std::map<Key, std::string>> by_owner_;
+  struct Owner {
+    std::map<Key, std::string> jobs;
+    std::multiset<int64_t> cpu_millis, memory_bytes, gpus;  // their jobs' needs
+  };
+  std::map<std::string, Owner> by_owner_;
   size_t size_ = 0;
 };
 

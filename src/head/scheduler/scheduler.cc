@@ -16,7 +16,10 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <map>
 #include <optional>
+#include <set>
+#include <tuple>
 #include <string>
 #include <utility>
 #include <vector>
@@ -183,7 +186,9 @@ std::vector<WorkingNode> make_working_nodes(const std::vector<NodeView>& nodes) 
     WorkingNode node;
     node.view = &view;
     node.free_gpu_ids = view.free_gpu_ids;
-    std::sort(node.free_gpu_ids.begin(), node.free_gpu_ids.end());
+    if (!std::is_sorted(node.free_gpu_ids.begin(), node.free_gpu_ids.end())) {
+      std::sort(node.free_gpu_ids.begin(), node.free_gpu_ids.end());
+    }
     node.free_gpu_ids.erase(std::unique(node.free_gpu_ids.begin(), node.free_gpu_ids.end()),
                             node.free_gpu_ids.end());
     // A GPU counts as free only when the node also names its index; otherwise we could
@@ -199,11 +204,66 @@ std::vector<WorkingNode> make_working_nodes(const std::vector<NodeView>& nodes) 
     working.push_back(std::move(node));
   }
   // Sorting once by node_id makes every later tie-break "lowest index first", and makes
-  // the plan independent of the order in which the head listed its nodes.
-  std::sort(working.begin(), working.end(), [](const WorkingNode& a, const WorkingNode& b) {
-    return a.view->node_id < b.view->node_id;
-  });
+  // the plan independent of the order in which the head listed its nodes (it lists
+  // them sorted already, so the check is all a pass pays).
+  const auto by_id = [](const WorkingNode& a, const WorkingNode& b) { return a.view->node_id < b.view->node_id; };
+  if (!std::is_sorted(working.begin(), working.end(), by_id)) std::sort(working.begin(), working.end(), by_id);
   return working;
+}
+
+// The working nodes grouped by what they have free, so that a one-task job on a large
+// cluster weighs each distinct free amount once instead of every node: a cluster of
+// alike nodes has a few dozen of them however many nodes it has. Kept in step with every
+// change of a node's `free` (commit_placement, reserve).
+class FreeIndex {
+ public:
+  // Below this many nodes a scan costs less than keeping the index.
+  static constexpr size_t kMinNodes = 512;
+
+  explicit FreeIndex(const std::vector<WorkingNode>& nodes) {
+    if (nodes.size() < kMinNodes) return;
+    enabled_ = true;
+    // Indexes come in ascending order: each insert goes at the end of its set.
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      auto& same = by_free_[key(nodes[i].free)];
+      same.insert(same.end(), i);
+    }
+  }
+
+  bool enabled() const { return enabled_; }
+
+  void moved(size_t node, const Resources& before, const Resources& after) {
+    if (!enabled_ || before == after) return;
+    auto from = by_free_.find(key(before));
+    if (from != by_free_.end()) {
+      from->second.erase(node);
+      if (from->second.empty()) by_free_.erase(from);
+    }
+    by_free_[key(after)].insert(node);
+  }
+
+  // Where a one-task pack job goes, as choose_pack would choose among all nodes: the
+  // fewest slots left that still hold it (best fit), then the lowest index. nullopt
+  // when no node holds it now.
+  std::optional<size_t> best_fit(const Resources& need) const;
+
+ private:
+  using Key = std::tuple<int64_t, int64_t, int64_t>;
+  static Key key(const Resources& r) { return {r.cpu_millis, r.memory_bytes, r.gpus}; }
+  bool enabled_ = false;
+  std::map<Key, std::set<size_t>> by_free_;
+};
+
+std::optional<size_t> FreeIndex::best_fit(const Resources& need) const {
+  std::optional<std::pair<int64_t, size_t>> best;  // (slots, node)
+  for (const auto& [free, nodes] : by_free_) {
+    const int64_t slots = slots_in({std::get<0>(free), std::get<1>(free), std::get<2>(free)}, need, 1);
+    if (slots < 1) continue;
+    const std::pair<int64_t, size_t> here{slots, *nodes.begin()};
+    if (!best || here < *best) best = here;
+  }
+  if (!best) return std::nullopt;
+  return best->second;
 }
 
 // ---------------------------------------------------------------------------
@@ -297,7 +357,7 @@ int64_t sum_slots_up_to(const std::vector<WorkingNode>& nodes, int64_t limit, Sl
 // ---------------------------------------------------------------------------
 // Committing a placement or a reservation
 
-JobPlacement commit_placement(std::vector<WorkingNode>& nodes, const PendingJob& job,
+JobPlacement commit_placement(std::vector<WorkingNode>& nodes, FreeIndex& index, const PendingJob& job,
                               std::vector<Assignment> chosen) {
   // Task 0 goes on the node with the most tasks of the gang (rank 0 is usually the
   // coordinator, so it should sit with most of its peers); a stable sort keeps the
@@ -325,6 +385,7 @@ JobPlacement commit_placement(std::vector<WorkingNode>& nodes, const PendingJob&
     node.free_gpu_ids.erase(node.free_gpu_ids.begin(),
                             node.free_gpu_ids.begin() + static_cast<std::ptrdiff_t>(next_gpu));
     const Resources used = times(job.per_task, a.tasks);
+    const Resources before = node.free;
     node.free -= used;
     node.unreserved_free -= used;
     if (job.exclusive) {  // the node is the job's alone
@@ -332,6 +393,7 @@ JobPlacement commit_placement(std::vector<WorkingNode>& nodes, const PendingJob&
       node.unreserved_free = {};
       node.free_gpu_ids.clear();
     }
+    index.moved(a.node, before, node.free);
   }
   return placement;
 }
@@ -343,7 +405,7 @@ JobPlacement commit_placement(std::vector<WorkingNode>& nodes, const PendingJob&
 // yet is held by running tasks and needs no protection. GPUs are reserved as a count;
 // the ids a task will get are chosen when it is placed. Returns false when earlier
 // reservations leave no room, in which case the job reserves nothing.
-bool reserve(std::vector<WorkingNode>& nodes, const PendingJob& job, int queue_index) {
+bool reserve(std::vector<WorkingNode>& nodes, FreeIndex& index, const PendingJob& job, int queue_index) {
   const int64_t n = job.num_tasks;
   std::vector<Candidate> candidates;
   candidates.reserve(nodes.size());
@@ -364,8 +426,10 @@ bool reserve(std::vector<WorkingNode>& nodes, const PendingJob& job, int queue_i
   for (const Assignment& a : choose_nodes(std::move(candidates), job)) {
     WorkingNode& node = nodes[a.node];
     const Resources held = job.exclusive ? node.capacity : times(job.per_task, a.tasks);
+    const Resources before = node.free;
     node.reserved += held;
     node.free = clamp_at_zero(node.free - held);
+    index.moved(a.node, before, node.free);
     if (node.first_reserver < 0) node.first_reserver = queue_index;
   }
   return true;
@@ -592,6 +656,7 @@ Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>&
   QuotaLedger ledger(input.quotas, input.use, input.queue_use);
   bool blocked_before = false;  // a job ahead was blocked: only the first may preempt
   std::vector<WorkingNode> working = make_working_nodes(nodes);
+  FreeIndex index(working);
   const Resources largest = largest_node(working);
   // The dimensions blocked jobs already hold whole: the jobs further back that need
   // them are not weighed one by one (on a full cluster with a long queue that would
@@ -622,6 +687,17 @@ Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>&
       plan.pending.push_back({job.job_id, PendingKind::kWaitingBehind, behind_reason});
       continue;
     }
+    // One task anywhere (no labels, image or mounts to match) on a large cluster: the
+    // index finds the node a scan of every node would.
+    if (index.enabled() && job.num_tasks == 1 && job.policy == PlacementPolicy::kPack && !job.exclusive &&
+        job.constraints.empty() && !job.needs_containers && job.mount_sources.empty() &&
+        !demands_nothing(job.per_task)) {
+      if (auto node = index.best_fit(job.per_task)) {
+        plan.placements.push_back(commit_placement(working, index, job, {{*node, 1}}));
+        ledger.add(job);
+        continue;
+      }
+    }
     const int64_t n = job.num_tasks;
     std::vector<Candidate> candidates;
     candidates.reserve(working.size());
@@ -634,7 +710,7 @@ Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>&
     }
     if (free_slots >= n) {
       plan.placements.push_back(
-          commit_placement(working, job, choose_nodes(std::move(candidates), job)));
+          commit_placement(working, index, job, choose_nodes(std::move(candidates), job)));
       ledger.add(job);
       continue;
     }
@@ -654,7 +730,7 @@ Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>&
     }
     blocked_before = true;
     plan.pending.push_back(std::move(reason));
-    reserve(working, job, static_cast<int>(q));
+    reserve(working, index, job, static_cast<int>(q));
     saturated = fully_reserved(working);
     if (behind_reason.empty() && !demands_nothing(saturated)) {
       int blocker = static_cast<int>(q);

@@ -187,5 +187,22 @@ TEST(FairShareTest, AShareWeightScalesTheUsersShareInTheReport) {
   EXPECT_DOUBLE_EQ(lines[1].share, 0.25);
 }
 
+TEST(FairShareTest, TheWalkCanLeaveOutTheRestOfAnOwnersJobsAndKnowsTheirLeastNeed) {
+  PendingQueue queue;
+  queue.add({"alice", 0, 1, "a1", {8000, 0, 4}});
+  queue.add({"alice", 0, 2, "a2", {1000, 0, 8}});
+  queue.add({"bob", 0, 3, "b1", {2000, 0, 1}});
+  queue.add({"alice", 0, 4, "a3", {4000, 0, 2}});
+  EXPECT_EQ(queue.least_need("alice"), (Resources{1000, 0, 2}));  // each dimension apart
+  std::vector<std::string> seen;
+  queue.walk_owners([](const std::string&) { return 0.0; }, [&](const std::string& owner, const std::string& id) {
+    seen.push_back(id);
+    return owner == "alice" ? PendingQueue::Visit::kSkipOwner : PendingQueue::Visit::kNext;
+  });
+  EXPECT_EQ(seen, (std::vector<std::string>{"a1", "b1"}));
+  queue.remove({"alice", 0, 4, "a3", {4000, 0, 2}});
+  EXPECT_EQ(queue.least_need("alice"), (Resources{1000, 0, 4}));
+}
+
 }  // namespace
 }  // namespace ag::sched
