@@ -161,6 +161,7 @@ export function mount(view, ctx) {
     replace(summary, message, failure, h("dl", { class: "fields wide" },
       field("Job ID", h("span", { class: "mono" }, job.job_id)),
       field("Owner", h("span", { id: "job-owner" }, job.owner)),
+      job.queue ? field("Queue", h("span", { id: "job-queue" }, job.queue + " (priority " + job.priority + ")")) : null,
       field("Submitted", formatTime(job.submitted_ms)),
       field("Started", formatTime(job.started_ms)),
       field("Finished", formatTime(job.finished_ms)),

@@ -26,7 +26,8 @@ function row(job) {
     h("td", {}, h("a", { class: "mono", href: jobHref(job.job_id) }, job.job_id)),
     h("td", { class: "name" }, name, labels, job.message && job.state !== "SUCCEEDED"
       ? h("div", { class: "muted small clip", title: job.message }, job.message) : null),
-    h("td", { class: "owner" }, job.owner || h("span", { class: "muted" }, "—")),
+    h("td", { class: "owner" }, job.owner || h("span", { class: "muted" }, "—"),
+      job.queue ? h("div", { class: "muted small job-queue" }, "queue " + job.queue) : null),
     h("td", {}, badge(job.state), queued),
     h("td", { class: "num" }, job.num_workers),
     h("td", { class: "num" }, gpus(job)),

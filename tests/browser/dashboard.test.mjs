@@ -329,14 +329,18 @@ describe("dashboard", { concurrency: false }, () => {
     assert.deepEqual(descending, [...descending].sort().reverse(), "names descending");
   });
 
-  step("a pending job shows its place in the queue", async () => {
+  step("a pending job shows its place in the queue, and the queue it waits in", async () => {
     // More GPUs than any node has: it waits (queued anyway) until stopped.
-    const id = await submit("--name", "queued", "--num-gpus", "4", "--allow-unschedulable", "--", "true");
+    await ag("queue", "create", "browsers", "--priority", "high");
+    const id = await submit("--name", "queued", "--queue", "browsers", "--num-gpus", "4", "--allow-unschedulable",
+      "--", "true");
     await page.goto(BASE + "/#/jobs/" + id);
     await page.locator("#job-queue-position").waitFor();
     assert.match(await page.locator("#job-queue-position").textContent(), /^#\d+ in queue/);
+    assert.equal(await page.locator("#job-queue").textContent(), "browsers (priority 100)");
     await page.goto(BASE + "/#/jobs?state=PENDING");
     await page.locator(`#jobs-table tr[data-job-id="${id}"] .queue-position`).waitFor();
+    assert.equal(await page.locator(`#jobs-table tr[data-job-id="${id}"] .job-queue`).textContent(), "queue browsers");
     await ag("stop-job", id);
   });
 
