@@ -240,6 +240,8 @@ class JobManager {
   // thousand tasks report in a burst costs a few writes of the job, not one per task.
   void persist(const Job& job, const std::vector<JobEvent>& new_events);
   void schedule_flush(int64_t delay_ms);
+  // Writes `batch`; once durable runs `then` (io thread) and done({}); else done(error) only.
+  void write_then(std::vector<store::Mutation> batch, std::function<void()> then, std::function<void(Status)> done);
   void flush_unsaved();
   void add_event(Job& job, const std::string& message, std::vector<JobEvent>& out);
   void send_launch(const Job& job, const TaskRef& ref);

@@ -145,4 +145,17 @@ void JobManager::launch_when_stored(const std::string& job_id, const std::vector
   });
 }
 
+void JobManager::write_then(std::vector<store::Mutation> batch, std::function<void()> then,
+                            std::function<void(Status)> done) {
+  auto alive = alive_;
+  deps_.store.write(std::move(batch), [this, alive, then = std::move(then), done = std::move(done)](const Status& status) {
+    deps_.timers.post([alive, then, done, status] {
+      if (!*alive) return;
+      if (!status) return done(status.error());
+      then();
+      done({});
+    });
+  });
+}
+
 }  // namespace ag::head

@@ -134,18 +134,12 @@ void JobManager::set_queue(const std::string& name, std::optional<QueueDef> queu
   json doc = json::object();
   for (const auto& [queue_name, def] : next) doc[queue_name] = queue_json(def);
   std::vector<store::Mutation> batch{{store::kMetaTable, kQueuesKey, doc.dump()}};
-  auto alive = alive_;
-  deps_.store.write(std::move(batch), [this, alive, next, done = std::move(done)](const Status& status) {
-    deps_.timers.post([this, alive, next, done, status] {
-      if (!*alive) return;
-      if (!status) return done(status.error());
-      sharing_.queues = next;
-      // The jobs waiting in a changed queue may now have other nodes or limits.
-      cluster_changed();
-      request_schedule();
-      done({});
-    });
-  });
+  write_then(std::move(batch), [this, next] {
+    sharing_.queues = next;
+    // The jobs waiting in a changed queue may now have other nodes or limits.
+    cluster_changed();
+    request_schedule();
+  }, std::move(done));
 }
 
 std::optional<Error> resolve_queue(const SharingState& sharing, api::JobSpec& spec, const std::string& where) {

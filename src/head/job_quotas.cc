@@ -77,18 +77,12 @@ void JobManager::set_quota(bool group, const std::string& name, const sched::Lim
     table.erase(name);
   }
   std::vector<store::Mutation> batch{{store::kMetaTable, kQuotasKey, quotas_to_json(next).dump()}};
-  auto alive = alive_;
-  deps_.store.write(std::move(batch), [this, alive, next, done = std::move(done)](const Status& status) {
-    deps_.timers.post([this, alive, next, done, status] {
-      if (!*alive) return;
-      if (!status) return done(status.error());
-      sharing_.quotas.users = next.users;
-      sharing_.quotas.groups = next.groups;
-      // Jobs over the old quota may fit the new one (and every pending reason is redone).
-      request_schedule();
-      done({});
-    });
-  });
+  write_then(std::move(batch), [this, next] {
+    sharing_.quotas.users = next.users;
+    sharing_.quotas.groups = next.groups;
+    // Jobs over the old quota may fit the new one (and every pending reason is redone).
+    request_schedule();
+  }, std::move(done));
 }
 
 std::optional<Error> JobManager::check_priority_cap(const api::JobSpec& spec, const std::string& owner) const {
