@@ -8,7 +8,9 @@
 // whose first job is an urgent 2x8-GPU gang of a queue that preempts, against the same
 // pass without preemption.
 //
-//   build/bin/sched_bench [--nodes 1000,10000] [--jobs 100000] [--users 100] [--passes 30]
+//   build/bin/sched_bench [--nodes 1000,10000] [--jobs 100000] [--users 100] [--passes 30] [--fill-only 1]
+//
+// --fill-only 1 stops after filling (placements/s), for profiling that phase alone.
 //
 // Prints one Markdown table row per measure (bench/RESULTS.md).
 #include <algorithm>
@@ -154,11 +156,13 @@ std::vector<int> parse_list(const char* text) {
 int main(int argc, char** argv) {
   std::vector<int> node_counts{1000, 10000};
   int num_jobs = 100000, num_users = 100, passes = 30;
+  bool fill_only = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--nodes")) node_counts = parse_list(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--jobs")) num_jobs = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--users")) num_users = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--passes")) passes = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--fill-only")) fill_only = std::atoi(argv[i + 1]) != 0;
     else {
       std::fprintf(stderr, "unknown option %s\n", argv[i]);
       return 2;
@@ -182,6 +186,12 @@ int main(int argc, char** argv) {
       if (n == 0) break;
     }
     const double fill_s = ms_since(start) / 1000.0;
+    if (fill_only) {
+      std::printf("| %d | %s | %d (%d) | %.2f ms filling | %.0f (%zu placed in %.2f s, %zu passes) | | |\n", nodes,
+                  policy ? "on" : "off", num_jobs, policy ? num_users : 1, median(pass_ms),
+                  static_cast<double>(placed) / fill_s, placed, fill_s, pass_ms.size());
+      continue;
+    }
     // A pass on the full cluster: what every task end costs while nothing fits.
     std::vector<double> full_ms;
     for (int i = 0; i < passes; ++i) {

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -26,10 +27,15 @@
 
 #include "common/amounts.h"
 #include "common/path_prefix.h"
+#include "head/scheduler/free_index.h"
 #include "head/scheduler/preemption.h"
 
 namespace ag::sched {
 namespace {
+
+using detail::Assignment;
+using detail::FreeIndex;
+using detail::slots_in;
 
 // ---------------------------------------------------------------------------
 // Working state
@@ -40,8 +46,18 @@ struct WorkingNode {
   Resources unreserved_free;      // free now minus this pass's placements
   Resources free;                 // unreserved_free minus reservations, clamped at zero
   Resources reserved;             // what blocked jobs of this pass reserved here
-  std::vector<int> free_gpu_ids;  // ascending and without duplicates
   int first_reserver = -1;        // queue index of the first job that reserved here
+  // The free GPU indices, ascending and without duplicates: the view's own list (or a
+  // sorted copy when it is not), less the first `gpus_taken`, which this pass handed
+  // out. Not copied per node: a pass on a large cluster touches few nodes.
+  std::vector<int> sorted_gpu_ids;  // the copy, when the view's list is not sorted
+  size_t gpus_taken = 0;
+
+  const std::vector<int>& all_gpu_ids() const { return sorted_gpu_ids.empty() ? view->free_gpu_ids : sorted_gpu_ids; }
+  std::vector<int>::const_iterator first_free_gpu() const {
+    return all_gpu_ids().begin() + static_cast<std::ptrdiff_t>(gpus_taken);
+  }
+  size_t num_free_gpu_ids() const { return all_gpu_ids().size() - gpus_taken; }
 };
 
 bool has_labels(const NodeView& node, const PendingJob& job) {
@@ -119,12 +135,6 @@ std::string no_matching_node(const std::vector<const NodeView*>& nodes, const Pe
   return "";
 }
 
-// How many tasks of one job a node takes, in the order the policy chose the nodes.
-struct Assignment {
-  size_t node = 0;  // index into the working nodes, which are sorted by node_id
-  int64_t tasks = 0;
-};
-
 // A node the policy may choose. `slots` bounds how many tasks it may take; `preference`
 // ranks nodes that are otherwise alike. For a placement both are the free slots now.
 // For a reservation `slots` counts unreserved capacity and `preference` the fractional
@@ -151,21 +161,6 @@ bool demands_nothing(const Resources& need) {
   return need.cpu_millis == 0 && need.memory_bytes == 0 && need.gpus == 0;
 }
 
-// How many tasks needing `need` fit into `avail`: the minimum over the dimensions the
-// task asks for. A task that asks for nothing fits without limit, so the caller passes
-// the count to report then (the job's num_tasks is enough to place the whole gang).
-int64_t slots_in(const Resources& avail, const Resources& need, int64_t when_no_demand) {
-  if (demands_nothing(need)) return when_no_demand;
-  int64_t slots = INT64_MAX;
-  const auto bound = [&slots](int64_t have, int64_t want) {
-    if (want > 0) slots = std::min(slots, std::max<int64_t>(have, 0) / want);
-  };
-  bound(avail.cpu_millis, need.cpu_millis);
-  bound(avail.memory_bytes, need.memory_bytes);
-  bound(avail.gpus, need.gpus);
-  return slots;
-}
-
 // Like slots_in, but without rounding down: how far a node is from holding tasks.
 double fractional_slots_in(const Resources& avail, const Resources& need, int64_t when_no_demand) {
   if (demands_nothing(need)) return static_cast<double>(when_no_demand);
@@ -185,16 +180,17 @@ std::vector<WorkingNode> make_working_nodes(const std::vector<NodeView>& nodes) 
     if (!view.schedulable) continue;
     WorkingNode node;
     node.view = &view;
-    node.free_gpu_ids = view.free_gpu_ids;
-    if (!std::is_sorted(node.free_gpu_ids.begin(), node.free_gpu_ids.end())) {
-      std::sort(node.free_gpu_ids.begin(), node.free_gpu_ids.end());
+    const std::vector<int>& ids = view.free_gpu_ids;
+    if (std::adjacent_find(ids.begin(), ids.end(), std::greater_equal<int>()) != ids.end()) {
+      node.sorted_gpu_ids = ids;
+      std::sort(node.sorted_gpu_ids.begin(), node.sorted_gpu_ids.end());
+      node.sorted_gpu_ids.erase(std::unique(node.sorted_gpu_ids.begin(), node.sorted_gpu_ids.end()),
+                                node.sorted_gpu_ids.end());
     }
-    node.free_gpu_ids.erase(std::unique(node.free_gpu_ids.begin(), node.free_gpu_ids.end()),
-                            node.free_gpu_ids.end());
     // A GPU counts as free only when the node also names its index; otherwise we could
     // promise a task a device we cannot hand out.
     Resources free = clamp_at_zero(view.free);
-    free.gpus = std::min<int64_t>(free.gpus, static_cast<int64_t>(node.free_gpu_ids.size()));
+    free.gpus = std::min<int64_t>(free.gpus, static_cast<int64_t>(node.num_free_gpu_ids()));
     node.unreserved_free = free;
     node.free = free;
     const Resources total = clamp_at_zero(view.total);
@@ -209,61 +205,6 @@ std::vector<WorkingNode> make_working_nodes(const std::vector<NodeView>& nodes) 
   const auto by_id = [](const WorkingNode& a, const WorkingNode& b) { return a.view->node_id < b.view->node_id; };
   if (!std::is_sorted(working.begin(), working.end(), by_id)) std::sort(working.begin(), working.end(), by_id);
   return working;
-}
-
-// The working nodes grouped by what they have free, so that a one-task job on a large
-// cluster weighs each distinct free amount once instead of every node: a cluster of
-// alike nodes has a few dozen of them however many nodes it has. Kept in step with every
-// change of a node's `free` (commit_placement, reserve).
-class FreeIndex {
- public:
-  // Below this many nodes a scan costs less than keeping the index.
-  static constexpr size_t kMinNodes = 512;
-
-  explicit FreeIndex(const std::vector<WorkingNode>& nodes) {
-    if (nodes.size() < kMinNodes) return;
-    enabled_ = true;
-    // Indexes come in ascending order: each insert goes at the end of its set.
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      auto& same = by_free_[key(nodes[i].free)];
-      same.insert(same.end(), i);
-    }
-  }
-
-  bool enabled() const { return enabled_; }
-
-  void moved(size_t node, const Resources& before, const Resources& after) {
-    if (!enabled_ || before == after) return;
-    auto from = by_free_.find(key(before));
-    if (from != by_free_.end()) {
-      from->second.erase(node);
-      if (from->second.empty()) by_free_.erase(from);
-    }
-    by_free_[key(after)].insert(node);
-  }
-
-  // Where a one-task pack job goes, as choose_pack would choose among all nodes: the
-  // fewest slots left that still hold it (best fit), then the lowest index. nullopt
-  // when no node holds it now.
-  std::optional<size_t> best_fit(const Resources& need) const;
-
- private:
-  using Key = std::tuple<int64_t, int64_t, int64_t>;
-  static Key key(const Resources& r) { return {r.cpu_millis, r.memory_bytes, r.gpus}; }
-  bool enabled_ = false;
-  std::map<Key, std::set<size_t>> by_free_;
-};
-
-std::optional<size_t> FreeIndex::best_fit(const Resources& need) const {
-  std::optional<std::pair<int64_t, size_t>> best;  // (slots, node)
-  for (const auto& [free, nodes] : by_free_) {
-    const int64_t slots = slots_in({std::get<0>(free), std::get<1>(free), std::get<2>(free)}, need, 1);
-    if (slots < 1) continue;
-    const std::pair<int64_t, size_t> here{slots, *nodes.begin()};
-    if (!best || here < *best) best = here;
-  }
-  if (!best) return std::nullopt;
-  return best->second;
 }
 
 // ---------------------------------------------------------------------------
@@ -372,18 +313,13 @@ JobPlacement commit_placement(std::vector<WorkingNode>& nodes, FreeIndex& index,
     WorkingNode& node = nodes[a.node];
     // Handing out the lowest indices first, in task order, gives each task an ascending
     // run of ids and keeps the assignment reproducible.
-    size_t next_gpu = 0;
     for (int64_t t = 0; t < a.tasks; ++t) {
       TaskPlacement task;
       task.node_id = node.view->node_id;
-      task.gpu_ids.assign(
-          node.free_gpu_ids.begin() + static_cast<std::ptrdiff_t>(next_gpu),
-          node.free_gpu_ids.begin() + static_cast<std::ptrdiff_t>(next_gpu + gpus_per_task));
-      next_gpu += gpus_per_task;
+      task.gpu_ids.assign(node.first_free_gpu(), node.first_free_gpu() + static_cast<std::ptrdiff_t>(gpus_per_task));
+      node.gpus_taken += gpus_per_task;
       placement.tasks.push_back(std::move(task));
     }
-    node.free_gpu_ids.erase(node.free_gpu_ids.begin(),
-                            node.free_gpu_ids.begin() + static_cast<std::ptrdiff_t>(next_gpu));
     const Resources used = times(job.per_task, a.tasks);
     const Resources before = node.free;
     node.free -= used;
@@ -391,7 +327,7 @@ JobPlacement commit_placement(std::vector<WorkingNode>& nodes, FreeIndex& index,
     if (job.exclusive) {  // the node is the job's alone
       node.free = {};
       node.unreserved_free = {};
-      node.free_gpu_ids.clear();
+      node.gpus_taken = node.all_gpu_ids().size();
     }
     index.moved(a.node, before, node.free);
   }
@@ -624,7 +560,7 @@ static std::vector<NodeView> free_now(const std::vector<WorkingNode>& nodes) {
     NodeView view = *node.view;
     view.total = node.capacity;
     view.free = node.unreserved_free;
-    view.free_gpu_ids = node.free_gpu_ids;
+    view.free_gpu_ids.assign(node.first_free_gpu(), node.all_gpu_ids().end());
     views.push_back(std::move(view));
   }
   return views;
@@ -656,7 +592,8 @@ Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>&
   QuotaLedger ledger(input.quotas, input.use, input.queue_use);
   bool blocked_before = false;  // a job ahead was blocked: only the first may preempt
   std::vector<WorkingNode> working = make_working_nodes(nodes);
-  FreeIndex index(working);
+  FreeIndex index(working.size());
+  for (size_t i = 0; i < working.size(); ++i) index.add(i, working[i].free);
   const Resources largest = largest_node(working);
   // The dimensions blocked jobs already hold whole: the jobs further back that need
   // them are not weighed one by one (on a full cluster with a long queue that would
@@ -687,13 +624,13 @@ Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>&
       plan.pending.push_back({job.job_id, PendingKind::kWaitingBehind, behind_reason});
       continue;
     }
-    // One task anywhere (no labels, image or mounts to match) on a large cluster: the
-    // index finds the node a scan of every node would.
-    if (index.enabled() && job.num_tasks == 1 && job.policy == PlacementPolicy::kPack && !job.exclusive &&
-        job.constraints.empty() && !job.needs_containers && job.mount_sources.empty() &&
-        !demands_nothing(job.per_task)) {
-      if (auto node = index.best_fit(job.per_task)) {
-        plan.placements.push_back(commit_placement(working, index, job, {{*node, 1}}));
+    // A pack job that may run anywhere (no labels, image or mounts to match) on a large
+    // cluster: the index finds the nodes a scan of every node would. When they do not
+    // hold it, the scan below says why and reserves.
+    if (index.enabled() && job.policy == PlacementPolicy::kPack && !job.exclusive && job.constraints.empty() &&
+        !job.needs_containers && job.mount_sources.empty() && !demands_nothing(job.per_task)) {
+      if (std::vector<Assignment> chosen = index.pack(job.per_task, job.num_tasks); !chosen.empty()) {
+        plan.placements.push_back(commit_placement(working, index, job, std::move(chosen)));
         ledger.add(job);
         continue;
       }

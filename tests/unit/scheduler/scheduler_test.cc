@@ -616,7 +616,7 @@ TEST(ConstraintTest, AConstrainedGangBlockedOnItsNodesReservesOnlyThoseNodes) {
 // random partly-filled clusters of 600 nodes (reasons and reservations included).
 TEST(LargeClusterTest, TheFreeIndexPlacesExactlyAsTheScanWould) {
   std::mt19937 rng(99);
-  for (int round = 0; round < 20; ++round) {
+  for (int round = 0; round < 40; ++round) {
     std::vector<NodeView> nodes;
     for (int i = 0; i < 600; ++i) {
       char id[16];
@@ -630,9 +630,18 @@ TEST(LargeClusterTest, TheFreeIndexPlacesExactlyAsTheScanWould) {
       node.labels["pool"] = "all";
       nodes.push_back(node);
     }
+    // Some nodes list their free GPUs out of order, or twice.
+    for (int i = 0; i < 20; ++i) {
+      auto& ids = nodes[rng() % nodes.size()].free_gpu_ids;
+      std::reverse(ids.begin(), ids.end());
+      if (!ids.empty() && rng() % 2) ids.push_back(ids.front());
+    }
     std::vector<PendingJob> queue;
     for (int j = 0; j < 64; ++j) {
-      const int tasks = rng() % 8 == 0 ? 2 + static_cast<int>(rng() % 6) : 1;
+      // Gangs of 2-7 tasks, and some of 8-40 that no one node holds.
+      const int tasks = rng() % 8 == 0 ? 2 + static_cast<int>(rng() % 6)
+                        : rng() % 10 == 0 ? 8 + static_cast<int>(rng() % 33)
+                                          : 1;
       queue.push_back(make_job("j" + std::to_string(j), tasks, 1 + rng() % 8, static_cast<int64_t>(rng() % 5),
                                static_cast<int64_t>(rng() % 64) * kGiB));
     }
