@@ -89,7 +89,7 @@ void JobManager::charge(const Job& job, bool ended) {
 
 void JobManager::charge_running() {
   sharing_.usage_timer = deps_.timers.start(kUsageTickMs, [this] { charge_running(); });
-  for (const auto& id : active_) charge(jobs_.at(id), false);
+  for (const auto& [_, job] : active_) charge(*job, false);
   if (sharing_.usage.empty()) return;
   json doc = json::object();
   for (const auto& [user, record] : sharing_.usage) doc[user] = {record.units, record.at_ms};

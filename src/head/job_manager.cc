@@ -92,9 +92,9 @@ Status JobManager::recover() {
       waiting.push_back(id);
     } else if (job.state == JobState::kRunning && job.current_attempt()) {
       AttemptRecord& attempt = *job.current_attempt();
-      active_.insert(id);
+      active_.emplace(id, &job);
       charge(job, false);  // charged from now: the head was away before
-      ports_in_use_.insert(attempt.master_port);
+      if (!attempt.tasks.empty()) take_master_port(attempt.tasks.front().node_id, attempt.master_port);
       // The nodes of a running attempt get until the node timeout to reconnect and
       // report; the registry's expiry declares them lost otherwise.
       for (const auto& task : attempt.tasks) {
@@ -336,12 +336,11 @@ const std::vector<JobEvent>& JobManager::events(const std::string& job_id) const
 
 std::map<std::string, Resources> JobManager::allocations() const {
   std::map<std::string, Resources> out;
-  for (const auto& id : active_) {
-    const Job& job = jobs_.at(id);
-    const AttemptRecord* attempt = job.current_attempt();
+  for (const auto& [_, job] : active_) {
+    const AttemptRecord* attempt = job->current_attempt();
     if (!attempt) continue;
     for (const auto& task : attempt->tasks) {
-      if (!task.terminal()) out[task.node_id] += job.spec.per_task();
+      if (!task.terminal()) out[task.node_id] += job->spec.per_task();
     }
   }
   return out;
@@ -508,7 +507,8 @@ void JobManager::on_node_dead(const std::string& node_id) {
   cluster_changed();
   const Node* node = deps_.nodes.find(node_id);
   std::string label = node ? node->label() : node_id;
-  std::vector<std::string> affected(active_.begin(), active_.end());
+  std::vector<std::string> affected;
+  for (const auto& [id, _] : active_) affected.push_back(id);
   for (const auto& id : affected) {
     Job& job = jobs_[id];
     Effects fx = on_node_lost(job, node_id, label, deps_.clock.now_ms());
@@ -542,7 +542,7 @@ void JobManager::apply(Job& job, const Effects& fx) {
   for (const auto& ref : fx.kill) send_kill(ref, fx.kill_grace_ms > 0 ? fx.kill_grace_ms : config_.kill_grace_ms);
   const AttemptRecord* attempt = job.current_attempt();
   if (fx.requeue || fx.finished) {
-    if (attempt) release_master_port(attempt->master_port);
+    if (attempt && !attempt->tasks.empty()) release_master_port(attempt->tasks.front().node_id, attempt->master_port);
     charge(job, true);
     active_.erase(job.id);
   }
@@ -585,20 +585,37 @@ void JobManager::send_kill(const TaskRef& ref, int64_t grace_ms) {
 
 int JobManager::allocate_master_port(const std::string& node_id) {
   const Node* node = deps_.nodes.find(node_id);
-  int range = config_.master_port_last - config_.master_port_first + 1;
-  for (int i = 0; i < range; ++i) {
-    int port = next_port_;
-    next_port_ = next_port_ >= config_.master_port_last ? config_.master_port_first : next_port_ + 1;
-    if (!ports_in_use_.count(port) && !(node && node->busy_ports.count(port))) {
-      ports_in_use_.insert(port);
-      return port;
+  const int range = config_.master_port_last - config_.master_port_first + 1;
+  port_users_.resize(static_cast<size_t>(range));  // empty until the first port is handed out
+  const auto free_on_node = [&](int port) {
+    return !node_ports_.count({node_id, port}) && !(node && node->busy_ports.count(port));
+  };
+  // A port no live attempt uses anywhere (several workers may share one machine), else
+  // one no live attempt uses on this node: only the master's node binds it.
+  for (bool anywhere : {true, false}) {
+    for (int i = 0; i < range; ++i) {
+      const int port = next_port_;
+      next_port_ = next_port_ >= config_.master_port_last ? config_.master_port_first : next_port_ + 1;
+      if (anywhere && port_users_[static_cast<size_t>(port - config_.master_port_first)] > 0) continue;
+      if (free_on_node(port)) {
+        take_master_port(node_id, port);
+        return port;
+      }
     }
   }
-  // More live attempts than ports: share the oldest rather than refuse to run.
+  // More live attempts on this node than ports: share the first rather than refuse to run.
   return config_.master_port_first;
 }
 
-void JobManager::release_master_port(int port) { ports_in_use_.erase(port); }
+void JobManager::take_master_port(const std::string& node_id, int port) {
+  if (port < config_.master_port_first || port > config_.master_port_last) return;
+  port_users_.resize(static_cast<size_t>(config_.master_port_last) - static_cast<size_t>(config_.master_port_first) + 1);
+  if (node_ports_.insert({node_id, port}).second) ++port_users_[static_cast<size_t>(port - config_.master_port_first)];
+}
+
+void JobManager::release_master_port(const std::string& node_id, int port) {
+  if (node_ports_.erase({node_id, port}) > 0) --port_users_[static_cast<size_t>(port - config_.master_port_first)];
+}
 
 void JobManager::arm_timeout(Job& job) {
   std::optional<Deadline> deadline = timeout_deadline(job);

@@ -252,7 +252,8 @@ class JobManager {
   void send_kill(const TaskRef& ref, int64_t grace_ms);
   // A port of the range no live attempt holds and task 0's node does not report busy.
   int allocate_master_port(const std::string& node_id);
-  void release_master_port(int port);
+  void take_master_port(const std::string& node_id, int port);  // one a recovered attempt holds
+  void release_master_port(const std::string& node_id, int port);
   void arm_timeout(Job& job);
   void notify_waiters(const std::string& job_id);
   // Drops a deleted job from memory (its logs too) and tells the removal observers.
@@ -270,12 +271,16 @@ class JobManager {
   std::set<std::string> set_aside_;
   SharingState sharing_;  // gates, arrays, quotas, fair share (sharing_state.h)
   std::vector<std::string> salvaged_;  // recover(): stored jobs kept as FAILED
-  std::set<std::string> active_;             // jobs with a live attempt
+  // Jobs with a live attempt, to their entry in jobs_ (a std::map: entries stay where
+  // they are, and an active job is never erased).
+  std::map<std::string, Job*> active_;
   std::map<std::string, std::string> submission_ids_;
-  std::set<int> ports_in_use_;
+  std::set<std::pair<std::string, int>> node_ports_;  // (master's node, port) of live attempts
+  std::vector<int> port_users_;                       // live attempts per port, anywhere
   int next_port_;
   uint64_t next_seq_ = 1;
   bool schedule_posted_ = false;
+  size_t window_ = 64;  // queued jobs the next pass looks at (job_scheduling.cc)
   Timers::Id retry_timer_ = 0;  // the pass when the earliest retry delay ends
   int64_t retry_timer_at_ms_ = 0;
   // Jobs changed since the last flush -> index of their first event not yet written.

@@ -185,8 +185,8 @@ std::optional<Error> check_no_preempt(const SharingState& sharing, const api::Jo
 
 std::vector<sched::RunningJob> JobManager::running_for_preemption() const {
   std::vector<sched::RunningJob> running;
-  for (const auto& id : active_) {
-    const Job& job = jobs_.at(id);
+  for (const auto& [id, active] : active_) {
+    const Job& job = *active;
     const AttemptRecord* attempt = job.current_attempt();
     if (!attempt || attempt->finished()) continue;
     sched::RunningJob view;

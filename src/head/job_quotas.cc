@@ -95,8 +95,8 @@ std::optional<Error> JobManager::check_priority_cap(const api::JobSpec& spec, co
 }
 
 void JobManager::for_each_holding(const std::function<void(const Job&, const sched::Use&)>& fn) const {
-  for (const auto& id : active_) {
-    const Job& job = jobs_.at(id);
+  for (const auto& [_, active] : active_) {
+    const Job& job = *active;
     const AttemptRecord* attempt = job.current_attempt();
     if (!attempt) continue;
     sched::Use held;

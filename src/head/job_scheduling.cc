@@ -10,8 +10,13 @@
 namespace ag::head {
 namespace {
 
-// How many queued jobs (oldest first) one scheduling pass considers.
+// How many queued jobs (oldest first) one scheduling pass considers: kMaxJobsPerPass,
+// and up to kWidestPass while passes place most of what they look at. A pass costs
+// O(nodes + running jobs) before it weighs any job; on a large cluster filling up
+// (nodes joined, a big job ended, an array submitted) a wider window spreads that over
+// more placements, and a pass whose jobs are mostly blocked goes back to the narrow one.
 constexpr size_t kMaxJobsPerPass = 64;
+constexpr size_t kWidestPass = 4096;
 // Jobs of one owner over quota a pass looks at (and renews the reason of) before it may
 // leave out the rest of that owner's jobs.
 constexpr int kOverQuotaLookedAt = 8;
@@ -76,8 +81,8 @@ void JobManager::run_schedule() {
   if (pending_.empty()) return;
   // Build the snapshot: capacity minus what live tasks hold.
   std::map<std::string, sched::NodeView> views = node_capacity();
-  for (const auto& id : active_) {
-    const Job& job = jobs_[id];
+  for (const auto& [_, active] : active_) {
+    const Job& job = *active;
     const AttemptRecord* attempt = job.current_attempt();
     if (!attempt) continue;
     Resources per_task = job.spec.per_task();
@@ -104,7 +109,7 @@ void JobManager::run_schedule() {
   // One pass looks at the oldest jobs only: a pass runs after every event that frees
   // capacity, and walking a queue of thousands each time would cost more than it
   // places. Jobs further back move into the window as those ahead are placed.
-  queue.reserve(std::min(pending_.size(), kMaxJobsPerPass));
+  queue.reserve(std::min(pending_.size(), window_));
   // Jobs no node of this cluster can ever hold wait aside (with their reason) until the
   // cluster changes: otherwise a window full of them would stop everything behind.
   // Jobs waiting out their retry delay are looked at again when it ends.
@@ -123,6 +128,7 @@ void JobManager::run_schedule() {
   input.quotas = quota_policy(owners);
   input.queue_use = use_by_queue();
   input.now_ms = now_ms;
+  input.max_blocked = kMaxJobsPerPass;  // as many as a narrow pass weighs in all
   const sched::QuotaLedger ledger(input.quotas, use, input.queue_use);
   bool may_preempt = false;
   std::vector<sched::PendingReason> over_quota;
@@ -135,7 +141,7 @@ void JobManager::run_schedule() {
   };
   using Visit = sched::PendingQueue::Visit;
   pending_.walk_owners(usage_now(), [&](const std::string& owner, const std::string& id) {
-    if (queue.size() >= kMaxJobsPerPass) return Visit::kStop;
+    if (queue.size() >= window_) return Visit::kStop;
     if (set_aside_.count(id)) return Visit::kNext;
     const Job& job = jobs_.at(id);
     if (job.retry_at_ms > now_ms) {
@@ -170,7 +176,7 @@ void JobManager::run_schedule() {
       tasks.push_back({t.node_id, node ? node->address : "", t.gpu_ids});
     }
     pending_.remove(queue_entry(job));
-    active_.insert(job.id);
+    active_.emplace(job.id, &job);
     int port = allocate_master_port(tasks.empty() ? "" : tasks.front().node_id);
     apply(job, on_placed(job, tasks, port, deps_.clock.now_ms()));
     charge(job, false);
@@ -187,6 +193,14 @@ void JobManager::run_schedule() {
     apply(job, on_pending(job, reason.kind, reason.reason + drained_note, deps_.clock.now_ms()));
   }
   for (const auto& preemption : plan.preemptions) preempt(preemption);
+  // The window was full and moved: the jobs behind it were not weighed and may fit now
+  // (room came at once: nodes joined, a big job ended). Another pass, after whatever
+  // is waiting on the io thread, wider while most of the window was placed; one that
+  // places nothing ends the chain.
+  const bool window_full = queue.size() >= window_;
+  window_ = window_full && plan.placements.size() * 4 >= queue.size() * 3 ? std::min(window_ * 4, kWidestPass)
+                                                                          : kMaxJobsPerPass;
+  if (window_full && !plan.placements.empty()) request_schedule();
 }
 
 }  // namespace ag::head

@@ -63,7 +63,7 @@ Status check_reporter(const std::map<std::string, Job>& jobs, const std::string&
   return {};
 }
 
-Reconciliation reconcile_node(const std::map<std::string, Job>& jobs, const std::set<std::string>& active,
+Reconciliation reconcile_node(const std::map<std::string, Job>& jobs, const std::map<std::string, Job*>& active,
                               const std::string& node_id, const std::vector<api::RunningTask>& running,
                               const std::vector<api::TaskKey>& ended, int64_t kill_grace_ms) {
   Reconciliation out;
@@ -83,10 +83,8 @@ Reconciliation reconcile_node(const std::map<std::string, Job>& jobs, const std:
     out.adopt.push_back(r);
   }
   reported.insert(ended.begin(), ended.end());
-  for (const auto& id : active) {
-    auto it = jobs.find(id);
-    if (it == jobs.end()) continue;
-    const AttemptRecord* attempt = it->second.current_attempt();
+  for (const auto& [id, job] : active) {
+    const AttemptRecord* attempt = job->current_attempt();
     if (!attempt) continue;
     for (const auto& task : attempt->tasks) {
       if (task.node_id != node_id || task.terminal()) continue;

@@ -44,9 +44,9 @@ struct Reconciliation {
 // job it no longer knows), kPermissionDenied when it is placed on another node.
 Status check_reporter(const std::map<std::string, Job>& jobs, const std::string& node_id, const api::TaskKey& task);
 
-// `jobs`: the head's job table; `active`: ids of jobs with a live attempt.
+// `jobs`: the head's job table; `active`: its jobs with a live attempt, by id.
 // `running` / `ended`: the worker's report (ended tasks' exits follow separately).
-Reconciliation reconcile_node(const std::map<std::string, Job>& jobs, const std::set<std::string>& active,
+Reconciliation reconcile_node(const std::map<std::string, Job>& jobs, const std::map<std::string, Job*>& active,
                               const std::string& node_id, const std::vector<api::RunningTask>& running,
                               const std::vector<api::TaskKey>& ended, int64_t kill_grace_ms);
 

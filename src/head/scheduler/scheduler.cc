@@ -591,6 +591,7 @@ Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>&
   Plan plan;
   QuotaLedger ledger(input.quotas, input.use, input.queue_use);
   bool blocked_before = false;  // a job ahead was blocked: only the first may preempt
+  size_t blocked = 0;
   std::vector<WorkingNode> working = make_working_nodes(nodes);
   FreeIndex index(working.size());
   for (size_t i = 0; i < working.size(); ++i) index.add(i, working[i].free);
@@ -622,6 +623,12 @@ Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>&
 
     if (needs_any_of(job.per_task, saturated)) {
       plan.pending.push_back({job.job_id, PendingKind::kWaitingBehind, behind_reason});
+      continue;
+    }
+    if (input.max_blocked > 0 && blocked >= input.max_blocked) {
+      plan.pending.push_back({job.job_id, PendingKind::kWaitingBehind,
+                              "waiting behind " + std::to_string(blocked) + " " + plural(static_cast<int64_t>(blocked), "job") +
+                                  " ahead of it that cannot start yet"});
       continue;
     }
     // A pack job that may run anywhere (no labels, image or mounts to match) on a large
@@ -666,6 +673,7 @@ Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>&
       }
     }
     blocked_before = true;
+    ++blocked;
     plan.pending.push_back(std::move(reason));
     reserve(working, index, job, static_cast<int>(q));
     saturated = fully_reserved(working);

@@ -130,6 +130,9 @@ struct PassInput {
   std::map<QueueUser, Use> queue_use;    // the same, by queue
   std::vector<RunningJob> running;       // preemption's candidates (may_preempt jobs only)
   int64_t now_ms = 0;
+  // Blocked jobs a pass weighs (each reserves, at a cost of O(nodes)); the jobs behind
+  // the last of them wait (kWaitingBehind) without being weighed. 0: no limit.
+  size_t max_blocked = 0;
 };
 
 // Places as many jobs of `queue` (oldest first) as fit on `nodes`, all-or-nothing per

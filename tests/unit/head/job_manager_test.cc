@@ -305,6 +305,65 @@ TEST_F(JobManagerTest, JobsNoNodeCanHoldDoNotStopTheJobsBehindThem) {
   EXPECT_EQ(job(infeasible[2]).pending_kind, sched::PendingKind::kWaitingForResources);
 }
 
+TEST_F(JobManagerTest, AQueueLongerThanOnePassIsPlacedWholeWhenRoomComesAtOnce) {
+  // 200 jobs queued before any node (more than one pass looks at), then room for all
+  // of them joins at once: nothing else happens (no task ends, no submit), yet every
+  // job is placed, a pass after each pass that filled its window and placed some.
+  api::JobSpec one = spec(1, 1);
+  one.allow_unschedulable = true;
+  std::vector<std::string> ids(200);
+  for (auto& id : ids) id = submit(one);
+  EXPECT_EQ(job(ids.back()).state, JobState::kPending);
+  for (int n = 0; n < 26; ++n) {
+    const std::string node = "node_" + std::to_string(n);
+    add_node(node, 8);
+    jobs_->on_node_registered(node, {}, {});
+  }
+  clock_.run_ready();
+  for (const auto& id : ids) ASSERT_EQ(job(id).state, JobState::kRunning) << id;
+  // 8 CPUs are left: 8 more run; the queue behind them, blocked, is not weighed again
+  // and again on its own (run_ready would not return).
+  std::vector<std::string> more(100);
+  for (auto& id : more) id = submit(one);
+  EXPECT_EQ(clock_.run_ready(), 0);
+  EXPECT_EQ(job(more[7]).state, JobState::kRunning);
+  EXPECT_EQ(job(more[8]).state, JobState::kPending);
+  EXPECT_EQ(job(more[8]).pending_kind, sched::PendingKind::kWaitingForResources);
+}
+
+TEST_F(JobManagerTest, MasterPortsAreUniqueOnTheirNodeAndAcrossNodesWhileThereAreEnough) {
+  // A range of 3 ports and 8 running jobs, 4 with their master on each of two nodes.
+  config_.master_port_first = 40000;
+  config_.master_port_last = 40002;
+  make_manager();
+  add_node("node_a", 4);
+  add_node("node_b", 4);
+  std::vector<std::string> ids(8);
+  for (auto& id : ids) id = submit(spec(1, 1));
+  std::map<std::string, std::set<int>> ports_by_node;
+  std::vector<int> first_three;
+  for (const auto& id : ids) {
+    const AttemptRecord& attempt = job(id).attempts.at(0);
+    ASSERT_EQ(job(id).state, JobState::kRunning);
+    // Three ports for eight masters: each node's own are told apart as long as they
+    // can be (the fourth on a node shares the range's first port).
+    ports_by_node[attempt.tasks.at(0).node_id].insert(attempt.master_port);
+    if (first_three.size() < 3) first_three.push_back(attempt.master_port);
+  }
+  // The first three, while ports are free anywhere, got three different ones.
+  EXPECT_EQ(std::set<int>(first_three.begin(), first_three.end()).size(), 3u);
+  ASSERT_EQ(ports_by_node.size(), 2u);
+  for (const auto& [node, ports] : ports_by_node) EXPECT_EQ(ports.size(), 3u) << node;
+  // A finished job's port is free again on its node.
+  const std::string done = ids[0];
+  const std::string node = job(done).attempts[0].tasks[0].node_id;
+  const int port = job(done).attempts[0].master_port;
+  exit_all(done, 0, 1, 0);
+  const std::string next = submit(spec(1, 1));
+  ASSERT_EQ(job(next).attempts.at(0).tasks.at(0).node_id, node);
+  EXPECT_EQ(job(next).attempts[0].master_port, port);
+}
+
 TEST_F(JobManagerTest, AJobNoNodeCouldEverRunIsRefusedWithTheReasonUnlessAskedToQueueIt) {
   // No node yet: queued (workers may be about to join).
   api::JobSpec gpus = spec(2, 1);

@@ -614,6 +614,26 @@ TEST(ConstraintTest, AConstrainedGangBlockedOnItsNodesReservesOnlyThoseNodes) {
 // instead of a scan of every node. The plan must be the one the scan gives: the same
 // jobs with a constraint every node meets take the scan, and the plans are compared on
 // random partly-filled clusters of 600 nodes (reasons and reservations included).
+TEST(SchedulerTest, APassWeighsAtMostMaxBlockedBlockedJobsAndTheRestWaitBehindThem) {
+  const std::vector<NodeView> nodes = {with_busy_cpus(make_node("n1", 4), 3), make_node("n2", 2)};
+  const std::vector<PendingJob> queue = {make_job("a", 1, 4), make_job("b", 1, 4), make_job("c", 1, 1)};
+  // Unbounded: a and b wait, c starts on n2.
+  Plan all = schedule(nodes, queue, PassInput{});
+  ASSERT_EQ(all.placements.size(), 1u);
+  EXPECT_EQ(all.placements[0].job_id, "c");
+  // One blocked job weighed: b and c are not weighed, and say why.
+  PassInput input;
+  input.max_blocked = 1;
+  Plan bounded = schedule(nodes, queue, input);
+  EXPECT_TRUE(bounded.placements.empty());
+  ASSERT_EQ(bounded.pending.size(), 3u);
+  EXPECT_EQ(bounded.pending[0].kind, PendingKind::kWaitingForResources);
+  for (size_t i : {1u, 2u}) {
+    EXPECT_EQ(bounded.pending[i].kind, PendingKind::kWaitingBehind);
+    EXPECT_EQ(bounded.pending[i].reason, "waiting behind 1 job ahead of it that cannot start yet");
+  }
+}
+
 TEST(LargeClusterTest, TheFreeIndexPlacesExactlyAsTheScanWould) {
   std::mt19937 rng(99);
   for (int round = 0; round < 40; ++round) {
