@@ -208,7 +208,10 @@ int start_head(const StartHeadOptions& options) {
   };
 
   if (options.block) {
-    init_logging("", options.verbose);
+    // In the foreground (a systemd unit): stderr (the journal) and the data dir's log.
+    if (std::string problem = init_logging({config.data_dir + "/head.log", true, options.verbose}); !problem.empty()) {
+      std::cerr << "warning: " << problem << "\n";
+    }
     return head::run_head(config, [&](const Status& status, const std::string& token) {
       if (!status) {
         std::cerr << "error: " << status.error().message << "\n";
@@ -220,7 +223,7 @@ int start_head(const StartHeadOptions& options) {
     });
   }
   Launch launch = daemonize(config.data_dir + "/head.log", 30, [&](auto report) {
-    init_logging("", options.verbose);  // stderr is the log file now
+    init_logging({"", true, options.verbose});  // stderr is the log file now
     return head::run_head(config, [&](const Status& status, const std::string& token) {
       report(status.ok(), status.ok() ? token : status.error().message);
     });
@@ -360,7 +363,10 @@ int start_worker(const StartWorkerOptions& options) {
   std::string name = "worker-" + options.node_ip;
 
   if (options.block) {
-    init_logging("", options.verbose);
+    // In the foreground (a systemd unit): stderr (the journal) and the data dir's log.
+    if (std::string problem = init_logging({config.data_dir + "/worker.log", true, options.verbose}); !problem.empty()) {
+      std::cerr << "warning: " << problem << "\n";
+    }
     warn_if_failed(record_daemon(name, ::getpid()), kNotStoppable);
     return worker::run_worker(config, [&](const Status& status, const std::string& summary) {
       if (status) std::cout << "AetherGrid worker joined the cluster at " << options.head_node << ": " << summary << "\n";
@@ -370,7 +376,7 @@ int start_worker(const StartWorkerOptions& options) {
   }
   std::string log_path = config.data_dir + "/worker.log";
   Launch launch = daemonize(log_path, 10, [&](auto report) {
-    init_logging("", options.verbose);
+    init_logging({"", true, options.verbose});  // stderr is the log file now
     return worker::run_worker(config, [&](const Status& status, const std::string& summary) {
       report(status.ok(), status.ok() ? summary : status.error().message);
     });
