@@ -19,20 +19,6 @@ namespace {
 
 constexpr const char* kPattern = "%Y-%m-%d %H:%M:%S.%e %^%l%$ %v";
 
-// True when fd 2 is the stream systemd connected to the journal: JOURNAL_STREAM is
-// "DEVICE:INODE" of that stream, and a child whose stderr was redirected elsewhere
-// still inherits the variable, so the numbers must match fd 2's.
-bool stderr_is_journal() {
-  const char* stream = std::getenv("JOURNAL_STREAM");
-  if (stream == nullptr) return false;
-  struct stat st {};
-  if (::fstat(STDERR_FILENO, &st) != 0) return false;
-  unsigned long long device = 0;
-  unsigned long long inode = 0;
-  if (std::sscanf(stream, "%llu:%llu", &device, &inode) != 2) return false;
-  return device == st.st_dev && inode == st.st_ino;
-}
-
 // "%*": the sd-daemon priority prefix of a line's level ("<6>" for info), which
 // journald reads off each line it gets on a service's stderr.
 class JournalPriorityFlag : public spdlog::custom_flag_formatter {
@@ -47,6 +33,20 @@ class JournalPriorityFlag : public spdlog::custom_flag_formatter {
 };
 
 }  // namespace
+
+// JOURNAL_STREAM is "DEVICE:INODE" of the stream systemd gave the service; a child
+// whose output was redirected elsewhere still inherits the variable, so the numbers
+// must match the descriptor's.
+bool is_journal_stream(int fd) {
+  const char* stream = std::getenv("JOURNAL_STREAM");
+  if (stream == nullptr) return false;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return false;
+  unsigned long long device = 0;
+  unsigned long long inode = 0;
+  if (std::sscanf(stream, "%llu:%llu", &device, &inode) != 2) return false;
+  return device == st.st_dev && inode == st.st_ino;
+}
 
 std::string init_logging(const LogTargets& targets) {
   std::vector<spdlog::sink_ptr> sinks;
@@ -65,7 +65,7 @@ std::string init_logging(const LogTargets& targets) {
   }
   if (targets.to_stderr || sinks.empty()) {
     auto err = std::make_shared<spdlog::sinks::stderr_sink_mt>();
-    if (stderr_is_journal()) {
+    if (is_journal_stream(STDERR_FILENO)) {
       auto formatter = std::make_unique<spdlog::pattern_formatter>();
       formatter->add_flag<JournalPriorityFlag>('*').set_pattern("%*%l %v");
       err->set_formatter(std::move(formatter));

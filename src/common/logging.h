@@ -16,6 +16,10 @@ struct LogTargets {
   bool verbose = false;
 };
 
+// True when descriptor `fd` is the stream systemd connected to the journal
+// (JOURNAL_STREAM names its device and inode).
+bool is_journal_stream(int fd);
+
 // Routes spdlog's default logger (named "ag") to `targets`; called again, it replaces
 // the previous set-up. Returns an error message when the file cannot be opened (then
 // only stderr is used, or stderr alone when no other target was asked for), else "".
