@@ -90,11 +90,10 @@ def install(m, deb_path):
     return m.sh(f"dpkg -i /tmp/{deb_path.name} 2>&1", timeout=120)
 
 
-def configure_worker(m, extra=""):
-    """worker.conf's head-node (and `extra` lines) and the join token where the
-    packaged worker.conf's token-file names it: what an operator does before starting
-    the worker."""
-    m.sh(f"printf 'head-node = \"127.0.0.1:6379\"\\nnum-cpus = 2\\nkill-grace = 2\\n{extra}' >> /etc/aethergrid/worker.conf"
+def configure_worker(m):
+    """worker.conf's head-node (and a small node) and the join token where the packaged
+    worker.conf's token-file names it: what an operator does before starting the worker."""
+    m.sh("printf 'head-node = \"127.0.0.1:6379\"\\nnum-cpus = 2\\nkill-grace = 2\\n' >> /etc/aethergrid/worker.conf"
          " && install -m 600 /var/lib/aethergrid/head/join-token /etc/aethergrid/join-token")
 
 
@@ -183,7 +182,7 @@ def systemd_machine():
 
 def start_units(m):
     """Starts the installed units as an operator would: the head, then the worker once
-    worker.conf and the join token are in place. Returns the journal cursor before."""
+    worker.conf and the join token are in place; returns once the worker is ALIVE."""
     m.sh("systemctl start aethergrid-head")
     m.wait_for_file("/var/lib/aethergrid/head/join-token")
     m.sh("install -m 600 /var/lib/aethergrid/head/token /root/admin-token")
@@ -245,7 +244,9 @@ def test_the_deb_units_under_systemd_run_jobs_log_twice_keep_tasks_and_clean_up(
     m.sh("dpkg -r aethergrid", timeout=120)
     assert m.show("aethergrid-worker", "ActiveState") in ("inactive", "")
     assert m.sh("pgrep -f '[s]leep 313' || true") == ""
-    assert m.sh("pgrep -x ag || true") == ""
+    assert m.sh("pgrep -f '[s]tart-head|[s]tart-worker' || true") == ""
+    wait_until(lambda: m.sh("pgrep -f '[_]_task-supervisor' || true") == "", 15, interval=0.5,
+               message="the task supervisor to leave")
     assert m.sh("ls /usr/bin/ag /lib/systemd/system/aethergrid-head.service 2>&1 || true").count("No such file") == 2
     assert m.sh("ls /var/lib/aethergrid/head/head.db /etc/aethergrid/head.conf /etc/aethergrid/join-token")
     m.sh("dpkg --purge aethergrid", timeout=120)
