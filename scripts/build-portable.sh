@@ -18,7 +18,7 @@ cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DAG_PORTABLE=ON 
 cmake --build "$build_dir" --target ag -j "${AG_BUILD_JOBS:-$(nproc)}"
 ag="$(pwd)/$build_dir/bin/ag"
 # Nothing but glibc may be left to load at run time.
-unexpected="$(ldd "$ag" | awk '{print $1}' | grep -Ev '^(linux-vdso\.so\.1|libc\.so\.6|libm\.so\.6|/lib64/ld-linux-x86-64\.so\.2)$' || true)"
+unexpected="$(ldd "$ag" | awk '{print $1}' | grep -Ev '^(linux-vdso\.so\.1|libc\.so\.6|libm\.so\.6|/lib(64)?/ld-linux[-a-z0-9_]*\.so\.[0-9]+)$' || true)"
 if [ -n "$unexpected" ]; then
   echo "error: the portable ag needs shared libraries beyond glibc:" $unexpected >&2
   exit 1
