@@ -1,7 +1,9 @@
 """Builds the aethergrid wheel: the SDK, plus the `ag` binary for this platform.
 
-The binary is this checkout's build (../build/bin/ag, made by scripts/build.sh) or the
-one AG_BINARY names; its debug info is stripped. The `ag` console command the wheel
+The binary is the one AG_BINARY names, else this checkout's portable build
+(../build-portable/bin/ag, scripts/build-portable.sh: glibc is its only shared library)
+when it exists, else its ordinary build (../build/bin/ag, scripts/build.sh, which needs
+the build machine's shared libraries); its debug info is stripped. The `ag` console command the wheel
 installs (aethergrid/_launcher.py) execs it. The wheel is tagged py3-none-<platform>:
 the binary runs on the platform it was built for. Metadata is in pyproject.toml.
 Without network: `pip wheel --no-build-isolation --no-deps python/` (scripts/build-wheel.sh).
@@ -18,7 +20,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def ag_binary():
-    path = os.environ.get("AG_BINARY") or os.path.join(HERE, "..", "build", "bin", "ag")
+    path = os.environ.get("AG_BINARY")
+    if not path:
+        portable = os.path.join(HERE, "..", "build-portable", "bin", "ag")
+        path = portable if os.path.isfile(portable) else os.path.join(HERE, "..", "build", "bin", "ag")
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
         raise SystemExit(f"aethergrid: no ag binary at {os.path.abspath(path)}: build it first "
                          "(scripts/build.sh), or set AG_BINARY to the ag binary the wheel should carry")

@@ -9,6 +9,7 @@ packages=(
   libboost-dev libboost-system-dev
   nlohmann-json3-dev libsqlite3-dev libcli11-dev libspdlog-dev libfmt-dev
   libarchive-dev libssl-dev
+  libacl1-dev             # libacl.a: the portable `ag` links libarchive statically (scripts/build-portable.sh)
   libgtest-dev libgmock-dev libbenchmark-dev googletest
   python3 python3-pytest python3-torch python3-numpy
   python3-setuptools python3-wheel python3-pip python3-venv   # the wheel with `ag` (scripts/build-wheel.sh)

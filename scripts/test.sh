@@ -5,6 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
+# The release artifacts test_package.py installs into clean Debian root file systems:
+# the portable binary and its .deb, and a .deb of the same source with a newer version
+# for the upgrade test. Their objects are build/'s (ccache): about a minute of linking.
+echo "== release build and packages (build-portable/, build-portable-next/)"
+scripts/build-deb.sh >/dev/null
+AG_VERSION_SUFFIX=+rebuild1 BUILD_DIR=build-portable-next scripts/build-deb.sh >/dev/null
 echo "== unit tests (ctest)"
 (cd build && ctest --output-on-failure -j "$(nproc)")
 echo "== integration tests (pytest)"

@@ -190,14 +190,22 @@ int start_head(const StartHeadOptions& options) {
       auto fingerprint = net::certificate_fingerprint(ca_pem);
       if (fingerprint.ok()) pin = " --ca-fingerprint " + fingerprint.value();
     }
+    // Under a systemd unit stdout is the journal, which more people may read than the
+    // token files: there the lines name the files instead of the tokens.
+    const bool to_journal = is_journal_stream(STDOUT_FILENO);
     std::cout << "AetherGrid head started at " << address << " (pid " << pid << ")\n"
-              << "  Dashboard and REST API: " << dashboard << "\n"
-              << "  Sign in to the dashboard (as admin): " << dashboard << "/?token=" << token << "\n"
-              << "  Admin token: " << config.data_dir << "/token; add users with `ag user add NAME`\n"
+              << "  Dashboard and REST API: " << dashboard << "\n";
+    if (!to_journal) std::cout << "  Sign in to the dashboard (as admin): " << dashboard << "/?token=" << token << "\n";
+    std::cout << "  Admin token: " << config.data_dir << "/token; add users with `ag user add NAME`\n"
               << "  Data dir: " << config.data_dir << "  (log: " << config.data_dir << "/head.log)\n\n"
-              << "To add a worker on another machine, run there (the join token can only add nodes):\n"
-              << "  (umask 077; echo " << (join.ok() ? join.value() : "JOIN_TOKEN") << " > ~/.aethergrid-join-token)\n"
-              << "  ag start-worker --head-node " << address << " --token-file ~/.aethergrid-join-token" << pin << "\n\n"
+              << "To add a worker on another machine, run there (the join token can only add nodes):\n";
+    if (to_journal) {
+      std::cout << "  (copy the join token from " << config.data_dir << "/join-token into ~/.aethergrid-join-token, "
+                << "mode 0600)\n";
+    } else {
+      std::cout << "  (umask 077; echo " << (join.ok() ? join.value() : "JOIN_TOKEN") << " > ~/.aethergrid-join-token)\n";
+    }
+    std::cout << "  ag start-worker --head-node " << address << " --token-file ~/.aethergrid-join-token" << pin << "\n\n"
               << (options.insecure ? "WARNING: TLS is off (--insecure): tokens and data travel in clear text between "
                                      "machines.\n\n"
                                    : "Users elsewhere pin the head once with `ag config --address " + address + pin +
@@ -208,7 +216,10 @@ int start_head(const StartHeadOptions& options) {
   };
 
   if (options.block) {
-    init_logging("", options.verbose);
+    // In the foreground (a systemd unit): stderr (the journal) and the data dir's log.
+    if (std::string problem = init_logging({config.data_dir + "/head.log", true, options.verbose}); !problem.empty()) {
+      std::cerr << "warning: " << problem << "\n";
+    }
     return head::run_head(config, [&](const Status& status, const std::string& token) {
       if (!status) {
         std::cerr << "error: " << status.error().message << "\n";
@@ -220,7 +231,7 @@ int start_head(const StartHeadOptions& options) {
     });
   }
   Launch launch = daemonize(config.data_dir + "/head.log", 30, [&](auto report) {
-    init_logging("", options.verbose);  // stderr is the log file now
+    init_logging({"", true, options.verbose});  // stderr is the log file now
     return head::run_head(config, [&](const Status& status, const std::string& token) {
       report(status.ok(), status.ok() ? token : status.error().message);
     });
@@ -360,7 +371,10 @@ int start_worker(const StartWorkerOptions& options) {
   std::string name = "worker-" + options.node_ip;
 
   if (options.block) {
-    init_logging("", options.verbose);
+    // In the foreground (a systemd unit): stderr (the journal) and the data dir's log.
+    if (std::string problem = init_logging({config.data_dir + "/worker.log", true, options.verbose}); !problem.empty()) {
+      std::cerr << "warning: " << problem << "\n";
+    }
     warn_if_failed(record_daemon(name, ::getpid()), kNotStoppable);
     return worker::run_worker(config, [&](const Status& status, const std::string& summary) {
       if (status) std::cout << "AetherGrid worker joined the cluster at " << options.head_node << ": " << summary << "\n";
@@ -370,7 +384,7 @@ int start_worker(const StartWorkerOptions& options) {
   }
   std::string log_path = config.data_dir + "/worker.log";
   Launch launch = daemonize(log_path, 10, [&](auto report) {
-    init_logging("", options.verbose);
+    init_logging({"", true, options.verbose});  // stderr is the log file now
     return worker::run_worker(config, [&](const Status& status, const std::string& summary) {
       report(status.ok(), status.ok() ? summary : status.error().message);
     });

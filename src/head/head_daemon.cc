@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/descriptors.h"
 #include "common/ids.h"
+#include "common/version.h"
 #include "head/access_control.h"
 #include "head/audit_log.h"
 #include "head/api_routes.h"
@@ -208,8 +209,8 @@ int run_head(const HeadConfig& config, const std::function<void(const Status&, c
     dashboard_server.stop();
     io.stop();
   });
-  spdlog::info("head listening on {}:{} (API) and {}:{} (dashboard), data dir {}, {} descriptors", config.node_ip,
-               config.port, config.node_ip, config.dashboard_port, config.data_dir, descriptors);
+  spdlog::info("{}: head listening on {}:{} (API) and {}:{} (dashboard), data dir {}, {} descriptors", version_line(),
+               config.node_ip, config.port, config.node_ip, config.dashboard_port, config.data_dir, descriptors);
   on_ready({}, token.value());
   io.run();
   store.value()->flush();

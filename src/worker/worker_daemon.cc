@@ -21,6 +21,7 @@
 #include "api/protocol.h"
 #include "common/descriptors.h"
 #include "common/ids.h"
+#include "common/version.h"
 #include "net/asio_timers.h"
 #include "worker/agent.h"
 #include "worker/busy_ports.h"
@@ -166,7 +167,7 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
   std::snprintf(cpus_text, sizeof cpus_text, "%g", cpus);
   std::string summary = std::string(cpus_text) + " CPUs, " + std::to_string(agent_config.resources.memory_bytes >> 20) +
                         " MiB memory, " + std::to_string(gpu_count) + " GPUs";
-  spdlog::info("worker {} at {}: {}{}", node_id.value(), config.node_ip, summary,
+  spdlog::info("{}: worker {} at {}: {}{}", version_line(), node_id.value(), config.node_ip, summary,
                gpus.empty() ? " (" + why_no_gpus + ")" : "");
 
   // One agent per data dir: the lock is held for the agent's life (the kernel lets go

@@ -20,6 +20,11 @@ RECIPES = {
     # the units under a real systemd (test_systemd_units.py).
     "systemd": ["systemd", "systemd-sysv", "passwd", "procps", "libspdlog1.10", "libfmt9", "libsqlite3-0",
                 "libarchive13", "libssl3", "libicu72", "libxml2"],
+    # The release artifacts (test_package.py): the minimal base alone, which lacks every
+    # library a dynamic `ag` needs, for the portable binary; and systemd without them,
+    # for the .deb.
+    "bare": [],
+    "systemd-bare": ["systemd", "systemd-sysv", "procps"],
 }
 SUITE = "bookworm"
 # Building one takes a minute or a few (downloads); never forever.
@@ -46,8 +51,9 @@ def ensure_image(recipe):
             return name
         with tempfile.TemporaryDirectory(prefix="ag-image-") as tmp:
             rootfs = os.path.join(tmp, "rootfs.tar")
-            subprocess.run(["mmdebstrap", "--quiet", "--variant=minbase", "--include=" + ",".join(RECIPES[recipe]),
-                            SUITE, rootfs], check=True, timeout=BUILD_TIMEOUT_S)
+            include = ["--include=" + ",".join(RECIPES[recipe])] if RECIPES[recipe] else []
+            subprocess.run(["mmdebstrap", "--quiet", "--variant=minbase", *include, SUITE, rootfs],
+                           check=True, timeout=BUILD_TIMEOUT_S)
             subprocess.run(["podman", "import", "--quiet",
                             "--change", "ENV=PATH=/usr/local/bin:/usr/bin:/bin",
                             "--change", "ENV=LANG=C.UTF-8", rootfs, name],

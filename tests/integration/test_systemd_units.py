@@ -11,97 +11,26 @@ The image (Debian 12 with systemd and ag's shared libraries) is built once per m
 by images.py. Where systemd cannot boot in a container here, the test is skipped with
 the reason; test_install.py tests the same unit behaviour without systemd.
 """
-import json
-import os
 import shutil
-import subprocess
 import time
 
 import pytest
 
+import rootfs
 from conftest import AG_BIN, wait_until
+from rootfs import ADMIN
 
 pytestmark = pytest.mark.skipif(not (shutil.which("podman") and shutil.which("mmdebstrap")),
                                 reason="needs podman and mmdebstrap")
 
-ADMIN = "ag --address 127.0.0.1:6379 --token-file /root/admin-token"
 LINES = 40
 SLOW_JOB = f"for i in $(seq 1 {LINES}); do echo line $i; sleep 0.2; done"
 
 
-class Machine:
-    """A container booted with systemd as PID 1; `sh` runs a script in it."""
-
-    def __init__(self, name):
-        self.name = name
-
-    def sh(self, script, timeout=60, check=True):
-        proc = subprocess.run(["podman", "exec", self.name, "sh", "-c", "PATH=/usr/sbin:/usr/bin:/sbin:/bin; " + script],
-                              capture_output=True, text=True,
-                              timeout=timeout)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"`{script}` exited {proc.returncode}\nstdout:\n{proc.stdout}\n"
-                                 f"stderr:\n{proc.stderr}\njournal:\n{self.journal()}")
-        return proc.stdout.strip()
-
-    def journal(self):
-        proc = subprocess.run(["podman", "exec", self.name, "journalctl", "--no-pager", "-n", "60",
-                               "-u", "aethergrid-head", "-u", "aethergrid-worker"],
-                              capture_output=True, text=True, timeout=30)
-        return proc.stdout
-
-    def show(self, unit, prop):
-        return self.sh(f"systemctl show -p {prop} --value {unit}")
-
-    def job(self, job_id):
-        return json.loads(self.sh(f"{ADMIN} -o json status {job_id}"))
-
-    def wait_job(self, job_id, states, timeout=40):
-        last = {}
-
-        def reached():
-            last["job"] = self.job(job_id)
-            return last["job"]["state"] in states
-        try:
-            wait_until(reached, timeout, interval=0.5, message=f"job {job_id} to reach {states}")
-        except AssertionError as e:
-            raise AssertionError(f"{e}; last: {last.get('job')}\njournal:\n{self.journal()}") from None
-        return last["job"]
-
-    def running_task_pid(self, job_id):
-        def pid():
-            tasks = [t for a in self.job(job_id)["attempts"] for t in a["tasks"]]
-            return tasks and tasks[0]["state"] == "RUNNING" and tasks[0].get("pid")
-        return wait_until(pid, 20, interval=0.5, message=f"job {job_id}'s task to run")
-
-
 @pytest.fixture
-def machine(tmp_path):
-    from images import ensure_image
-    image = ensure_image("systemd")
-    name = f"ag-systemd-test-{os.getpid()}"
-    subprocess.run(["podman", "rm", "-f", name], capture_output=True, timeout=60)
-    started = subprocess.run(
-        ["podman", "run", "-d", "--name", name, "--runtime", "runc", "--systemd=always",
-         # runc refuses limits above the host's hard ones (see docs/DEVELOPMENT.md, Containers).
-         "--ulimit", "nofile=20000:20000", "--ulimit", "nproc=30000:30000",
-         "-v", f"{os.path.realpath(AG_BIN)}:/usr/bin/ag:ro", image, "/lib/systemd/systemd"],
-        capture_output=True, text=True, timeout=120)
-    if started.returncode != 0:
-        pytest.skip(f"systemd cannot run in a container here: {started.stderr.strip()}")
-    m = Machine(name)
-    try:
-        state = ""
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and state not in ("running", "degraded"):
-            state = m.sh("systemctl is-system-running", check=False)
-            time.sleep(0.5)
-        if state not in ("running", "degraded"):
-            logs = subprocess.run(["podman", "logs", name], capture_output=True, text=True, timeout=30)
-            pytest.skip(f"systemd did not boot in the container ({state}): {logs.stdout[-2000:]}")
+def machine():
+    with rootfs.machine("systemd", systemd=True, volumes=[(AG_BIN, "/usr/bin/ag")]) as m:
         yield m
-    finally:
-        subprocess.run(["podman", "rm", "-f", "-t", "0", name], capture_output=True, timeout=120)
 
 
 def test_units_keep_their_promises_under_systemd(machine):
@@ -168,4 +97,4 @@ def test_units_keep_their_promises_under_systemd(machine):
     time.sleep(4)  # longer than RestartSec: a restart would have happened by now
     assert m.show("aethergrid-worker", "NRestarts") == "0"
     assert m.show("aethergrid-worker", "ActiveState") == "failed"
-    assert "worker protocol version 999" in m.journal()
+    assert "worker protocol version 999" in m.sh("journalctl --no-pager -o cat -u aethergrid-worker")
