@@ -595,15 +595,20 @@ std::optional<TaskKey> task_key_of(std::string_view text, std::string_view type)
   return key;
 }
 
-std::string encode_log_frame(const LogFrameHeader& header, std::string_view payload) {
+std::string log_frame_prefix(const LogFrameHeader& header, size_t payload_capacity) {
   json h = {{"job_id", header.task.job_id}, {"attempt", header.task.attempt},
             {"task_index", header.task.task_index}, {"offset", header.offset}};
   std::string head = h.dump();
   std::string out;
-  out.reserve(4 + head.size() + payload.size());
+  out.reserve(4 + head.size() + payload_capacity);
   auto n = static_cast<uint32_t>(head.size());
   for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((n >> shift) & 0xff));
   out += head;
+  return out;
+}
+
+std::string encode_log_frame(const LogFrameHeader& header, std::string_view payload) {
+  std::string out = log_frame_prefix(header, payload.size());
   out.append(payload.data(), payload.size());
   return out;
 }

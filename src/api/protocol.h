@@ -285,6 +285,9 @@ struct LogFrameHeader {
 
 // Encodes [u32 big-endian header length][header JSON][payload bytes].
 std::string encode_log_frame(const LogFrameHeader& header, std::string_view payload);
+// The frame up to its payload, which the sender then appends (the worker reads task
+// output straight into it).
+std::string log_frame_prefix(const LogFrameHeader& header, size_t payload_capacity = 0);
 
 // Decodes a frame; `payload` views into `frame`. Errors name what was wrong.
 Result<LogFrameHeader> decode_log_frame(std::string_view frame, std::string_view* payload);

@@ -471,10 +471,11 @@ void Agent::pump_logs() {
     if (it == log_cursors_.end()) continue;
     LogCursor& cursor = it->second;
     cursor.waiting = false;
-    auto chunk = deps_.launcher.read_output(id, cursor.offset, kLogChunkBytes);
-    if (chunk.ok() && !chunk->empty()) {
-      channel_->send(api::encode_log_frame({id, cursor.offset}, chunk.value()), true);
-      cursor.offset += static_cast<int64_t>(chunk->size());
+    std::string frame = api::log_frame_prefix({id, cursor.offset}, kLogChunkBytes);
+    auto chunk = deps_.launcher.read_output(id, cursor.offset, kLogChunkBytes, frame);
+    if (chunk.ok() && chunk.value() > 0) {
+      channel_->send(std::move(frame), true);
+      cursor.offset += static_cast<int64_t>(chunk.value());
       want_log(id);
       continue;
     }

@@ -94,9 +94,11 @@ class TaskLauncher {
   virtual bool runs(const api::TaskKey& id) const = 0;
   // Bytes of output the task has written so far (-1 when nothing is kept).
   virtual int64_t output_size(const api::TaskKey& id) const = 0;
-  // Up to `max_bytes` of the task's output from `offset` (empty at its end), for as
-  // long as the task is not forgotten. Errors: kNotFound when nothing is kept.
-  virtual Result<std::string> read_output(const api::TaskKey& id, int64_t offset, int64_t max_bytes) const = 0;
+  // Appends up to `max_bytes` of the task's output from `offset` to `out` (the agent
+  // reads straight into the frame it sends) and returns how many (0 at its end), for
+  // as long as the task is not forgotten. Errors: kNotFound when nothing is kept.
+  virtual Result<size_t> read_output(const api::TaskKey& id, int64_t offset, int64_t max_bytes,
+                                     std::string& out) const = 0;
 };
 
 }  // namespace ag::worker

@@ -106,20 +106,22 @@ int64_t TaskRunner::output_size(const api::TaskKey& id) const {
   return ::stat(log_path(id).c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
 }
 
-Result<std::string> TaskRunner::read_output(const api::TaskKey& id, int64_t offset, int64_t max_bytes) const {
+Result<size_t> TaskRunner::read_output(const api::TaskKey& id, int64_t offset, int64_t max_bytes,
+                                       std::string& out) const {
   std::string path = log_path(id);
   // A running task's file is open already; an ended one's is opened for the read.
   auto it = tasks_.find(id);
   int live_fd = it != tasks_.end() ? it->second->output_fd : -1;
   int fd = live_fd >= 0 ? live_fd : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return not_found("no output kept for task " + id.to_string() + ": " + std::strerror(errno));
-  std::string out(static_cast<size_t>(std::max<int64_t>(0, max_bytes)), '\0');
-  ssize_t n = ::pread(fd, out.data(), out.size(), offset);
+  const size_t before = out.size();
+  out.resize(before + static_cast<size_t>(std::max<int64_t>(0, max_bytes)));
+  ssize_t n = ::pread(fd, out.data() + before, out.size() - before, offset);
   int err = errno;
   if (fd != live_fd) ::close(fd);
+  out.resize(before + static_cast<size_t>(std::max<ssize_t>(n, 0)));
   if (n < 0) return internal_error("cannot read " + path + ": " + std::strerror(err));
-  out.resize(static_cast<size_t>(n));
-  return out;
+  return static_cast<size_t>(n);
 }
 
 void TaskRunner::reap_children() {

@@ -65,7 +65,8 @@ class TaskRunner final : public TaskLauncher {
   bool idle() const override { return tasks_.empty(); }
   bool runs(const api::TaskKey& id) const override { return tasks_.count(id) > 0; }
   int64_t output_size(const api::TaskKey& id) const override;
-  Result<std::string> read_output(const api::TaskKey& id, int64_t offset, int64_t max_bytes) const override;
+  Result<size_t> read_output(const api::TaskKey& id, int64_t offset, int64_t max_bytes,
+                             std::string& out) const override;
 
  private:
   TaskRunner(boost::asio::io_context& io, std::string data_dir, std::string cgroup_root, LimitRoots limits,

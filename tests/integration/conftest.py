@@ -10,6 +10,7 @@ session's AG_SESSION_DIR, which the workers pass on to their tasks).
 pytest-timeout is not installed: every subprocess call has a timeout and every wait has
 a deadline, so no test can hang.
 """
+import glob
 import hashlib
 import json
 import ssl
@@ -387,6 +388,34 @@ class Cluster:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+        self._remove_node_cgroups()
+
+    def _remove_node_cgroups(self):
+        """The control groups of this cluster's workers (a worker removes its own when it
+        stops, not when it is killed). Left behind, they pile up over runs on one machine,
+        and every cgroup v1 `cpu` group makes each later CPU limit costlier to set."""
+        node_ids = []
+        for data_dir in self.root.glob("worker-*"):
+            try:
+                node_ids.append((data_dir / "node_id").read_text().strip())
+            except OSError:
+                pass
+        groups = []
+        for node_id in filter(None, node_ids):
+            for pattern in (f"/sys/fs/cgroup/aethergrid/{node_id}", f"/sys/fs/cgroup/*/aethergrid/{node_id}",
+                            f"/sys/fs/cgroup/*/*/aethergrid/{node_id}"):
+                groups += glob.glob(pattern)
+        deadline = time.time() + 5  # killed tasks leave their groups within moments
+        for group in groups:
+            while os.path.isdir(group):
+                for here, _, _ in os.walk(group, topdown=False):
+                    try:
+                        os.rmdir(here)
+                    except OSError:
+                        pass
+                if not os.path.isdir(group) or time.time() > deadline:
+                    break
+                time.sleep(0.05)
 
 
 @pytest.fixture

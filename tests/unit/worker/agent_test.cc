@@ -83,12 +83,15 @@ class FakeLauncher final : public TaskLauncher {
     auto it = output.find(id);
     return it == output.end() ? -1 : static_cast<int64_t>(it->second.size());
   }
-  Result<std::string> read_output(const api::TaskKey& id, int64_t offset, int64_t max_bytes) const override {
+  Result<size_t> read_output(const api::TaskKey& id, int64_t offset, int64_t max_bytes,
+                             std::string& out) const override {
     ++reads;
     auto it = output.find(id);
     if (it == output.end()) return not_found("no output");
-    if (offset >= static_cast<int64_t>(it->second.size())) return std::string();
-    return it->second.substr(static_cast<size_t>(offset), static_cast<size_t>(max_bytes));
+    if (offset >= static_cast<int64_t>(it->second.size())) return size_t{0};
+    const std::string piece = it->second.substr(static_cast<size_t>(offset), static_cast<size_t>(max_bytes));
+    out += piece;
+    return piece.size();
   }
 
   // The task writes `data`.
