@@ -196,6 +196,27 @@ def test_the_sdk_chains_holds_and_releases_jobs(cluster_factory):
 
 # ---- arrays -------------------------------------------------------------------------------
 
+def test_an_array_larger_than_one_scheduling_pass_starts_whole_when_it_fits(cluster_factory):
+    # 100 one-CPU elements on 120 CPUs: all run at once, although one scheduling pass
+    # weighs 64 queued jobs and nothing ends meanwhile to bring on another pass (before
+    # the head chained its passes, 36 waited until a task ended).
+    c = cluster_factory("wide", workers=())
+    for ip in WORKER_IPS[:2]:
+        c.start_worker(ip, num_cpus=60)
+    wait_until(lambda: sum(n["state"] == "ALIVE" for n in c.nodes()) == 2, 15, message="both workers")
+    proc = c.ag("submit", "--array", "0-99", "--num-cpus", 1, "--", "sleep 120")
+    array_id = proc.stdout.strip()
+    c.job_ids.update(f"{array_id}_{i}" for i in range(100))
+
+    def running():
+        return sum(e["state"] == "RUNNING" for e in c.api("GET", f"/api/jobs/{array_id}")[1]["elements"])
+
+    wait_until(lambda: running() == 100, 60, interval=0.5, message="all 100 elements to run")
+    c.ag("stop-job", array_id)
+    wait_until(lambda: c.api("GET", f"/api/jobs/{array_id}")[1]["state"] == "STOPPED", 60, interval=0.5,
+               message="the array to stop")
+
+
 def test_an_array_runs_each_index_under_its_limit_and_is_seen_stopped_and_logged_whole(cluster_factory, tmp_path):
     c = cluster_factory("array", workers=WORKER_IPS[:2])
     running = tmp_path / "running"
