@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "fakes/fake_clock.h"
 #include "fakes/fake_worker_channel.h"
 #include "head/job_manager.h"
@@ -31,23 +32,11 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using ag::bench::Clock;
+using ag::bench::ms_since;
+using ag::bench::parse_list;
 using namespace ag;
 
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
-std::vector<int> parse_list(const char* text) {
-  std::vector<int> out;
-  for (const char* p = text; *p;) {
-    out.push_back(std::atoi(p));
-    p = std::strchr(p, ',');
-    if (!p) break;
-    ++p;
-  }
-  return out;
-}
 
 struct Row {
   size_t placed = 0;

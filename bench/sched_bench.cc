@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "head/scheduler/fair_share.h"
 #include "head/scheduler/preemption.h"
 #include "head/scheduler/quotas.h"
@@ -32,7 +33,9 @@ namespace {
 
 using ag::Resources;
 using namespace ag::sched;
-using Clock = std::chrono::steady_clock;
+using ag::bench::Clock;
+using ag::bench::ms_since;
+using ag::bench::parse_list;
 
 constexpr size_t kWindow = 64;  // as JobManager's kMaxJobsPerPass
 
@@ -136,20 +139,6 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
-std::vector<int> parse_list(const char* text) {
-  std::vector<int> out;
-  for (const char* p = text; *p;) {
-    out.push_back(std::atoi(p));
-    p = std::strchr(p, ',');
-    if (!p) break;
-    ++p;
-  }
-  return out;
-}
 
 }  // namespace
 

@@ -27,14 +27,14 @@ constexpr int kFailureTailLines = 50;
 }  // namespace
 
 JobManager::JobManager(Deps deps, JobManagerConfig config)
-    : deps_(deps), config_(config), next_port_(config.master_port_first) {}
+    : deps_(deps), config_(config), master_ports_(config.master_port_first, config.master_port_last) {}
 
 JobManager::~JobManager() {
   if (retry_timer_ != 0) deps_.timers.cancel(retry_timer_);
   if (sharing_.begin_timer != 0) deps_.timers.cancel(sharing_.begin_timer);
   if (sharing_.usage_timer != 0) deps_.timers.cancel(sharing_.usage_timer);
-  durable_waiters_.clear();  // nobody is left to tell
-  flush_in_flight_ = false;  // the last changes go now, after whatever is in flight
+  flush_.durable_waiters.clear();  // nobody is left to tell
+  flush_.in_flight = false;  // the last changes go now, after whatever is in flight
   flush_unsaved();
   // The store outlives the manager: wait for its writer, whose callbacks refer to this.
   deps_.store.flush();
@@ -94,7 +94,7 @@ Status JobManager::recover() {
       AttemptRecord& attempt = *job.current_attempt();
       active_.emplace(id, &job);
       charge(job, false);  // charged from now: the head was away before
-      if (!attempt.tasks.empty()) take_master_port(attempt.tasks.front().node_id, attempt.master_port);
+      if (!attempt.tasks.empty()) master_ports_.take(attempt.tasks.front().node_id, attempt.master_port);
       // The nodes of a running attempt get until the node timeout to reconnect and
       // report; the registry's expiry declares them lost otherwise.
       for (const auto& task : attempt.tasks) {
@@ -542,7 +542,7 @@ void JobManager::apply(Job& job, const Effects& fx) {
   for (const auto& ref : fx.kill) send_kill(ref, fx.kill_grace_ms > 0 ? fx.kill_grace_ms : config_.kill_grace_ms);
   const AttemptRecord* attempt = job.current_attempt();
   if (fx.requeue || fx.finished) {
-    if (attempt && !attempt->tasks.empty()) release_master_port(attempt->tasks.front().node_id, attempt->master_port);
+    if (attempt && !attempt->tasks.empty()) master_ports_.release(attempt->tasks.front().node_id, attempt->master_port);
     charge(job, true);
     active_.erase(job.id);
   }
@@ -584,37 +584,9 @@ void JobManager::send_kill(const TaskRef& ref, int64_t grace_ms) {
 }
 
 int JobManager::allocate_master_port(const std::string& node_id) {
+  static const std::set<int> kNone;
   const Node* node = deps_.nodes.find(node_id);
-  const int range = config_.master_port_last - config_.master_port_first + 1;
-  port_users_.resize(static_cast<size_t>(range));  // empty until the first port is handed out
-  const auto free_on_node = [&](int port) {
-    return !node_ports_.count({node_id, port}) && !(node && node->busy_ports.count(port));
-  };
-  // A port no live attempt uses anywhere (several workers may share one machine), else
-  // one no live attempt uses on this node: only the master's node binds it.
-  for (bool anywhere : {true, false}) {
-    for (int i = 0; i < range; ++i) {
-      const int port = next_port_;
-      next_port_ = next_port_ >= config_.master_port_last ? config_.master_port_first : next_port_ + 1;
-      if (anywhere && port_users_[static_cast<size_t>(port - config_.master_port_first)] > 0) continue;
-      if (free_on_node(port)) {
-        take_master_port(node_id, port);
-        return port;
-      }
-    }
-  }
-  // More live attempts on this node than ports: share the first rather than refuse to run.
-  return config_.master_port_first;
-}
-
-void JobManager::take_master_port(const std::string& node_id, int port) {
-  if (port < config_.master_port_first || port > config_.master_port_last) return;
-  port_users_.resize(static_cast<size_t>(config_.master_port_last) - static_cast<size_t>(config_.master_port_first) + 1);
-  if (node_ports_.insert({node_id, port}).second) ++port_users_[static_cast<size_t>(port - config_.master_port_first)];
-}
-
-void JobManager::release_master_port(const std::string& node_id, int port) {
-  if (node_ports_.erase({node_id, port}) > 0) --port_users_[static_cast<size_t>(port - config_.master_port_first)];
+  return master_ports_.allocate(node_id, node ? node->busy_ports : kNone);
 }
 
 void JobManager::arm_timeout(Job& job) {

@@ -30,8 +30,11 @@
 #include "common/result.h"
 #include "common/timers.h"
 #include "head/job.h"
+#include "head/job_flush.h"
+#include "head/job_manager_config.h"
 #include "head/job_state_machine.h"
 #include "head/log_store.h"
+#include "head/master_ports.h"
 #include "head/node_registry.h"
 #include "head/scheduler/gates.h"
 #include "head/sharing_state.h"
@@ -39,15 +42,6 @@
 #include "head/worker_channel.h"
 
 namespace ag::head {
-
-struct JobManagerConfig {
-  int master_port_first = api::kMasterPortFirst;  // master ports are handed out from this range,
-  int master_port_last = api::kMasterPortLast;    // never to two live attempts at once, nor
-                                                  // one the node reports busy
-  int64_t kill_grace_ms = 10000;  // SIGTERM -> SIGKILL grace for stopped tasks
-  int64_t preempt_grace_ms = 30000;  // the same for preempted ones (AG_PREEMPT_GRACE_S)
-  int64_t usage_half_life_ms = sched::kDefaultUsageHalfLifeMs;  // fair share's decay
-};
 
 class JobManager {
  public:
@@ -252,8 +246,6 @@ class JobManager {
   void send_kill(const TaskRef& ref, int64_t grace_ms);
   // A port of the range no live attempt holds and task 0's node does not report busy.
   int allocate_master_port(const std::string& node_id);
-  void take_master_port(const std::string& node_id, int port);  // one a recovered attempt holds
-  void release_master_port(const std::string& node_id, int port);
   void arm_timeout(Job& job);
   void notify_waiters(const std::string& job_id);
   // Drops a deleted job from memory (its logs too) and tells the removal observers.
@@ -275,23 +267,13 @@ class JobManager {
   // they are, and an active job is never erased).
   std::map<std::string, Job*> active_;
   std::map<std::string, std::string> submission_ids_;
-  std::set<std::pair<std::string, int>> node_ports_;  // (master's node, port) of live attempts
-  std::vector<int> port_users_;                       // live attempts per port, anywhere
-  int next_port_;
+  MasterPorts master_ports_;
   uint64_t next_seq_ = 1;
   bool schedule_posted_ = false;
   size_t window_ = 64;  // queued jobs the next pass looks at (job_scheduling.cc)
   Timers::Id retry_timer_ = 0;  // the pass when the earliest retry delay ends
   int64_t retry_timer_at_ms_ = 0;
-  // Jobs changed since the last flush -> index of their first event not yet written.
-  std::map<std::string, size_t> unsaved_;
-  bool flush_armed_ = false;
-  bool flush_in_flight_ = false;  // a flush is being written
-  bool flush_again_ = false;      // changes came while it was
-  int64_t last_flush_steady_ms_ = -1000000;
-  int64_t persist_interval_ms_ = 20;  // grows with what the last flush cost
-  // after_durable callbacks waiting for the next flush to be stored.
-  std::vector<std::function<void()>> durable_waiters_;
+  FlushState flush_;
   // Placed tasks whose launch waits for their placement to be stored (a node that
   // re-registers meanwhile is not sent them twice).
   std::set<api::TaskKey> unstored_launches_;

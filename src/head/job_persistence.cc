@@ -22,22 +22,22 @@ constexpr int64_t kPersistRetryMs = 1000;
 }  // namespace
 
 void JobManager::persist(const Job& job, const std::vector<JobEvent>& new_events) {
-  unsaved_.try_emplace(job.id, events_[job.id].size() - new_events.size());
-  schedule_flush(last_flush_steady_ms_ + persist_interval_ms_ - deps_.clock.steady_ms());
+  flush_.unsaved.try_emplace(job.id, events_[job.id].size() - new_events.size());
+  schedule_flush(flush_.last_steady_ms + flush_.interval_ms - deps_.clock.steady_ms());
 }
 
 void JobManager::after_durable(std::function<void()> fn) {
-  durable_waiters_.push_back(std::move(fn));
-  schedule_flush(last_flush_steady_ms_ + persist_interval_ms_ - deps_.clock.steady_ms());
+  flush_.durable_waiters.push_back(std::move(fn));
+  schedule_flush(flush_.last_steady_ms + flush_.interval_ms - deps_.clock.steady_ms());
 }
 
 void JobManager::schedule_flush(int64_t delay_ms) {
-  if (flush_armed_) return;
-  flush_armed_ = true;
+  if (flush_.armed) return;
+  flush_.armed = true;
   auto alive = alive_;
   deps_.timers.start(std::max<int64_t>(0, delay_ms), [this, alive] {
     if (!*alive) return;
-    flush_armed_ = false;
+    flush_.armed = false;
     flush_unsaved();
   });
 }
@@ -45,13 +45,13 @@ void JobManager::schedule_flush(int64_t delay_ms) {
 void JobManager::flush_unsaved() {
   // One write at a time, so that after_durable never answers ahead of an earlier write
   // that then fails: what changes meanwhile goes in the next one.
-  if (flush_in_flight_) {
-    flush_again_ = true;
+  if (flush_.in_flight) {
+    flush_.again = true;
     return;
   }
-  last_flush_steady_ms_ = deps_.clock.steady_ms();
+  flush_.last_steady_ms = deps_.clock.steady_ms();
   std::vector<store::Mutation> batch;
-  for (const auto& [id, first_event] : unsaved_) {
+  for (const auto& [id, first_event] : flush_.unsaved) {
     auto job = jobs_.find(id);
     if (job == jobs_.end() || deletions_.count(id)) continue;
     batch.push_back({store::kJobsTable, id, job_to_json(job->second).dump()});
@@ -68,48 +68,48 @@ void JobManager::flush_unsaved() {
       batch.push_back({store::kEventsTable, event_key(id, i), std::nullopt});
     }
   }
-  persist_interval_ms_ =
-      std::max(kPersistIntervalMs, (deps_.clock.steady_ms() - last_flush_steady_ms_) * kPersistCostShare);
-  if (batch.empty() && durable_waiters_.empty()) return;
-  auto written = std::move(unsaved_);
-  unsaved_.clear();
+  flush_.interval_ms =
+      std::max(kPersistIntervalMs, (deps_.clock.steady_ms() - flush_.last_steady_ms) * kPersistCostShare);
+  if (batch.empty() && flush_.durable_waiters.empty()) return;
+  auto written = std::move(flush_.unsaved);
+  flush_.unsaved.clear();
   auto deleted = std::move(deletions_);
   deletions_.clear();
-  auto waiters = std::move(durable_waiters_);
-  durable_waiters_.clear();
-  flush_in_flight_ = true;
+  auto waiters = std::move(flush_.durable_waiters);
+  flush_.durable_waiters.clear();
+  flush_.in_flight = true;
   auto alive = alive_;
   deps_.store.write(std::move(batch), [this, alive, written = std::move(written), waiters = std::move(waiters),
                                        deleted = std::move(deleted)](const Status& status) mutable {
     deps_.timers.post([this, alive, status, written = std::move(written), waiters = std::move(waiters),
                        deleted = std::move(deleted)]() mutable {
       if (!*alive) return;
-      flush_in_flight_ = false;
+      flush_.in_flight = false;
       for (auto& [id, callbacks] : deleted) {
         if (status) forget(id);
         for (auto& fn : callbacks) fn(status);
       }
       if (status) {
         for (auto& fn : waiters) fn();
-        if (flush_again_ || !unsaved_.empty() || !durable_waiters_.empty()) {
-          flush_again_ = false;
-          schedule_flush(last_flush_steady_ms_ + persist_interval_ms_ - deps_.clock.steady_ms());
+        if (flush_.again || !flush_.unsaved.empty() || !flush_.durable_waiters.empty()) {
+          flush_.again = false;
+          schedule_flush(flush_.last_steady_ms + flush_.interval_ms - deps_.clock.steady_ms());
         }
         return;
       }
-      flush_again_ = false;
+      flush_.again = false;
       // Kept as changed (with their events) and tried again; whoever waits, waits on.
       spdlog::error("could not store {} changed job(s): {}; trying again in {} ms", written.size(),
                     status.error().message, kPersistRetryMs);
       for (const auto& [id, first_event] : written) {
-        auto [it, inserted] = unsaved_.try_emplace(id, first_event);
+        auto [it, inserted] = flush_.unsaved.try_emplace(id, first_event);
         if (!inserted) it->second = std::min(it->second, first_event);
       }
       // A job whose deletion failed is kept, and written whole again with what it skipped.
-      for (const auto& [id, _] : deleted) unsaved_[id] = 0;
-      waiters.insert(waiters.end(), std::make_move_iterator(durable_waiters_.begin()),
-                     std::make_move_iterator(durable_waiters_.end()));
-      durable_waiters_ = std::move(waiters);
+      for (const auto& [id, _] : deleted) flush_.unsaved[id] = 0;
+      waiters.insert(waiters.end(), std::make_move_iterator(flush_.durable_waiters.begin()),
+                     std::make_move_iterator(flush_.durable_waiters.end()));
+      flush_.durable_waiters = std::move(waiters);
       schedule_flush(kPersistRetryMs);
     });
   });

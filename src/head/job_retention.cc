@@ -57,7 +57,7 @@ void JobManager::forget(const std::string& job_id) {
   if (it == jobs_.end()) return;
   const Job& job = it->second;
   if (!job.spec.submission_id.empty()) submission_ids_.erase(job.owner + "\n" + job.spec.submission_id);
-  unsaved_.erase(job_id);
+  flush_.unsaved.erase(job_id);
   events_.erase(job_id);
   set_aside_.erase(job_id);
   if (auto array = sharing_.arrays.find(job.array_id); array != sharing_.arrays.end()) {

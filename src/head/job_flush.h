@@ -1,0 +1,25 @@
+// What JobManager's next write of changed jobs carries, and where that write stands
+// (head/job_persistence.cc): changes are batched and written at most every interval.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ag::head {
+
+struct FlushState {
+  // Jobs changed since the last flush -> index of their first event not yet written.
+  std::map<std::string, size_t> unsaved;
+  bool armed = false;
+  bool in_flight = false;  // a flush is being written
+  bool again = false;      // changes came while it was
+  int64_t last_steady_ms = -1000000;
+  int64_t interval_ms = 20;  // grows with what the last flush cost
+  // after_durable callbacks waiting for the next flush to be stored.
+  std::vector<std::function<void()>> durable_waiters;
+};
+
+}  // namespace ag::head
