@@ -23,6 +23,7 @@
 #include "head/node_registry.h"
 #include "head/package_store.h"
 #include "head/store/sqlite_store.h"
+#include "api/log_stream.h"
 #include "head/worker_gateway.h"
 #include "net/asio_timers.h"
 #include "net/auth.h"
@@ -161,6 +162,8 @@ int run_head(const HeadConfig& config, const std::function<void(const Status&, c
   handlers.on_websocket = [&gateway](const std::shared_ptr<net::WsConnection>& ch, const net::HttpRequest& req) {
     gateway.on_connection(ch, req);
   };
+  handlers.raw_protocol = api::kLogStreamProtocol;
+  handlers.on_raw_upgrade = [&gateway](net::RawUpgrade upgrade) { gateway.on_log_stream(std::move(upgrade)); };
   net::HttpServer api_server(io, handlers, config.max_body_bytes);
   net::HttpServer dashboard_server(io, handlers, config.max_body_bytes);
   if (!config.insecure) {

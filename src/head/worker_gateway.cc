@@ -6,6 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "api/job_spec.h"
+#include "api/log_stream.h"
+#include "head/log_stream_reader.h"
+#include "net/http_server.h"
 #include "common/overloaded.h"
 #include "net/auth.h"
 
@@ -55,8 +58,12 @@ void WorkerGateway::schedule_expiry() {
 }
 
 std::optional<net::HttpResponse> WorkerGateway::check_upgrade(const net::HttpRequest& request) const {
-  if (request.path != api::kWorkerConnectPath) {
-    return json_error(404, "no WebSocket endpoint at " + request.path);
+  auto upgrade = request.headers.find("upgrade");
+  bool raw = upgrade != request.headers.end() && upgrade->second == api::kLogStreamProtocol;
+  if (request.path == api::kWorkerLogsPath && raw) return check_log_stream(request);
+  if (request.path != api::kWorkerConnectPath || raw) {
+    return json_error(404, "no " + std::string(raw ? api::kLogStreamProtocol : "WebSocket") + " endpoint at " +
+                               request.path);
   }
   Principal who = deps_.access.authenticate_token(net::bearer_token(request));
   if (who.kind == Principal::Kind::kNone) {
@@ -70,6 +77,77 @@ std::optional<net::HttpResponse> WorkerGateway::check_upgrade(const net::HttpReq
     return json_error(403, "user " + who.name + "'s token cannot register a node; use a join token (`ag token create --join`)");
   }
   return std::nullopt;
+}
+
+std::optional<net::HttpResponse> WorkerGateway::check_log_stream(const net::HttpRequest& request) const {
+  Principal who = deps_.access.authenticate_token(net::bearer_token(request));
+  if (who.kind == Principal::Kind::kNone) {
+    spdlog::warn("refused a log stream from {}: {}", request.remote_address, who.refusal);
+    return json_error(401, "the head refused the token: " + who.refusal);
+  }
+  if (who.kind != Principal::Kind::kNode) {
+    spdlog::warn("refused a log stream from {}: not a node's credential", request.remote_address);
+    return json_error(403, "a log stream is opened with a node's own credential (which a worker gets when it "
+                           "registers), not a join or user token");
+  }
+  const Node* node = deps_.nodes.find(who.name);
+  if (!node || !node->channel) {
+    return json_error(409, "node " + who.name + " has no channel to the head; register it (" +
+                               std::string(api::kWorkerConnectPath) + ") before opening its log stream");
+  }
+  return std::nullopt;
+}
+
+void WorkerGateway::on_log_stream(net::RawUpgrade&& upgrade) {
+  // Checked again: the node may have gone between the check and the 101.
+  Principal who = deps_.access.authenticate_token(net::bearer_token(upgrade.request));
+  const Node* node = who.kind == Principal::Kind::kNode ? deps_.nodes.find(who.name) : nullptr;
+  if (!node || !node->channel) return;  // the socket closes as `upgrade` goes
+  const std::string node_id = who.name;
+  auto reader = std::make_shared<LogStreamReader>(std::move(upgrade.socket), std::move(upgrade.leftover),
+                                                  std::move(upgrade.held), stream_piece_);
+  // One stream per node, tied to the channel it was opened under.
+  if (auto old = streams_.find(node_id); old != streams_.end()) old->second.reader->close();
+  streams_[node_id] = {reader, node->channel.get()};
+  spdlog::info("node {} opened its log stream", node_id);
+  std::weak_ptr<LogStreamReader> weak = reader;
+  // The node's current channel while this is its current stream, else null (the
+  // stream is then closed: the worker opens another once it registers again).
+  auto channel_of = [this, weak, node_id]() -> std::shared_ptr<net::WsConnection> {
+    auto it = streams_.find(node_id);
+    const Node* n = deps_.nodes.find(node_id);
+    if (it == streams_.end() || it->second.reader != weak.lock() || !n || !n->channel ||
+        n->channel.get() != it->second.channel) {
+      return nullptr;
+    }
+    return n->channel;
+  };
+  reader->start(LogStreamReader::Handlers{
+      [this, channel_of, node_id](const api::LogFrameHeader& at, std::string_view bytes) {
+        auto channel = channel_of();
+        if (!channel) return false;
+        if (Node* n = deps_.nodes.find(node_id)) n->last_heartbeat_steady_ms = deps_.clock.steady_ms();
+        return take_log_bytes(channel, node_id, at, bytes);
+      },
+      [this, channel_of, node_id](std::string_view message) {
+        auto channel = channel_of();
+        if (!channel) return false;
+        on_message(channel, node_id, std::string(message), false);
+        return true;
+      },
+      [this, weak, node_id](const std::string& reason) {
+        auto it = streams_.find(node_id);
+        if (it == streams_.end() || it->second.reader != weak.lock()) return;
+        spdlog::info("node {}'s log stream ended: {}", node_id, reason);
+        streams_.erase(it);
+      }});
+}
+
+void WorkerGateway::close_log_stream(const std::string& node_id) {
+  auto it = streams_.find(node_id);
+  if (it == streams_.end()) return;
+  it->second.reader->close();
+  streams_.erase(it);
 }
 
 void WorkerGateway::on_connection(const std::shared_ptr<net::WsConnection>& channel, const net::HttpRequest& request) {
@@ -95,20 +173,23 @@ void WorkerGateway::on_connection(const std::shared_ptr<net::WsConnection>& chan
           if (!reg) return send_error_and_close(ch, "the first message must be a register message");
           return on_register(ch, state, std::move(*reg));
         }
-        on_message(ch, *state, data, binary);
+        if (state->node_id.empty()) return;  // its registration is still being stored
+        on_message(ch, state->node_id, data, binary);
       },
       [this, weak, state](const std::string& reason) {
         if (state->node_id.empty()) return;
         spdlog::info("node {} disconnected: {}", state->node_id, reason);
         auto ch = weak.lock();
+        if (auto it = streams_.find(state->node_id); it != streams_.end() && it->second.channel == ch.get()) {
+          close_log_stream(state->node_id);
+        }
         deps_.nodes.disconnected(state->node_id, ch.get());
       });
 }
 
-void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel, ChannelState& state,
+void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel, const std::string& node_id_ref,
                                const std::string& data, bool binary) {
-  if (state.node_id.empty()) return;  // its registration is still being stored
-  const std::string* node_id = &state.node_id;
+  const std::string* node_id = &node_id_ref;
   Node* node = deps_.nodes.find(*node_id);
   if (!node || node->channel != channel) return;  // superseded by a newer channel
   node->last_heartbeat_steady_ms = deps_.clock.steady_ms();
@@ -188,14 +269,20 @@ void WorkerGateway::on_log_frame(const std::shared_ptr<net::WsConnection>& chann
     spdlog::warn("bad log frame from node {}: {}", node_id, header.error().message);
     return send(channel, api::ErrorMessage{"the head could not accept a log frame: " + header.error().message});
   }
-  const api::TaskKey& key = header->task;
+  take_log_bytes(channel, node_id, header.value(), payload);
+}
+
+bool WorkerGateway::take_log_bytes(const std::shared_ptr<net::WsConnection>& channel, const std::string& node_id,
+                                   const api::LogFrameHeader& header, std::string_view payload) {
+  const api::TaskKey& key = header.task;
   // Output is taken only from the node the task runs on, and only for tasks the head
   // placed: no node writes into another's log, and no made-up key opens a file.
   if (Status allowed = deps_.jobs.may_report(node_id, key); !allowed) {
-    return refuse(channel, node_id, allowed.error());
+    refuse(channel, node_id, allowed.error());
+    return false;
   }
-  Status s = deps_.logs.append(key, header->offset, payload);
-  if (s) return;
+  Status s = deps_.logs.append(key, header.offset, payload);
+  if (s) return true;
   if (s.error().code == ErrorCode::kConflict) {
     spdlog::debug("{}", s.error().message);  // bytes before these are missing: asked for again
   } else {
@@ -209,6 +296,7 @@ void WorkerGateway::on_log_frame(const std::shared_ptr<net::WsConnection>& chann
     }
   }
   retry_log(node_id, key);
+  return true;
 }
 
 void WorkerGateway::retry_log(const std::string& node_id, const api::TaskKey& key) {

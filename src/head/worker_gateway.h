@@ -37,7 +37,13 @@
 #include "net/http_types.h"
 #include "net/ws_connection.h"
 
+namespace ag::net {
+struct RawUpgrade;
+}
+
 namespace ag::head {
+
+class LogStreamReader;
 
 struct WorkerGatewayConfig {
   int64_t node_timeout_ms = 10000;  // no heartbeat for this long: the node is dead
@@ -68,6 +74,8 @@ class WorkerGateway {
   // token, node credential or admin token; 403 for a token of another kind.
   std::optional<net::HttpResponse> check_upgrade(const net::HttpRequest& request) const;
   void on_connection(const std::shared_ptr<net::WsConnection>& channel, const net::HttpRequest& request);
+  // A registered node's log stream (api/log_stream.h), once check_upgrade let it in.
+  void on_log_stream(net::RawUpgrade&& upgrade);
 
   // `ag remove-node`: revokes the node's credential (durable), closes its channel and
   // forgets it; its tasks are lost (and retried like any lost task). Errors:
@@ -84,14 +92,23 @@ class WorkerGateway {
     std::string node_id;  // once registered
     bool registering = false;
   };
-  void on_message(const std::shared_ptr<net::WsConnection>& channel, ChannelState& state,
+  // A message from a registered node, off its channel or its log stream.
+  void on_message(const std::shared_ptr<net::WsConnection>& channel, const std::string& node_id,
                   const std::string& data, bool binary);
+  // 401 without a valid token, 403 for anything but a node credential, 409 for a node
+  // that is not connected.
+  std::optional<net::HttpResponse> check_log_stream(const net::HttpRequest& request) const;
+  void close_log_stream(const std::string& node_id);
   void on_register(const std::shared_ptr<net::WsConnection>& channel, const std::shared_ptr<ChannelState>& state,
                    api::Register message);
   void complete_register(const std::shared_ptr<net::WsConnection>& channel, ChannelState& state,
                          const api::Register& message, const std::string& credential);
   void on_log_frame(const std::shared_ptr<net::WsConnection>& channel, const std::string& node_id,
                     const std::string& frame);
+  // Task output from the node: into the LogStore, or asked for again when it cannot be
+  // taken. False when the node may not send it (refused; the stream is closed).
+  bool take_log_bytes(const std::shared_ptr<net::WsConnection>& channel, const std::string& node_id,
+                      const api::LogFrameHeader& header, std::string_view payload);
   void schedule_expiry();
   // Asks the node again, within kLogRetryMs, for the task's bytes from the head's end.
   void retry_log(const std::string& node_id, const api::TaskKey& key);
@@ -102,6 +119,12 @@ class WorkerGateway {
   std::set<api::TaskKey> log_errors_reported_;
   std::map<api::TaskKey, std::string> log_retries_;  // task -> its node
   bool log_retry_armed_ = false;
+  struct Stream {
+    std::shared_ptr<LogStreamReader> reader;
+    const net::WsConnection* channel = nullptr;  // the channel it was opened under
+  };
+  std::map<std::string, Stream> streams_;  // node -> its log stream
+  std::vector<char> stream_piece_ = std::vector<char>(1 << 20);  // every stream reads through it
   std::function<void(const std::string&, const api::PullUpdate&)> on_pull_update_;
 };
 

@@ -501,6 +501,9 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         return write({400, "application/json", R"({"error":"malformed URL encoding in the request target"})"},
                      req.version(), req.keep_alive());
       }
+      if (!server->handlers.raw_protocol.empty() && beast::iequals(req[http::field::upgrade], server->handlers.raw_protocol)) {
+        return raw_upgrade(req.version(), request);
+      }
       if (websocket::is_upgrade(req)) return upgrade(std::move(req), request);
       dispatch(std::move(request), req.version(), req.keep_alive());
     }
@@ -546,6 +549,28 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         conn->hold(held);
         srv->handlers.on_websocket(conn, request);
       });
+    }
+
+    void raw_upgrade(unsigned version, const HttpRequest& request) {
+      if constexpr (!std::is_same_v<Stream, beast::tcp_stream>) {
+        return write({400, "application/json",
+                      R"({"error":"upgrading to )" + server->handlers.raw_protocol + R"( needs plain TCP, not TLS"})"},
+                     version, false);
+      } else {
+        if (server->handlers.check_upgrade) {
+          if (auto refusal = server->handlers.check_upgrade(request)) return write(*refusal, version, false);
+        }
+        lowest().expires_never();
+        auto text = std::make_shared<std::string>("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " +
+                                                  server->handlers.raw_protocol + "\r\nServer: aethergrid\r\n\r\n");
+        asio::async_write(stream, asio::buffer(*text),
+                          [self = this->shared_from_this(), text, request](beast::error_code ec, size_t) {
+                            if (ec) return self->close();
+                            RawUpgrade up{self->stream.release_socket(), beast::buffers_to_string(self->buffer.data()),
+                                          request, self->slot};
+                            self->server->handlers.on_raw_upgrade(std::move(up));
+                          });
+      }
     }
 
     void write(const HttpResponse& res, unsigned version, bool keep_alive) {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -26,6 +27,15 @@ namespace ag::net {
 
 struct TlsIdentity;
 
+// A connection upgraded to a protocol of the application's own: the bare socket after
+// the server's 101, with what the client sent past its request.
+struct RawUpgrade {
+  boost::asio::ip::tcp::socket socket;
+  std::string leftover;
+  HttpRequest request;
+  std::shared_ptr<void> held;  // the connection's admission: keep it while the socket lives
+};
+
 struct ServerHandlers {
   // Every plain request. The handler may respond later (long polls).
   std::function<void(HttpRequest, Respond)> on_request;
@@ -33,6 +43,11 @@ struct ServerHandlers {
   // to accept, after which on_websocket gets the open connection.
   std::function<std::optional<HttpResponse>(const HttpRequest&)> check_upgrade;
   std::function<void(std::shared_ptr<WsConnection>, const HttpRequest&)> on_websocket;
+  // A request whose Upgrade header names `raw_protocol` is checked with check_upgrade
+  // too; once accepted, the server writes the 101 and on_raw_upgrade gets the socket.
+  // Plain TCP only: over TLS such a request is answered 400.
+  std::string raw_protocol;
+  std::function<void(RawUpgrade)> on_raw_upgrade;
   // Largest body accepted for a request, decided from its method and target once the
   // header is read (package uploads may be larger than API calls). Optional.
   std::function<size_t(const std::string& method, const std::string& target)> body_limit;

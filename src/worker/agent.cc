@@ -27,7 +27,10 @@ constexpr size_t kLogLowWaterBytes = 1 << 20;
 // New output is sent this long after the task wrote it, so that a task's many small
 // writes travel as a few frames rather than one each.
 constexpr int64_t kLogBatchMs = 5;
-constexpr int64_t kLogRetryMs = 100;  // after a task's output could not be read
+constexpr int64_t kLogRetryMs = 100;
+// On the log stream output goes from file to socket in the kernel: records are larger,
+// and bound no memory here (the socket's buffer is the window).
+constexpr int64_t kStreamRecordBytes = 4 << 20;  // after a task's output could not be read
 
 std::string describe(const api::TaskExit& exit) {
   if (exit.signal) return "signal " + std::to_string(*exit.signal);
@@ -149,6 +152,10 @@ void Agent::on_connected(std::shared_ptr<net::WsConnection> channel) {
 
 void Agent::on_closed(const std::string& reason) {
   channel_.reset();
+  if (log_stream_) log_stream_->close();
+  log_stream_.reset();
+  log_path_ = LogPath::kUndecided;
+  held_messages_.clear();  // the next registration reports what still matters
   // The next head says where each log stands (log_resume) before any more is sent.
   log_cursors_.clear();
   log_ready_.clear();
@@ -160,7 +167,60 @@ void Agent::on_closed(const std::string& reason) {
 }
 
 void Agent::send(const api::WorkerMessage& message) {
-  if (channel_ && registered_) channel_->send(api::encode(message), false);
+  if (!channel_ || !registered_) return;
+  switch (log_path_) {
+    case LogPath::kStream:
+      return log_stream_->send_message(api::encode(message));
+    case LogPath::kDialing:
+      return held_messages_.push_back(api::encode(message));
+    case LogPath::kUndecided:
+    case LogPath::kFrames:
+      return channel_->send(api::encode(message), false);
+  }
+}
+
+void Agent::open_log_stream() {
+  if (!config_.log_stream) {
+    log_path_ = LogPath::kFrames;
+    return;
+  }
+  log_path_ = LogPath::kDialing;
+  std::weak_ptr<net::WsConnection> weak = channel_;
+  deps_.head.dial_log_stream([this, weak](Result<std::shared_ptr<LogStream>> result) {
+    if (weak.lock() != channel_ || !channel_ || log_path_ != LogPath::kDialing) {
+      // The channel it was for is gone.
+      if (result.ok()) result.value()->close();
+      return;
+    }
+    if (result.ok()) {
+      log_stream_ = std::move(result.value());
+      log_path_ = LogPath::kStream;
+      log_stream_->on_drained([this] { pump_logs(); });
+      log_stream_->on_failed([this, weak](const std::string& reason) {
+        // What was on its way is lost with it: reconnecting makes the head say again
+        // where each log stands, and the exits not acknowledged are reported again.
+        spdlog::warn("lost the log stream to the head ({}); reconnecting", reason);
+        if (auto channel = weak.lock(); channel && channel == channel_) channel->close();
+      });
+    } else {
+      if (result.error().code == ErrorCode::kNotFound) {
+        spdlog::info("{}; task output goes in frames on the channel", result.error().message);
+      } else {
+        spdlog::warn("{}; task output goes in frames on the channel", result.error().message);
+      }
+      log_path_ = LogPath::kFrames;
+    }
+    auto held = std::move(held_messages_);
+    held_messages_.clear();
+    for (auto& text : held) {
+      if (log_path_ == LogPath::kStream) {
+        log_stream_->send_message(std::move(text));
+      } else {
+        channel_->send(std::move(text), false);
+      }
+    }
+    pump_logs();
+  });
 }
 
 void Agent::heartbeat() {
@@ -220,6 +280,7 @@ void Agent::on_message(const std::string& text) {
                    }
                    backoff_ms_ = 250;
                    spdlog::info("registered with the head at {} as {}", deps_.head.describe(), config_.node_id);
+                   open_log_stream();
                    report_first({});
                  },
                  [&](api::Launch& m) { handle_launch(std::move(m)); },
@@ -313,7 +374,7 @@ void Agent::handle_pull(const api::Pull& pull) {
   }
   deps_.images.prepare(
       pull.image, [this, id](const std::string& progress) { send(api::PullUpdate{id, progress, false, ""}); },
-      [this, id](Result<ImageConfig> config) {
+      [this, id](const Result<ImageConfig>& config) {
         send(api::PullUpdate{id, "", true, config.ok() ? "" : config.error().message});
       });
 }
@@ -462,15 +523,15 @@ void Agent::want_log(const api::TaskKey& id) {
 }
 
 void Agent::pump_logs() {
+  if (log_path_ == LogPath::kDialing || log_path_ == LogPath::kUndecided) return;
+  if (log_path_ == LogPath::kStream) return pump_stream();
   // Round robin over the tasks with output to send, one chunk each, while the channel
   // has room: a task that writes much does not hold up the others.
-  while (channel_ && registered_ && !log_ready_.empty() && channel_->queued_bytes() < kLogWindowBytes) {
-    api::TaskKey id = log_ready_.front();
-    log_ready_.pop_front();
-    auto it = log_cursors_.find(id);
-    if (it == log_cursors_.end()) continue;
+  while (channel_ && registered_ && channel_->queued_bytes() < kLogWindowBytes) {
+    auto it = next_ready();
+    if (it == log_cursors_.end()) break;
+    const api::TaskKey id = it->first;
     LogCursor& cursor = it->second;
-    cursor.waiting = false;
     std::string frame = api::log_frame_prefix({id, cursor.offset}, kLogChunkBytes);
     auto chunk = deps_.launcher.read_output(id, cursor.offset, kLogChunkBytes, frame);
     if (chunk.ok() && chunk.value() > 0) {
@@ -480,30 +541,81 @@ void Agent::pump_logs() {
       continue;
     }
     if (!chunk.ok() && chunk.error().code != ErrorCode::kNotFound) {
-      // The file is there but cannot be read now (out of descriptors, ...): try again
-      // shortly rather than send an end without its output.
-      spdlog::warn("output of task {} cannot be read: {}; trying again", id.to_string(), chunk.error().message);
-      cursor.waiting = true;
-      deps_.timers.start(kLogRetryMs, [this, id] {
-        if (auto again = log_cursors_.find(id); again != log_cursors_.end()) {
-          again->second.waiting = false;
-          want_log(id);
-          pump_logs();
-        }
-      });
+      retry_output(id, chunk.error().message);
       continue;
     }
     // At the end of what the task wrote so far. An ended task's exit goes now, with its
     // length, and its cursor with it (the head asks again if it lacks bytes).
-    if (!cursor.exit_due) continue;
-    auto exited = unacked_exits_.find(id);
-    if (exited != unacked_exits_.end()) {
-      api::TaskExited report = exited->second;
-      if (chunk.ok()) report.log_bytes = cursor.offset;
+    if (cursor.exit_due) send_exit_after_output(it, chunk.ok());
+  }
+}
+
+std::map<api::TaskKey, Agent::LogCursor>::iterator Agent::next_ready() {
+  while (!log_ready_.empty()) {
+    auto it = log_cursors_.find(log_ready_.front());
+    log_ready_.pop_front();
+    if (it == log_cursors_.end()) continue;
+    it->second.waiting = false;
+    return it;
+  }
+  return log_cursors_.end();
+}
+
+void Agent::send_exit_after_output(std::map<api::TaskKey, LogCursor>::iterator it, bool length_known) {
+  if (auto exited = unacked_exits_.find(it->first); exited != unacked_exits_.end()) {
+    api::TaskExited report = exited->second;
+    if (length_known) report.log_bytes = it->second.offset;
+    if (log_path_ == LogPath::kStream) {
+      log_stream_->send_message(api::encode(report));
+    } else {
       channel_->send(api::encode(report), false);
     }
-    log_cursors_.erase(it);
   }
+  log_cursors_.erase(it);
+}
+
+void Agent::pump_stream() {
+  // As pump_logs, one record of up to kStreamRecordBytes per task in turn; the stream
+  // takes the next once the socket has taken the last.
+  while (registered_ && log_stream_ && !log_stream_->busy()) {
+    auto it = next_ready();
+    if (it == log_cursors_.end()) break;
+    const api::TaskKey id = it->first;
+    LogCursor& cursor = it->second;
+    const int64_t size = deps_.launcher.output_size(id);
+    if (size > cursor.offset) {
+      int64_t length = std::min<int64_t>(size - cursor.offset, kStreamRecordBytes);
+      Status sent = log_stream_->send_file({id, cursor.offset}, deps_.launcher.output_path(id), length);
+      if (!sent) {
+        if (sent.error().code == ErrorCode::kNotFound) {
+          want_log(id);  // gone meanwhile: its exit goes without a length
+        } else {
+          retry_output(id, sent.error().message);
+        }
+        continue;
+      }
+      cursor.offset += length;
+      want_log(id);
+      continue;
+    }
+    if (cursor.exit_due) send_exit_after_output(it, size >= 0);
+  }
+}
+
+void Agent::retry_output(const api::TaskKey& id, const std::string& why) {
+  // The file is there but cannot be read now (out of descriptors, ...): try again
+  // shortly rather than send an end without its output.
+  spdlog::warn("output of task {} cannot be read: {}; trying again", id.to_string(), why);
+  auto it = log_cursors_.find(id);
+  if (it == log_cursors_.end()) return;
+  it->second.waiting = true;
+  deps_.timers.start(kLogRetryMs, [this, id] {
+    if (auto again = log_cursors_.find(id); again != log_cursors_.end()) {
+      again->second.waiting = false;
+      want_log(id);
+      pump_logs();
+    }
+  });
 }
 
 void Agent::on_task_output(const api::TaskKey& id) {

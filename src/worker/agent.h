@@ -25,6 +25,7 @@
 #include "common/timers.h"
 #include "net/ws_connection.h"
 #include "worker/head_dialer.h"
+#include "worker/log_stream.h"
 #include "worker/container_engine.h"
 #include "worker/package_cache.h"
 #include "worker/task_launcher.h"
@@ -48,6 +49,9 @@ struct AgentConfig {
   int64_t max_backoff_ms = 5000;
   // The worker protocol version sent at registration (a test sets another one).
   int protocol_version = kWorkerProtocol;
+  // Send task output on the log stream (worker/log_stream.h) when the head takes one;
+  // otherwise (and with AG_WORKER_LOG_STREAM=off) in frames on the channel.
+  bool log_stream = true;
   // Keep trying a head that cannot be reached at start (otherwise the agent gives up,
   // so that `ag start-worker` fails with the reason). Once joined it always retries.
   bool wait_for_head = false;
@@ -109,6 +113,12 @@ class Agent {
   void resume_log(const api::TaskKey& id, int64_t from_offset);
   void want_log(const api::TaskKey& id);
   void pump_logs();
+  // pump_logs over the log stream: one record at a time, straight from the task's file.
+  void pump_stream();
+  // Once registered: opens the log stream, or settles on frames.
+  void open_log_stream();
+  // The task's output could not be read: tried again shortly.
+  void retry_output(const api::TaskKey& id, const std::string& why);
   void send(const api::WorkerMessage& message);
   void report_first(const Status& status);
   void stop_daemon();
@@ -140,7 +150,19 @@ class Agent {
     bool waiting = false;   // in log_ready_
   };
   std::map<api::TaskKey, LogCursor> log_cursors_;
+  // The next task in turn that has a cursor (end() when none).
+  std::map<api::TaskKey, LogCursor>::iterator next_ready();
+  // At the end of an ended task's output: its exit (with its length when known), after
+  // the output on the same path; the cursor goes.
+  void send_exit_after_output(std::map<api::TaskKey, LogCursor>::iterator it, bool length_known);
   std::deque<api::TaskKey> log_ready_;  // tasks that may have output to send, in turn
+  // How output and messages travel on this channel: decided after each registration.
+  // While the stream is being opened, messages wait in held_messages_ and no output
+  // is sent, so that everything keeps its order.
+  enum class LogPath { kUndecided, kDialing, kStream, kFrames };
+  LogPath log_path_ = LogPath::kUndecided;
+  std::shared_ptr<LogStream> log_stream_;
+  std::vector<std::string> held_messages_;
   Timers::Id log_batch_timer_ = 0;
   // Tasks running in an unpacked working_dir package; their job directory is released
   // when their exit is acknowledged.

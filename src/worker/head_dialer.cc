@@ -17,6 +17,10 @@ void WsHeadDialer::dial(Done done) {
   net::ws_dial(io_, options_, std::move(done));
 }
 
+void WsHeadDialer::dial_log_stream(LogStreamDone done) {
+  worker::dial_log_stream(io_, options_.to, options_.bind_address, credential_.token(), std::move(done));
+}
+
 std::string WsHeadDialer::refused_hint() const {
   if (credential_.is_node_credential()) {
     return "the head no longer accepts this node's credential (the node was removed with `ag remove-node`, or the "

@@ -9,6 +9,7 @@
 #include "common/result.h"
 #include "net/ws_client.h"
 #include "net/ws_connection.h"
+#include "worker/log_stream.h"
 #include "worker/node_credential.h"
 
 namespace boost::asio {
@@ -30,6 +31,11 @@ class HeadDialer {
   virtual Status adopt_credential(const std::string& credential) = 0;
   // What to tell the user when the head refuses the token for good.
   virtual std::string refused_hint() const = 0;
+  // Opens the log stream (worker/log_stream.h) once registered; `done` runs on the
+  // owner's thread. A dialer without one says kNotFound (output then goes in frames).
+  virtual void dial_log_stream(LogStreamDone done) {  // NOLINT(performance-unnecessary-value-param): overridden to keep it
+    done(Error{ErrorCode::kNotFound, "this dialer opens no log stream"});
+  }
 };
 
 // Dials GET /api/workers/connect on the head with the node's credential, from
@@ -41,6 +47,7 @@ class WsHeadDialer final : public HeadDialer {
   std::string describe() const override { return options_.to.to_string(); }
   Status adopt_credential(const std::string& credential) override { return credential_.adopt(credential); }
   std::string refused_hint() const override;
+  void dial_log_stream(LogStreamDone done) override;
 
  private:
   boost::asio::io_context& io_;

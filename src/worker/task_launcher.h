@@ -99,6 +99,9 @@ class TaskLauncher {
   // as long as the task is not forgotten. Errors: kNotFound when nothing is kept.
   virtual Result<size_t> read_output(const api::TaskKey& id, int64_t offset, int64_t max_bytes,
                                      std::string& out) const = 0;
+  // The file that holds the task's output (what read_output reads), for sending it
+  // with sendfile(2).
+  virtual std::string output_path(const api::TaskKey& id) const = 0;
 };
 
 }  // namespace ag::worker

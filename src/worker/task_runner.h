@@ -65,6 +65,7 @@ class TaskRunner final : public TaskLauncher {
   bool idle() const override { return tasks_.empty(); }
   bool runs(const api::TaskKey& id) const override { return tasks_.count(id) > 0; }
   int64_t output_size(const api::TaskKey& id) const override;
+  std::string output_path(const api::TaskKey& id) const override { return log_path(id); }
   Result<size_t> read_output(const api::TaskKey& id, int64_t offset, int64_t max_bytes,
                              std::string& out) const override;
 

@@ -122,6 +122,10 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
   agent_config.hostname = hostname();
   agent_config.data_dir = config.data_dir;
   agent_config.inherited_env = own_environment();
+  // A debugging switch: task output in frames on the channel, as for an older head.
+  if (const char* stream = std::getenv("AG_WORKER_LOG_STREAM"); stream && std::string(stream) == "off") {
+    agent_config.log_stream = false;
+  }
   const std::string cgroup_root = prepare_cgroup_root(node_id.value());
   spdlog::info("task control groups: {}", cgroup_root.empty()
                                                ? "not available here (process groups and task markers only)"

@@ -8,6 +8,19 @@ import socket
 import struct
 
 
+def upgrade(sock, lines):
+    """Sends an upgrade request's header lines; returns (status, response header, bytes after it)."""
+    sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        head += chunk
+    header, _, rest = head.partition(b"\r\n\r\n")
+    return (int(header.split(b" ", 2)[1]) if header else 0), header, rest
+
+
 class WsPeer:
     def __init__(self, host, port, path="/api/workers/connect", token=None, timeout=10):
         self.sock = socket.create_connection((host, port), timeout=timeout)
@@ -16,15 +29,7 @@ class WsPeer:
                  "Connection: Upgrade", f"Sec-WebSocket-Key: {key}", "Sec-WebSocket-Version: 13"]
         if token is not None:
             lines.append(f"Authorization: Bearer {token}")
-        self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
-        head = b""
-        while b"\r\n\r\n" not in head:
-            chunk = self.sock.recv(4096)
-            if not chunk:
-                break
-            head += chunk
-        header, _, self._buffer = head.partition(b"\r\n\r\n")
-        self.status = int(header.split(b" ", 2)[1]) if header else 0
+        self.status, _, self._buffer = upgrade(self.sock, lines)
         self.closed = False
 
     def close(self):
@@ -103,3 +108,54 @@ def register_message(node_id, address="127.0.0.9", cpu_millis=1000, memory_bytes
     return {"type": "register", "node_id": node_id, "address": address, "hostname": "rogue",
             "resources": {"cpu_millis": cpu_millis, "memory_bytes": memory_bytes, "gpu_ids": []},
             "running": [], "exited": [], "busy_ports": []}
+
+
+class LogStreamPeer:
+    """A worker's log stream (api/log_stream.h) opened by hand: the upgrade, then
+    records as the test builds them."""
+
+    def __init__(self, host, port, token=None, path="/api/workers/logs", protocol="aethergrid-logs/1",
+                 timeout=10):
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        lines = [f"GET {path} HTTP/1.1", f"Host: {host}:{port}", f"Upgrade: {protocol}", "Connection: Upgrade"]
+        if token is not None:
+            lines.append(f"Authorization: Bearer {token}")
+        self.status, header, self.body = upgrade(self.sock, lines)
+        length = [int(line.split(b":", 1)[1]) for line in header.split(b"\r\n")
+                  if line.lower().startswith(b"content-length:")]
+        while length and len(self.body) < length[0]:
+            chunk = self.sock.recv(4096)
+            if not chunk:
+                break
+            self.body += chunk
+
+    def error(self):
+        return json.loads(self.body)["error"]
+
+    def send_record(self, kind, meta=b"", payload=b"", payload_length=None):
+        n = len(payload) if payload_length is None else payload_length
+        self.sock.sendall(kind + struct.pack("!IQ", len(meta), n) + meta + payload)
+
+    def send_output(self, job_id, attempt, task_index, offset, payload):
+        meta = json.dumps({"job_id": job_id, "attempt": attempt, "task_index": task_index,
+                           "offset": offset}).encode()
+        self.send_record(b"L", meta, payload)
+
+    def send_message(self, message):
+        self.send_record(b"M", b"", json.dumps(message).encode())
+
+    def closed_by_head(self, timeout=10):
+        """Whether the head closes the stream within `timeout` s (it sends nothing else)."""
+        self.sock.settimeout(timeout)
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+        except socket.timeout:
+            return False
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass

@@ -1,0 +1,147 @@
+#include "head/log_stream_reader.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace ag::head {
+namespace {
+
+// At most this much is read from one stream before the others (and requests) get a
+// turn.
+constexpr size_t kTurnBytes = 4 << 20;
+
+}  // namespace
+
+LogStreamReader::LogStreamReader(boost::asio::ip::tcp::socket socket, std::string leftover,
+                                 std::shared_ptr<void> held, std::vector<char>& piece_buffer)
+    : socket_(std::move(socket)), leftover_(std::move(leftover)), held_(std::move(held)), piece_(piece_buffer) {
+  boost::system::error_code ec;
+  auto endpoint = socket_.remote_endpoint(ec);
+  remote_ = ec ? "?" : endpoint.address().to_string();
+  socket_.non_blocking(true, ec);
+}
+
+void LogStreamReader::start(Handlers handlers) {
+  handlers_ = std::move(handlers);
+  std::string leftover = std::move(leftover_);
+  if (!leftover.empty() && !consume(leftover.data(), leftover.size())) return;
+  wait();
+}
+
+void LogStreamReader::wait() {
+  socket_.async_wait(boost::asio::ip::tcp::socket::wait_read,
+                     [self = shared_from_this()](const boost::system::error_code& ec) {
+                       if (self->closed_) return;
+                       if (ec) return self->fail(ec.message());
+                       self->on_readable();
+                     });
+}
+
+void LogStreamReader::on_readable() {
+  size_t taken = 0;
+  while (!closed_ && taken < kTurnBytes) {
+    ssize_t n = ::recv(socket_.native_handle(), piece_.data(), piece_.size(), MSG_DONTWAIT);
+    if (n > 0) {
+      taken += static_cast<size_t>(n);
+      if (!consume(piece_.data(), static_cast<size_t>(n))) return;
+      continue;
+    }
+    if (n == 0) return fail(stage_ == Stage::kHeader && small_.empty() ? "closed by the worker"
+                                                                      : "closed by the worker in the middle of a record");
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+    return fail(std::strerror(errno));
+  }
+  if (!closed_) wait();
+}
+
+bool LogStreamReader::consume(const char* data, size_t n) {
+  while (n > 0 && !closed_) {
+    size_t take = 0;
+    switch (stage_) {
+      case Stage::kHeader: {
+        take = std::min(n, api::kLogRecordHeaderBytes - small_.size());
+        small_.append(data, take);
+        if (small_.size() == api::kLogRecordHeaderBytes) {
+          auto header = api::decode_log_record_header(small_);
+          if (!header.ok()) {
+            fail(header.error().message);
+            return false;
+          }
+          record_ = header.value();
+          payload_left_ = record_.payload_bytes;
+          small_.clear();
+          stage_ = record_.meta_bytes > 0 ? Stage::kMeta : Stage::kPayload;
+          if (stage_ == Stage::kPayload && payload_left_ == 0 && !finish_record()) return false;
+        }
+        break;
+      }
+      case Stage::kMeta: {
+        take = std::min(n, record_.meta_bytes - small_.size());
+        small_.append(data, take);
+        if (small_.size() == record_.meta_bytes) {
+          auto at = api::decode_log_bytes_meta(small_);
+          if (!at.ok()) {
+            fail("bad log record: " + at.error().message);
+            return false;
+          }
+          at_ = at.value();
+          small_.clear();
+          stage_ = Stage::kPayload;
+          if (payload_left_ == 0 && !finish_record()) return false;
+        }
+        break;
+      }
+      case Stage::kPayload: {
+        take = static_cast<size_t>(std::min<uint64_t>(n, payload_left_));
+        if (record_.kind == api::LogRecordKind::kLogBytes) {
+          if (!handlers_.on_bytes(at_, std::string_view(data, take))) {
+            close();
+            return false;
+          }
+          at_.offset += static_cast<int64_t>(take);
+        } else {
+          small_.append(data, take);
+        }
+        payload_left_ -= take;
+        if (payload_left_ == 0 && !finish_record()) return false;
+        break;
+      }
+    }
+    data += take;
+    n -= take;
+  }
+  return !closed_;
+}
+
+bool LogStreamReader::finish_record() {
+  stage_ = Stage::kHeader;
+  if (record_.kind != api::LogRecordKind::kMessage) return !closed_;
+  std::string message = std::move(small_);
+  small_.clear();
+  if (!handlers_.on_message(message)) {
+    close();
+    return false;
+  }
+  return !closed_;
+}
+
+void LogStreamReader::close() {
+  if (closed_) return;
+  closed_ = true;
+  boost::system::error_code ec;
+  socket_.shutdown(boost::asio::ip::tcp::socket::shutdown_both, ec);
+  socket_.close(ec);
+  held_.reset();
+}
+
+void LogStreamReader::fail(const std::string& reason) {
+  if (closed_) return;
+  close();
+  if (auto on_close = std::move(handlers_.on_close)) on_close(reason);
+}
+
+}  // namespace ag::head
