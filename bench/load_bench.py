@@ -42,6 +42,13 @@ def rss_mib(pid):
     return 0.0
 
 
+def cpu_s(pid):
+    """CPU time (user + system) a process has used so far, all its threads."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class LoadCluster(Cluster):
     def __init__(self, num_cpus=2, node_timeout_s=None):
         head_args = ["--kill-grace", "1"]
@@ -170,6 +177,8 @@ def bench_log_ingestion(mib):
         poller = threading.Thread(target=poll_latencies, args=(own_client(cluster), sampling, busy_latency))
         sampler.start()
         poller.start()
+        head = cluster.head_pid()
+        cpu_before = [cpu_s(head)] + [cpu_s(w) for w in workers]
         start = time.perf_counter()
         job_id = cluster.api("POST", "/api/jobs", {"entrypoint": command, "num_workers": 2,
                                                    "placement": "spread"})["job_id"]
@@ -177,6 +186,7 @@ def bench_log_ingestion(mib):
         # moment the head holds both logs whole (checked below).
         cluster.wait(job_id, timeout=600)
         elapsed = time.perf_counter() - start
+        cpu_used = [cpu_s(p) - b for p, b in zip([head] + workers, cpu_before)]
         sampling.set()
         sampler.join()
         poller.join()
@@ -186,7 +196,7 @@ def bench_log_ingestion(mib):
         return {"mib": mib, "elapsed_s": elapsed, "alone_s": alone_s,
                 "mib_s": 2 * mib / elapsed, "worker_growth_mib": max(p - b for p, b in zip(peak, base_rss)),
                 "idle_ms": statistics.median(idle_latency), "busy_ms": statistics.median(busy_latency),
-                "busy_max_ms": max(busy_latency)}
+                "busy_max_ms": max(busy_latency), "head_cpu_s": cpu_used[0], "workers_cpu_s": sum(cpu_used[1:])}
     finally:
         cluster.stop()
 

@@ -69,34 +69,76 @@ LogStore::OpenLog& LogStore::open(const api::TaskKey& key) {
 Status LogStore::append(const api::TaskKey& key, int64_t offset, std::string_view data) {
   OpenLog& log = open(key);
   if (offset + static_cast<int64_t>(data.size()) <= log.size) return {};  // already have it
-  if (offset > log.size) {
-    return Error{ErrorCode::kConflict, "log of " + key.job_id + " task " + std::to_string(key.task_index) +
-                                           " has a gap: have " + std::to_string(log.size) + " bytes, got offset " +
-                                           std::to_string(offset)};
-  }
+  if (offset > log.size) return gap(key, log, offset);
   data.remove_prefix(static_cast<size_t>(log.size - offset));
   auto fd = writable(key, log);
   if (!fd.ok()) return fd.error();
   size_t written = 0;
   Status status;
   while (written < data.size()) {
-    ssize_t n = ::write(fd.value(), data.data() + written, data.size() - written);
+    ssize_t n = ::pwrite(fd.value(), data.data() + written, data.size() - written,
+                         static_cast<off_t>(log.size) + static_cast<off_t>(written));
     if (n < 0) {
       if (errno == EINTR) continue;
-      ErrorCode code = errno == ENOSPC || errno == EDQUOT ? ErrorCode::kResourceExhausted : ErrorCode::kInternal;
-      status = Error{code, "cannot write log file " + path_for(key) + ": " + std::strerror(errno)};
-      // Closed, so that the next try opens the file afresh and appends at its end.
-      close_file(log);
+      status = write_failed(key, log);
       break;
     }
     written += static_cast<size_t>(n);
   }
+  wrote(key, log, static_cast<int64_t>(written));
+  return status;
+}
+
+Status LogStore::append_from(const api::TaskKey& key, int64_t offset, int from_fd, size_t bytes) {
+  OpenLog& log = open(key);
+  if (offset + static_cast<int64_t>(bytes) <= log.size) return {};  // already have it
+  if (offset > log.size) return gap(key, log, offset);
+  // A resend's first part is here already: read past it.
+  for (int64_t skip = log.size - offset; skip > 0;) {
+    char scratch[16384];
+    ssize_t n = ::read(from_fd, scratch, static_cast<size_t>(std::min<int64_t>(skip, sizeof scratch)));
+    if (n <= 0 && errno != EINTR) return internal_error(std::string("cannot read log bytes: ") + std::strerror(errno));
+    if (n > 0) skip -= n;
+  }
+  const size_t want = bytes - static_cast<size_t>(log.size - offset);
+  auto fd = writable(key, log);
+  if (!fd.ok()) return fd.error();
+  size_t written = 0;
+  Status status;
+  while (written < want) {
+    loff_t at = log.size + static_cast<loff_t>(written);
+    ssize_t n = ::splice(from_fd, nullptr, fd.value(), &at, want - written, SPLICE_F_MOVE);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      status = n == 0 ? internal_error("log bytes ended early") : write_failed(key, log);
+      break;
+    }
+    written += static_cast<size_t>(n);
+  }
+  wrote(key, log, static_cast<int64_t>(written));
+  return status;
+}
+
+Status LogStore::gap(const api::TaskKey& key, const OpenLog& log, int64_t offset) const {
+  return Error{ErrorCode::kConflict, "log of " + key.job_id + " task " + std::to_string(key.task_index) +
+                                         " has a gap: have " + std::to_string(log.size) + " bytes, got offset " +
+                                         std::to_string(offset)};
+}
+
+Error LogStore::write_failed(const api::TaskKey& key, OpenLog& log) {
+  ErrorCode code = errno == ENOSPC || errno == EDQUOT ? ErrorCode::kResourceExhausted : ErrorCode::kInternal;
+  Error error{code, "cannot write log file " + path_for(key) + ": " + std::strerror(errno)};
+  // Closed, so that the next try opens the file afresh.
+  close_file(log);
+  return error;
+}
+
+void LogStore::wrote(const api::TaskKey& key, OpenLog& log, int64_t written) {
   if (written > 0) note_time(key, log, log.size);
-  log.size += static_cast<int64_t>(written);
-  bytes_ingested_ += static_cast<int64_t>(written);
+  log.size += written;
+  bytes_ingested_ += written;
   if (max_log_bytes_ > 0 && log.fd >= 0 && log.size - log.dropped > max_log_bytes_) drop_oldest(key, log, log.fd);
   if (written > 0) wake(key);
-  return status;
 }
 
 Result<int> LogStore::writable(const api::TaskKey& key, OpenLog& log) {
@@ -107,7 +149,8 @@ Result<int> LogStore::writable(const api::TaskKey& key, OpenLog& log) {
   while (open_order_.size() >= max_open_files_) close_file(logs_.at(open_order_.front()));
   std::error_code ec;
   std::filesystem::create_directories(root_ + "/" + key.job_id, ec);
-  log.fd = ::open(path_for(key).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  // Written at the log's size (pwrite, splice): splice(2) refuses a file opened to append.
+  log.fd = ::open(path_for(key).c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0640);
   if (log.fd < 0) return internal_error("cannot open log file " + path_for(key) + ": " + std::strerror(errno));
   log.lru = open_order_.insert(open_order_.end(), key);
   return log.fd;

@@ -41,6 +41,10 @@ class LogStore {
   // worker resends them on the head's request); kResourceExhausted / kInternal when
   // the file cannot be written.
   Status append(const api::TaskKey& key, int64_t offset, std::string_view data);
+  // As append, with the `bytes` bytes read from `from_fd` (a pipe: moved into the file
+  // with splice(2), never through this process's memory). Bytes the call does not take
+  // (on an error) stay in the pipe for the caller to drop.
+  Status append_from(const api::TaskKey& key, int64_t offset, int from_fd, size_t bytes);
 
   // Marks the log complete (the task ended), wakes its waiters and makes its bytes
   // durable (see after_synced).
@@ -140,6 +144,11 @@ class LogStore {
   // when max_open_files are open). Errors: kInternal with the path and the reason.
   Result<int> writable(const api::TaskKey& key, OpenLog& log);
   void close_file(OpenLog& log);
+  Status gap(const api::TaskKey& key, const OpenLog& log, int64_t offset) const;
+  // Why a write failed (from errno); the file is closed so that the next try opens it afresh.
+  Error write_failed(const api::TaskKey& key, OpenLog& log);
+  // After `written` bytes went into the log at its end.
+  void wrote(const api::TaskKey& key, OpenLog& log, int64_t written);
   void wake(const api::TaskKey& key);
   // fsync on the background thread (or here without one), then synced(key).
   void sync(const api::TaskKey& key, int fd);

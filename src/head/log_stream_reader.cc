@@ -1,6 +1,9 @@
 #include "head/log_stream_reader.h"
 
+#include <fcntl.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,11 +16,43 @@ namespace {
 // turn.
 constexpr size_t kTurnBytes = 4 << 20;
 
+constexpr int kPipeBytes = 1 << 20;
+
 }  // namespace
 
+SplicePipe::SplicePipe() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return;
+  read_fd_ = fds[0];
+  write_fd_ = fds[1];
+  int size = ::fcntl(write_fd_, F_SETPIPE_SZ, kPipeBytes);
+  if (size < 0) size = ::fcntl(write_fd_, F_GETPIPE_SZ);
+  capacity_ = size > 0 ? static_cast<size_t>(size) : 4096;
+}
+
+SplicePipe::~SplicePipe() {
+  if (read_fd_ >= 0) ::close(read_fd_);
+  if (write_fd_ >= 0) ::close(write_fd_);
+}
+
+bool SplicePipe::empty_out() {
+  for (;;) {
+    int left = 0;
+    if (::ioctl(read_fd_, FIONREAD, &left) != 0) return false;
+    if (left == 0) return true;
+    char scratch[16384];
+    ssize_t n = ::read(read_fd_, scratch, std::min<size_t>(sizeof scratch, static_cast<size_t>(left)));
+    if (n <= 0 && errno != EINTR) return false;
+  }
+}
+
 LogStreamReader::LogStreamReader(boost::asio::ip::tcp::socket socket, std::string leftover,
-                                 std::shared_ptr<void> held, std::vector<char>& piece_buffer)
-    : socket_(std::move(socket)), leftover_(std::move(leftover)), held_(std::move(held)), piece_(piece_buffer) {
+                                 std::shared_ptr<void> held, std::vector<char>& piece_buffer, SplicePipe* pipe)
+    : socket_(std::move(socket)),
+      leftover_(std::move(leftover)),
+      held_(std::move(held)),
+      piece_(piece_buffer),
+      pipe_(pipe && pipe->ok() ? pipe : nullptr) {
   boost::system::error_code ec;
   auto endpoint = socket_.remote_endpoint(ec);
   remote_ = ec ? "?" : endpoint.address().to_string();
@@ -42,12 +77,28 @@ void LogStreamReader::wait() {
 
 void LogStreamReader::on_readable() {
   size_t taken = 0;
+  const int sock = socket_.native_handle();
   while (!closed_ && taken < kTurnBytes) {
-    ssize_t n = ::recv(socket_.native_handle(), piece_.data(), piece_.size(), MSG_DONTWAIT);
-    if (n > 0) {
-      taken += static_cast<size_t>(n);
-      if (!consume(piece_.data(), static_cast<size_t>(n))) return;
-      continue;
+    ssize_t n = 0;
+    if (splicing()) {
+      size_t want = static_cast<size_t>(std::min<uint64_t>(payload_left_, pipe_->capacity()));
+      n = ::splice(sock, nullptr, pipe_->write_fd(), nullptr, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+      if (n > 0) {
+        taken += static_cast<size_t>(n);
+        if (!take_spliced(static_cast<size_t>(n))) return;
+        continue;
+      }
+    } else {
+      // With a pipe, only up to the next output (which the pipe then takes).
+      size_t want = piece_.size();
+      if (pipe_ && stage_ == Stage::kHeader) want = api::kLogRecordHeaderBytes - small_.size();
+      if (pipe_ && stage_ == Stage::kMeta) want = record_.meta_bytes - small_.size();
+      n = ::recv(sock, piece_.data(), want, MSG_DONTWAIT);
+      if (n > 0) {
+        taken += static_cast<size_t>(n);
+        if (!consume(piece_.data(), static_cast<size_t>(n))) return;
+        continue;
+      }
     }
     if (n == 0) return fail(stage_ == Stage::kHeader && small_.empty() ? "closed by the worker"
                                                                       : "closed by the worker in the middle of a record");
@@ -115,6 +166,27 @@ bool LogStreamReader::consume(const char* data, size_t n) {
     n -= take;
   }
   return !closed_;
+}
+
+bool LogStreamReader::splicing() const {
+  return pipe_ && handlers_.on_spliced && stage_ == Stage::kPayload && record_.kind == api::LogRecordKind::kLogBytes &&
+         payload_left_ > 0;
+}
+
+bool LogStreamReader::take_spliced(size_t n) {
+  bool keep = handlers_.on_spliced(at_, pipe_->read_fd(), n);
+  if (!pipe_->empty_out()) {
+    fail("cannot empty the splice pipe");
+    return false;
+  }
+  if (!keep) {
+    close();
+    return false;
+  }
+  if (closed_) return false;
+  at_.offset += static_cast<int64_t>(n);
+  payload_left_ -= n;
+  return payload_left_ > 0 || finish_record();
 }
 
 bool LogStreamReader::finish_record() {

@@ -3,7 +3,10 @@
 // hands records on as they complete: a log record's bytes in pieces (each with the
 // offset it starts at, so the LogStore can take them as they come), a message whole.
 // The pieces go through a buffer the caller lends (one for every stream: all of them
-// run on the io thread, and a piece is handed on before the next read). Io thread only.
+// run on the io thread, and a piece is handed on before the next read); with a
+// SplicePipe lent too, a log record's bytes go from the socket into the pipe with
+// splice(2) and are handed on there (on_spliced), so that they can reach a file
+// without a copy through this process. Io thread only.
 #pragma once
 
 #include <boost/asio/ip/tcp.hpp>
@@ -17,19 +20,42 @@
 
 namespace ag::head {
 
+// A pipe shared by every stream's splices; empty between them.
+class SplicePipe {
+ public:
+  SplicePipe();  // 1 MiB (where the system allows it); ok() false when none could be made
+  ~SplicePipe();
+  SplicePipe(const SplicePipe&) = delete;
+  SplicePipe& operator=(const SplicePipe&) = delete;
+  bool ok() const { return read_fd_ >= 0; }
+  int read_fd() const { return read_fd_; }
+  int write_fd() const { return write_fd_; }
+  size_t capacity() const { return capacity_; }
+  // Drops whatever a handler left in it. False when that fails (the pipe is then unusable).
+  bool empty_out();
+
+ private:
+  int read_fd_ = -1;
+  int write_fd_ = -1;
+  size_t capacity_ = 0;
+};
+
 class LogStreamReader : public std::enable_shared_from_this<LogStreamReader> {
  public:
   struct Handlers {
     // Return false to end the stream (a record this node may not send); the reader
     // then closes without calling on_close.
     std::function<bool(const api::LogFrameHeader& at, std::string_view bytes)> on_bytes;
+    // With a pipe: `bytes` bytes of output wait in `pipe_fd` (what the handler leaves
+    // there is dropped).
+    std::function<bool(const api::LogFrameHeader& at, int pipe_fd, size_t bytes)> on_spliced;
     std::function<bool(std::string_view message)> on_message;
     std::function<void(const std::string& reason)> on_close;
   };
   // `leftover`: bytes already read past the upgrade request. `held`: kept while the
   // stream lives (its admission).
   LogStreamReader(boost::asio::ip::tcp::socket socket, std::string leftover, std::shared_ptr<void> held,
-                  std::vector<char>& piece_buffer);
+                  std::vector<char>& piece_buffer, SplicePipe* pipe = nullptr);
   void start(Handlers handlers);
   void close();
   const std::string& remote() const { return remote_; }
@@ -41,12 +67,17 @@ class LogStreamReader : public std::enable_shared_from_this<LogStreamReader> {
   // Takes `n` bytes just read into `data` (the leftover, or a read); false once closed.
   bool consume(const char* data, size_t n);
   bool finish_record();
+  // Whether the next bytes are a log record's output and the pipe can take them.
+  bool splicing() const;
+  // `n` bytes of output just spliced into the pipe; false once closed.
+  bool take_spliced(size_t n);
   void fail(const std::string& reason);
 
   boost::asio::ip::tcp::socket socket_;
   std::string leftover_;
   std::shared_ptr<void> held_;
   std::vector<char>& piece_;
+  SplicePipe* pipe_;
   std::string remote_;
   Handlers handlers_;
   bool closed_ = false;

@@ -41,6 +41,8 @@ void send_error_and_close(const std::shared_ptr<net::WsConnection>& channel, con
 
 WorkerGateway::WorkerGateway(Deps deps, WorkerGatewayConfig config) : deps_(deps), config_(config) {}
 
+WorkerGateway::~WorkerGateway() = default;
+
 void WorkerGateway::start() { schedule_expiry(); }
 
 void WorkerGateway::schedule_expiry() {
@@ -104,8 +106,9 @@ void WorkerGateway::on_log_stream(net::RawUpgrade&& upgrade) {
   const Node* node = who.kind == Principal::Kind::kNode ? deps_.nodes.find(who.name) : nullptr;
   if (!node || !node->channel) return;  // the socket closes as `upgrade` goes
   const std::string node_id = who.name;
+  if (!splice_pipe_) splice_pipe_ = std::make_unique<SplicePipe>();
   auto reader = std::make_shared<LogStreamReader>(std::move(upgrade.socket), std::move(upgrade.leftover),
-                                                  std::move(upgrade.held), stream_piece_);
+                                                  std::move(upgrade.held), stream_piece_, splice_pipe_.get());
   // One stream per node, tied to the channel it was opened under.
   if (auto old = streams_.find(node_id); old != streams_.end()) old->second.reader->close();
   streams_[node_id] = {reader, node->channel.get()};
@@ -127,7 +130,14 @@ void WorkerGateway::on_log_stream(net::RawUpgrade&& upgrade) {
         auto channel = channel_of();
         if (!channel) return false;
         if (Node* n = deps_.nodes.find(node_id)) n->last_heartbeat_steady_ms = deps_.clock.steady_ms();
-        return take_log_bytes(channel, node_id, at, bytes);
+        return take_log_bytes(channel, node_id, at.task, [&] { return deps_.logs.append(at.task, at.offset, bytes); });
+      },
+      [this, channel_of, node_id](const api::LogFrameHeader& at, int pipe_fd, size_t bytes) {
+        auto channel = channel_of();
+        if (!channel) return false;
+        if (Node* n = deps_.nodes.find(node_id)) n->last_heartbeat_steady_ms = deps_.clock.steady_ms();
+        return take_log_bytes(channel, node_id, at.task,
+                              [&] { return deps_.logs.append_from(at.task, at.offset, pipe_fd, bytes); });
       },
       [this, channel_of, node_id](std::string_view message) {
         auto channel = channel_of();
@@ -269,19 +279,19 @@ void WorkerGateway::on_log_frame(const std::shared_ptr<net::WsConnection>& chann
     spdlog::warn("bad log frame from node {}: {}", node_id, header.error().message);
     return send(channel, api::ErrorMessage{"the head could not accept a log frame: " + header.error().message});
   }
-  take_log_bytes(channel, node_id, header.value(), payload);
+  take_log_bytes(channel, node_id, header->task,
+                 [&] { return deps_.logs.append(header->task, header->offset, payload); });
 }
 
 bool WorkerGateway::take_log_bytes(const std::shared_ptr<net::WsConnection>& channel, const std::string& node_id,
-                                   const api::LogFrameHeader& header, std::string_view payload) {
-  const api::TaskKey& key = header.task;
+                                   const api::TaskKey& key, const std::function<Status()>& store) {
   // Output is taken only from the node the task runs on, and only for tasks the head
   // placed: no node writes into another's log, and no made-up key opens a file.
   if (Status allowed = deps_.jobs.may_report(node_id, key); !allowed) {
     refuse(channel, node_id, allowed.error());
     return false;
   }
-  Status s = deps_.logs.append(key, header.offset, payload);
+  Status s = store();
   if (s) return true;
   if (s.error().code == ErrorCode::kConflict) {
     spdlog::debug("{}", s.error().message);  // bytes before these are missing: asked for again

@@ -44,6 +44,7 @@ struct RawUpgrade;
 namespace ag::head {
 
 class LogStreamReader;
+class SplicePipe;
 
 struct WorkerGatewayConfig {
   int64_t node_timeout_ms = 10000;  // no heartbeat for this long: the node is dead
@@ -61,6 +62,7 @@ class WorkerGateway {
     AuditLog& audit;
   };
   WorkerGateway(Deps deps, WorkerGatewayConfig config);
+  ~WorkerGateway();
 
   // Starts the expiry timer.
   void start();
@@ -108,7 +110,7 @@ class WorkerGateway {
   // Task output from the node: into the LogStore, or asked for again when it cannot be
   // taken. False when the node may not send it (refused; the stream is closed).
   bool take_log_bytes(const std::shared_ptr<net::WsConnection>& channel, const std::string& node_id,
-                      const api::LogFrameHeader& header, std::string_view payload);
+                      const api::TaskKey& key, const std::function<Status()>& store);
   void schedule_expiry();
   // Asks the node again, within kLogRetryMs, for the task's bytes from the head's end.
   void retry_log(const std::string& node_id, const api::TaskKey& key);
@@ -125,6 +127,7 @@ class WorkerGateway {
   };
   std::map<std::string, Stream> streams_;  // node -> its log stream
   std::vector<char> stream_piece_ = std::vector<char>(1 << 20);  // every stream reads through it
+  std::unique_ptr<SplicePipe> splice_pipe_;                     // and splices through it
   std::function<void(const std::string&, const api::PullUpdate&)> on_pull_update_;
 };
 

@@ -10,6 +10,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -115,6 +116,61 @@ TEST_F(LogStoreTest, AGapIsRefusedWithConflictAndNothingIsWritten) {
   ASSERT_TRUE(logs_.append(key_, 3, "de"));
   ASSERT_TRUE(logs_.append(key_, 5, "xyz"));
   EXPECT_EQ(read(key_, 0, 100), "abcdexyz");
+}
+
+// A pipe holding `bytes`, as the log stream's splice leaves it.
+class Piped {
+ public:
+  explicit Piped(const std::string& bytes) {
+    EXPECT_EQ(::pipe(fds_), 0);
+    EXPECT_EQ(::write(fds_[1], bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  }
+  ~Piped() {
+    ::close(fds_[0]);
+    ::close(fds_[1]);
+  }
+  int fd() const { return fds_[0]; }
+  // What is still in the pipe.
+  std::string left() const {
+    int n = 0;
+    ::ioctl(fds_[0], FIONREAD, &n);
+    std::string out(static_cast<size_t>(n), '\0');
+    if (n > 0) {
+      EXPECT_EQ(::read(fds_[0], out.data(), out.size()), n);
+    }
+    return out;
+  }
+
+ private:
+  int fds_[2] = {-1, -1};
+};
+
+TEST_F(LogStoreTest, BytesFromAPipeAreMovedIntoTheLogLikeAppendedOnes) {
+  ASSERT_TRUE(logs_.append(key_, 0, "abcdef"));
+  {
+    Piped piped("efGHI");  // a resend overlapping the end: only the new bytes are taken
+    ASSERT_TRUE(logs_.append_from(key_, 4, piped.fd(), 5));
+    EXPECT_EQ(piped.left(), "");
+  }
+  {
+    Piped piped("JKL");
+    ASSERT_TRUE(logs_.append_from(key_, 9, piped.fd(), 3));
+  }
+  EXPECT_EQ(read(key_, 0, 100), "abcdefGHIJKL");
+  EXPECT_EQ(logs_.size(key_), 12);
+  EXPECT_EQ(logs_.bytes_ingested(), 12);
+  {
+    Piped piped("abc");  // all stored already: nothing taken, the caller drops them
+    ASSERT_TRUE(logs_.append_from(key_, 0, piped.fd(), 3));
+    EXPECT_EQ(read(key_, 0, 100), "abcdefGHIJKL");
+  }
+  // A gap is refused as with append, and the bytes stay in the pipe for the caller.
+  Piped piped("xyz");
+  Status s = logs_.append_from(key_, 20, piped.fd(), 3);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, ErrorCode::kConflict);
+  EXPECT_EQ(piped.left(), "xyz");
+  EXPECT_EQ(logs_.size(key_), 12);
 }
 
 TEST_F(LogStoreTest, AGapOnAnEmptyLogCreatesNoFile) {
