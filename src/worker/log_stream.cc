@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cerrno>
@@ -86,6 +87,7 @@ class SocketLogStream final : public LogStream, public std::enable_shared_from_t
   // Writes until everything is out (then asks for more) or the socket is full.
   void flush() {
     if (flushing_) return;  // an on_drained_ call below: the loop goes on
+    auto self = shared_from_this();  // whatever the owner does meanwhile
     flushing_ = true;
     while (!closed_ && write_outbox() && on_drained_) {
       on_drained_();
@@ -145,11 +147,14 @@ class SocketLogStream final : public LogStream, public std::enable_shared_from_t
     });
   }
 
+  // Closes, and tells the owner from the io thread's queue rather than from inside a
+  // call of its own (a send_message in the middle of its work), which it may end by
+  // letting go of this stream.
   void fail(const std::string& reason) {
     if (closed_) return;
     auto on_failed = std::move(on_failed_);
     close();
-    if (on_failed) on_failed(reason);
+    if (on_failed) asio::post(socket_.get_executor(), [on_failed = std::move(on_failed), reason] { on_failed(reason); });
   }
 
   tcp::socket socket_;

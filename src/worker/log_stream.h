@@ -31,8 +31,8 @@ class LogStream {
   virtual bool busy() const = 0;
   // `fn` runs each time everything given has been written.
   virtual void on_drained(std::function<void()> fn) = 0;
-  // `fn` runs once if the stream fails (the head closed it, the socket broke); not
-  // after close().
+  // `fn` runs once if the stream fails (the head closed it, the socket broke), from the
+  // io thread's queue: never inside a call to the stream. Not after close().
   virtual void on_failed(std::function<void(const std::string& reason)> fn) = 0;
   virtual void close() = 0;
 };
