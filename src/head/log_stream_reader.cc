@@ -14,7 +14,7 @@ namespace {
 
 // At most this much is read from one stream before the others (and requests) get a
 // turn.
-constexpr size_t kTurnBytes = 4 << 20;
+constexpr size_t kTurnBytes = 1 << 20;
 
 constexpr int kPipeBytes = 1 << 20;
 
