@@ -30,29 +30,36 @@ SplicePipe::SplicePipe() {
   capacity_ = size > 0 ? static_cast<size_t>(size) : 4096;
 }
 
-SplicePipe::~SplicePipe() {
+SplicePipe::~SplicePipe() { close_fds(); }
+
+void SplicePipe::close_fds() {
   if (read_fd_ >= 0) ::close(read_fd_);
   if (write_fd_ >= 0) ::close(write_fd_);
+  read_fd_ = write_fd_ = -1;
 }
 
 bool SplicePipe::empty_out() {
   for (;;) {
     int left = 0;
-    if (::ioctl(read_fd_, FIONREAD, &left) != 0) return false;
+    if (::ioctl(read_fd_, FIONREAD, &left) != 0) break;
     if (left == 0) return true;
     char scratch[16384];
     ssize_t n = ::read(read_fd_, scratch, std::min<size_t>(sizeof scratch, static_cast<size_t>(left)));
-    if (n <= 0 && errno != EINTR) return false;
+    if (n <= 0 && errno != EINTR) break;
   }
+  // Bytes left behind would land in the next log spliced through it.
+  close_fds();
+  return false;
 }
 
 LogStreamReader::LogStreamReader(boost::asio::ip::tcp::socket socket, std::string leftover,
-                                 std::shared_ptr<void> held, std::vector<char>& piece_buffer, SplicePipe* pipe)
+                                 std::shared_ptr<void> held, std::vector<char>& piece_buffer,
+                                 std::shared_ptr<SplicePipe> pipe)
     : socket_(std::move(socket)),
       leftover_(std::move(leftover)),
       held_(std::move(held)),
       piece_(piece_buffer),
-      pipe_(pipe && pipe->ok() ? pipe : nullptr) {
+      pipe_(std::move(pipe)) {
   boost::system::error_code ec;
   auto endpoint = socket_.remote_endpoint(ec);
   remote_ = ec ? "?" : endpoint.address().to_string();
@@ -91,8 +98,9 @@ void LogStreamReader::on_readable() {
     } else {
       // With a pipe, only up to the next output (which the pipe then takes).
       size_t want = piece_.size();
-      if (pipe_ && stage_ == Stage::kHeader) want = api::kLogRecordHeaderBytes - small_.size();
-      if (pipe_ && stage_ == Stage::kMeta) want = record_.meta_bytes - small_.size();
+      const bool piped = pipe_ && pipe_->ok();
+      if (piped && stage_ == Stage::kHeader) want = api::kLogRecordHeaderBytes - small_.size();
+      if (piped && stage_ == Stage::kMeta) want = record_.meta_bytes - small_.size();
       n = ::recv(sock, piece_.data(), want, MSG_DONTWAIT);
       if (n > 0) {
         taken += static_cast<size_t>(n);
@@ -149,10 +157,7 @@ bool LogStreamReader::consume(const char* data, size_t n) {
       case Stage::kPayload: {
         take = static_cast<size_t>(std::min<uint64_t>(n, payload_left_));
         if (record_.kind == api::LogRecordKind::kLogBytes) {
-          if (!handlers_.on_bytes(at_, std::string_view(data, take))) {
-            close();
-            return false;
-          }
+          if (!skipping_ && !follow(handlers_.on_bytes(at_, std::string_view(data, take)))) return false;
           at_.offset += static_cast<int64_t>(take);
         } else {
           small_.append(data, take);
@@ -169,21 +174,31 @@ bool LogStreamReader::consume(const char* data, size_t n) {
 }
 
 bool LogStreamReader::splicing() const {
-  return pipe_ && handlers_.on_spliced && stage_ == Stage::kPayload && record_.kind == api::LogRecordKind::kLogBytes &&
-         payload_left_ > 0;
+  return pipe_ && pipe_->ok() && handlers_.on_spliced && stage_ == Stage::kPayload &&
+         record_.kind == api::LogRecordKind::kLogBytes && payload_left_ > 0;
+}
+
+bool LogStreamReader::follow(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::kTake:
+      return !closed_;
+    case Verdict::kSkipRecord:
+      skipping_ = true;
+      return !closed_;
+    case Verdict::kClose:
+      close();
+      return false;
+  }
+  return !closed_;
 }
 
 bool LogStreamReader::take_spliced(size_t n) {
-  bool keep = handlers_.on_spliced(at_, pipe_->read_fd(), n);
+  Verdict verdict = skipping_ ? Verdict::kSkipRecord : handlers_.on_spliced(at_, pipe_->read_fd(), n);
   if (!pipe_->empty_out()) {
     fail("cannot empty the splice pipe");
     return false;
   }
-  if (!keep) {
-    close();
-    return false;
-  }
-  if (closed_) return false;
+  if (!follow(verdict)) return false;
   at_.offset += static_cast<int64_t>(n);
   payload_left_ -= n;
   return payload_left_ > 0 || finish_record();
@@ -191,14 +206,11 @@ bool LogStreamReader::take_spliced(size_t n) {
 
 bool LogStreamReader::finish_record() {
   stage_ = Stage::kHeader;
+  skipping_ = false;
   if (record_.kind != api::LogRecordKind::kMessage) return !closed_;
   std::string message = std::move(small_);
   small_.clear();
-  if (!handlers_.on_message(message)) {
-    close();
-    return false;
-  }
-  return !closed_;
+  return follow(handlers_.on_message(message));
 }
 
 void LogStreamReader::close() {

@@ -24,17 +24,19 @@ namespace ag::head {
 class SplicePipe {
  public:
   SplicePipe();  // 1 MiB (where the system allows it); ok() false when none could be made
+  // or it could not be emptied (it is then closed, and readers read into memory)
   ~SplicePipe();
   SplicePipe(const SplicePipe&) = delete;
   SplicePipe& operator=(const SplicePipe&) = delete;
-  bool ok() const { return read_fd_ >= 0; }
+  bool ok() const { return read_fd_ >= 0 && write_fd_ >= 0; }
   int read_fd() const { return read_fd_; }
   int write_fd() const { return write_fd_; }
   size_t capacity() const { return capacity_; }
-  // Drops whatever a handler left in it. False when that fails (the pipe is then unusable).
+  // Drops whatever a handler left in it. False when that fails (the pipe is then closed).
   bool empty_out();
 
  private:
+  void close_fds();
   int read_fd_ = -1;
   int write_fd_ = -1;
   size_t capacity_ = 0;
@@ -42,20 +44,22 @@ class SplicePipe {
 
 class LogStreamReader : public std::enable_shared_from_this<LogStreamReader> {
  public:
+  // What a handler makes of a record: take it (and what follows), drop the rest of this
+  // record (one the node may not send: the stream goes on), or end the stream (the
+  // reader then closes without calling on_close).
+  enum class Verdict { kTake, kSkipRecord, kClose };
   struct Handlers {
-    // Return false to end the stream (a record this node may not send); the reader
-    // then closes without calling on_close.
-    std::function<bool(const api::LogFrameHeader& at, std::string_view bytes)> on_bytes;
+    std::function<Verdict(const api::LogFrameHeader& at, std::string_view bytes)> on_bytes;
     // With a pipe: `bytes` bytes of output wait in `pipe_fd` (what the handler leaves
     // there is dropped).
-    std::function<bool(const api::LogFrameHeader& at, int pipe_fd, size_t bytes)> on_spliced;
-    std::function<bool(std::string_view message)> on_message;
+    std::function<Verdict(const api::LogFrameHeader& at, int pipe_fd, size_t bytes)> on_spliced;
+    std::function<Verdict(std::string_view message)> on_message;
     std::function<void(const std::string& reason)> on_close;
   };
   // `leftover`: bytes already read past the upgrade request. `held`: kept while the
   // stream lives (its admission).
   LogStreamReader(boost::asio::ip::tcp::socket socket, std::string leftover, std::shared_ptr<void> held,
-                  std::vector<char>& piece_buffer, SplicePipe* pipe = nullptr);
+                  std::vector<char>& piece_buffer, std::shared_ptr<SplicePipe> pipe = nullptr);
   void start(Handlers handlers);
   void close();
   const std::string& remote() const { return remote_; }
@@ -71,13 +75,15 @@ class LogStreamReader : public std::enable_shared_from_this<LogStreamReader> {
   bool splicing() const;
   // `n` bytes of output just spliced into the pipe; false once closed.
   bool take_spliced(size_t n);
+  // Acts on a handler's verdict on part of the current record; false once closed.
+  bool follow(Verdict verdict);
   void fail(const std::string& reason);
 
   boost::asio::ip::tcp::socket socket_;
   std::string leftover_;
   std::shared_ptr<void> held_;
   std::vector<char>& piece_;
-  SplicePipe* pipe_;
+  std::shared_ptr<SplicePipe> pipe_;
   std::string remote_;
   Handlers handlers_;
   bool closed_ = false;
@@ -86,6 +92,7 @@ class LogStreamReader : public std::enable_shared_from_this<LogStreamReader> {
   api::LogRecordHeader record_;
   api::LogFrameHeader at_;   // a log record's task and the offset of its next byte
   uint64_t payload_left_ = 0;
+  bool skipping_ = false;  // the rest of this record is dropped
 };
 
 }  // namespace ag::head

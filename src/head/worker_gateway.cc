@@ -15,10 +15,17 @@
 namespace ag::head {
 namespace {
 
+using Verdict = LogStreamReader::Verdict;
+
 constexpr int64_t kLogRetryMs = 1000;
 
 net::HttpResponse json_error(int status, const std::string& message) {
   return {status, "application/json", nlohmann::json{{"error", message}}.dump()};
+}
+
+std::string lowercase(std::string text) {
+  for (auto& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
 }
 
 void send(const std::shared_ptr<net::WsConnection>& channel, const api::HeadMessage& message) {
@@ -41,7 +48,10 @@ void send_error_and_close(const std::shared_ptr<net::WsConnection>& channel, con
 
 WorkerGateway::WorkerGateway(Deps deps, WorkerGatewayConfig config) : deps_(deps), config_(config) {}
 
-WorkerGateway::~WorkerGateway() = default;
+WorkerGateway::~WorkerGateway() {
+  // Their handlers point here: closed, a reader's pending wait ends without calling them.
+  for (auto& [node_id, stream] : streams_) stream.reader->close();
+}
 
 void WorkerGateway::start() { schedule_expiry(); }
 
@@ -61,7 +71,7 @@ void WorkerGateway::schedule_expiry() {
 
 std::optional<net::HttpResponse> WorkerGateway::check_upgrade(const net::HttpRequest& request) const {
   auto upgrade = request.headers.find("upgrade");
-  bool raw = upgrade != request.headers.end() && upgrade->second == api::kLogStreamProtocol;
+  bool raw = upgrade != request.headers.end() && lowercase(upgrade->second) == api::kLogStreamProtocol;
   if (request.path == api::kWorkerLogsPath && raw) return check_log_stream(request);
   if (request.path != api::kWorkerConnectPath || raw) {
     return json_error(404, "no " + std::string(raw ? api::kLogStreamProtocol : "WebSocket") + " endpoint at " +
@@ -106,12 +116,13 @@ void WorkerGateway::on_log_stream(net::RawUpgrade&& upgrade) {
   const Node* node = who.kind == Principal::Kind::kNode ? deps_.nodes.find(who.name) : nullptr;
   if (!node || !node->channel) return;  // the socket closes as `upgrade` goes
   const std::string node_id = who.name;
-  if (!splice_pipe_) splice_pipe_ = std::make_unique<SplicePipe>();
+  // Made again if the last one could not be made or emptied (readers keep theirs).
+  if (!splice_pipe_ || !splice_pipe_->ok()) splice_pipe_ = std::make_shared<SplicePipe>();
   auto reader = std::make_shared<LogStreamReader>(std::move(upgrade.socket), std::move(upgrade.leftover),
-                                                  std::move(upgrade.held), stream_piece_, splice_pipe_.get());
+                                                  std::move(upgrade.held), stream_piece_, splice_pipe_);
   // One stream per node, tied to the channel it was opened under.
   if (auto old = streams_.find(node_id); old != streams_.end()) old->second.reader->close();
-  streams_[node_id] = {reader, node->channel.get()};
+  streams_[node_id] = {reader, node->channel};
   spdlog::info("node {} opened its log stream", node_id);
   std::weak_ptr<LogStreamReader> weak = reader;
   // The node's current channel while this is its current stream, else null (the
@@ -120,7 +131,7 @@ void WorkerGateway::on_log_stream(net::RawUpgrade&& upgrade) {
     auto it = streams_.find(node_id);
     const Node* n = deps_.nodes.find(node_id);
     if (it == streams_.end() || it->second.reader != weak.lock() || !n || !n->channel ||
-        n->channel.get() != it->second.channel) {
+        n->channel != it->second.channel.lock()) {
       return nullptr;
     }
     return n->channel;
@@ -128,22 +139,26 @@ void WorkerGateway::on_log_stream(net::RawUpgrade&& upgrade) {
   reader->start(LogStreamReader::Handlers{
       [this, channel_of, node_id](const api::LogFrameHeader& at, std::string_view bytes) {
         auto channel = channel_of();
-        if (!channel) return false;
+        if (!channel) return Verdict::kClose;
         if (Node* n = deps_.nodes.find(node_id)) n->last_heartbeat_steady_ms = deps_.clock.steady_ms();
-        return take_log_bytes(channel, node_id, at.task, [&] { return deps_.logs.append(at.task, at.offset, bytes); });
+        return take_log_bytes(channel, node_id, at.task, [&] { return deps_.logs.append(at.task, at.offset, bytes); })
+                   ? Verdict::kTake
+                   : Verdict::kSkipRecord;
       },
       [this, channel_of, node_id](const api::LogFrameHeader& at, int pipe_fd, size_t bytes) {
         auto channel = channel_of();
-        if (!channel) return false;
+        if (!channel) return Verdict::kClose;
         if (Node* n = deps_.nodes.find(node_id)) n->last_heartbeat_steady_ms = deps_.clock.steady_ms();
         return take_log_bytes(channel, node_id, at.task,
-                              [&] { return deps_.logs.append_from(at.task, at.offset, pipe_fd, bytes); });
+                              [&] { return deps_.logs.append_from(at.task, at.offset, pipe_fd, bytes); })
+                   ? Verdict::kTake
+                   : Verdict::kSkipRecord;
       },
       [this, channel_of, node_id](std::string_view message) {
         auto channel = channel_of();
-        if (!channel) return false;
+        if (!channel) return Verdict::kClose;
         on_message(channel, node_id, std::string(message), false);
-        return true;
+        return Verdict::kTake;
       },
       [this, weak, node_id](const std::string& reason) {
         auto it = streams_.find(node_id);
@@ -190,7 +205,7 @@ void WorkerGateway::on_connection(const std::shared_ptr<net::WsConnection>& chan
         if (state->node_id.empty()) return;
         spdlog::info("node {} disconnected: {}", state->node_id, reason);
         auto ch = weak.lock();
-        if (auto it = streams_.find(state->node_id); it != streams_.end() && it->second.channel == ch.get()) {
+        if (auto it = streams_.find(state->node_id); it != streams_.end() && it->second.channel.lock() == ch) {
           close_log_stream(state->node_id);
         }
         deps_.nodes.disconnected(state->node_id, ch.get());

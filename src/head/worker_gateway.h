@@ -108,7 +108,8 @@ class WorkerGateway {
   void on_log_frame(const std::shared_ptr<net::WsConnection>& channel, const std::string& node_id,
                     const std::string& frame);
   // Task output from the node: into the LogStore, or asked for again when it cannot be
-  // taken. False when the node may not send it (refused; the stream is closed).
+  // taken. False when the node may not send it (refused with an error on the channel;
+  // on the stream the rest of that record is dropped).
   bool take_log_bytes(const std::shared_ptr<net::WsConnection>& channel, const std::string& node_id,
                       const api::TaskKey& key, const std::function<Status()>& store);
   void schedule_expiry();
@@ -123,11 +124,11 @@ class WorkerGateway {
   bool log_retry_armed_ = false;
   struct Stream {
     std::shared_ptr<LogStreamReader> reader;
-    const net::WsConnection* channel = nullptr;  // the channel it was opened under
+    std::weak_ptr<net::WsConnection> channel;  // the channel it was opened under
   };
   std::map<std::string, Stream> streams_;  // node -> its log stream
   std::vector<char> stream_piece_ = std::vector<char>(1 << 20);  // every stream reads through it
-  std::unique_ptr<SplicePipe> splice_pipe_;                     // and splices through it
+  std::shared_ptr<SplicePipe> splice_pipe_;                     // and splices through it
   std::function<void(const std::string&, const api::PullUpdate&)> on_pull_update_;
 };
 

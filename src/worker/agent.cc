@@ -27,10 +27,10 @@ constexpr size_t kLogLowWaterBytes = 1 << 20;
 // New output is sent this long after the task wrote it, so that a task's many small
 // writes travel as a few frames rather than one each.
 constexpr int64_t kLogBatchMs = 5;
-constexpr int64_t kLogRetryMs = 100;
+constexpr int64_t kLogRetryMs = 100;  // after a task's output could not be read
 // On the log stream output goes from file to socket in the kernel: records are larger,
 // and bound no memory here (the socket's buffer is the window).
-constexpr int64_t kStreamRecordBytes = 4 << 20;  // after a task's output could not be read
+constexpr int64_t kStreamRecordBytes = 4 << 20;
 
 std::string describe(const api::TaskExit& exit) {
   if (exit.signal) return "signal " + std::to_string(*exit.signal);
@@ -45,6 +45,10 @@ Agent::Agent(Deps deps, AgentConfig config, std::function<void(const Status&)> o
   deps_.launcher.set_events(
       {[this](const api::TaskKey& id) { on_task_output(id); },
        [this](const api::TaskKey& id, const api::TaskExit& exit) { on_task_exit(id, exit); }});
+}
+
+Agent::~Agent() {
+  if (log_stream_) log_stream_->close();  // its callbacks point here
 }
 
 void Agent::start() {
@@ -172,6 +176,8 @@ void Agent::send(const api::WorkerMessage& message) {
     case LogPath::kStream:
       return log_stream_->send_message(api::encode(message));
     case LogPath::kDialing:
+      // Heartbeats keep the node alive meanwhile (they carry no order with the rest).
+      if (std::holds_alternative<api::Heartbeat>(message)) return channel_->send(api::encode(message), false);
       return held_messages_.push_back(api::encode(message));
     case LogPath::kUndecided:
     case LogPath::kFrames:
@@ -195,7 +201,6 @@ void Agent::open_log_stream() {
     if (result.ok()) {
       log_stream_ = std::move(result.value());
       log_path_ = LogPath::kStream;
-      log_stream_->on_drained([this] { pump_logs(); });
       log_stream_->on_failed([this, weak](const std::string& reason) {
         // What was on its way is lost with it: reconnecting makes the head say again
         // where each log stands, and the exits not acknowledged are reported again.
@@ -219,6 +224,8 @@ void Agent::open_log_stream() {
         channel_->send(std::move(text), false);
       }
     }
+    // Only now may a drained stream pull output: the held messages go first, in order.
+    if (log_path_ == LogPath::kStream) log_stream_->on_drained([this] { pump_logs(); });
     pump_logs();
   });
 }

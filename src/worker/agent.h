@@ -72,6 +72,9 @@ class Agent {
   // `on_first_result` is called once: ok after the first registration, or the first
   // failure (the agent keeps retrying unless the failure is kUnauthenticated).
   Agent(Deps deps, AgentConfig config, std::function<void(const Status&)> on_first_result);
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
 
   void start();
   // Kills all tasks and closes the channel; calls deps.exit once they have ended.

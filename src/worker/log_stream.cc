@@ -13,6 +13,8 @@
 #include <cstring>
 #include <deque>
 
+#include <spdlog/spdlog.h>
+
 #include "api/log_stream.h"
 
 namespace ag::worker {
@@ -30,6 +32,17 @@ class SocketLogStream final : public LogStream, public std::enable_shared_from_t
   explicit SocketLogStream(tcp::socket socket) : socket_(std::move(socket)) {
     boost::system::error_code ec;
     socket_.non_blocking(true, ec);
+  }
+
+  // The head sends nothing on the stream: the socket turns readable only when the head
+  // closes it (a record it would not take, a restart), which is then noticed at once
+  // rather than at the next write.
+  void watch() {
+    socket_.async_wait(tcp::socket::wait_read, [weak = weak_from_this()](const boost::system::error_code& ec) {
+      auto self = weak.lock();
+      if (!self || self->closed_ || ec == asio::error::operation_aborted) return;
+      self->fail(ec ? ec.message() : "closed by the head");
+    });
   }
   ~SocketLogStream() override {
     for (auto& item : outbox_) close_file(item);
@@ -77,6 +90,7 @@ class SocketLogStream final : public LogStream, public std::enable_shared_from_t
     int fd = -1;         // the output record's file
     off_t offset = 0;    // its next byte to send
     int64_t file_left = 0;
+    bool padding = false;  // the file ended early: zeros for the rest
   };
 
   static void close_file(Item& item) {
@@ -117,8 +131,18 @@ class SocketLogStream final : public LogStream, public std::enable_shared_from_t
           continue;
         }
         if (n == 0) {
-          fail("the task's output file ended before the bytes the stream announced");
-          return false;
+          // The task cut its own file short after its size was read: the bytes the
+          // record announced no longer exist. Zeros stand in for them, so that the
+          // stream (and every other task's output on it) goes on.
+          if (!item.padding) spdlog::warn("a task's output file shrank while it was being sent; the missing bytes are sent as zeros");
+          item.padding = true;
+          static const char kZeros[16384] = {};
+          n = ::send(sock, kZeros, static_cast<size_t>(std::min<int64_t>(item.file_left, sizeof kZeros)),
+                     MSG_DONTWAIT | MSG_NOSIGNAL);
+          if (n > 0) {
+            item.file_left -= n;
+            continue;
+          }
         }
       } else {
         close_file(item);
@@ -223,7 +247,9 @@ struct Dial : std::enable_shared_from_this<Dial> {
     if (status == 101 && beast::iequals(res[http::field::upgrade], api::kLogStreamProtocol)) {
       stream.expires_never();
       if (buffer.size() > 0) return fail(ErrorCode::kInternal, "the head sent bytes after its 101");
-      done(std::shared_ptr<LogStream>(std::make_shared<SocketLogStream>(stream.release_socket())));
+      auto log_stream = std::make_shared<SocketLogStream>(stream.release_socket());
+      log_stream->watch();
+      done(std::shared_ptr<LogStream>(log_stream));
       return;
     }
     ErrorCode code = status == 401   ? ErrorCode::kUnauthenticated

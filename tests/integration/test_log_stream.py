@@ -3,6 +3,8 @@ the head on a connection of its own, opened with the node's own credential. Ever
 refusal names its reason, a stream that breaks the rules is closed without touching
 any log, and a broken stream loses nothing: the worker reconnects and sends the rest."""
 import hashlib
+import os
+import signal
 import subprocess
 import time
 
@@ -85,9 +87,10 @@ def test_the_log_stream_takes_only_a_connected_nodes_own_credential(head_only):
         finally:
             peer.close()
     # Not at another path, nor as a WebSocket, nor the channel's path as a log stream.
-    peer = LogStreamPeer("127.0.0.1", c.port, token=c.join_token, path="/api/workers/connect")
-    assert peer.status == 404 and "no aethergrid-logs/1 endpoint" in peer.error()
-    peer.close()
+    for protocol in ("aethergrid-logs/1", "AETHERGRID-LOGS/1"):
+        peer = LogStreamPeer("127.0.0.1", c.port, token=c.join_token, path="/api/workers/connect", protocol=protocol)
+        assert peer.status == 404 and "no aethergrid-logs/1 endpoint" in peer.error()
+        peer.close()
     ws = WsPeer("127.0.0.1", c.port, path="/api/workers/logs", token=c.join_token)
     assert ws.status == 404
     ws.close()
@@ -115,11 +118,16 @@ def test_a_node_cannot_write_another_nodes_task_output_on_its_stream(cluster):
     stream = LogStreamPeer("127.0.0.1", cluster.port, token=credential)
     try:
         assert stream.status == 101
-        stream.send_output(job_id, 0, 0, 0, b"forged output\n")
-        assert stream.closed_by_head()
+        # Large enough to go through the head's pipe in several pieces: every piece is
+        # dropped, and the record after it is read where it begins.
+        stream.send_output(job_id, 0, 0, 0, b"forged output\n" * 300000)
         refusal = channel.recv_until("error")
         assert refusal["message"].startswith("the head refused a message: ")
         assert "node_rogue" in refusal["message"] and job_id in refusal["message"]
+        stream.send_message({"type": "reboot"})
+        assert channel.recv_until("error")["message"] == \
+            "the head could not accept a message: unknown message type 'reboot' from a worker"
+        assert not stream.closed_by_head(timeout=0.5)
     finally:
         stream.close()
         channel.close()
@@ -188,3 +196,31 @@ def test_a_broken_stream_makes_the_worker_reconnect_and_loses_nothing(cluster_fa
     assert c.wait_state(job_id, "SUCCEEDED", timeout=60)
     wait_until(lambda: head_log(c, job_id).stat().st_size == size, 20, message="the whole log")
     assert sha256_of(head_log(c, job_id)) == sha
+
+
+def test_a_task_that_cuts_its_own_output_short_does_not_break_the_stream(cluster_factory):
+    # The worker reads the file's size, then sends that many bytes; a task that
+    # truncates its file in between leaves the record short of bytes, which go as zeros.
+    # The head is frozen while the task writes and then cuts its file, so that the cut
+    # falls inside a record the worker could not finish sending.
+    c = cluster_factory("truncating", workers=("127.0.0.2",))
+    command = ("sleep 1; head -c 30000000 /dev/zero | tr '\\0' x; sleep 1.5; truncate -s 0 /dev/stdout; "
+               "sleep 0.5; echo done")
+    job_id, _ = c.submit("--no-wait", "--", command)
+    wait_until(lambda: c.job(job_id)["state"] == "RUNNING", 15, message="the job runs")
+    head = c.head_pid()
+    os.kill(head, signal.SIGSTOP)
+    try:
+        time.sleep(3.5)
+    finally:
+        os.kill(head, signal.SIGCONT)
+    assert c.wait_state(job_id, "SUCCEEDED", timeout=60)
+    worker_log = c.worker_data_dir("127.0.0.2") / "worker.log"
+    task_dir = c.worker_data_dir("127.0.0.2") / "tasks" / f"{job_id}.0.0"
+    # The exit is acknowledged (the head holds as many bytes as the worker sent) ...
+    wait_until(lambda: not task_dir.exists(), 15, message="the worker to let go of the task")
+    log = worker_log.read_text(errors="replace")
+    assert "output file shrank while it was being sent" in log, "the cut did not fall inside a record"
+    # ... and the channel and its stream stayed up all along.
+    assert "lost the log stream" not in log and "lost the channel" not in log, log[-2000:]
+    assert head_says(c, "opened its log stream") == 1

@@ -22,8 +22,9 @@ using ::testing::HasSubstr;
 using testing::FakeClock;
 using testing::FakeWsConnection;
 
-// A log stream that records what it is given; busy until the test drains it when
-// `hold` is set.
+// A log stream that records what it is given. Without `hold` its socket takes
+// everything at once and it asks for more at once (from inside the send, as the real
+// one does); with `hold` it is busy until the test drains it.
 class FakeLogStream final : public LogStream {
  public:
   struct Record {
@@ -34,12 +35,12 @@ class FakeLogStream final : public LogStream {
   };
   Status send_file(const api::LogFrameHeader& at, const std::string& path, int64_t length) override {
     records.push_back({at, path, length, ""});
-    busy_ = hold;
+    sent();
     return {};
   }
   void send_message(std::string message) override {
     records.push_back({{}, "", 0, std::move(message)});
-    busy_ = busy_ || hold;
+    sent();
   }
   bool busy() const override { return busy_; }
   void on_drained(std::function<void()> fn) override { on_drained_ = std::move(fn); }
@@ -69,7 +70,26 @@ class FakeLogStream final : public LogStream {
   bool closed = false;
 
  private:
+  void sent() {
+    if (hold) {
+      busy_ = true;
+      return;
+    }
+    if (draining_) {  // asked for more from inside on_drained: the loop below goes on
+      more_ = true;
+      return;
+    }
+    draining_ = true;
+    do {
+      more_ = false;
+      if (on_drained_) on_drained_();
+    } while (more_);
+    draining_ = false;
+  }
+
   bool busy_ = false;
+  bool draining_ = false;
+  bool more_ = false;
   std::function<void()> on_drained_;
   std::function<void(const std::string&)> on_failed_;
 };

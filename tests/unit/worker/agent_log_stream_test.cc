@@ -42,6 +42,31 @@ TEST_F(AgentLogStreamTest, MessagesWaitWhileTheStreamOpensAndThenTravelOnItAfter
   EXPECT_EQ(launcher_.forgotten, std::vector<api::TaskKey>{kTask});
 }
 
+TEST_F(AgentLogStreamTest, WhatWaitedForTheStreamGoesBeforeAnyOutput) {
+  auto channel = start_registered();
+  const api::TaskKey other{"job_0123456789ab", 0, 2};
+  channel->deliver(api::encode(launch_of(kTask)));
+  channel->deliver(api::encode(launch_of(other)));
+  write_output(other, "quick\n");
+  launcher_.end(other, api::TaskExit{0, std::nullopt, "", ""});
+  // Heartbeats are not held: they keep the node alive while the stream opens.
+  clock_.advance(config_.heartbeat_ms);
+  EXPECT_EQ(only<api::Heartbeat>(decode_all(channel->take_text())).size(), 1u);
+  auto stream = dialer_.accept_stream();
+  // Both starts, then the quick task's output, then its exit: none overtakes another.
+  std::vector<std::string> order;
+  for (const auto& r : stream->records) {
+    if (!r.path.empty()) {
+      order.push_back("output " + std::to_string(r.at.task.task_index));
+      continue;
+    }
+    auto m = decode_all({r.message});
+    if (!only<api::TaskStarted>(m).empty()) order.push_back("started " + std::to_string(only<api::TaskStarted>(m)[0].task.task_index));
+    if (!only<api::TaskExited>(m).empty()) order.push_back("exited " + std::to_string(only<api::TaskExited>(m)[0].task.task_index));
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"started 1", "started 2", "output 2", "exited 2"}));
+}
+
 TEST_F(AgentLogStreamTest, OneRecordAtATimeWithTasksTakingTurns) {
   auto channel = start_registered();
   auto stream = dialer_.accept_stream();
