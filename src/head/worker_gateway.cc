@@ -136,23 +136,20 @@ void WorkerGateway::on_log_stream(net::RawUpgrade&& upgrade) {
     }
     return n->channel;
   };
+  // Output from the stream: taken while it is the node's current stream (which keeps
+  // the node alive like any message), the record dropped when the node may not send it.
+  auto take_output = [this, channel_of, node_id](const api::TaskKey& task, const std::function<Status()>& store) {
+    auto channel = channel_of();
+    if (!channel) return Verdict::kClose;
+    if (Node* n = deps_.nodes.find(node_id)) n->last_heartbeat_steady_ms = deps_.clock.steady_ms();
+    return take_log_bytes(channel, node_id, task, store) ? Verdict::kTake : Verdict::kSkipRecord;
+  };
   reader->start(LogStreamReader::Handlers{
-      [this, channel_of, node_id](const api::LogFrameHeader& at, std::string_view bytes) {
-        auto channel = channel_of();
-        if (!channel) return Verdict::kClose;
-        if (Node* n = deps_.nodes.find(node_id)) n->last_heartbeat_steady_ms = deps_.clock.steady_ms();
-        return take_log_bytes(channel, node_id, at.task, [&] { return deps_.logs.append(at.task, at.offset, bytes); })
-                   ? Verdict::kTake
-                   : Verdict::kSkipRecord;
+      [this, take_output](const api::LogFrameHeader& at, std::string_view bytes) {
+        return take_output(at.task, [&] { return deps_.logs.append(at.task, at.offset, bytes); });
       },
-      [this, channel_of, node_id](const api::LogFrameHeader& at, int pipe_fd, size_t bytes) {
-        auto channel = channel_of();
-        if (!channel) return Verdict::kClose;
-        if (Node* n = deps_.nodes.find(node_id)) n->last_heartbeat_steady_ms = deps_.clock.steady_ms();
-        return take_log_bytes(channel, node_id, at.task,
-                              [&] { return deps_.logs.append_from(at.task, at.offset, pipe_fd, bytes); })
-                   ? Verdict::kTake
-                   : Verdict::kSkipRecord;
+      [this, take_output](const api::LogFrameHeader& at, int pipe_fd, size_t bytes) {
+        return take_output(at.task, [&] { return deps_.logs.append_from(at.task, at.offset, pipe_fd, bytes); });
       },
       [this, channel_of, node_id](std::string_view message) {
         auto channel = channel_of();
