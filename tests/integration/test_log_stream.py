@@ -203,15 +203,19 @@ def test_a_task_that_cuts_its_own_output_short_does_not_break_the_stream(cluster
     # truncates its file in between leaves the record short of bytes, which go as zeros.
     # The head is frozen while the task writes and then cuts its file, so that the cut
     # falls inside a record the worker could not finish sending.
-    c = cluster_factory("truncating", workers=("127.0.0.2",))
-    command = ("sleep 1; head -c 30000000 /dev/zero | tr '\\0' x; sleep 1.5; truncate -s 0 /dev/stdout; "
+    c = cluster_factory("truncating", workers=("127.0.0.2",), node_timeout_s=30)
+    command = ("sleep 2; head -c 30000000 /dev/zero | tr '\\0' x; sleep 0.5; truncate -s 0 /dev/stdout; "
                "sleep 0.5; echo done")
     job_id, _ = c.submit("--no-wait", "--", command)
     wait_until(lambda: c.job(job_id)["state"] == "RUNNING", 15, message="the job runs")
+    output = c.worker_data_dir("127.0.0.2") / "tasks" / f"{job_id}.0.0" / "output.log"
+    wait_until(output.exists, 10, message="the task's output file")
     head = c.head_pid()
     os.kill(head, signal.SIGSTOP)
     try:
-        time.sleep(3.5)
+        assert output.stat().st_size == 0, "the task wrote before the head was frozen"
+        wait_until(lambda: output.stat().st_size >= 30000000, 20, message="the task's output")
+        wait_until(lambda: output.stat().st_size < 30000000, 20, message="the task to cut its file")
     finally:
         os.kill(head, signal.SIGCONT)
     assert c.wait_state(job_id, "SUCCEEDED", timeout=60)
