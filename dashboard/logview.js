@@ -72,7 +72,7 @@ export class LogView {
         const page = await getJson("/api/jobs/" + encodeURIComponent(this.jobId) + "/lines?" + q.toString());
         for (const [rank, , text] of page.lines) parts.push(`[rank ${rank}] ${text}\n`);
         cursor = page.next;
-        if (page.complete || page.lines.length === 0) break;
+        if (!page.more) break;
       }
       const url = URL.createObjectURL(new Blob(parts, { type: "text/plain" }));
       const a = h("a", { href: url, download: `${this.jobId}-attempt${this.attempt}-all-ranks.log`, hidden: true });

@@ -184,8 +184,9 @@ class Job:
             for index, time_ms, text in page["lines"]:
                 stamp = _utc_timestamp(time_ms) + " " if timestamps else ""
                 out.append(stamp + ("[rank {}] ".format(index) if several else "") + text + "\n")
-            # A tail or since read is one page; a whole log may take several.
-            if tail is not None or since is not None or not page["lines"] or page["complete"]:
+            # Page after page until the head has nothing more to give now ("more"; a
+            # tail or since read goes on from where its first page ended).
+            if not page.get("more", False):
                 break
             query = {"attempt": page["attempt"], "from": ",".join(str(n) for n in page["next"])}
             if task_index is not None:

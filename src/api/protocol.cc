@@ -272,6 +272,7 @@ std::string encode(const Register& m) {
                {"node_id", m.node_id},
                {"address", m.address},
                {"hostname", m.hostname},
+               {"network_interface", m.network_interface},
                {"resources", {{"cpu_millis", m.cpu_millis}, {"memory_bytes", m.memory_bytes}, {"gpu_ids", m.gpu_ids}}},
                {"running", running},
                {"exited", exited},
@@ -411,6 +412,7 @@ Result<WorkerMessage> decode_worker_message(std::string_view text) {
       f.strings("allowed_mounts", &m.allowed_mounts, false);
       f.string("address", &m.address);
       f.string("hostname", &m.hostname, false);
+      f.string("network_interface", &m.network_interface, false);
       Fields res = f.object("resources");
       res.integer("cpu_millis", &m.cpu_millis, 0, kMaxNodeCpuMillis);
       res.integer("memory_bytes", &m.memory_bytes, 0, kMaxNodeMemoryBytes);

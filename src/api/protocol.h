@@ -166,6 +166,7 @@ struct Register {
   // The worker protocol version the worker speaks (common/version.h). A register
   // without it is from a worker of version 1, which had no such field.
   int protocol_version = kWorkerProtocol;
+  std::string network_interface;  // the interface holding `address` ("" from older workers)
   bool operator==(const Register&) const = default;
 };
 

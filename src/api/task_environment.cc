@@ -62,7 +62,8 @@ Environment head_task_environment(const TaskPlacement& p) {
 }
 
 Result<Environment> worker_task_environment(const Environment& inherited, const Environment& from_head,
-                                    const Environment& env_vars, const std::string& python_shim_dir) {
+                                            const Environment& env_vars, const std::string& python_shim_dir,
+                                            const std::string& network_interface) {
   Environment env;
   for (const auto& [name, value] : inherited) {
     if (name.rfind("AG_", 0) == 0) continue;
@@ -74,6 +75,11 @@ Result<Environment> worker_task_environment(const Environment& inherited, const 
   env.try_emplace("PYTHONUNBUFFERED", "1");
   env.try_emplace("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
   env.try_emplace("NCCL_ASYNC_ERROR_HANDLING", "1");
+  if (!network_interface.empty()) {
+    for (const char* name : {"GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "TP_SOCKET_IFNAME"}) {
+      env.try_emplace(name, network_interface);
+    }
+  }
   if (!python_shim_dir.empty()) {
     auto path = env.find("PATH");
     env["PATH"] = python_shim_dir + (path != env.end() ? ":" + path->second : "");

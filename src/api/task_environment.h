@@ -54,6 +54,10 @@ Environment head_task_environment(const TaskPlacement& placement);
 //                the daemon's, not the task's);
 //   `from_head`: head_task_environment(), which wins over inherited values;
 //   runtime defaults (PYTHONUNBUFFERED, NCCL async error handling) unless set;
+//   `network_interface`: the interface that holds the node's address, as
+//                GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME and TP_SOCKET_IFNAME unless
+//                the worker's environment sets them (so ranks on other machines are
+//                not told a loopback address); "" sets none;
 //   `python_shim_dir`: put first on PATH when not empty, so `python` resolves to
 //                runtime_env.python.executable;
 //   `env_vars`: runtime_env.env_vars, each expanded ($VAR, ${VAR}) against the
@@ -61,7 +65,8 @@ Environment head_task_environment(const TaskPlacement& placement);
 // Errors: kInvalidArgument naming the variable whose expansion passes
 // kMaxExpandedEnvBytes (all of them together, too) on this node.
 Result<Environment> worker_task_environment(const Environment& inherited, const Environment& from_head,
-                                            const Environment& env_vars, const std::string& python_shim_dir);
+                                            const Environment& env_vars, const std::string& python_shim_dir,
+                                            const std::string& network_interface = "");
 
 // How large runtime_env.env_vars may grow once expanded, each and all together.
 inline constexpr size_t kMaxExpandedEnvBytes = 1 << 20;

@@ -73,13 +73,23 @@ Result<nlohmann::json> upload_json(const Connection& conn, const std::string& me
   return json;
 }
 
-Result<nlohmann::json> call_json_retrying(const Connection& conn, const std::string& method, const std::string& target,
-                                          const std::string& body, int timeout_ms, double window_s) {
+std::string header_value(const net::HttpResponse& res, const std::string& name) {
+  for (const auto& [k, v] : res.headers) {
+    if (k == name) return v;
+  }
+  return "";
+}
+
+namespace {
+
+// Calls `call` again with backoff while the head cannot be reached, for up to `window_s`.
+template <typename Call>
+auto retrying(const Call& call, double window_s) -> decltype(call()) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(window_s);
   auto delay = std::chrono::milliseconds(50);
   bool warned = false;
   for (;;) {
-    auto result = call_json(conn, method, target, body, timeout_ms);
+    auto result = call();
     if (result.ok() || result.error().code != ErrorCode::kUnavailable || std::chrono::steady_clock::now() > deadline) {
       return result;
     }
@@ -90,6 +100,18 @@ Result<nlohmann::json> call_json_retrying(const Connection& conn, const std::str
     std::this_thread::sleep_for(delay);
     delay = std::min(delay * 2, std::chrono::milliseconds(1000));
   }
+}
+
+}  // namespace
+
+Result<nlohmann::json> call_json_retrying(const Connection& conn, const std::string& method, const std::string& target,
+                                          const std::string& body, int timeout_ms, double window_s) {
+  return retrying([&] { return call_json(conn, method, target, body, timeout_ms); }, window_s);
+}
+
+Result<net::HttpResponse> call_raw_retrying(const Connection& conn, const std::string& method,
+                                            const std::string& target, int timeout_ms, double window_s) {
+  return retrying([&] { return call_raw(conn, method, target, timeout_ms); }, window_s);
 }
 
 namespace {

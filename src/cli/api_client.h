@@ -30,6 +30,13 @@ Result<nlohmann::json> upload_json(const Connection& conn, const std::string& me
 Result<nlohmann::json> call_json_retrying(const Connection& conn, const std::string& method, const std::string& target,
                                           const std::string& body, int timeout_ms, double window_s);
 
+// The value of the response header `name` (as the head wrote it), or "".
+std::string header_value(const net::HttpResponse& res, const std::string& name);
+
+// call_raw, retried the same way.
+Result<net::HttpResponse> call_raw_retrying(const Connection& conn, const std::string& method,
+                                            const std::string& target, int timeout_ms, double window_s);
+
 // Prints "error: <message>" (to stderr; with set_json_errors also {"error": message}
 // to stdout, so that -o json output is JSON whatever happens) and returns 1.
 int fail(const Error& error);

@@ -30,17 +30,19 @@ void print_array_status(std::ostream& out, const json& array) {
   table.print(out);
 }
 
-bool print_array_lines(const Connection& conn, const json& array, const LinesOptions& options, std::ostream& out) {
-  bool ok = true;
+LogsPrinted print_array_lines(const Connection& conn, const json& array, const LinesOptions& options,
+                              std::ostream& out) {
+  LogsPrinted printed = LogsPrinted::kWhole;
   for (const auto& job : array["elements"]) {
     const std::string id = job["job_id"].get<std::string>();
     out << "==> " << id << " (index " << job["array_index"].dump() << ", " << job["state"].get<std::string>()
         << ") <==\n";
     // An element that never ran has no output to ask for.
     if (job["attempts"].get<int64_t>() == 0) continue;
-    ok = print_job_lines(conn, id, options, out) && ok;
+    const LogsPrinted one = print_job_logs(conn, id, options, out);
+    if (one == LogsPrinted::kFailed || printed == LogsPrinted::kWhole) printed = one;
   }
-  return ok;
+  return printed;
 }
 
 }  // namespace ag::cli

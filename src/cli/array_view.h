@@ -15,9 +15,9 @@ bool is_array_view(const nlohmann::json& answer);
 
 void print_array_status(std::ostream& out, const nlohmann::json& array);
 
-// Every element's lines (as print_job_lines prints one job's), element after element,
+// Every element's lines (as print_job_logs prints one job's), element after element,
 // each under "==> JOB (index N, STATE) <==". False after printing an error.
-bool print_array_lines(const Connection& conn, const nlohmann::json& array, const LinesOptions& options,
+LogsPrinted print_array_lines(const Connection& conn, const nlohmann::json& array, const LinesOptions& options,
                        std::ostream& out);
 
 }  // namespace ag::cli

@@ -43,6 +43,7 @@ struct StartWorkerOptions {
   std::string ca_fingerprint;  // the head's cluster CA, pinned at the first join
   bool insecure = false;
   std::string node_ip = "127.0.0.1";
+  std::string network_interface;  // --network-interface; "" to find the one holding node_ip
   std::optional<double> num_cpus;
   std::optional<int> num_gpus;
   std::optional<double> memory_gb;
@@ -65,7 +66,8 @@ int submit(const ConnectionOptions& conn, const SubmitOptions& options);
 
 int cluster_status(const ConnectionOptions& conn);
 int job_status(const ConnectionOptions& conn, const std::string& job_id, bool verbose);
-int list_nodes(const ConnectionOptions& conn);
+// `verbose`: with each node's network interface.
+int list_nodes(const ConnectionOptions& conn, bool verbose);
 int list_jobs(const ConnectionOptions& conn, const std::string& state);
 // One task's output as its bytes (--task-index without --tail/--since/--timestamps),
 // else as lines (cli/log_lines.h): all ranks interleaved, each prefixed "[rank N]".

@@ -252,6 +252,7 @@ int start_worker(const StartWorkerOptions& options) {
   worker::WorkerConfig config;
   config.head_address = options.head_node;
   config.node_ip = options.node_ip;
+  config.network_interface = options.network_interface;
   config.num_cpus = options.num_cpus;
   config.num_gpus = options.num_gpus;
   config.wait_for_head = options.wait_for_head;

@@ -35,13 +35,6 @@ constexpr double kReconnectWindowS = 30;
 
 bool json_output(const ConnectionOptions& conn) { return conn.output == "json"; }
 
-std::string header_value(const net::HttpResponse& res, const std::string& name) {
-  for (const auto& [k, v] : res.headers) {
-    if (k == name) return v;
-  }
-  return "";
-}
-
 std::string str(const json& j, const char* key) {
   if (!j.contains(key) || j[key].is_null()) return "-";
   if (j[key].is_string()) return j[key].get<std::string>().empty() ? "-" : j[key].get<std::string>();
@@ -67,8 +60,6 @@ std::string cpus_text(double cpus) {
   return buf;
 }
 
-// Streams one task's log from `offset` until it is complete. Returns false when the
-// head could not be reached.
 // While the attempt's tasks wait for their image (pulled on their nodes), the job's
 // events say how the pulls go: printed here until every task has started or ended.
 // Returns false when the head cannot be reached.
@@ -92,38 +83,6 @@ bool show_image_pulls(const Connection& conn, const std::string& job_id, int att
     }
     if (!starting) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  }
-}
-
-bool stream_log(const Connection& conn, const std::string& job_id, int task_index, std::optional<int> attempt,
-                bool follow, std::ostream& out, bool raw = false) {
-  int64_t offset = 0;
-  for (;;) {
-    std::string target = "/api/jobs/" + job_id + "/logs?task_index=" + std::to_string(task_index) +
-                         "&offset=" + std::to_string(offset) + (follow ? "&wait_ms=25000" : "");
-    if (attempt) target += "&attempt=" + std::to_string(*attempt);
-    auto res = call_raw(conn, "GET", target, 40000);
-    // The head may be restarting: keep following once it is back.
-    for (auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kReconnectWindowS);
-         !res.ok() && res.error().code == ErrorCode::kUnavailable && std::chrono::steady_clock::now() < deadline;) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      res = call_raw(conn, "GET", target, 40000);
-    }
-    if (!res.ok()) {
-      fail(res.error());
-      return false;
-    }
-    // A sequence cut between two reads is escaped in its two parts: still harmless.
-    out << (raw ? res->body : terminal_safe(res->body, true));
-    out.flush();
-    std::string next = header_value(res.value(), "X-AG-Next-Offset");
-    int64_t next_offset = 0;
-    auto [end, ec] = std::from_chars(next.data(), next.data() + next.size(), next_offset);
-    const bool has_next = !next.empty() && ec == std::errc() && end == next.data() + next.size();
-    offset = has_next ? next_offset : offset + static_cast<int64_t>(res->body.size());
-    bool complete = header_value(res.value(), "X-AG-Log-Complete") == "1";
-    if (!follow && res->body.empty()) return true;
-    if (complete) return true;
   }
 }
 
@@ -298,8 +257,8 @@ int submit(const ConnectionOptions& options, const SubmitOptions& submit) {
         LinesOptions all;
         all.attempt = attempt;
         all.follow = true;
-        if (!print_job_lines(conn.value(), job_id, all, log_out)) return 1;
-      } else if (!stream_log(conn.value(), job_id, 0, attempt, true, log_out)) {
+        if (print_job_logs(conn.value(), job_id, all, log_out) == LogsPrinted::kFailed) return 1;
+      } else if (LimitedOutput whole(log_out, 0); !stream_task_log(conn.value(), job_id, 0, attempt, true, false, whole)) {
         return 1;
       }
       streamed = attempt;
@@ -460,7 +419,7 @@ std::string limits_text(const std::string& summary) {
 
 }  // namespace
 
-int list_nodes(const ConnectionOptions& options) {
+int list_nodes(const ConnectionOptions& options, bool verbose) {
   auto conn = resolve_connection(options);
   if (!conn.ok()) return fail(conn.error());
   auto nodes = call_json(conn.value(), "GET", "/api/nodes");
@@ -469,18 +428,23 @@ int list_nodes(const ConnectionOptions& options) {
     std::cout << nodes.value().dump(2) << "\n";
     return 0;
   }
-  Table table({"NODE", "STATE", "ADDRESS", "HOSTNAME", "CPUS", "GPUS", "MEMORY", "LIMITS", "CONTAINERS", "LABELS"});
+  std::vector<std::string> columns = {"NODE", "STATE", "ADDRESS", "HOSTNAME", "CPUS", "GPUS", "MEMORY", "LIMITS",
+                                      "CONTAINERS", "LABELS"};
+  if (verbose) columns.insert(columns.begin() + 3, "INTERFACE");
+  Table table(columns);
   for (const auto& n : nodes.value()["nodes"]) {
     const json& r = n["resources"];
     const json& a = n["allocated"];
     const std::string state = n["state"].get<std::string>() + (n.value("draining", false) ? ", draining" : "");
-    table.add({n["node_id"].get<std::string>(), state, n["address"].get<std::string>(),
+    std::vector<std::string> row = {n["node_id"].get<std::string>(), state, n["address"].get<std::string>(),
                n["hostname"].get<std::string>(),
                cpus_text(a["num_cpus"].get<double>()) + "/" + cpus_text(r["num_cpus"].get<double>()),
                a["num_gpus"].dump() + "/" + r["num_gpus"].dump(),
                std::to_string(a["memory_bytes"].get<int64_t>() >> 30) + "/" + std::to_string(r["memory_bytes"].get<int64_t>() >> 30) + " GiB",
                limits_text(str(n, "limits")), terminal_safe(str(n, "container_engine"), false),
-               labels_text(n.value("labels", json::object()))});
+               labels_text(n.value("labels", json::object()))};
+    if (verbose) row.insert(row.begin() + 3, str(n, "network_interface"));
+    table.add(std::move(row));
   }
   table.print(std::cout);
   return 0;
@@ -525,11 +489,13 @@ int logs(const ConnectionOptions& options, const std::string& job_id, const Line
          const std::string& since) {
   LinesOptions asked = lines;
   if (!since.empty()) {
-    auto since_ms = parse_since(since, static_cast<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                                std::chrono::system_clock::now().time_since_epoch())
-                                                                .count()));
-    if (!since_ms.ok()) {
-      return usage_error(since_ms.error().message);
+    const auto now_ms = static_cast<int64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count());
+    auto since_ms = parse_since(since, now_ms);
+    if (!since_ms.ok()) return usage_error(since_ms.error().message);
+    if (since_ms.value() > now_ms) {
+      return usage_error("--since " + since + " is in the future: give a time ago (10m) or a UTC time already past");
     }
     asked.since_ms = since_ms.value();
   }
@@ -539,17 +505,19 @@ int logs(const ConnectionOptions& options, const std::string& job_id, const Line
   if (looks_like_job_id(job_id) && job_id.size() == 16) {
     auto answer = call_json(conn.value(), "GET", "/api/jobs/" + job_id);
     if (answer.ok() && is_array_view(answer.value())) {
-      return print_array_lines(conn.value(), answer.value(), asked, std::cout) ? 0 : 1;
+      const LogsPrinted printed = print_array_lines(conn.value(), answer.value(), asked, std::cout);
+      return printed == LogsPrinted::kWhole ? 0 : printed == LogsPrinted::kCut ? 3 : 1;
     }
   }
-  // One task's bytes as they are, unless its lines are asked for.
-  if (asked.task_index && asked.tail == 0 && !asked.since_ms && !asked.timestamps) {
-    return stream_log(conn.value(), net::url_encode(job_id), *asked.task_index, asked.attempt, asked.follow, std::cout,
-                      asked.raw)
-               ? 0
-               : 1;
+  switch (print_job_logs(conn.value(), job_id, asked, std::cout)) {
+    case LogsPrinted::kWhole:
+      return 0;
+    case LogsPrinted::kCut:
+      return 3;
+    case LogsPrinted::kFailed:
+      break;
   }
-  return print_job_lines(conn.value(), job_id, asked, std::cout) ? 0 : 1;
+  return 1;
 }
 
 int head_logs() {

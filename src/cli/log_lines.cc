@@ -1,64 +1,175 @@
 #include "cli/log_lines.h"
 
+#include <charconv>
 #include <chrono>
-#include <ctime>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "cli/api_client.h"
 #include "cli/table.h"
+#include "common/amounts.h"
 #include "net/http_types.h"
 
 namespace ag::cli {
 namespace {
 
-// How often a follow asks again while nothing new has arrived.
+// How long a follow pauses after an empty answer (a head without long polls here).
 constexpr int kFollowPollMs = 300;
 // A head that is restarting is waited for this long.
 constexpr double kReconnectWindowS = 30;
+// A long poll's wait on the head, and the call's own timeout around it.
+constexpr int kWaitMs = 25000;
+constexpr int kCallTimeoutMs = 40000;
+
+std::optional<int64_t> int_header(const net::HttpResponse& res, const std::string& name) {
+  const std::string text = header_value(res, name);
+  int64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+std::string size_text(int64_t bytes) {
+  if (bytes >= (int64_t{1} << 20)) return format_number("%.1f", static_cast<double>(bytes) / (1 << 20)) + " MiB";
+  if (bytes >= 1024) return format_number("%.1f", static_cast<double>(bytes) / 1024) + " KiB";
+  return std::to_string(bytes) + " bytes";
+}
+
+// A job that has not started has no output yet: says why on stderr. With `follow`,
+// waits (on the head) until its first attempt has begun. False when it never will (it
+// ended first) or on an error (printed).
+bool wait_until_started(const Connection& conn, const std::string& job_id, bool follow, bool* ended_unstarted) {
+  const std::string path = "/api/jobs/" + net::url_encode(job_id);
+  auto job = call_json_retrying(conn, "GET", path, "", kCallTimeoutMs, kReconnectWindowS);
+  if (!job.ok()) {
+    fail(job.error());
+    return false;
+  }
+  std::optional<std::string> said;
+  for (;;) {
+    const nlohmann::json& j = job.value();
+    if (j.value("num_attempts", 0) > 0) return true;
+    const std::string state = j.value("state", "");
+    const std::string message = j.value("message", "");
+    if (state != "PENDING") {
+      std::cerr << "job " << job_id << " is " << state << " and never started: it has no output"
+                << (message.empty() ? "" : " (" + terminal_safe(message, false) + ")") << "\n";
+      *ended_unstarted = true;
+      return true;
+    }
+    if (!said || *said != message) {
+      std::cerr << "job " << job_id << " is PENDING" << (message.empty() ? "" : ": " + terminal_safe(message, false))
+                << (follow ? "\nwaiting for it to start (Ctrl-C to stop waiting; the job stays queued)"
+                           : "\nit has no output yet (ag logs -f waits for it)")
+                << "\n";
+      said = message;
+    }
+    if (!follow) {
+      *ended_unstarted = true;
+      return true;
+    }
+    job = call_json_retrying(conn, "GET",
+                             path + "/wait?attempts_at_least=1&timeout_ms=" + std::to_string(kWaitMs) +
+                                 "&changed_from=" + net::url_encode(message),
+                             "", kCallTimeoutMs, kReconnectWindowS);
+    if (!job.ok()) {
+      fail(job.error());
+      return false;
+    }
+  }
+}
+
+// Writes `bytes` as a terminal may show them (control sequences escaped) unless `raw`;
+// false once the output's limit is reached.
+bool write_shown(LimitedOutput& out, std::string_view bytes, bool raw) {
+  if (raw || terminal_safe_as_is(bytes, true)) return out.write(bytes);
+  return out.write(terminal_safe(bytes, true));
+}
 
 }  // namespace
 
-std::string utc_timestamp(int64_t ms) {
-  std::time_t t = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[48];
-  size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  std::snprintf(buf + n, sizeof buf - n, ".%03dZ", static_cast<int>(ms % 1000));
-  return buf;
+bool LimitedOutput::write(std::string_view bytes) {
+  if (cut_) return false;
+  if (limit_ > 0 && written_ + static_cast<int64_t>(bytes.size()) > limit_) {
+    out_.write(bytes.data(), static_cast<std::streamsize>(limit_ - written_));
+    out_.flush();
+    written_ = limit_;
+    cut_ = true;
+    std::cerr << "\n[... cut at " << size_text(limit_) << "; --limit-bytes 0 for all]\n";
+    return false;
+  }
+  out_.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  written_ += static_cast<int64_t>(bytes.size());
+  return true;
 }
 
-bool print_job_lines(const Connection& conn, const std::string& job_id, const LinesOptions& options,
-                     std::ostream& out) {
+bool stream_task_log(const Connection& conn, const std::string& job_id, int task_index, std::optional<int> attempt,
+                     bool follow, bool raw, LimitedOutput& out) {
+  int64_t offset = 0;
+  for (;;) {
+    std::string target = "/api/jobs/" + job_id + "/logs?task_index=" + std::to_string(task_index) +
+                         "&offset=" + std::to_string(offset) + (follow ? "&wait_ms=" + std::to_string(kWaitMs) : "");
+    if (attempt) target += "&attempt=" + std::to_string(*attempt);
+    auto res = call_raw_retrying(conn, "GET", target, kCallTimeoutMs, kReconnectWindowS);
+    if (!res.ok()) {
+      fail(res.error());
+      return false;
+    }
+    // A sequence cut between two reads is escaped in its two parts: still harmless.
+    if (!write_shown(out, res->body, raw)) return true;
+    out.flush();
+    offset = int_header(res.value(), "X-AG-Next-Offset").value_or(offset + static_cast<int64_t>(res->body.size()));
+    if (!follow && res->body.empty()) return true;
+    if (header_value(res.value(), "X-AG-Log-Complete") == "1") return true;
+  }
+}
+
+LogsPrinted print_job_logs(const Connection& conn, const std::string& job_id, const LinesOptions& options,
+                           std::ostream& out) {
+  bool ended_unstarted = false;
+  if (!options.attempt) {
+    if (!wait_until_started(conn, job_id, options.follow, &ended_unstarted)) return LogsPrinted::kFailed;
+    if (ended_unstarted) return LogsPrinted::kWhole;
+  }
+  LimitedOutput limited(out, options.limit_bytes);
+  // One task's bytes as they are, unless its lines are asked for.
+  if (options.task_index && options.tail == 0 && !options.since_ms && !options.timestamps && !options.json) {
+    if (!stream_task_log(conn, net::url_encode(job_id), *options.task_index, options.attempt, options.follow,
+                         options.raw, limited)) {
+      return LogsPrinted::kFailed;
+    }
+    return limited.cut() ? LogsPrinted::kCut : LogsPrinted::kWhole;
+  }
   std::optional<int> attempt = options.attempt;
   std::string cursor;
   for (bool first = true;; first = false) {
-    std::string target = "/api/jobs/" + net::url_encode(job_id) + "/lines?";
-    if (attempt) target += "attempt=" + std::to_string(*attempt) + "&";
-    if (options.task_index) target += "task_index=" + std::to_string(*options.task_index) + "&";
-    if (first && options.tail > 0) target += "tail=" + std::to_string(options.tail) + "&";
-    if (first && options.since_ms) target += "since_ms=" + std::to_string(*options.since_ms) + "&";
-    if (!cursor.empty()) target += "from=" + cursor;
-    auto page = call_json_retrying(conn, "GET", target, "", 40000, kReconnectWindowS);
+    std::string target = "/api/jobs/" + net::url_encode(job_id) + "/lines?format=";
+    target += options.json ? "jsonl" : "text";
+    if (options.timestamps) target += "&timestamps=1";
+    if (attempt) target += "&attempt=" + std::to_string(*attempt);
+    if (options.task_index) target += "&task_index=" + std::to_string(*options.task_index);
+    if (first && options.tail > 0) target += "&tail=" + std::to_string(options.tail);
+    if (first && options.since_ms) target += "&since_ms=" + std::to_string(*options.since_ms);
+    if (!first) target += "&from=" + cursor;
+    if (options.follow) target += "&wait_ms=" + std::to_string(kWaitMs);  // the head answers when lines come
+    auto page = call_raw_retrying(conn, "GET", target, kCallTimeoutMs, kReconnectWindowS);
     if (!page.ok()) {
       fail(page.error());
-      return false;
+      return LogsPrinted::kFailed;
     }
-    const nlohmann::json& body = page.value();
-    attempt = body["attempt"].get<int>();  // a follow stays with the attempt it began on
-    const bool several = body["tasks"].size() > 1;
-    for (const auto& line : body["lines"]) {
-      if (options.timestamps) out << utc_timestamp(line[1].get<int64_t>()) << " ";
-      if (several) out << "[rank " << line[0].get<int>() << "] ";
-      const std::string& text = line[2].get_ref<const std::string&>();
-      out << (options.raw ? text : terminal_safe(text, true)) << "\n";
+    const std::string& body = page->body;
+    if (!write_shown(limited, body, options.raw || options.json)) {
+      return LogsPrinted::kCut;
     }
-    out.flush();
-    cursor.clear();
-    for (const auto& next : body["next"]) cursor += (cursor.empty() ? "" : ",") + std::to_string(next.get<int64_t>());
-    if (!options.follow || body["complete"].get<bool>()) return true;
-    if (body["lines"].empty()) std::this_thread::sleep_for(std::chrono::milliseconds(kFollowPollMs));
+    limited.flush();
+    attempt = static_cast<int>(int_header(page.value(), "X-AG-Attempt").value_or(0));  // a follow stays with it
+    cursor = header_value(page.value(), "X-AG-Next");
+    const bool more = header_value(page.value(), "X-AG-More") == "1";
+    const bool complete = header_value(page.value(), "X-AG-Log-Complete") == "1";
+    if (more) continue;
+    if (!options.follow || complete) return LogsPrinted::kWhole;
+    if (body.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(kFollowPollMs));
   }
 }
 

@@ -16,10 +16,12 @@
 
 #include "api/protocol.h"
 #include "cli/api_client.h"
+#include "cli/command_line.h"
 #include "cli/commands.h"
 #include "cli/completion.h"
 #include "cli/config_file.h"
 #include "cli/install_service.h"
+#include "cli/units.h"
 #include "cli/usage_hints.h"
 #include "common/version.h"
 #include "worker/task_supervisor.h"
@@ -68,12 +70,7 @@ int run(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();
   ConnectionOptions conn;
-  app.add_option("--address", conn.address, "Head address HOST:PORT (default: AG_ADDRESS, then this machine's session)");
-  app.add_option("--token", conn.token, "Your token (prefer --token-file: a command line is visible in `ps`)");
-  app.add_option("--token-file", conn.token_file,
-                 "File holding your token, mode 0600 (default: AG_TOKEN, AG_TOKEN_FILE, then this machine's session)");
-  app.add_option("--output,-o", conn.output, "Output format")->check(CLI::IsMember({"table", "json"}));
-  app.add_flag("--insecure", conn.insecure, "Talk to the head in plain HTTP, even on another machine (no TLS)");
+  add_connection_options(app, conn);
 
   StartHeadOptions head;
   auto* start_head_cmd = app.add_subcommand("start-head", "Start the head daemon");
@@ -116,6 +113,9 @@ int run(int argc, char** argv) {
   // Required, but it may come from --config: checked once the file is read.
   start_worker_cmd->add_option("--head-node", worker.head_node, "Head address HOST:PORT (required)");
   start_worker_cmd->add_option("--node-ip-address", worker.node_ip, "This node's IP address (tasks' MASTER_ADDR)")->capture_default_str();
+  start_worker_cmd->add_option("--network-interface", worker.network_interface,
+                               "Interface tasks' collectives use (GLOO/NCCL/TP_SOCKET_IFNAME); default: the one "
+                               "holding --node-ip-address");
   start_worker_cmd->add_option("--num-cpus", worker.num_cpus, "CPUs to offer (default: detected)")->check(CLI::Range(0.0, ag::api::kMaxNodeCpuMillis / 1000.0));
   start_worker_cmd->add_option("--label", worker.labels, "Node label KEY=VALUE for job constraints (repeatable)");
   start_worker_cmd->add_option("--num-gpus", worker.num_gpus, "GPUs to offer (default: detected with NVML)")->check(CLI::Range(0, ag::api::kMaxNodeGpus));
@@ -159,7 +159,9 @@ int run(int argc, char** argv) {
   status_cmd->add_option("job_id", status_job, "Job id");
   status_cmd->add_flag("-v,--verbose", status_verbose, "Add the job's event log");
 
-  app.add_subcommand("list-nodes", "List the cluster's nodes");
+  bool list_nodes_verbose = false;
+  app.add_subcommand("list-nodes", "List the cluster's nodes")
+      ->add_flag("-v,--verbose", list_nodes_verbose, "Add each node's network interface (what tasks' collectives use)");
   std::string list_state;
   auto* list_jobs_cmd = app.add_subcommand("list-jobs", "List jobs, newest first");
   list_jobs_cmd->add_option("--state", list_state, "Only jobs in this state");
@@ -168,6 +170,7 @@ int run(int argc, char** argv) {
   ag::cli::LinesOptions logs_lines;
   std::string logs_since;
   bool logs_head = false;
+  std::string logs_limit = "0";
   auto* logs_cmd = app.add_subcommand("logs", "Print a task's output (or the head's log with --head)");
   logs_cmd->add_option("job_id", logs_job, "Job id");
   logs_cmd->add_option("--task-index", logs_lines.task_index,
@@ -175,67 +178,17 @@ int run(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   logs_cmd->add_option("--attempt", logs_lines.attempt, "Attempt (default: the latest)")->check(CLI::NonNegativeNumber);
   logs_cmd->add_flag("-f,--follow", logs_lines.follow, "Keep printing new output until the tasks end");
-  logs_cmd->add_option("--tail", logs_lines.tail, "Only the last N lines")->check(CLI::Range(1, 100000));
+  logs_cmd->add_option("--tail", logs_lines.tail, "Only the last N lines (of every rank's, merged)")->check(CLI::Range(1, 1000000));
+  logs_cmd->add_option("--limit-bytes", logs_limit,
+                       "Print at most this much (512K, 100M, 2G); past it, say where it was cut and exit 3 "
+                       "(default 0: everything)");
   logs_cmd->add_option("--since", logs_since, "Only lines received since: a time ago (90s, 10m, 2h, 1d) or a UTC time (2026-12-01T11:00:00)");
   logs_cmd->add_flag("--timestamps", logs_lines.timestamps, "Each line after the time the head received it (UTC)");
   logs_cmd->add_flag("--head", logs_head, "Print the head daemon's own log");
   logs_cmd->add_flag("--raw", logs_lines.raw, "Print the bytes as the task wrote them (terminal escape sequences included)");
 
   SubmitOptions submit_opts;
-  auto* submit_cmd = app.add_subcommand("submit", "Submit a job: ag submit [options] -- COMMAND...");
-  submit_cmd->add_option("--num-workers,-n", submit_opts.num_workers, "Tasks in the gang")->capture_default_str()->check(CLI::Range(1, 4096));
-  submit_cmd->add_option("--num-cpus", submit_opts.num_cpus, "CPUs per task (default 1)")->check(CLI::Range(0.0, 1024.0));
-  submit_cmd->add_option("--num-gpus", submit_opts.num_gpus, "GPUs per task (default 0)")->check(CLI::Range(0, 64));
-  submit_cmd->add_option("--memory", submit_opts.memory_gb, "Memory per task, GiB")->check(CLI::Range(0.0, 1e6));
-  submit_cmd->add_flag("--gpu-isolation", submit_opts.gpu_isolation,
-                       "Each task sees only its own GPUs (default: all its gang's GPUs on the node, its own from index LOCAL_RANK x num_gpus)");
-  submit_cmd->add_option("--placement", submit_opts.placement, "pack (fewest nodes) or spread")->capture_default_str()->check(CLI::IsMember({"pack", "spread"}));
-  submit_cmd->add_option("--env", submit_opts.env, "Environment variable NAME=VALUE (repeatable)");
-  submit_cmd->add_option("--working-dir", submit_opts.working_dir, "Local folder to ship to every task as its working directory");
-  submit_cmd->add_option("--exclude", submit_opts.excludes, "Gitignore-style pattern left out of --working-dir (repeatable)");
-  submit_cmd->add_option("--python", submit_opts.python, "Interpreter that `python`/`python3` run as in the tasks");
-  submit_cmd->add_option("--image", submit_opts.image, "Container image the tasks run in (podman or docker on the nodes)");
-  submit_cmd->add_option("--mount", submit_opts.mounts,
-                         "Node folder into the container: SOURCE:TARGET[:ro] (repeatable; needs --image and the "
-                         "workers' --allow-mount)");
-  submit_cmd->add_option("--name", submit_opts.name, "Job name");
-  submit_cmd->add_option("--priority", submit_opts.priority,
-                         "Place before jobs of lower priority: low, normal (default), high, urgent, or -1000..1000");
-  submit_cmd->add_option("--max-retries", submit_opts.max_retries, "Whole-gang retries after a failure")->capture_default_str()->check(CLI::Range(0, 100));
-  submit_cmd->add_option("--retry-delay", submit_opts.retry_delay_s,
-                         "Seconds before the first retry, doubling for each next one up to 600 (default 3)")
-      ->check(CLI::Range(0.0, 600.0));
-  submit_cmd->add_option("--retry-on", submit_opts.retry_on,
-                         "Which failures are retried: any (default), node-lost, or exit codes like 3,137 "
-                         "(and lost nodes)");
-  submit_cmd->add_option("--timeout", submit_opts.timeout_s, "Seconds the job may run before it is stopped and FAILED")->check(CLI::PositiveNumber);
-  submit_cmd->add_flag("--timeout-per-attempt", submit_opts.timeout_per_attempt, "Restart the --timeout with every retry");
-  submit_cmd->add_option("--constraint", submit_opts.constraints,
-                         "Run only on nodes with this label KEY=VALUE (repeatable; see ag start-worker --label)");
-  submit_cmd->add_flag("--allow-unschedulable", submit_opts.allow_unschedulable,
-                       "Queue the job even if no node of the cluster as it is could run it (for nodes still to join)");
-  submit_cmd->add_option("--after", submit_opts.after,
-                         "Start once these jobs succeeded (job ids, comma-separated or repeated); fails if one cannot")
-      ->delimiter(',');
-  submit_cmd->add_option("--after-any", submit_opts.after_any, "Start once these jobs ended, however they ended")
-      ->delimiter(',');
-  submit_cmd->add_option("--after-failed", submit_opts.after_failed,
-                         "Start once these jobs ended without success (FAILED or STOPPED)")
-      ->delimiter(',');
-  submit_cmd->add_option("--array", submit_opts.array,
-                         "One job per index, each with AG_ARRAY_INDEX: 0-99, 1,3,5, 0-98:2, and %N for at most N "
-                         "at once (0-99%8)");
-  submit_cmd->add_flag("--exclusive", submit_opts.exclusive, "No other job's tasks share this job's nodes");
-  submit_cmd->add_option("--queue", submit_opts.queue, "The queue to wait in: its nodes, priority and limits (ag queue list)");
-  submit_cmd->add_flag("--no-preempt", submit_opts.no_preempt,
-                       "Never preempted by higher-priority jobs (an admin allows it: ag quota set --allow-no-preempt)");
-  submit_cmd->add_flag("--hold", submit_opts.hold, "Submit held: it waits until `ag release JOB`");
-  submit_cmd->add_option("--begin", submit_opts.begin,
-                         "Start no earlier than: a time from now (10m, 2h, now+1d) or a UTC time "
-                         "(2026-12-01T20:00:00, or 20:00 for the next one)");
-  submit_cmd->add_flag("--all-ranks", submit_opts.all_ranks, "Stream every task's output, each line prefixed [rank N] (default: task 0's)");
-  submit_cmd->add_flag("--no-wait", submit_opts.no_wait, "Print the job id and return at once");
-  submit_cmd->add_option("command", submit_opts.command, "The command each task runs (after --)");
+  auto* submit_cmd = ag::cli::add_submit_command(app, submit_opts);
 
   std::string stop_job_id;
   auto* stop_job_cmd = app.add_subcommand("stop-job", "Stop a job: every process of every task");
@@ -372,7 +325,7 @@ int run(int argc, char** argv) {
   }
 
   try {
-    app.parse(argc, argv);
+    ag::cli::parse_command_line(app, std::vector<std::string>(argv, argv + argc), {{"submit", &submit_opts.command}});
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -439,13 +392,17 @@ int run(int argc, char** argv) {
   }
   if (*stop_cmd) return stop_daemons(stop_timeout);
   if (*status_cmd) return status_job.empty() ? cluster_status(conn) : job_status(conn, status_job, status_verbose);
-  if (app.got_subcommand("list-nodes")) return list_nodes(conn);
+  if (app.got_subcommand("list-nodes")) return list_nodes(conn, list_nodes_verbose);
   if (*list_jobs_cmd) return list_jobs(conn, list_state);
   if (*logs_cmd) {
     if (logs_head) return head_logs();
     if (logs_job.empty()) {
       return ag::cli::usage_error("give a job id (ag logs JOB_ID) or --head");
     }
+    auto limit = ag::cli::parse_size("--limit-bytes", logs_limit);
+    if (!limit.ok()) return ag::cli::usage_error(limit.error().message);
+    logs_lines.limit_bytes = limit.value();
+    logs_lines.json = conn.output == "json";
     return logs(conn, logs_job, logs_lines, logs_since);
   }
   if (*submit_cmd) return submit(conn, submit_opts);

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <sstream>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "cli/time_args.h"
@@ -29,6 +30,64 @@ std::string shell_quote(const std::string& arg) {
 }
 
 }  // namespace
+
+CLI::App* add_submit_command(CLI::App& app, SubmitOptions& options) {
+  CLI::App* command = app.add_subcommand("submit", "Submit a job: ag submit [options] -- COMMAND...");
+  command->add_option("--num-workers,-n", options.num_workers, "Tasks in the gang")->capture_default_str()->check(CLI::Range(1, 4096));
+  command->add_option("--num-cpus", options.num_cpus, "CPUs per task (default 1)")->check(CLI::Range(0.0, 1024.0));
+  command->add_option("--num-gpus", options.num_gpus, "GPUs per task (default 0)")->check(CLI::Range(0, 64));
+  command->add_option("--memory", options.memory_gb, "Memory per task, GiB")->check(CLI::Range(0.0, 1e6));
+  command->add_flag("--gpu-isolation", options.gpu_isolation,
+                       "Each task sees only its own GPUs (default: all its gang's GPUs on the node, its own from index LOCAL_RANK x num_gpus)");
+  command->add_option("--placement", options.placement, "pack (fewest nodes) or spread")->capture_default_str()->check(CLI::IsMember({"pack", "spread"}));
+  command->add_option("--env", options.env, "Environment variable NAME=VALUE (repeatable)");
+  command->add_option("--working-dir", options.working_dir, "Local folder to ship to every task as its working directory");
+  command->add_option("--exclude", options.excludes, "Gitignore-style pattern left out of --working-dir (repeatable)");
+  command->add_option("--python", options.python, "Interpreter that `python`/`python3` run as in the tasks");
+  command->add_option("--image", options.image, "Container image the tasks run in (podman or docker on the nodes)");
+  command->add_option("--mount", options.mounts,
+                         "Node folder into the container: SOURCE:TARGET[:ro] (repeatable; needs --image and the "
+                         "workers' --allow-mount)");
+  command->add_option("--name", options.name, "Job name");
+  command->add_option("--priority", options.priority,
+                         "Place before jobs of lower priority: low, normal (default), high, urgent, or -1000..1000");
+  command->add_option("--max-retries", options.max_retries, "Whole-gang retries after a failure")->capture_default_str()->check(CLI::Range(0, 100));
+  command->add_option("--retry-delay", options.retry_delay_s,
+                         "Seconds before the first retry, doubling for each next one up to 600 (default 3)")
+      ->check(CLI::Range(0.0, 600.0));
+  command->add_option("--retry-on", options.retry_on,
+                         "Which failures are retried: any (default), node-lost, or exit codes like 3,137 "
+                         "(and lost nodes)");
+  command->add_option("--timeout", options.timeout_s, "Seconds the job may run before it is stopped and FAILED")->check(CLI::PositiveNumber);
+  command->add_flag("--timeout-per-attempt", options.timeout_per_attempt, "Restart the --timeout with every retry");
+  command->add_option("--constraint", options.constraints,
+                         "Run only on nodes with this label KEY=VALUE (repeatable; see ag start-worker --label)");
+  command->add_flag("--allow-unschedulable", options.allow_unschedulable,
+                       "Queue the job even if no node of the cluster as it is could run it (for nodes still to join)");
+  command->add_option("--after", options.after,
+                         "Start once these jobs succeeded (job ids, comma-separated or repeated); fails if one cannot")
+      ->delimiter(',');
+  command->add_option("--after-any", options.after_any, "Start once these jobs ended, however they ended")
+      ->delimiter(',');
+  command->add_option("--after-failed", options.after_failed,
+                         "Start once these jobs ended without success (FAILED or STOPPED)")
+      ->delimiter(',');
+  command->add_option("--array", options.array,
+                         "One job per index, each with AG_ARRAY_INDEX: 0-99, 1,3,5, 0-98:2, and %N for at most N "
+                         "at once (0-99%8)");
+  command->add_flag("--exclusive", options.exclusive, "No other job's tasks share this job's nodes");
+  command->add_option("--queue", options.queue, "The queue to wait in: its nodes, priority and limits (ag queue list)");
+  command->add_flag("--no-preempt", options.no_preempt,
+                       "Never preempted by higher-priority jobs (an admin allows it: ag quota set --allow-no-preempt)");
+  command->add_flag("--hold", options.hold, "Submit held: it waits until `ag release JOB`");
+  command->add_option("--begin", options.begin,
+                         "Start no earlier than: a time from now (10m, 2h, now+1d) or a UTC time "
+                         "(2026-12-01T20:00:00, or 20:00 for the next one)");
+  command->add_flag("--all-ranks", options.all_ranks, "Stream every task's output, each line prefixed [rank N] (default: task 0's)");
+  command->add_flag("--no-wait", options.no_wait, "Print the job id and return at once");
+  command->add_option("command", options.command, "The command each task runs (after --)");
+  return command;
+}
 
 std::optional<Error> check_submit_usage(const SubmitOptions& options) {
   if (options.command.empty()) {

@@ -12,6 +12,10 @@
 #include "api/job_spec.h"
 #include "common/result.h"
 
+namespace CLI {
+class App;
+}
+
 namespace ag::cli {
 
 // The flags as the user wrote them; main.cc fills it, CLI11 having checked ranges.
@@ -51,6 +55,10 @@ struct SubmitOptions {
   bool all_ranks = false;  // stream every task's output, each line prefixed "[rank N]"
   std::vector<std::string> command;
 };
+
+// Adds `ag submit` and its flags to `app`, filling `options` when it is parsed (the
+// task command after `--`: see cli/command_line.h).
+CLI::App* add_submit_command(CLI::App& app, SubmitOptions& options);
 
 // Mistakes in how the flags were used, which no head would be asked about: no command
 // after `--`, an --env that is not NAME=VALUE, --exclude without --working-dir.

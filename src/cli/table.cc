@@ -6,7 +6,16 @@
 
 namespace ag::cli {
 
+bool terminal_safe_as_is(std::string_view text, bool keep_lines) {
+  return std::none_of(text.begin(), text.end(), [keep_lines](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return (c < 0x20 && !(keep_lines && (c == '\n' || c == '\t' || c == '\r'))) || c == 0x7f || c == 0xc2;
+  });
+}
+
 std::string terminal_safe(std::string_view text, bool keep_lines) {
+  // Most output has nothing to escape: then it is copied whole (ag logs of a large log).
+  if (terminal_safe_as_is(text, keep_lines)) return std::string(text);
   std::string out;
   out.reserve(text.size());
   auto escape = [&out](unsigned char c) {

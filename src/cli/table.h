@@ -22,6 +22,8 @@ class Table {
 // move the cursor, retitle the window, hide text; C1 controls) written as \xHH, so
 // that a job name or a log line shows as what it is. `keep_lines`: newline, tab and
 // carriage return pass (log output); otherwise they are escaped too (table cells).
+// Whether terminal_safe would leave `text` as it is.
+bool terminal_safe_as_is(std::string_view text, bool keep_lines);
 std::string terminal_safe(std::string_view text, bool keep_lines);
 
 // "2026-11-29 17:50:01" in local time, or "-" for 0.

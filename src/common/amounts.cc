@@ -1,6 +1,7 @@
 #include "common/amounts.h"
 
 #include <cstdio>
+#include <ctime>
 
 namespace ag {
 
@@ -23,6 +24,16 @@ std::string format_memory(int64_t bytes) {
   if (bytes >= kMiB) return format_number("%.2f", static_cast<double>(bytes) / kMiB) + " MiB";
   if (bytes >= kKiB) return format_number("%.2f", static_cast<double>(bytes) / kKiB) + " KiB";
   return std::to_string(bytes) + " B";
+}
+
+std::string utc_timestamp(int64_t ms) {
+  const std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[48];
+  const size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  std::snprintf(buf + n, sizeof buf - n, ".%03dZ", static_cast<int>(ms % 1000));
+  return buf;
 }
 
 }  // namespace ag

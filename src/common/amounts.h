@@ -1,4 +1,4 @@
-// Amounts written the way people read them: "2.5" not "2.500", "4 GiB" not
+// Amounts and times written the way people read them: "2.5" not "2.500", "4 GiB" not
 // "4294967296".
 #pragma once
 
@@ -13,5 +13,7 @@ std::string format_number(const char* fmt, double value);
 std::string format_cpus(int64_t cpu_millis);
 // Bytes in the largest binary unit that fits: "4 GiB", "1.5 MiB", "512 B".
 std::string format_memory(int64_t bytes);
+// A time in ms since the epoch, in UTC to the ms: "2026-12-01T11:48:03.123Z".
+std::string utc_timestamp(int64_t ms);
 
 }  // namespace ag

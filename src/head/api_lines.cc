@@ -1,27 +1,40 @@
 // GET /api/jobs/{id}/lines: a job's output as lines with the time the head received
-// each, one task's or all tasks' merged in the order they arrived.
+// each, one task's or all tasks' merged in the order they arrived, page after page.
 //   attempt     which attempt (default: the latest)
 //   task_index  one task (default: all of them)
-//   tail        only the last N lines (of the merge)
+//   tail        only the last N lines (of the merge): the first page starts there
 //   since_ms    only lines received at or after this time (ms since the epoch)
-//   from        a cursor: one byte offset per task listed, as `next` gave them
-// Answer: {"attempt", "tasks": [task indexes], "lines": [[task_index, time_ms, text],
-// ...], "next": [offset per task], "truncated", "complete": every task listed is over
-// and all its output was returned}.
+//   from        a cursor: one byte offset per task listed, as `next` gave them; the
+//               next page of a read (not with tail or since: `next` is past them)
+//   format      json (default), text ("[rank N] line" with several tasks, the bytes as
+//               the task wrote them with one) or jsonl ({"rank", "ts", "line"} a line)
+//   timestamps  1: with format=text, each line after the UTC time it was received
+//   wait_ms     when there is nothing to give yet, wait up to this long on the head for
+//               the next line (or the tasks' end) before answering
+// Answer (json): {"attempt", "tasks": [task indexes], "lines": [[task_index, time_ms,
+// text], ...], "next": [offset per task], "more": reading on from next gives more now
+// ("truncated" says the same), "complete": every task listed is over and all its
+// output was returned}. With text and jsonl the body is the lines, and the headers
+// X-AG-Next (the cursor, "12,0,7"), X-AG-More, X-AG-Log-Complete and X-AG-Attempt say
+// the rest. A read is whole when it goes on until `more` is false (or, to follow the
+// tasks, until `complete`).
+#include <boost/asio/steady_timer.hpp>
 #include <charconv>
 #include <nlohmann/json.hpp>
 
 #include "head/api_routes.h"
+#include "head/log_line_reader.h"
 #include "head/log_lines.h"
 #include "head/route_helpers.h"
 
 namespace ag::head {
 namespace {
 
-constexpr int64_t kMaxTailLines = 100000;
+constexpr int64_t kMaxTailLines = 1'000'000;
 // Bytes one answer reads from the logs, shared among the tasks it covers.
 constexpr int64_t kMaxLinesBytes = 4 << 20;
 constexpr int64_t kMinLinesBytesPerTask = 4 << 10;
+constexpr int64_t kMaxWaitMs = 60000;
 
 // "12,0,7" as offsets, exactly `count` of them; nullopt when it is not that.
 std::optional<std::vector<int64_t>> parse_cursor(const std::string& text, size_t count) {
@@ -41,17 +54,32 @@ std::optional<std::vector<int64_t>> parse_cursor(const std::string& text, size_t
   return out;
 }
 
+std::string join(const std::vector<int64_t>& values) {
+  std::string out;
+  for (int64_t v : values) out += (out.empty() ? "" : ",") + std::to_string(v);
+  return out;
+}
+
 }  // namespace
 
 void ApiRoutes::handle_lines(const net::HttpRequest& req, const std::string& job_id, net::Respond respond) {
   const Job* job = deps_.jobs.find(job_id);
+  if (!job) return respond(error_response(404, "job " + job_id + " is gone (deleted)"));
   const int64_t last_attempt = std::max<int64_t>(0, static_cast<int64_t>(job->attempts.size()) - 1);
-  int64_t attempt = last_attempt, task_index = -1, tail = 0, since_ms = -1;
+  int64_t attempt = last_attempt, task_index = -1, tail = 0, since_ms = -1, timestamps = 0, wait_ms = 0;
   if (!query_int(req, "attempt", 0, last_attempt, &attempt, respond) ||
       !query_int(req, "task_index", 0, job->spec.num_workers - 1, &task_index, respond) ||
       !query_int(req, "tail", 1, kMaxTailLines, &tail, respond) ||
-      !query_int(req, "since_ms", 0, INT64_MAX, &since_ms, respond)) {
+      !query_int(req, "since_ms", 0, INT64_MAX, &since_ms, respond) ||
+      !query_int(req, "timestamps", 0, 1, &timestamps, respond) ||
+      !query_int(req, "wait_ms", 0, kMaxWaitMs, &wait_ms, respond)) {
     return;
+  }
+  std::string format = "json";
+  if (auto it = req.query.find("format"); it != req.query.end()) format = it->second;
+  if (format != "json" && format != "text" && format != "jsonl") {
+    return respond(error_response(400, "query parameter 'format' must be json, text or jsonl; got '" +
+                                           format.substr(0, 32) + "'"));
   }
   std::vector<int> tasks;
   if (task_index >= 0) {
@@ -59,8 +87,15 @@ void ApiRoutes::handle_lines(const net::HttpRequest& req, const std::string& job
   } else {
     for (int i = 0; i < job->spec.num_workers; ++i) tasks.push_back(i);
   }
+  std::vector<api::TaskKey> keys;
+  for (int t : tasks) keys.push_back({job_id, static_cast<int>(attempt), t});
+  LogLineReader reader(deps_.logs);
   std::vector<int64_t> from(tasks.size(), 0);
   if (auto it = req.query.find("from"); it != req.query.end()) {
+    if (tail > 0 || since_ms >= 0) {
+      return respond(error_response(400, "query parameter 'from' continues a read and takes no 'tail' or "
+                                         "'since_ms': the first page's 'next' already starts after them"));
+    }
     auto cursor = parse_cursor(it->second, tasks.size());
     if (!cursor) {
       return respond(error_response(400, "query parameter 'from' must list one byte offset per task (" +
@@ -68,28 +103,96 @@ void ApiRoutes::handle_lines(const net::HttpRequest& req, const std::string& job
                                              it->second.substr(0, 64) + "'"));
     }
     from = std::move(*cursor);
+  } else if (tail > 0 || since_ms >= 0) {
+    // Where the asked-for lines begin in each log; the pages go forward from there.
+    std::vector<int64_t> floors, ends;
+    for (const auto& key : keys) {
+      auto span = reader.span(key);
+      if (!span.ok()) return respond(error_response(span.error()));
+      int64_t floor = span->first;
+      if (since_ms >= 0) {
+        auto first = reader.first_since(key, since_ms, span.value());
+        if (!first.ok()) return respond(error_response(first.error()));
+        floor = first.value();
+      }
+      floors.push_back(floor);
+      ends.push_back(span->end);
+    }
+    from = floors;
+    if (tail > 0) {
+      auto starts = merged_tail_starts(tasks, floors, ends, tail, [&](size_t i, int64_t before, int64_t count) {
+        return reader.starts_before(keys[i], floors[i], before, count);
+      });
+      if (!starts.ok()) return respond(error_response(starts.error()));
+      from = std::move(starts.value());
+    }
   }
-  const int64_t budget =
-      std::max(kMinLinesBytesPerTask, kMaxLinesBytes / static_cast<int64_t>(tasks.size()));
+  const int64_t budget = std::max(kMinLinesBytesPerTask, kMaxLinesBytes / static_cast<int64_t>(tasks.size()));
   std::vector<TaskLinePage> pages;
-  bool complete = true;
   for (size_t i = 0; i < tasks.size(); ++i) {
-    const api::TaskKey key{job_id, static_cast<int>(attempt), tasks[i]};
-    LogStore::LineQuery query;
-    query.from = from[i];
-    if (since_ms >= 0) query.since_ms = since_ms;
-    query.tail = tail;
-    query.max_bytes = budget;
-    auto page = deps_.logs.lines(key, query);
+    auto page = reader.page(keys[i], from[i], budget);
     if (!page.ok()) return respond(error_response(page.error()));
-    complete = complete && job->task_over(key.attempt, key.task_index) && page->next >= deps_.logs.size(key);
     pages.push_back({tasks[i], std::move(page.value())});
   }
-  nlohmann::json body = merge_lines(pages, tail);
-  body["attempt"] = attempt;
-  body["tasks"] = tasks;
-  body["complete"] = complete;
-  respond(json_response(200, body));
+  const MergedPage merged = merge_pages(pages);
+  bool complete = true;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    complete = complete && job->task_over(keys[i].attempt, keys[i].task_index) &&
+               merged.next[i] >= deps_.logs.size(keys[i]);
+  }
+  if (wait_ms > 0 && merged.lines.empty() && !complete) {
+    return wait_for_lines(req, job_id, keys, wait_ms, std::move(respond));
+  }
+  if (format == "json") {
+    nlohmann::json body = to_json(merged);
+    body["attempt"] = attempt;
+    body["tasks"] = tasks;
+    body["complete"] = complete;
+    return respond(json_response(200, body));
+  }
+  net::HttpResponse res{200, format == "text" ? "text/plain; charset=utf-8" : "application/x-ndjson",
+                        format == "text" ? render_text(merged, tasks.size() > 1, timestamps == 1)
+                                         : render_json_lines(merged)};
+  res.headers.emplace_back("X-AG-Next", join(merged.next));
+  res.headers.emplace_back("X-AG-More", merged.more ? "1" : "0");
+  res.headers.emplace_back("X-AG-Log-Complete", complete ? "1" : "0");
+  res.headers.emplace_back("X-AG-Attempt", std::to_string(attempt));
+  res.headers.emplace_back("X-Content-Type-Options", "nosniff");
+  respond(std::move(res));
+}
+
+void ApiRoutes::wait_for_lines(const net::HttpRequest& req, const std::string& job_id,
+                               const std::vector<api::TaskKey>& keys, int64_t wait_ms, net::Respond respond) {
+  // Asked again, without waiting, once a log grows or ends, the job changes, or time is up.
+  struct Waiting {
+    std::vector<uint64_t> log_waits;
+    uint64_t job_watch = 0;
+    boost::asio::steady_timer timer;
+    bool done = false;
+    explicit Waiting(boost::asio::io_context& io) : timer(io) {}
+  };
+  auto waiting = std::make_shared<Waiting>(deps_.io);
+  net::HttpRequest again = req;
+  again.query.erase("wait_ms");
+  auto answer = [this, waiting, again = std::move(again), job_id, respond]() {
+    if (waiting->done) return;
+    waiting->done = true;
+    waiting->timer.cancel();
+    for (uint64_t id : waiting->log_waits) deps_.logs.cancel_wait(id);
+    deps_.jobs.cancel_watch(waiting->job_watch);
+    handle_lines(again, job_id, respond);
+  };
+  // From each log's end: a line still without its newline must not wake it at once.
+  for (const auto& key : keys) {
+    waiting->log_waits.push_back(deps_.logs.wait(key, deps_.logs.size(key), answer));
+    if (waiting->done) return;
+  }
+  waiting->job_watch = deps_.jobs.watch(job_id, answer);
+  if (waiting->done) return;
+  waiting->timer.expires_after(std::chrono::milliseconds(wait_ms));
+  waiting->timer.async_wait([answer](const boost::system::error_code& ec) {
+    if (!ec) answer();
+  });
 }
 
 }  // namespace ag::head

@@ -122,6 +122,9 @@ class ApiRoutes {
   void handle_logs(const net::HttpRequest& request, const std::string& job_id, net::Respond respond);
   // GET /api/jobs/{id}/lines (api_lines.cc).
   void handle_lines(const net::HttpRequest& request, const std::string& job_id, net::Respond respond);
+  // handle_lines' long poll (wait_ms): answers once there may be lines to give.
+  void wait_for_lines(const net::HttpRequest& req, const std::string& job_id, const std::vector<api::TaskKey>& keys,
+                      int64_t wait_ms, net::Respond respond);
   void handle_wait(const net::HttpRequest& request, const Principal& who, const std::string& job_id,
                    net::Respond respond);
   void handle_packages(const net::HttpRequest& request, const Principal& who, const net::Respond& respond);

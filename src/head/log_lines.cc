@@ -2,32 +2,135 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <queue>
 #include <tuple>
+
+#include "common/amounts.h"
 
 namespace ag::head {
 
-nlohmann::json merge_lines(const std::vector<TaskLinePage>& pages, int64_t tail) {
+MergedPage merge_pages(const std::vector<TaskLinePage>& pages) {
   struct Ref {
     int64_t time_ms;
     int task_index;
     int64_t offset;
-    const std::string* text;
+    size_t page;
+    const LogLineReader::Line* line;
   };
   std::vector<Ref> refs;
-  nlohmann::json next = nlohmann::json::array();
-  bool truncated = false;
-  for (const auto& [task_index, page] : pages) {
-    for (const auto& line : page.lines) refs.push_back({line.time_ms, task_index, line.offset, &line.text});
-    next.push_back(page.next);
-    truncated = truncated || page.truncated;
+  MergedPage out;
+  // The earliest (time, task) from which on a page that stopped at its budget may have
+  // lines still to come: lines of other pages past it wait for the next read.
+  std::optional<std::pair<int64_t, int>> horizon;
+  for (size_t p = 0; p < pages.size(); ++p) {
+    const auto& [task_index, page] = pages[p];
+    for (const auto& line : page.lines) refs.push_back({line.time_ms, task_index, line.offset, p, &line});
+    out.next.push_back(page.next);
+    for (const auto& owned : {page.bytes, page.marker}) {
+      if (owned) out.bytes.push_back(owned);
+    }
+    out.more = out.more || page.more;
+    if (!page.more) continue;
+    const std::pair<int64_t, int> from =
+        page.lines.empty() ? std::pair<int64_t, int>{INT64_MIN, INT32_MIN} : std::pair{page.lines.back().time_ms, task_index};
+    if (!horizon || from < *horizon) horizon = from;
   }
   std::stable_sort(refs.begin(), refs.end(), [](const Ref& a, const Ref& b) {
     return std::tie(a.time_ms, a.task_index, a.offset) < std::tie(b.time_ms, b.task_index, b.offset);
   });
-  const size_t first = tail > 0 && refs.size() > static_cast<size_t>(tail) ? refs.size() - static_cast<size_t>(tail) : 0;
+  std::vector<bool> holding(pages.size(), false);
+  out.lines.reserve(refs.size());
+  for (const Ref& ref : refs) {
+    if (horizon && std::pair{ref.time_ms, ref.task_index} > *horizon) {
+      // Held back: its page's cursor goes back to its first held line.
+      if (!holding[ref.page] || ref.offset < out.next[ref.page]) out.next[ref.page] = ref.offset;
+      holding[ref.page] = true;
+      out.more = true;
+      continue;
+    }
+    out.lines.push_back({ref.task_index, ref.time_ms, ref.line->text, ref.line->partial});
+  }
+  return out;
+}
+
+Result<std::vector<int64_t>> merged_tail_starts(const std::vector<int>& task_indexes,
+                                                const std::vector<int64_t>& floors,
+                                                const std::vector<int64_t>& ends, int64_t count,
+                                                const EarlierLines& earlier) {
+  constexpr int64_t kBatch = 4096;
+  const size_t n = task_indexes.size();
+  std::vector<int64_t> starts = ends;
+  std::vector<std::vector<LogLineReader::LineStart>> buffered(n);
+  // Newest line not yet taken of each log, newest of all on top.
+  using Key = std::tuple<int64_t, int, int64_t, size_t>;  // time, task index, offset, log
+  std::priority_queue<Key> newest;
+  auto refill = [&](size_t i) -> Status {
+    if (starts[i] <= floors[i]) return {};
+    auto more = earlier(i, starts[i], std::min(count, kBatch));
+    if (!more.ok()) return more.error();
+    buffered[i] = std::move(more.value());
+    if (!buffered[i].empty()) newest.emplace(buffered[i].back().time_ms, task_indexes[i], buffered[i].back().offset, i);
+    return {};
+  };
+  for (size_t i = 0; i < n; ++i) {
+    if (auto s = refill(i); !s.ok()) return s.error();
+  }
+  for (; count > 0 && !newest.empty(); --count) {
+    const size_t i = std::get<3>(newest.top());
+    newest.pop();
+    starts[i] = buffered[i].back().offset;
+    buffered[i].pop_back();
+    if (!buffered[i].empty()) {
+      newest.emplace(buffered[i].back().time_ms, task_indexes[i], buffered[i].back().offset, i);
+    } else if (auto s = refill(i); !s.ok()) {
+      return s.error();
+    }
+  }
+  return starts;
+}
+
+std::string render_text(const MergedPage& page, bool ranks, bool timestamps) {
+  size_t bytes = 0;
+  for (const auto& line : page.lines) bytes += line.text.size() + 40;
+  std::string out;
+  out.reserve(bytes);
+  int64_t stamped_ms = INT64_MIN;
+  std::string stamp;
+  for (const auto& line : page.lines) {
+    if (timestamps) {
+      if (line.time_ms != stamped_ms) {
+        stamp = utc_timestamp(line.time_ms) + " ";
+        stamped_ms = line.time_ms;
+      }
+      out += stamp;
+    }
+    if (ranks) {
+      out += "[rank ";
+      out += std::to_string(line.task_index);
+      out += "] ";
+    }
+    out += line.text;
+    if (!line.partial || ranks) out += '\n';
+  }
+  return out;
+}
+
+std::string render_json_lines(const MergedPage& page) {
+  std::string out;
+  for (const auto& line : page.lines) {
+    nlohmann::ordered_json item = {{"rank", line.task_index}, {"ts", utc_timestamp(line.time_ms)}, {"line", line.text}};
+    if (line.partial) item["partial"] = true;
+    out += item.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    out += '\n';
+  }
+  return out;
+}
+
+nlohmann::json to_json(const MergedPage& page) {
   nlohmann::json lines = nlohmann::json::array();
-  for (size_t i = first; i < refs.size(); ++i) lines.push_back({refs[i].task_index, refs[i].time_ms, *refs[i].text});
-  return {{"lines", std::move(lines)}, {"next", std::move(next)}, {"truncated", truncated}};
+  for (const auto& line : page.lines) lines.push_back({line.task_index, line.time_ms, line.text});
+  return {{"lines", std::move(lines)}, {"next", page.next}, {"more", page.more}, {"truncated", page.more}};
 }
 
 }  // namespace ag::head

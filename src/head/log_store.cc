@@ -19,10 +19,16 @@ namespace ag::head {
 namespace {
 
 // Beside "<attempt>.<task>.log": when its bytes arrived, and where its kept part begins.
-std::string times_path(const std::string& log_path) { return log_path.substr(0, log_path.size() - 4) + ".times"; }
 std::string dropped_path(const std::string& log_path) { return log_path.substr(0, log_path.size() - 4) + ".dropped"; }
 
 }  // namespace
+
+std::string LogStore::times_path(const api::TaskKey& key) const {
+  const std::string log = path_for(key);
+  return log.substr(0, log.size() - 4) + ".times";
+}
+
+const std::vector<LogStore::TimeNote>& LogStore::unsaved_times(const api::TaskKey& key) { return open(key).unsaved_times; }
 
 struct LogStore::Syncer {
   boost::asio::thread_pool pool{1};
@@ -286,77 +292,6 @@ namespace {
 
 constexpr size_t kTimesBatch = 32;
 
-// A log's receive-time notes, (offset, ms) ascending in both: its .times file (which
-// grows with the log, so it is searched, never read whole) and then those not yet
-// written. A page of lines reads only the notes that time its bytes.
-class TimeNotes {
- public:
-  using Note = std::pair<int64_t, int64_t>;
-  TimeNotes(const std::string& path, const std::vector<Note>& unsaved) : unsaved_(unsaved) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    struct stat st{};
-    if (fd_ >= 0 && ::fstat(fd_, &st) == 0) stored_ = static_cast<size_t>(st.st_size) / sizeof(Note);
-  }
-  ~TimeNotes() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  TimeNotes(const TimeNotes&) = delete;
-  TimeNotes& operator=(const TimeNotes&) = delete;
-
-  // Where the first bytes that arrived at or after `ms` begin; nullopt when none did.
-  std::optional<int64_t> first_at_or_after(int64_t ms) const {
-    const size_t i = first_index([ms](const Note& n) { return n.second >= ms; });
-    if (i == size()) return std::nullopt;
-    return at(i).first;
-  }
-
-  // The notes that time the bytes [begin, end): the last one at or before `begin`, and
-  // those within.
-  std::vector<Note> covering(int64_t begin, int64_t end) const {
-    const size_t after = first_index([begin](const Note& n) { return n.first > begin; });
-    const size_t from = after > 0 ? after - 1 : 0;
-    const size_t to = first_index([end](const Note& n) { return n.first >= end; });
-    std::vector<Note> out;
-    if (from < std::min(to, stored_)) {
-      out.resize(std::min(to, stored_) - from);
-      const auto bytes = static_cast<ssize_t>(out.size() * sizeof(Note));
-      if (::pread(fd_, out.data(), static_cast<size_t>(bytes), static_cast<off_t>(from * sizeof(Note))) != bytes) {
-        out.clear();
-      }
-    }
-    for (size_t i = std::max(from, stored_); i < to; ++i) out.push_back(unsaved_[i - stored_]);
-    return out;
-  }
-
- private:
-  size_t size() const { return stored_ + unsaved_.size(); }
-  Note at(size_t i) const {
-    if (i >= stored_) return unsaved_[i - stored_];
-    Note note{0, 0};
-    if (::pread(fd_, &note, sizeof note, static_cast<off_t>(i * sizeof note)) != sizeof note) return {0, 0};
-    return note;
-  }
-  // The first note for which `past` holds (it holds for every later one too).
-  template <typename Pred>
-  size_t first_index(Pred past) const {
-    size_t lo = 0, hi = size();
-    while (lo < hi) {
-      const size_t mid = lo + (hi - lo) / 2;
-      if (past(at(mid))) {
-        hi = mid;
-      } else {
-        lo = mid + 1;
-      }
-    }
-    return lo;
-  }
-
-  int fd_ = -1;
-  size_t stored_ = 0;
-  const std::vector<Note>& unsaved_;
-};
-constexpr int64_t kBackwardChunk = 64 * 1024;
-
 }  // namespace
 
 void LogStore::drop_oldest(const api::TaskKey& key, OpenLog& log, int fd) {
@@ -392,7 +327,7 @@ void LogStore::note_time(const api::TaskKey& key, OpenLog& log, int64_t offset) 
 void LogStore::save_times(const api::TaskKey& key, OpenLog& log) {
   if (log.unsaved_times.empty()) return;
   // Lost only in a crash, and then the lines concerned show the time noted before them.
-  int fd = ::open(times_path(path_for(key)).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  int fd = ::open(times_path(key).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
   if (fd < 0) return;
   std::vector<int64_t> flat;
   for (const auto& [offset, ms] : log.unsaved_times) {
@@ -402,88 +337,6 @@ void LogStore::save_times(const api::TaskKey& key, OpenLog& log) {
   const auto bytes = static_cast<ssize_t>(flat.size() * sizeof(int64_t));
   if (::write(fd, flat.data(), static_cast<size_t>(bytes)) == bytes) log.unsaved_times.clear();
   ::close(fd);
-}
-
-int64_t LogStore::start_of_last_lines(const api::TaskKey& key, int64_t begin, int64_t end, int64_t count,
-                                      int64_t max_bytes, bool* cut) const {
-  int fd = ::open(path_for(key).c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return begin;
-  // The newline that ends the last line does not start one.
-  int64_t pos = end;
-  int64_t newlines = 0;
-  std::string chunk;
-  int64_t start = std::max(begin, end - max_bytes);
-  while (pos > start) {
-    const int64_t from = std::max(start, pos - kBackwardChunk);
-    chunk.resize(static_cast<size_t>(pos - from));
-    if (::pread(fd, chunk.data(), chunk.size(), from) != static_cast<ssize_t>(chunk.size())) break;
-    for (int64_t i = pos - from - 1; i >= 0; --i) {
-      if (chunk[static_cast<size_t>(i)] != '\n' || from + i == end - 1) continue;
-      if (++newlines == count) {
-        ::close(fd);
-        return from + i + 1;
-      }
-    }
-    pos = from;
-  }
-  ::close(fd);
-  *cut = start > begin;  // the budget ended the search mid-line
-  return start;
-}
-
-Result<LogStore::LinePage> LogStore::lines(const api::TaskKey& key, const LineQuery& query) {
-  OpenLog& log = open(key);
-  const int64_t end = log.size;
-  const TimeNotes notes(times_path(path_for(key)), log.unsaved_times);
-  int64_t begin = std::clamp<int64_t>(query.from, 0, end);
-  if (query.since_ms) begin = std::max(begin, notes.first_at_or_after(*query.since_ms).value_or(end));
-  // Bytes dropped under the cap read as a marker line, from the next whole line on.
-  const bool asked_dropped = begin < log.dropped;
-  begin = std::max(begin, log.dropped);
-  LinePage page;
-  if (query.tail > 0) begin = std::max(begin, start_of_last_lines(key, begin, end, query.tail, query.max_bytes,
-                                                                  &page.truncated));
-  int64_t length = end - begin;
-  const bool newest = query.tail > 0 || query.since_ms.has_value();
-  if (length > query.max_bytes) {
-    page.truncated = true;
-    if (newest) begin = end - query.max_bytes;
-    length = query.max_bytes;
-  }
-  auto data = read(key, begin, length);
-  if (!data.ok()) return data.error();
-  std::string_view text = data.value();
-  const bool at_drop = log.dropped > 0 && begin == log.dropped;
-  // Cut into the middle of a line: from the next one.
-  if ((newest && page.truncated) || at_drop) {
-    size_t nl = text.find('\n');
-    size_t skip = nl == std::string_view::npos ? text.size() : nl + 1;
-    text.remove_prefix(skip);
-    begin += static_cast<int64_t>(skip);
-  }
-  const bool whole = begin + static_cast<int64_t>(text.size()) == end && log.closed;
-  const auto noted = notes.covering(std::min(begin, log.dropped > 0 ? log.dropped : begin),
-                                    begin + static_cast<int64_t>(text.size()));
-  size_t at = 0;
-  auto time_at = [&](int64_t offset) {
-    auto it = std::upper_bound(noted.begin(), noted.end(), offset,
-                               [](int64_t off, const auto& t) { return off < t.first; });
-    return it == noted.begin() ? int64_t{0} : std::prev(it)->second;
-  };
-  while (at < text.size()) {
-    size_t nl = text.find('\n', at);
-    if (nl == std::string_view::npos && !whole) break;  // the rest of it has not arrived
-    size_t stop = nl == std::string_view::npos ? text.size() : nl;
-    const int64_t offset = begin + static_cast<int64_t>(at);
-    page.lines.push_back({offset, time_at(offset), std::string(text.substr(at, stop - at))});
-    at = nl == std::string_view::npos ? text.size() : nl + 1;
-  }
-  page.next = begin + static_cast<int64_t>(at);
-  if (asked_dropped && at_drop) page.lines.insert(page.lines.begin(), {log.dropped, time_at(log.dropped), drop_marker(key)});
-  if (query.tail > 0 && static_cast<int64_t>(page.lines.size()) > query.tail) {
-    page.lines.erase(page.lines.begin(), page.lines.end() - query.tail);
-  }
-  return page;
 }
 
 uint64_t LogStore::wait(const api::TaskKey& key, int64_t offset, std::function<void()> ready) {

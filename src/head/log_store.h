@@ -66,31 +66,14 @@ class LogStore {
   // of a line where the bytes allow; "" when there are none or they cannot be read.
   std::string tail(const api::TaskKey& key, int64_t max_bytes, int max_lines);
 
-  // Lines of a log with the time the head received each (the time of the bytes that
-  // begin it, to within kLineTimeGranularityMs), for interleaving ranks and
-  // --timestamps. From byte `from` on; with `since_ms`, from the first line received
-  // then or later; with `tail` > 0, only the last `tail` lines. At most `max_bytes`: a
-  // read from a cursor stops there (and goes on from `next`); a tail or since read
-  // keeps the newest bytes (`truncated`). A last line without its newline is left for
-  // the next read, unless the log is closed.
-  struct Line {
-    int64_t offset = 0;
-    int64_t time_ms = 0;
-    std::string text;  // without its newline
-  };
-  struct LineQuery {
-    int64_t from = 0;
-    std::optional<int64_t> since_ms;
-    int64_t tail = 0;
-    int64_t max_bytes = 4 << 20;
-  };
-  struct LinePage {
-    std::vector<Line> lines;
-    int64_t next = 0;  // where the next read from a cursor begins
-    bool truncated = false;
-  };
-  Result<LinePage> lines(const api::TaskKey& key, const LineQuery& query);
+  // A line's time is the time of the bytes that begin it, to within this (see
+  // head/log_line_reader.h, which reads logs as lines).
   static constexpr int64_t kLineTimeGranularityMs = 100;
+  // Receive times: (offset, ms) from which on bytes arrived at that time, ascending. Those
+  // not yet written to the file at times_path() (head/log_times.h reads both).
+  using TimeNote = std::pair<int64_t, int64_t>;
+  const std::vector<TimeNote>& unsaved_times(const api::TaskKey& key);
+  std::string times_path(const api::TaskKey& key) const;
 
   // Up to `max_bytes` from `offset`. Errors: kInternal when the file cannot be read.
   Result<std::string> read(const api::TaskKey& key, int64_t offset, int64_t max_bytes);
@@ -128,7 +111,7 @@ class LogStore {
     bool cap_failed = false;                      // the file system cannot drop them
     // Receive times: (offset, ms) from which on bytes arrived at that time, not yet in
     // the log's .times file; written there in batches and at close.
-    std::vector<std::pair<int64_t, int64_t>> unsaved_times;
+    std::vector<TimeNote> unsaved_times;
     int64_t last_time_ms = INT64_MIN;
     std::vector<std::function<void()>> synced;    // after_synced callbacks waiting on them
     std::list<api::TaskKey>::iterator lru;  // its place in open_order_ while fd >= 0
@@ -159,11 +142,6 @@ class LogStore {
   // Frees the oldest part of a log over max_log_bytes_, keeping three quarters of it.
   void drop_oldest(const api::TaskKey& key, OpenLog& log, int fd);
   void save_times(const api::TaskKey& key, OpenLog& log);
-  // Where the last `count` lines of [begin, end) start, reading back at most max_bytes
-  // (`cut`: the search stopped there, mid-line, before finding them all).
-  int64_t start_of_last_lines(const api::TaskKey& key, int64_t begin, int64_t end, int64_t count,
-                              int64_t max_bytes, bool* cut) const;
-
   struct Syncer;  // the background thread
 
   std::string root_;

@@ -10,6 +10,7 @@ json node_to_json(const Node& node, const Resources& allocated) {
   return {{"node_id", node.node_id},
           {"address", node.address},
           {"hostname", node.hostname},
+          {"network_interface", node.network_interface},
           {"state", to_string(node.state)},
           {"draining", node.draining},
           {"labels", node.labels},

@@ -39,6 +39,7 @@ struct Node {
   std::string node_id;
   std::string address;   // the worker's --node-ip-address
   std::string hostname;
+  std::string network_interface;  // the interface holding `address` on the node ("" from older workers)
   Resources total;
   std::vector<int> gpu_ids;  // all GPU indices of the node
   NodeState state = NodeState::kAlive;

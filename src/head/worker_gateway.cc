@@ -405,6 +405,7 @@ void WorkerGateway::complete_register(const std::shared_ptr<net::WsConnection>& 
   node.node_id = message.node_id;
   node.address = message.address;
   node.hostname = message.hostname;
+  node.network_interface = message.network_interface.substr(0, 64);
   node.total.cpu_millis = message.cpu_millis;
   node.total.memory_bytes = message.memory_bytes;
   node.gpu_ids = message.gpu_ids;

@@ -6,6 +6,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <functional>
 #include <limits>
 #include <sstream>
 #include <optional>
@@ -130,27 +131,91 @@ Error unreachable(const Endpoint& to, const std::string& why) {
   return Error{ErrorCode::kUnavailable, "cannot reach head at " + to.to_string() + ": " + why};
 }
 
-// Sends the request with `write_request(stream, done)` and reads the whole response
-// into memory.
+// Sends the request with `write_request(stream, done)`, reads the answer's header into
+// `parser` and hands its body to `deliver(data, size)` (false: stop reading): straight
+// from the socket in large reads when its length is known (the parser's small reads
+// cost more than the bytes), else through the parser a buffer at a time (chunked
+// bodies). Returns the failure, or "".
 template <class Write>
-Result<HttpResponse> call_reading_whole(const Endpoint& to, int timeout_ms, Write&& write_request) {
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(1ull << 31);
-  std::string failure = exchange(to, timeout_ms, [&](auto& stream, beast::flat_buffer& buffer, std::string& failed) {
+std::string exchange_reading(const Endpoint& to, int timeout_ms, http::response_parser<http::buffer_body>& parser,
+                             Write&& write_request, const std::function<bool(const char*, size_t)>& deliver) {
+  constexpr size_t kChunkBytes = 1 << 20;
+  parser.body_limit(std::numeric_limits<std::uint64_t>::max());  // (boost::none trips a comparison bug in Beast 1.74)
+  std::vector<char> chunk(kChunkBytes);
+  uint64_t left = 0;
+  std::function<void()> read_piece, read_raw;
+  return exchange(to, timeout_ms, [&](auto& stream, beast::flat_buffer& buffer, std::string& failed) {
+    read_piece = [&]() {
+      parser.get().body().data = chunk.data();
+      parser.get().body().size = chunk.size();
+      http::async_read(stream, buffer, parser, [&](beast::error_code rec, size_t) {
+        if (rec == http::error::need_buffer) rec = {};
+        if (rec) {
+          failed = read_failure(rec, timeout_ms);
+          return;
+        }
+        if (!deliver(chunk.data(), chunk.size() - parser.get().body().size)) return;
+        if (!parser.is_done()) read_piece();
+      });
+    };
+    read_raw = [&]() {
+      if (left == 0) return;
+      stream.async_read_some(asio::buffer(chunk.data(), std::min<uint64_t>(chunk.size(), left)),
+                             [&](beast::error_code rec, size_t got) {
+                               if (rec) {
+                                 failed = read_failure(rec, timeout_ms);
+                                 return;
+                               }
+                               left -= got;
+                               if (deliver(chunk.data(), got)) read_raw();
+                             });
+    };
     write_request(stream, [&](beast::error_code wec) {
       if (wec) {
         failed = wec.message();
         return;
       }
-      http::async_read(stream, buffer, parser, [&](beast::error_code rec, size_t) {
-        if (rec) failed = read_failure(rec, timeout_ms);
+      http::async_read_header(stream, buffer, parser, [&](beast::error_code rec, size_t) {
+        if (rec) {
+          failed = read_failure(rec, timeout_ms);
+          return;
+        }
+        if (parser.is_done()) return;
+        if (!parser.content_length() || parser.chunked()) return read_piece();
+        left = *parser.content_length();
+        size_t buffered = std::min<uint64_t>(left, buffer.size());
+        left -= buffered;
+        if (buffered && !deliver(static_cast<const char*>(buffer.data().data()), buffered)) return;
+        buffer.consume(buffered);
+        read_raw();
       });
     });
   });
+}
+
+// Sends the request with `write_request(stream, done)` and reads the whole response
+// into memory.
+template <class Write>
+Result<HttpResponse> call_reading_whole(const Endpoint& to, int timeout_ms, Write&& write_request) {
+  constexpr uint64_t kMaxBody = 1ull << 31;
+  http::response_parser<http::buffer_body> parser;
+  std::string body;
+  bool too_large = false;
+  std::string failure = exchange_reading(to, timeout_ms, parser, write_request, [&](const char* data, size_t got) {
+    if (body.empty() && parser.content_length() && *parser.content_length() <= kMaxBody) {
+      body.reserve(*parser.content_length());
+    }
+    if (body.size() + got > kMaxBody) {
+      too_large = true;
+      return false;
+    }
+    body.append(data, got);
+    return true;
+  });
+  if (too_large) return unreachable(to, "its answer is larger than " + std::to_string(kMaxBody >> 20) + " MiB");
   if (!failure.empty()) return unreachable(to, failure);
-  auto res = parser.release();
-  HttpResponse out = from_header(res.base());
-  out.body = std::move(res.body());
+  HttpResponse out = from_header(parser.get().base());
+  out.body = std::move(body);
   return out;
 }
 
@@ -235,13 +300,10 @@ Result<HttpResponse> http_upload(const Endpoint& to, const std::string& method, 
 
 Result<HttpResponse> http_download(const Endpoint& to, const std::string& target, const std::string& token,
                                    int timeout_ms, const std::function<Status(const char*, size_t)>& on_data) {
-  constexpr size_t kChunkBytes = 1 << 20;
   constexpr size_t kMaxErrorBody = 64 * 1024;
   auto req = make_request(to, "GET", target, token);
   req.prepare_payload();
   http::response_parser<http::buffer_body> parser;
-  parser.body_limit(std::numeric_limits<std::uint64_t>::max());  // (boost::none trips a comparison bug in Beast 1.74)
-  std::vector<char> chunk(kChunkBytes);
   std::optional<Error> sink_error;
   std::string error_body;
   auto deliver = [&](const char* data, size_t got) {
@@ -255,58 +317,12 @@ Result<HttpResponse> http_download(const Endpoint& to, const std::string& target
     }
     return true;
   };
-  uint64_t left = 0;
-  std::function<void()> read_piece, read_raw;
-  std::string failure = exchange(to, timeout_ms, [&](auto& stream, beast::flat_buffer& buffer, std::string& failed) {
-    // Through the parser, a buffer at a time (chunked bodies).
-    read_piece = [&]() {
-      parser.get().body().data = chunk.data();
-      parser.get().body().size = chunk.size();
-      http::async_read(stream, buffer, parser, [&](beast::error_code rec, size_t) {
-        if (rec == http::error::need_buffer) rec = {};
-        if (rec) {
-          failed = read_failure(rec, timeout_ms);
-          return;
-        }
-        if (!deliver(chunk.data(), chunk.size() - parser.get().body().size)) return;
-        if (!parser.is_done()) read_piece();
-      });
-    };
-    // Straight from the socket in large reads when the length is known: the parser's
-    // small reads cost more than the bytes.
-    read_raw = [&]() {
-      if (left == 0) return;
-      stream.async_read_some(asio::buffer(chunk.data(), std::min<uint64_t>(chunk.size(), left)),
-                             [&](beast::error_code rec, size_t got) {
-                               if (rec) {
-                                 failed = read_failure(rec, timeout_ms);
-                                 return;
-                               }
-                               left -= got;
-                               if (deliver(chunk.data(), got)) read_raw();
-                             });
-    };
-    http::async_write(stream, req, [&](beast::error_code wec, size_t) {
-      if (wec) {
-        failed = wec.message();
-        return;
-      }
-      http::async_read_header(stream, buffer, parser, [&](beast::error_code rec, size_t) {
-        if (rec) {
-          failed = read_failure(rec, timeout_ms);
-          return;
-        }
-        if (parser.is_done()) return;
-        if (!parser.content_length() || parser.chunked()) return read_piece();
-        left = *parser.content_length();
-        size_t buffered = std::min<uint64_t>(left, buffer.size());
-        left -= buffered;
-        if (buffered && !deliver(static_cast<const char*>(buffer.data().data()), buffered)) return;
-        buffer.consume(buffered);
-        read_raw();
-      });
-    });
-  });
+  std::string failure = exchange_reading(
+      to, timeout_ms, parser,
+      [&req](auto& stream, auto done) {
+        http::async_write(stream, req, [done](beast::error_code ec, size_t) { done(ec); });
+      },
+      deliver);
   if (sink_error) return *sink_error;
   if (!failure.empty()) return unreachable(to, failure);
   HttpResponse out = from_header(parser.get().base());

@@ -136,11 +136,22 @@ void Agent::on_connected(std::shared_ptr<net::WsConnection> channel) {
   channel_->on_drained(kLogLowWaterBytes, [this, weak] {
     if (weak.lock() == channel_) pump_logs();
   });
+  if (config_.find_network_interface) {
+    auto found = config_.find_network_interface();
+    if (!found.ok()) {
+      spdlog::warn("tasks keep network interface {}: {}", config_.network_interface, found.error().message);
+    } else if (found.value() != config_.network_interface) {
+      spdlog::info("the node address {} is now on network interface {} (was {})", config_.node_ip, found.value(),
+                   config_.network_interface);
+      config_.network_interface = found.value();
+    }
+  }
   api::Register reg;
   reg.protocol_version = config_.protocol_version;
   reg.node_id = config_.node_id;
   reg.address = config_.node_ip;
   reg.hostname = config_.hostname;
+  reg.network_interface = config_.network_interface;
   reg.cpu_millis = config_.resources.cpu_millis;
   reg.memory_bytes = config_.resources.memory_bytes;
   reg.gpu_ids = config_.gpu_ids;
@@ -420,7 +431,7 @@ void Agent::launch_with_environment(const std::shared_ptr<api::Launch>& launch, 
     shim = dir.value();
     if (spec.container) spec.container->mounts.push_back({shim, shim, true});
   }
-  auto env = api::worker_task_environment(base_env, launch->env, launch->env_vars, shim);
+  auto env = api::worker_task_environment(base_env, launch->env, launch->env_vars, shim, config_.network_interface);
   if (!env.ok()) return report_start_error(spec.id, env.error().message);
   if (spec.container) {
     // The container's GPUs are numbered from 0 inside it.

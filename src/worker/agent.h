@@ -35,6 +35,10 @@ namespace ag::worker {
 struct AgentConfig {
   std::string node_id;
   std::string node_ip;
+  // The interface holding node_ip, named to tasks' collectives (GLOO_SOCKET_IFNAME, ...).
+  std::string network_interface;
+  // Finds it again (each time the agent registers: addresses move); empty: never.
+  std::function<Result<std::string>()> find_network_interface;
   std::string hostname;
   Resources resources;
   std::vector<int> gpu_ids;

@@ -26,6 +26,7 @@
 #include "worker/agent.h"
 #include "worker/busy_ports.h"
 #include "worker/head_dialer.h"
+#include "worker/network_interface.h"
 #include "worker/package_cache.h"
 #include "worker/task_runner.h"
 #include "worker/usage_sampler.h"
@@ -81,6 +82,16 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
     on_ready(internal_error("cannot create data dir " + config.data_dir + ": " + fs_error.message()), "");
     return 1;
   }
+  // Tasks' collectives are told the interface that holds the node's address: an address
+  // on none of this machine's interfaces cannot be reached here, so nothing starts.
+  auto find_interface = [node_ip = config.node_ip, wanted = config.network_interface] {
+    return interface_for_address(local_interface_addresses(), node_ip, wanted);
+  };
+  auto network_interface = find_interface();
+  if (!network_interface.ok()) {
+    on_ready(network_interface.error(), "");
+    return 1;
+  }
   auto node_id = load_or_create_node_id(config.data_dir);
   if (!node_id.ok()) {
     on_ready(node_id.error(), "");
@@ -119,6 +130,8 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
   AgentConfig agent_config;
   agent_config.node_id = node_id.value();
   agent_config.node_ip = config.node_ip;
+  agent_config.network_interface = network_interface.value();
+  agent_config.find_network_interface = find_interface;
   agent_config.hostname = hostname();
   agent_config.data_dir = config.data_dir;
   agent_config.inherited_env = own_environment();
@@ -171,8 +184,8 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
   std::snprintf(cpus_text, sizeof cpus_text, "%g", cpus);
   std::string summary = std::string(cpus_text) + " CPUs, " + std::to_string(agent_config.resources.memory_bytes >> 20) +
                         " MiB memory, " + std::to_string(gpu_count) + " GPUs";
-  spdlog::info("{}: worker {} at {}: {}{}", version_line(), node_id.value(), config.node_ip, summary,
-               gpus.empty() ? " (" + why_no_gpus + ")" : "");
+  spdlog::info("{}: worker {} at {} ({}): {}{}", version_line(), node_id.value(), config.node_ip,
+               agent_config.network_interface, summary, gpus.empty() ? " (" + why_no_gpus + ")" : "");
 
   // One agent per data dir: the lock is held for the agent's life (the kernel lets go
   // of it however the agent ends), so a second one is refused, naming the first.

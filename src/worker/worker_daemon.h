@@ -16,6 +16,7 @@ struct WorkerConfig {
   std::string head_address;  // HOST:PORT
   std::string token;
   std::string node_ip = "127.0.0.1";
+  std::string network_interface;  // --network-interface; "" to find the one holding node_ip
   std::optional<double> num_cpus;  // overrides detection
   std::optional<int> num_gpus;     // overrides detection (first N indices)
   std::map<std::string, std::string> labels;  // what job constraints match

@@ -380,7 +380,7 @@ def test_ag_logs_interleaves_every_rank_as_received_with_rank_prefixes(cluster):
     assert stamps == sorted(stamps), stamped  # merged in the order the head received them
     assert [line.split(" ", 1)[1] for line in stamped] == lines
     assert len(cluster.ag("logs", job_id, "--since", "1h").stdout.splitlines()) == 6
-    assert cluster.ag("logs", job_id, "--since", "2099-01-01T00:00:00").stdout == ""
+    assert cluster.ag("logs", job_id, "--since", "2099-01-01T00:00:00", check=False).returncode == 2  # the future
     # From the second the last line arrived: a tail of the listing that holds it.
     last_second = stamped[-1].split(" ", 1)[0].rstrip("Z").split(".")[0]
     since = cluster.ag("logs", job_id, "--since", last_second).stdout.splitlines()
@@ -419,7 +419,7 @@ def test_bad_log_line_requests_are_refused(cluster):
     cluster.wait_state(job_id, "SUCCEEDED")
     for query, expected in [("from=1", "'from' must list one byte offset per task (2)"),
                             ("from=1,x", "'from' must list one byte offset per task"),
-                            ("tail=0", "'tail' must be a whole number between 1 and 100000"),
+                            ("tail=0", "'tail' must be a whole number between 1 and 1000000"),
                             ("since_ms=-5", "'since_ms'"),
                             ("task_index=2", "'task_index'")]:
         status, body = cluster.api("GET", f"/api/jobs/{job_id}/lines?{query}")

@@ -53,6 +53,7 @@ TEST(ProtocolRoundTrip, Register) {
   m.node_id = "node_abcdef012345";
   m.address = "127.0.0.2";
   m.hostname = "gpu-7";
+  m.network_interface = "eth1";
   m.cpu_millis = 64000;
   m.memory_bytes = int64_t{512} << 30;
   m.gpu_ids = {0, 1, 2, 3};

@@ -37,7 +37,7 @@ TEST(TaskEnvironment, EveryVariableOfTheContract) {
   Environment env_vars = {{"PYTHONPATH", "/code:$PYTHONPATH"}, {"WHO", "rank ${RANK} of $WORLD_SIZE"},
                           {"PYTHONUNBUFFERED", "0"}};
   Environment env = worker_task_environment(inherited, head_task_environment(rank_three_of_four()), env_vars,
-                                            "/data/python-shims/abc").value();
+                                            "/data/python-shims/abc", "eth1").value();
   const std::map<std::string, std::string> expected = {
       {"AG_JOB_ID", "job_0123456789ab"},
       {"AG_ATTEMPT", "1"},
@@ -62,11 +62,28 @@ TEST(TaskEnvironment, EveryVariableOfTheContract) {
       {"PYTHONUNBUFFERED", "0"},  // env_vars win over the runtime defaults
       {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
       {"NCCL_ASYNC_ERROR_HANDLING", "1"},
+      {"GLOO_SOCKET_IFNAME", "eth1"},  // the interface holding the node's address
+      {"NCCL_SOCKET_IFNAME", "eth1"},
+      {"TP_SOCKET_IFNAME", "eth1"},
   };
   EXPECT_EQ(env, expected);
   // The agent's own settings, its token above all, never reach a task.
   EXPECT_EQ(env.count("AG_TOKEN"), 0u);
   EXPECT_EQ(env.count("AG_SESSION_DIR"), 0u);
+}
+
+TEST(TaskEnvironment, TheJobAndTheWorkersEnvironmentKeepTheirOwnInterfaceNames) {
+  // The worker's environment names NCCL's interface, the job gloo's: both kept; the
+  // one neither names gets the node's interface.
+  Environment env = worker_task_environment({{"NCCL_SOCKET_IFNAME", "ib0"}}, {}, {{"GLOO_SOCKET_IFNAME", "lo"}}, "",
+                                            "eth1")
+                        .value();
+  EXPECT_EQ(env.at("NCCL_SOCKET_IFNAME"), "ib0");
+  EXPECT_EQ(env.at("GLOO_SOCKET_IFNAME"), "lo");
+  EXPECT_EQ(env.at("TP_SOCKET_IFNAME"), "eth1");
+  // No interface known: none is named.
+  Environment none = worker_task_environment({}, {}, {}, "").value();
+  EXPECT_EQ(none.count("GLOO_SOCKET_IFNAME"), 0u);
 }
 
 TEST(TaskEnvironment, NoGpusIsAnEmptyStringAndNoShimLeavesPathAlone) {

@@ -3,6 +3,8 @@
 // or the log's end.
 #include "head/log_store.h"
 
+#include "head/log_line_reader.h"
+
 #include <chrono>
 #include <thread>
 
@@ -268,67 +270,6 @@ TEST_F(LogStoreTest, TailOfAnEmptyOrUnknownLogOrOneLongLineIsWhatThereIs) {
   EXPECT_EQ(logs_.tail(key_, 10, 50), std::string(10, 'x'));
 }
 
-TEST_F(LogStoreTest, LinesCarryTheTimeTheirBytesArrivedAndSurviveARestart) {
-  testing::FakeClock clock(1'000'000);
-  {
-    LogStore logs((dir_ / "timed").string(), 128, nullptr, &clock);
-    ASSERT_TRUE(logs.append(key_, 0, "one\ntw"));
-    clock.advance(50);  // within one note's granularity: the time of the bytes before
-    ASSERT_TRUE(logs.append(key_, 6, "o\n"));
-    clock.advance(500);
-    ASSERT_TRUE(logs.append(key_, 8, "three\npartial"));
-    auto page = logs.lines(key_, {});
-    ASSERT_TRUE(page.ok());
-    ASSERT_EQ(page->lines.size(), 3u);  // the partial line waits for its newline
-    EXPECT_EQ(page->lines[0].text, "one");
-    EXPECT_EQ(page->lines[0].time_ms, 1'000'000);
-    EXPECT_EQ(page->lines[1].text, "two");
-    EXPECT_EQ(page->lines[1].time_ms, 1'000'000);
-    EXPECT_EQ(page->lines[2].text, "three");
-    EXPECT_EQ(page->lines[2].time_ms, 1'000'550);
-    EXPECT_EQ(page->next, 14);
-    // From the cursor: nothing new until the line is whole, or the log closed.
-    EXPECT_TRUE(logs.lines(key_, {14}).value().lines.empty());
-    logs.close(key_);
-    EXPECT_EQ(logs.lines(key_, {14}).value().lines.at(0).text, "partial");
-  }
-  LogStore reopened((dir_ / "timed").string(), 128, nullptr, &clock);
-  LogStore::LineQuery since;
-  since.since_ms = 1'000'500;
-  auto page = reopened.lines(key_, since);
-  ASSERT_TRUE(page.ok());
-  ASSERT_EQ(page->lines.size(), 1u);  // "partial" arrived with "three"; unclosed now, so it waits
-  EXPECT_EQ(page->lines[0].text, "three");
-}
-
-TEST_F(LogStoreTest, TailKeepsTheLastLinesAndABudgetKeepsTheNewest) {
-  std::string text;
-  for (int i = 1; i <= 1000; ++i) text += "line " + std::to_string(i) + "\n";
-  ASSERT_TRUE(logs_.append(key_, 0, text));
-  LogStore::LineQuery tail;
-  tail.tail = 3;
-  auto last = logs_.lines(key_, tail).value();
-  ASSERT_EQ(last.lines.size(), 3u);
-  EXPECT_EQ(last.lines[0].text, "line 998");
-  EXPECT_EQ(last.lines[2].text, "line 1000");
-  EXPECT_FALSE(last.truncated);
-  // A budget smaller than the tail: the newest whole lines within it.
-  tail.tail = 500;
-  tail.max_bytes = 40;
-  auto cut = logs_.lines(key_, tail).value();
-  EXPECT_TRUE(cut.truncated);
-  ASSERT_FALSE(cut.lines.empty());
-  EXPECT_EQ(cut.lines.back().text, "line 1000");
-  EXPECT_LE(cut.lines.size(), 4u);
-  // A cursor read with a budget stops at it and goes on from `next`.
-  LogStore::LineQuery first;
-  first.max_bytes = 20;
-  auto page = logs_.lines(key_, first).value();
-  EXPECT_EQ(page.lines.front().text, "line 1");
-  auto again = logs_.lines(key_, {page.next}).value();
-  EXPECT_EQ(again.lines.front().text, "line " + std::to_string(page.lines.size() + 1));
-}
-
 TEST_F(LogStoreTest, ALogPastItsCapDropsItsOldestPartAndSaysSo) {
   logs_.set_max_log_bytes(64 << 10);
   std::string text;
@@ -345,14 +286,14 @@ TEST_F(LogStoreTest, ALogPastItsCapDropsItsOldestPartAndSaysSo) {
   struct stat st{};
   ASSERT_EQ(::stat((dir_ / "logs/job_a/0.1.log").c_str(), &st), 0);
   EXPECT_LE(st.st_blocks * 512, (64 << 10) + 8192);  // the dropped blocks are freed
-  auto page = logs_.lines(key_, {}).value();
-  EXPECT_THAT(page.lines.front().text, HasSubstr("bytes of this task's output were dropped"));
+  auto page = LogLineReader(logs_).page(key_, 0, 4 << 20).value();
+  EXPECT_THAT(std::string(page.lines.front().text), HasSubstr("bytes of this task's output were dropped"));
   EXPECT_EQ(page.lines.back().text, "19999");
   // The first line after the marker is whole, and the newest lines are all there.
-  const LogStore::Line& first = page.lines.at(1);
+  const LogLineReader::Line& first = page.lines.at(1);
   EXPECT_GE(first.offset, dropped);
   EXPECT_EQ(text[static_cast<size_t>(first.offset) - 1], '\n');
-  EXPECT_EQ(text.substr(static_cast<size_t>(first.offset), first.text.size() + 1), first.text + "\n");
+  EXPECT_EQ(text.substr(static_cast<size_t>(first.offset), first.text.size() + 1), std::string(first.text) + "\n");
   EXPECT_EQ(logs_.tail(key_, 8192, 2), "19998\n19999\n");
   // The cap's place is kept across a restart.
   LogStore reopened((dir_ / "logs").string());

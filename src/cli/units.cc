@@ -1,0 +1,47 @@
+#include "cli/units.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+
+namespace ag::cli {
+
+Result<int64_t> parse_size(const std::string& flag, const std::string& text) {
+  const auto bad = [&] {
+    return invalid_argument(flag + ": '" + text + "' is not a size: use bytes or a number with K, M, G or T " +
+                            "(1048576, 512K, 100M, 1.5G; powers of 1024)");
+  };
+  size_t digits = 0;
+  while (digits < text.size() && (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.')) {
+    ++digits;
+  }
+  if (digits == 0) return bad();
+  char* end = nullptr;
+  const std::string number = text.substr(0, digits);
+  const double amount = std::strtod(number.c_str(), &end);
+  if (end != number.c_str() + number.size() || !std::isfinite(amount)) return bad();
+  std::string unit = text.substr(digits);
+  for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (unit.size() > 1 && unit.back() == 'B') unit.pop_back();
+  if (unit.size() > 1 && unit.back() == 'I') unit.pop_back();
+  int shift = 0;
+  if (unit.empty() || unit == "B") {
+    shift = 0;
+  } else if (unit == "K") {
+    shift = 10;
+  } else if (unit == "M") {
+    shift = 20;
+  } else if (unit == "G") {
+    shift = 30;
+  } else if (unit == "T") {
+    shift = 40;
+  } else {
+    return bad();
+  }
+  const double bytes = std::ldexp(amount, shift);
+  if (bytes > std::ldexp(1.0, 62)) return invalid_argument(flag + ": '" + text + "' is more than this can count");
+  if (shift == 0 && number.find('.') != std::string::npos) return bad();  // a fraction of a byte
+  return static_cast<int64_t>(std::llround(bytes));
+}
+
+}  // namespace ag::cli
