@@ -134,6 +134,16 @@ class Host:
         (self.bin / "ag").symlink_to(AG_BIN)
         return self
 
+    def write_enter_script(self):
+        """`DIR/enter [COMMAND...]` runs COMMAND (default: bash) in this host, with the
+        environment every command of the tests gets here: for looking around by hand."""
+        env = [f"{k}={v}" for k, v in self.environment().items()]
+        script = self.dir / "enter"
+        script.write_text("#!/bin/sh\n[ $# -gt 0 ] || set -- bash\n"
+                          f"exec {shlex.join(['env', '-i', *env, *self.command([])])} \"$@\"\n")
+        script.chmod(0o755)
+        return script
+
     def pids(self):
         """Every process in this host's network namespace."""
         proc = _run(["ip", "netns", "pids", self.name], check=False)
@@ -426,3 +436,24 @@ class HostCluster:
 
     def worker_log(self, worker):
         return (worker.session_dir / f"worker-{worker.ip}" / "worker.log").read_text(errors="replace")
+
+
+def main():
+    """`python3 tests/integration/netns.py [WORKERS]`: the same cluster for trying things
+    by hand; prints how to enter each host, and tears it all down on Enter."""
+    import sys
+    import tempfile
+    root = Path(tempfile.mkdtemp(prefix="ag-netns-"))
+    net = Network.create(root)
+    try:
+        c = HostCluster(net, workers=int(sys.argv[1]) if len(sys.argv) > 1 else 2).start()
+        print(c.start_output)
+        for host in net.hosts:
+            print(f"{host.role:7} {host.ip:15} enter with {host.write_enter_script()}")
+        input(f"Cluster up, files under {root}. Press Enter to tear it down. ")
+    finally:
+        net.teardown()
+
+
+if __name__ == "__main__":
+    main()
