@@ -27,7 +27,6 @@ SOCKET_IFNAME_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "TP_SOCKET_IFN
 # A task that reports what it sees of its host, one JSON line.
 _REPORT = ("import json, os, socket; h = socket.gethostname(); "
            "print(json.dumps({'rank': os.environ['RANK'], 'hostname': h, 'resolves_to': socket.gethostbyname(h), "
-           "'node_address': os.environ['AG_MASTER_ADDR'] if os.environ['RANK'] == '0' else None, "
            + ", ".join(f"'{v}': os.environ.get('{v}')" for v in SOCKET_IFNAME_VARS) + "}))")
 
 
