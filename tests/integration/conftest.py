@@ -160,6 +160,34 @@ def submitted_job_id(proc):
     return m.group(1)
 
 
+def remove_node_cgroups(worker_data_dirs):
+    """The control groups of the workers with these data dirs (a worker removes its own
+    when it stops, not when it is killed). Left behind, they pile up over runs on one
+    machine, and every cgroup v1 `cpu` group makes each later CPU limit costlier to set."""
+    node_ids = []
+    for data_dir in worker_data_dirs:
+        try:
+            node_ids.append((Path(data_dir) / "node_id").read_text().strip())
+        except OSError:
+            pass
+    groups = []
+    for node_id in filter(None, node_ids):
+        for pattern in (f"/sys/fs/cgroup/aethergrid/{node_id}", f"/sys/fs/cgroup/*/aethergrid/{node_id}",
+                        f"/sys/fs/cgroup/*/*/aethergrid/{node_id}"):
+            groups += glob.glob(pattern)
+    deadline = time.time() + 5  # killed tasks leave their groups within moments
+    for group in groups:
+        while os.path.isdir(group):
+            for here, _, _ in os.walk(group, topdown=False):
+                try:
+                    os.rmdir(here)
+                except OSError:
+                    pass
+            if not os.path.isdir(group) or time.time() > deadline:
+                break
+            time.sleep(0.05)
+
+
 class Cluster:
     """One test's AetherGrid session: a head on 127.0.0.1 and workers on 127.0.0.x, all
     with their own data dirs under `root`. Owned by one test; not thread-safe."""
@@ -391,31 +419,7 @@ class Cluster:
         self._remove_node_cgroups()
 
     def _remove_node_cgroups(self):
-        """The control groups of this cluster's workers (a worker removes its own when it
-        stops, not when it is killed). Left behind, they pile up over runs on one machine,
-        and every cgroup v1 `cpu` group makes each later CPU limit costlier to set."""
-        node_ids = []
-        for data_dir in self.root.glob("worker-*"):
-            try:
-                node_ids.append((data_dir / "node_id").read_text().strip())
-            except OSError:
-                pass
-        groups = []
-        for node_id in filter(None, node_ids):
-            for pattern in (f"/sys/fs/cgroup/aethergrid/{node_id}", f"/sys/fs/cgroup/*/aethergrid/{node_id}",
-                            f"/sys/fs/cgroup/*/*/aethergrid/{node_id}"):
-                groups += glob.glob(pattern)
-        deadline = time.time() + 5  # killed tasks leave their groups within moments
-        for group in groups:
-            while os.path.isdir(group):
-                for here, _, _ in os.walk(group, topdown=False):
-                    try:
-                        os.rmdir(here)
-                    except OSError:
-                        pass
-                if not os.path.isdir(group) or time.time() > deadline:
-                    break
-                time.sleep(0.05)
+        remove_node_cgroups(self.root.glob("worker-*"))
 
 
 @pytest.fixture
@@ -486,3 +490,26 @@ def start_head_alone(root, **kwargs):
     c = Cluster(root, **kwargs)
     c.start_head()
     return c
+
+
+@pytest.fixture
+def netns_network(tmp_path):
+    """A private subnet of hosts made from network namespaces (tests/integration/netns.py):
+    net.add_host(role) -> Host. Skips the test where namespaces cannot be made; after the
+    test every process in its hosts is killed and every namespace, veth and file removed."""
+    import netns  # only tests that use it need root and iproute2
+    net = netns.Network.create(tmp_path / "hosts")
+    yield net
+    net.teardown()
+
+
+@pytest.fixture
+def host_cluster(netns_network):
+    """make(workers=2, node_timeout_s=None, ...) -> netns.HostCluster, started: a head, the
+    workers and a client on their own hosts, joined as the README says."""
+    import netns
+
+    def make(**kwargs):
+        return netns.HostCluster(netns_network, **kwargs).start()
+
+    return make
