@@ -552,10 +552,14 @@ class JobSubmissionClient:
         def hand_over(item):
             """Puts `item` on the loop's queue, waiting while it is full; False once
             the consumer is gone."""
+            if stop.is_set():
+                return False
+            put = chunks.put(item)
             try:
-                future = asyncio.run_coroutine_threadsafe(chunks.put(item), loop)
-            except RuntimeError:
-                return False  # the loop is closed
+                future = asyncio.run_coroutine_threadsafe(put, loop)
+            except RuntimeError:  # the loop is closed
+                put.close()
+                return False
             while not stop.is_set():
                 try:
                     future.result(timeout=0.5)
