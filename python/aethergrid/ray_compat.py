@@ -294,7 +294,7 @@ def _details(info):
         metadata=dict(info.get("labels") or spec.get("labels") or {}),
         runtime_env=spec.get("runtime_env") or {},
         driver_node_id=(driver or {}).get("node_id") or None,
-        driver_exit_code=(driver or {}).get("exit_code") if state in ("SUCCEEDED", "FAILED", "STOPPED") else None,
+        driver_exit_code=(driver or {}).get("exit_code") if JobStatus(state).is_terminal() else None,
         entrypoint_num_cpus=task_options.get("num_cpus", info.get("num_cpus")),
         entrypoint_num_gpus=task_options.get("num_gpus", info.get("num_gpus")),
         entrypoint_memory=memory or None,
@@ -429,7 +429,8 @@ class JobSubmissionClient:
         submit never makes two jobs). Another job with that id raises JobConflictError.
         """
         if not isinstance(entrypoint, str) or not entrypoint.strip():
-            raise TypeError("entrypoint must be a non-empty string (a shell command), got {!r}".format(entrypoint))
+            raise TypeError("entrypoint must be a non-empty string (a shell command), got {!r}".format(
+                entrypoint))
         allowed = set(JOB_KEYS) - {"entrypoint", "runtime_env", "num_workers", "submission_id", "labels"}
         unknown = sorted(set(options) - allowed)
         if unknown:
