@@ -11,6 +11,9 @@
     job.wait(timeout=300)
     print(job.get_logs(task_index=0))
 
+Coming from Ray Jobs: `from aethergrid import JobSubmissionClient, JobStatus` in place
+of `from ray.job_submission import ...` (see ray_compat.py).
+
 Standard library only; Python >= 3.8.
 """
 from . import exceptions
@@ -19,6 +22,7 @@ from .client import Client
 from .exceptions import (AGAuthError, AGConflictError, AGConnectionError, AGError, AGJobFailedError,
                          AGNotFoundError, AGPermissionError, AGTimeoutError, AGValidationError)
 from .job import Job, JobArray
+from .ray_compat import JobStatus, JobSubmissionClient
 
 __version__ = "0.1.0"
 
@@ -27,6 +31,8 @@ __all__ = [
     "ag_path",
     "Job",
     "JobArray",
+    "JobSubmissionClient",
+    "JobStatus",
     "exceptions",
     "AGError",
     "AGConnectionError",

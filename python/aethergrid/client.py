@@ -299,9 +299,16 @@ class Client:
 
     def list_jobs(self, state=None):
         """The jobs as summary dicts (job_id, name, owner, state, message, ...), newest
-        first as the head orders them; `state` filters on one state."""
-        query = {"state": state} if state else None
-        return self._transport.request("GET", "/api/jobs", query=query).json().get("jobs", [])
+        first as the head orders them; `state` filters on one state. All of them: the
+        head answers in pages (of at most 1,000), which this follows."""
+        query = {"state": state} if state else {}
+        jobs = []
+        while True:
+            page = self._transport.request("GET", "/api/jobs", query=query or None).json()
+            jobs.extend(page.get("jobs", []))
+            if not page.get("next"):
+                return jobs
+            query = dict(query, after=page["next"])
 
     def list_nodes(self):
         """The nodes as dicts (node_id, address, state, resources, allocated)."""

@@ -12,6 +12,9 @@ FAILED_STATES = ("FAILED", "STOPPED")
 MAX_WAIT_MS = 60000
 # How long one tail_logs long poll waits for new output before asking again.
 TAIL_WAIT_MS = 25000
+# How often tail_logs(task_index=None) asks for new lines while none came (GET .../lines
+# has no long poll; `ag logs --follow` asks as often).
+LINES_POLL_S = 0.3
 
 
 def failure_text(info):
@@ -199,7 +202,15 @@ class Job:
 
         Long polls the head (no busy polling): each request returns as soon as new bytes
         arrive or the task ends.
+
+        task_index=None: every task's output, as whole lines in the order the head
+        received them, each prefixed "[rank N] " when the job has several tasks (as
+        get_logs() and `ag logs --follow` show them). The head has no long poll for
+        lines, so this asks again every LINES_POLL_S seconds while nothing new came.
         """
+        if task_index is None:
+            yield from self._tail_lines()
+            return
         attempt = None
         offset = 0
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -224,6 +235,35 @@ class Job:
             attempt += 1
             offset = 0
             decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def _tail_lines(self):
+        """tail_logs(task_index=None): every task's lines through GET .../lines."""
+        # A pending job has no log yet: wait for its first attempt (a long poll).
+        info = self._wait_for_attempt(0)
+        if not info.get("num_attempts", len(info.get("attempts", []))):
+            return  # it ended before it ever started
+        attempt = None
+        query = {}
+        while True:
+            page = self._get("/lines", query=query).json()
+            if attempt is None:
+                attempt = page["attempt"]
+            several = len(page["tasks"]) > 1
+            text = "".join(("[rank {}] ".format(index) if several else "") + line + "\n"
+                           for index, _time_ms, line in page["lines"])
+            if text:
+                yield text
+            query = {"attempt": attempt, "from": ",".join(str(n) for n in page["next"])}
+            if not page["complete"]:
+                if not page["lines"]:
+                    time.sleep(LINES_POLL_S)
+                continue
+            # This attempt's lines are all out. Follow a retry if the job makes one.
+            info = self._wait_for_attempt(attempt + 1)
+            if info.get("num_attempts", len(info.get("attempts", []))) <= attempt + 1:
+                return
+            attempt += 1
+            query = {"attempt": attempt}
 
     def _wait_for_attempt(self, number):
         """The job once it has attempt `number` (0-based) or has ended."""
