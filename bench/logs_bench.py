@@ -27,17 +27,22 @@ BEGIN = "<!-- logs_bench:begin -->"
 END = "<!-- logs_bench:end -->"
 
 
+def get_page(cluster, path):
+    """One GET over the cluster's kept-alive connection: (body, response)."""
+    conn = cluster.conn or cluster.connect()
+    cluster.conn = conn
+    conn.request("GET", path, headers={"Authorization": f"Bearer {cluster.token}"})
+    res = conn.getresponse()
+    body = res.read()
+    if res.status != 200:
+        raise RuntimeError(f"{path}: {res.status} {body[:200]!r}")
+    return body, res
+
+
 def rest_lines(cluster, job_id):
     total, cursor = 0, None
     while True:
-        path = f"/api/jobs/{job_id}/lines?format=text" + (f"&from={cursor}" if cursor else "")
-        conn = cluster.conn or cluster.connect()
-        cluster.conn = conn
-        conn.request("GET", path, headers={"Authorization": f"Bearer {cluster.token}"})
-        res = conn.getresponse()
-        body = res.read()
-        if res.status != 200:
-            raise RuntimeError(f"{path}: {res.status} {body[:200]!r}")
+        body, res = get_page(cluster, f"/api/jobs/{job_id}/lines?format=text" + (f"&from={cursor}" if cursor else ""))
         total += len(body)
         cursor = res.getheader("X-AG-Next")
         if res.getheader("X-AG-More") != "1":
@@ -47,14 +52,7 @@ def rest_lines(cluster, job_id):
 def rest_bytes(cluster, job_id, task_index):
     total, offset = 0, 0
     while True:
-        path = f"/api/jobs/{job_id}/logs?task_index={task_index}&offset={offset}"
-        conn = cluster.conn or cluster.connect()
-        cluster.conn = conn
-        conn.request("GET", path, headers={"Authorization": f"Bearer {cluster.token}"})
-        res = conn.getresponse()
-        body = res.read()
-        if res.status != 200:
-            raise RuntimeError(f"{path}: {res.status} {body[:200]!r}")
+        body, res = get_page(cluster, f"/api/jobs/{job_id}/logs?task_index={task_index}&offset={offset}")
         total += len(body)
         offset = int(res.getheader("X-AG-Next-Offset"))
         if res.getheader("X-AG-Log-Complete") == "1" or not body:

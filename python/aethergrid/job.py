@@ -12,8 +12,8 @@ FAILED_STATES = ("FAILED", "STOPPED")
 MAX_WAIT_MS = 60000
 # How long one tail_logs long poll waits for new output before asking again.
 TAIL_WAIT_MS = 25000
-# How often tail_logs(task_index=None) asks for new lines while none came (GET .../lines
-# has no long poll; `ag logs --follow` asks as often).
+# How long tail_logs(task_index=None) pauses after an empty answer (a head that does not
+# wait for lines on its side: wait_ms).
 LINES_POLL_S = 0.3
 
 
@@ -205,8 +205,8 @@ class Job:
 
         task_index=None: every task's output, as whole lines in the order the head
         received them, each prefixed "[rank N] " when the job has several tasks (as
-        get_logs() and `ag logs --follow` show them). The head has no long poll for
-        lines, so this asks again every LINES_POLL_S seconds while nothing new came.
+        get_logs() and `ag logs --follow` show them). Each request waits on the head
+        (wait_ms) until lines come or the tasks end.
         """
         if task_index is None:
             yield from self._tail_lines()
@@ -245,7 +245,8 @@ class Job:
         attempt = None
         query = {}
         while True:
-            page = self._get("/lines", query=query).json()
+            page = self._get("/lines", query=dict(query, wait_ms=TAIL_WAIT_MS),
+                             extra_timeout=TAIL_WAIT_MS / 1000.0).json()
             if attempt is None:
                 attempt = page["attempt"]
             several = len(page["tasks"]) > 1

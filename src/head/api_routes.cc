@@ -94,7 +94,8 @@ net::Respond ApiRoutes::audited(const net::HttpRequest& req, const Principal& wh
 }
 
 void ApiRoutes::handle(const net::HttpRequest& req, net::Respond respond) {
-  if (req.path == "/api/healthz") return respond(json_response(200, {{"status", "ok"}}));
+  // The time too: `ag doctor` compares clocks with it.
+  if (req.path == "/api/healthz") return respond(json_response(200, {{"status", "ok"}, {"time_ms", deps_.clock.now_ms()}}));
   if (req.path == "/api/tls/ca") {
     if (ca_pem_.empty()) return respond(error_response(404, "this head runs without TLS (--insecure)"));
     return respond({200, "application/x-pem-file", ca_pem_});

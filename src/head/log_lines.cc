@@ -116,13 +116,45 @@ std::string render_text(const MergedPage& page, bool ranks, bool timestamps) {
   return out;
 }
 
+namespace {
+
+// `text` as a JSON string: printable ASCII as it is, anything else through the JSON
+// library (escapes, and U+FFFD for bytes that are not UTF-8).
+void append_json_string(std::string& out, std::string_view text) {
+  const bool plain = std::all_of(text.begin(), text.end(), [](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+  });
+  if (plain) {
+    out += '"';
+    out += text;
+    out += '"';
+    return;
+  }
+  out += nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace
+
 std::string render_json_lines(const MergedPage& page) {
+  size_t bytes = 0;
+  for (const auto& line : page.lines) bytes += line.text.size() + 64;
   std::string out;
+  out.reserve(bytes);
+  int64_t stamped_ms = INT64_MIN;
+  std::string stamp;
   for (const auto& line : page.lines) {
-    nlohmann::ordered_json item = {{"rank", line.task_index}, {"ts", utc_timestamp(line.time_ms)}, {"line", line.text}};
-    if (line.partial) item["partial"] = true;
-    out += item.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
-    out += '\n';
+    if (line.time_ms != stamped_ms) {
+      stamp = utc_timestamp(line.time_ms);
+      stamped_ms = line.time_ms;
+    }
+    out += "{\"rank\":";
+    out += std::to_string(line.task_index);
+    out += ",\"ts\":\"";
+    out += stamp;
+    out += "\",\"line\":";
+    append_json_string(out, line.text);
+    out += line.partial ? ",\"partial\":true}\n" : "}\n";
   }
   return out;
 }

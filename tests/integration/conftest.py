@@ -153,6 +153,24 @@ def wait_until(predicate, timeout, interval=0.1, message="condition"):
         time.sleep(interval)
 
 
+def wait_for_job_state(read_job, job_id, states, timeout, interval=0.1):
+    """Wait until `read_job(job_id)` (a job's JSON) is in one of `states`; return it. The
+    failure shows the job as last seen."""
+    if isinstance(states, str):
+        states = (states,)
+    last = {}
+
+    def reached():
+        last["job"] = read_job(job_id)
+        return last["job"]["state"] in states
+
+    try:
+        wait_until(reached, timeout, interval=interval, message=f"job {job_id} to reach {states}")
+    except AssertionError as e:
+        raise AssertionError(f"{e}; last seen: {json.dumps(last.get('job'), indent=1)[:4000]}") from None
+    return last["job"]
+
+
 def submitted_job_id(proc):
     """The job id from a (waiting) `ag submit`'s output."""
     m = _SUBMITTED_RE.search(proc.stderr + proc.stdout)
@@ -367,19 +385,7 @@ class Cluster:
 
     def wait_state(self, job_id, states, timeout=30):
         """Wait until the job is in one of `states`; return its JSON."""
-        if isinstance(states, str):
-            states = (states,)
-        last = {}
-
-        def reached():
-            last["job"] = self.job(job_id)
-            return last["job"]["state"] in states
-
-        try:
-            wait_until(reached, timeout, message=f"job {job_id} to reach {states}")
-        except AssertionError as e:
-            raise AssertionError(f"{e}; last seen: {json.dumps(last.get('job'), indent=1)}") from None
-        return last["job"]
+        return wait_for_job_state(self.job, job_id, states, timeout)
 
     # ---- cluster-wide ---------------------------------------------------------------
     def start(self, worker_ips=WORKER_IPS, num_cpus=2):

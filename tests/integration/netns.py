@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import AG_BIN, pid_alive, processes_where, remove_node_cgroups, wait_until
+from conftest import AG_BIN, pid_alive, processes_where, remove_node_cgroups, wait_for_job_state, wait_until
 
 # Where the hosts' UTS namespaces are kept (bind mounts of /proc/PID/ns/uts).
 RUN_DIR = Path("/run/aethergrid-test-netns")
@@ -413,19 +413,7 @@ class HostCluster:
         return self.client.ag_json("status", job_id)
 
     def wait_state(self, job_id, states, timeout=60):
-        if isinstance(states, str):
-            states = (states,)
-        last = {}
-
-        def reached():
-            last["job"] = self.job(job_id)
-            return last["job"]["state"] in states
-
-        try:
-            wait_until(reached, timeout, interval=0.25, message=f"job {job_id} to reach {states}")
-        except AssertionError as e:
-            raise AssertionError(f"{e}; last seen: {json.dumps(last.get('job'), indent=1)[:4000]}") from None
-        return last["job"]
+        return wait_for_job_state(self.job, job_id, states, timeout, interval=0.25)
 
     def logs(self, job_id, *args, timeout=60):
         return self.client.ag("logs", job_id, *args, timeout=timeout).stdout

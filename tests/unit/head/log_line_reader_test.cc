@@ -237,5 +237,14 @@ TEST_F(LogLineReaderTest, RenderedTextOfOneTaskIsItsBytesAndOfSeveralHasRanks) {
   EXPECT_EQ(jsonl.substr(0, jsonl.find('\n')), R"({"rank":0,"ts":"1970-01-01T00:16:40.000Z","line":"a"})");
 }
 
+TEST_F(LogLineReaderTest, JsonLinesEscapeWhatJsonMustAndReplaceBytesThatAreNotUtf8) {
+  append(0, "say \"hi\"\\ \t\n\xff\xfe ok\n");
+  logs_.close(key(0));
+  const std::string jsonl = render_json_lines(merge_pages({{0, reader_.page(key(0), 0, 1000).value()}}));
+  EXPECT_EQ(jsonl,
+            "{\"rank\":0,\"ts\":\"1970-01-01T00:16:40.000Z\",\"line\":\"say \\\"hi\\\"\\\\ \\t\"}\n"
+            "{\"rank\":0,\"ts\":\"1970-01-01T00:16:40.000Z\",\"line\":\"\xef\xbf\xbd\xef\xbf\xbd ok\"}\n");
+}
+
 }  // namespace
 }  // namespace ag::head
