@@ -31,9 +31,11 @@ namespace ag::head {
 namespace {
 
 constexpr int64_t kMaxTailLines = 1'000'000;
-// Bytes one answer reads from the logs, shared among the tasks it covers.
+// About how many bytes of lines one answer gives, read from each task's log a window at
+// a time (the answer's share of a task, within these bounds).
 constexpr int64_t kMaxLinesBytes = 4 << 20;
 constexpr int64_t kMinLinesBytesPerTask = 4 << 10;
+constexpr int64_t kMaxWindowBytes = 256 << 10;
 constexpr int64_t kMaxWaitMs = 60000;
 
 // "12,0,7" as offsets, exactly `count` of them; nullopt when it is not that.
@@ -127,14 +129,13 @@ void ApiRoutes::handle_lines(const net::HttpRequest& req, const std::string& job
       from = std::move(starts.value());
     }
   }
-  const int64_t budget = std::max(kMinLinesBytesPerTask, kMaxLinesBytes / static_cast<int64_t>(tasks.size()));
-  std::vector<TaskLinePage> pages;
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    auto page = reader.page(keys[i], from[i], budget);
-    if (!page.ok()) return respond(error_response(page.error()));
-    pages.push_back({tasks[i], std::move(page.value())});
-  }
-  const MergedPage merged = merge_pages(pages);
+  const int64_t window =
+      std::clamp(kMaxLinesBytes / static_cast<int64_t>(tasks.size()), kMinLinesBytesPerTask, kMaxWindowBytes);
+  auto read = read_merged(tasks, from, kMaxLinesBytes, window, [&](size_t i, int64_t at, int64_t max_bytes) {
+    return reader.page(keys[i], at, max_bytes);
+  });
+  if (!read.ok()) return respond(error_response(read.error()));
+  const MergedPage& merged = read.value();
   bool complete = true;
   for (size_t i = 0; i < tasks.size(); ++i) {
     complete = complete && job->task_over(keys[i].attempt, keys[i].task_index) &&

@@ -54,6 +54,37 @@ MergedPage merge_pages(const std::vector<TaskLinePage>& pages) {
   return out;
 }
 
+Result<MergedPage> read_merged(const std::vector<int>& task_indexes, const std::vector<int64_t>& from, int64_t budget,
+                               int64_t window, const ReadPage& read) {
+  MergedPage out;
+  out.next = from;
+  std::vector<TaskLinePage> pages;
+  for (size_t i = 0; i < task_indexes.size(); ++i) {
+    auto page = read(i, from[i], window);
+    if (!page.ok()) return page.error();
+    pages.push_back({task_indexes[i], std::move(page.value())});
+  }
+  int64_t emitted = 0;
+  for (;;) {
+    MergedPage round = merge_pages(pages);
+    for (const auto& line : round.lines) emitted += static_cast<int64_t>(line.text.size()) + 1;
+    out.lines.insert(out.lines.end(), round.lines.begin(), round.lines.end());
+    out.bytes.insert(out.bytes.end(), round.bytes.begin(), round.bytes.end());
+    out.next = round.next;
+    out.more = round.more;
+    if (!round.more || round.lines.empty() || emitted >= budget) return out;
+    // Each window keeps the lines that wait; one used up is read again from its cursor.
+    for (size_t i = 0; i < pages.size(); ++i) {
+      auto& page = pages[i].page;
+      std::erase_if(page.lines, [&](const LogLineReader::Line& line) { return line.offset < out.next[i]; });
+      if (!page.lines.empty() || !page.more) continue;
+      auto next = read(i, out.next[i], window);
+      if (!next.ok()) return next.error();
+      page = std::move(next.value());
+    }
+  }
+}
+
 Result<std::vector<int64_t>> merged_tail_starts(const std::vector<int>& task_indexes,
                                                 const std::vector<int64_t>& floors,
                                                 const std::vector<int64_t>& ends, int64_t count,

@@ -45,6 +45,15 @@ struct MergedPage {
 // any page has one.
 MergedPage merge_pages(const std::vector<TaskLinePage>& pages);
 
+// One answer's worth of the merge of several logs from cursor `from`: about `budget`
+// bytes of lines. Reads each log `window` bytes at a time (`read(i, from, max)`) and
+// merges round after round, reading again only the logs whose window was used up, so a
+// log whose lines wait behind another's costs one window, not a share of the budget.
+// The result is what merge_pages gives for one read of everything up to where it stops.
+using ReadPage = std::function<Result<LogLineReader::Page>(size_t log, int64_t from, int64_t max_bytes)>;
+Result<MergedPage> read_merged(const std::vector<int>& task_indexes, const std::vector<int64_t>& from, int64_t budget,
+                               int64_t window, const ReadPage& read);
+
 // Where the last `count` lines of the merge of several logs begin, per log. `floors`
 // and `ends` bound each log's lines (line starts); `earlier(i, before, n)` gives the
 // starts of the last `n` lines of log i before `before` (no earlier than its floor),

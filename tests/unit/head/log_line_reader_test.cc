@@ -131,41 +131,43 @@ TEST_F(LogLineReaderTest, StartsBeforeCountsLinesBackToTheFloor) {
   EXPECT_TRUE(reader_.starts_before(key(0), 5, 5, 4).value().empty());
 }
 
-// Reads `tasks` page after page with `budget` per task from `from`, as the CLI does,
-// and gives the merged lines as (task, time, text) with pieces joined.
-std::vector<std::tuple<int, int64_t, std::string>> read_merged(LogLineReader& reader, const std::vector<int>& tasks,
-                                                                std::vector<int64_t> from, int64_t budget) {
-  std::vector<std::tuple<int, int64_t, std::string>> out;
-  std::map<int, std::string> pending;  // a line's pieces so far
+using MergedLines = std::vector<std::tuple<int, int64_t, std::string>>;
+
+// Merged lines as (task, time, text), the pieces of a long line joined in the place of
+// its first piece.
+struct Collected {
+  MergedLines lines;
+  std::map<int, size_t> pending;  // task -> the entry of its line still in pieces
+
+  void add(const MergedPage& merged) {
+    for (const auto& line : merged.lines) {
+      auto it = pending.find(line.task_index);
+      if (it == pending.end()) {
+        lines.emplace_back(line.task_index, line.time_ms, std::string(line.text));
+        if (line.partial) pending[line.task_index] = lines.size() - 1;
+        continue;
+      }
+      std::get<2>(lines[it->second]) += std::string(line.text);
+      if (!line.partial) pending.erase(it);
+    }
+  }
+};
+
+// Reads `tasks` page after page with `budget` per task from `from`, as the CLI does.
+MergedLines read_whole_merge(LogLineReader& reader, const std::vector<int>& tasks, std::vector<int64_t> from,
+                             int64_t budget) {
+  Collected collected;
   for (int reads = 0; reads < 100000; ++reads) {
     std::vector<TaskLinePage> pages;
     for (size_t i = 0; i < tasks.size(); ++i) {
       pages.push_back({tasks[i], reader.page({"job_a", 0, tasks[i]}, from[i], budget).value()});
     }
     MergedPage merged = merge_pages(pages);
-    for (const auto& line : merged.lines) {
-      if (line.partial) {
-        if (!pending.count(line.task_index)) out.emplace_back(line.task_index, line.time_ms, "");
-        pending[line.task_index] += line.text;
-        continue;
-      }
-      if (pending.count(line.task_index)) {
-        // The rest of a long line: complete the entry made for its first piece.
-        for (auto it = out.rbegin(); it != out.rend(); ++it) {
-          if (std::get<0>(*it) == line.task_index) {
-            std::get<2>(*it) = pending[line.task_index] + std::string(line.text);
-            break;
-          }
-        }
-        pending.erase(line.task_index);
-        continue;
-      }
-      out.emplace_back(line.task_index, line.time_ms, std::string(line.text));
-    }
+    collected.add(merged);
     from = merged.next;
     if (!merged.more) break;
   }
-  return out;
+  return collected.lines;
 }
 
 TEST_F(LogLineReaderTest, PageAfterPageTheMergeIsWhatOneReadOfTheWholeLogsGives) {
@@ -179,13 +181,29 @@ TEST_F(LogLineReaderTest, PageAfterPageTheMergeIsWhatOneReadOfTheWholeLogsGives)
     clock_.advance(static_cast<int64_t>(rng() % 3) * 100);
   }
   for (int t : tasks) logs_.close(key(t));
-  const auto whole = read_merged(reader_, tasks, {0, 0, 0, 0}, 1 << 30);
+  const auto whole = read_whole_merge(reader_, tasks, {0, 0, 0, 0}, 1 << 30);
   size_t total_lines = 0;
   for (int t : tasks) total_lines += reader_.page(key(t), 0, 1 << 30).value().lines.size();
   ASSERT_EQ(whole.size(), total_lines);
   for (int64_t budget : {64, 100, 257, 1000, 4096}) {
     SCOPED_TRACE(budget);
-    EXPECT_EQ(read_merged(reader_, tasks, {0, 0, 0, 0}, budget), whole);
+    EXPECT_EQ(read_whole_merge(reader_, tasks, {0, 0, 0, 0}, budget), whole);
+  }
+  // Answers made of several windows each, as the head reads them.
+  for (auto [answer, window] : {std::pair<int64_t, int64_t>{2000, 64}, {5000, 300}, {1 << 20, 512}}) {
+    SCOPED_TRACE(std::to_string(answer) + " in windows of " + std::to_string(window));
+    Collected got;
+    std::vector<int64_t> from = {0, 0, 0, 0};
+    for (int answers = 0; answers < 10000; ++answers) {
+      auto merged = read_merged(tasks, from, answer, window, [&](size_t i, int64_t at, int64_t max_bytes) {
+        return reader_.page(key(tasks[i]), at, max_bytes);
+      });
+      ASSERT_TRUE(merged.ok());
+      got.add(merged.value());
+      from = merged->next;
+      if (!merged->more) break;
+    }
+    EXPECT_EQ(got.lines, whole);
   }
 }
 
@@ -197,7 +215,7 @@ TEST_F(LogLineReaderTest, TheMergedTailStartsWhereTheLastLinesOfTheMergeBegin) {
     append(task, std::to_string(task) + "-" + std::to_string(step) + "\n");
     clock_.advance(static_cast<int64_t>(rng() % 2) * 100);
   }
-  const auto whole = read_merged(reader_, tasks, {0, 0, 0}, 1 << 30);
+  const auto whole = read_whole_merge(reader_, tasks, {0, 0, 0}, 1 << 30);
   std::vector<int64_t> floors, ends;
   for (int t : tasks) {
     const auto span = reader_.span(key(t)).value();
@@ -210,7 +228,7 @@ TEST_F(LogLineReaderTest, TheMergedTailStartsWhereTheLastLinesOfTheMergeBegin) {
       return reader_.starts_before(key(tasks[i]), floors[i], before, n);
     });
     ASSERT_TRUE(starts.ok());
-    const auto tail = read_merged(reader_, tasks, starts.value(), 200);
+    const auto tail = read_whole_merge(reader_, tasks, starts.value(), 200);
     const size_t expect = std::min<size_t>(static_cast<size_t>(count), whole.size());
     ASSERT_EQ(tail.size(), expect);
     EXPECT_TRUE(std::equal(tail.begin(), tail.end(), whole.end() - static_cast<std::ptrdiff_t>(expect)));
