@@ -9,6 +9,7 @@
 #include "cli/api_client.h"
 #include "cli/table.h"
 #include "common/amounts.h"
+#include "common/memory.h"
 #include "net/http_types.h"
 
 namespace ag::cli {
@@ -127,6 +128,7 @@ bool stream_task_log(const Connection& conn, const std::string& job_id, int task
 
 LogsPrinted print_job_logs(const Connection& conn, const std::string& job_id, const LinesOptions& options,
                            std::ostream& out) {
+  keep_freed_memory();  // a page of several MiB after another
   bool ended_unstarted = false;
   if (!options.attempt) {
     if (!wait_until_started(conn, job_id, options.follow, &ended_unstarted)) return LogsPrinted::kFailed;

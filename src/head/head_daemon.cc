@@ -1,6 +1,5 @@
 #include "head/head_daemon.h"
 
-#include <malloc.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +11,7 @@
 #include "common/clock.h"
 #include "common/descriptors.h"
 #include "common/ids.h"
+#include "common/memory.h"
 #include "common/version.h"
 #include "head/access_control.h"
 #include "head/audit_log.h"
@@ -42,11 +42,7 @@ int run_head(const HeadConfig& config, const std::function<void(const Status&, c
   // Everything the head writes (its database holds jobs' env_vars, its logs the jobs'
   // output) is for its own user only.
   ::umask(077);
-  // Answers of several MiB (pages of logs) are built and freed many times a second: the
-  // freed memory is kept for the next one rather than handed back to the kernel, whose
-  // fresh pages cost a fault each (several microseconds apiece on virtual machines).
-  ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  ::mallopt(M_TRIM_THRESHOLD, 64 << 20);
+  keep_freed_memory();  // pages of logs, built and freed many times a second
   const uint64_t descriptors = raise_descriptor_limit();
   std::error_code fs_error;
   std::filesystem::create_directories(config.data_dir, fs_error);
