@@ -20,6 +20,7 @@
 #include "cli/commands.h"
 #include "cli/completion.h"
 #include "cli/config_file.h"
+#include "cli/doctor.h"
 #include "cli/install_service.h"
 #include "cli/units.h"
 #include "cli/usage_hints.h"
@@ -293,6 +294,16 @@ int run(int argc, char** argv) {
   auto* audit_cmd = app.add_subcommand("audit", "Who changed what, when, from where (admin)");
   audit_cmd->add_option("--limit", audit_limit, "Newest entries to show")->capture_default_str()->check(CLI::Range(1, 10000));
   auto* whoami_cmd = app.add_subcommand("whoami", "The user your token belongs to, and its role");
+  ag::cli::DoctorOptions doctor_options;
+  auto* doctor_cmd = app.add_subcommand(
+      "doctor", "Check the way to the cluster: the head, its CA, your token, clocks; --nodes N also runs a probe job "
+                "across N nodes (ports between them, hostnames, interfaces)");
+  doctor_cmd->add_option("--nodes", doctor_options.nodes, "Run the probe across this many nodes (0: none)")
+      ->check(CLI::Range(0, 4096));
+  doctor_cmd->add_flag("--gpus", doctor_options.gpus, "The probe takes a GPU a rank and checks torch, CUDA and NCCL");
+  doctor_cmd->add_option("--timeout", doctor_options.timeout_s, "Seconds the probe may take to start and run")
+      ->capture_default_str()
+      ->check(CLI::Range(5.0, 3600.0));
   std::string config_fingerprint;
   auto* config_cmd = app.add_subcommand("config", "Pin a head's cluster CA and make it the default: ag config --address HOST:PORT --ca-fingerprint sha256:...");
   config_cmd->add_option("--ca-fingerprint", config_fingerprint, "The head's cluster CA fingerprint (`ag start-head` prints it)");
@@ -431,6 +442,7 @@ int run(int argc, char** argv) {
   if (*resume_cmd) return set_draining(conn, resume_node_id, false);
   if (*audit_cmd) return audit(conn, audit_limit);
   if (*whoami_cmd) return whoami(conn);
+  if (*doctor_cmd) return ag::cli::doctor(conn, doctor_options);
   if (*config_cmd) return config(conn, config_fingerprint);
   return 2;
 }

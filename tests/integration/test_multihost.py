@@ -273,3 +273,44 @@ def test_a_blip_shorter_than_the_node_timeout_keeps_the_running_task(host_cluste
     assert c.logs(job_id, "--task-index", "1").strip() == f"rank 1 done on {victim.hostname}"
     assert {n["address"]: n["state"] for n in c.nodes()} == {w.ip: "ALIVE" for w in c.workers}
     assert "nothing from the head for" not in c.worker_log(victim)
+
+
+# ---- ag doctor across hosts ----------------------------------------------------------------
+
+def doctor_checks(proc):
+    """`ag doctor -o json`'s checks as {check: [(status, detail, fix), ...]}."""
+    report = json.loads(proc.stdout)
+    checks = collections.defaultdict(list)
+    for check in report["checks"]:
+        checks[check["check"]].append((check["status"], check["detail"], check["fix"]))
+    return report, checks
+
+
+def test_ag_doctor_on_the_client_passes_and_warns_of_hostnames_that_resolve_to_loopback(host_cluster):
+    c = host_cluster()
+    proc = c.client.ag("-o", "json", "doctor", "--nodes", "2", "--timeout", "30", timeout=90, check=False)
+    report, checks = doctor_checks(proc)
+    assert proc.returncode == 0 and report["ok"], proc.stdout
+    assert [s for s, _, _ in checks["tls"]] == ["ok"] and "pinned" in checks["tls"][0][1]
+    assert checks["token"][0][1] == "works: alice (user)"
+    assert [s for s, _, _ in checks["ports"]] == ["ok"] and [s for s, _, _ in checks["interface"]] == ["ok"]
+    # Each worker host's hostname resolves to 127.0.1.1: a warning with the fix, per node.
+    assert sorted(s for s, _, _ in checks["hostname"]) == ["warn", "warn"], checks["hostname"]
+    for status, detail, fix in checks["hostname"]:
+        assert "resolves to 127.0.1.1 (loopback)" in detail and "eth0" in detail, detail
+        assert "/etc/hosts" in fix, fix
+    # Nothing of the probe is left.
+    assert not [j for j in c.client.ag_json("list-jobs")["jobs"] if j.get("name") == "ag-doctor"]
+
+
+def test_ag_doctor_finds_the_master_ports_blocked_between_workers(host_cluster):
+    c = host_cluster()
+    for worker in c.workers:  # whichever holds rank 0, the other cannot reach its master port
+        subprocess.run(["ip", "netns", "exec", worker.name, "iptables", "-A", "INPUT", "-p", "tcp", "--dport",
+                        "29500:31499", "-j", "DROP"], check=True, timeout=30)
+    proc = c.client.ag("doctor", "--nodes", "2", "--timeout", "20", timeout=90, check=False)
+    assert proc.returncode == 1, proc.stdout
+    failed = [line for line in proc.stdout.splitlines() if line.lstrip().startswith("FAIL")]
+    assert len(failed) == 1 and "ports" in failed[0] and "cannot reach rank 0" in failed[0], proc.stdout
+    assert "fix: open TCP ports 29500-31499" in proc.stdout, proc.stdout
+    assert "1 problem" in proc.stdout.splitlines()[-1], proc.stdout
