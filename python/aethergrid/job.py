@@ -181,12 +181,10 @@ class Job:
         if since is not None:
             query["since_ms"] = max(0, int(float(since) * 1000))
         out = []
+        pieces = {}
         while True:
             page = self._get("/lines", query=query).json()
-            several = len(page["tasks"]) > 1
-            for index, time_ms, text in page["lines"]:
-                stamp = _utc_timestamp(time_ms) + " " if timestamps else ""
-                out.append(stamp + ("[rank {}] ".format(index) if several else "") + text + "\n")
+            out.append(_render_lines(page, timestamps, pieces))
             # Page after page until the head has nothing more to give now ("more"; a
             # tail or since read goes on from where its first page ended).
             if not page.get("more", False):
@@ -244,14 +242,13 @@ class Job:
             return  # it ended before it ever started
         attempt = None
         query = {}
+        pieces = {}
         while True:
             page = self._get("/lines", query=dict(query, wait_ms=TAIL_WAIT_MS),
                              extra_timeout=TAIL_WAIT_MS / 1000.0).json()
             if attempt is None:
                 attempt = page["attempt"]
-            several = len(page["tasks"]) > 1
-            text = "".join(("[rank {}] ".format(index) if several else "") + line + "\n"
-                           for index, _time_ms, line in page["lines"])
+            text = _render_lines(page, False, pieces)
             if text:
                 yield text
             query = {"attempt": attempt, "from": ",".join(str(n) for n in page["next"])}
@@ -273,6 +270,26 @@ class Job:
                              extra_timeout=MAX_WAIT_MS / 1000.0).json()
             if info.get("state") in TERMINAL_STATES or info.get("num_attempts", 0) > number:
                 return info
+
+
+def _render_lines(page, timestamps, pieces):
+    """A page of GET .../lines as `ag logs` prints it: "[rank N] " before each line when
+    the job has several tasks, the time with `timestamps`. A line longer than a page comes
+    in pieces (a 4th element, true): they wait in `pieces` ({task: (time, text)}, kept
+    from page to page) and the line is printed whole with its last piece."""
+    several = len(page["tasks"]) > 1
+    out = []
+    for entry in page["lines"]:
+        index, time_ms, text = entry[0], entry[1], entry[2]
+        started = pieces.pop(index, None)
+        if started:
+            time_ms, text = started[0], started[1] + text
+        if len(entry) > 3 and entry[3]:
+            pieces[index] = (time_ms, text)
+            continue
+        stamp = _utc_timestamp(time_ms) + " " if timestamps else ""
+        out.append(stamp + ("[rank {}] ".format(index) if several else "") + text + "\n")
+    return "".join(out)
 
 
 def _utc_timestamp(ms):

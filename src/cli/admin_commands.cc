@@ -1,7 +1,10 @@
 // ag user, ag token, ag remove-node, ag audit, ag whoami: who may use the cluster.
 #include <charconv>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <iostream>
 #include <optional>
 #include <map>
@@ -15,6 +18,7 @@
 #include "net/auth.h"
 #include "net/http_client.h"
 #include "net/http_types.h"
+#include "net/tls.h"
 
 namespace ag::cli {
 namespace {
@@ -196,6 +200,39 @@ int audit(const ConnectionOptions& options, int limit) {
                e["action"].get<std::string>(), e["outcome"].get<std::string>()});
   }
   table.print(std::cout);
+  return 0;
+}
+
+int tls_ca_cert(const ConnectionOptions& options) {
+  std::string address = options.address;
+  if (address.empty()) {
+    if (const char* env = std::getenv("AG_ADDRESS"); env && *env) address = env;
+  }
+  if (address.empty()) {
+    if (auto session = read_session()) address = session->address;
+  }
+  if (address.empty()) address = read_user_config().address;
+  if (address.empty()) return usage_error("which head? give --address HOST:PORT (or run this on the head's machine)");
+  auto endpoint = net::parse_endpoint(address, 6379);
+  if (!endpoint.ok()) return usage_error("--address: " + endpoint.error().message);
+  const std::string file = known_ca_file(endpoint.value());
+  if (file.empty()) {
+    return fail(Error{ErrorCode::kNotFound,
+                      "no cluster CA is known here for " + endpoint->to_string() + ": pin it first with `ag config "
+                      "--address " + endpoint->to_string() + " --ca-fingerprint sha256:...` (the line `ag start-head` "
+                      "printed), or run this on the head's machine"});
+  }
+  std::ifstream in(file);
+  std::string pem((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto fingerprint = net::certificate_fingerprint(pem);
+  if (!in || !fingerprint.ok()) {
+    return fail(Error{ErrorCode::kInternal, "cannot read the cluster CA in " + file +
+                                                (fingerprint.ok() ? "" : ": " + fingerprint.error().message)});
+  }
+  std::cout << pem;
+  std::cerr << "The cluster CA of " << endpoint->to_string() << " (" << fingerprint.value()
+            << "). Saved as a file (ag tls ca-cert > aethergrid-ca.crt), it is what a browser imports as an "
+               "authority to trust the dashboard (README, Dashboard).\n";
   return 0;
 }
 

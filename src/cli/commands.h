@@ -59,6 +59,8 @@ struct StartWorkerOptions {
   bool verbose = false;
 };
 int start_worker(const StartWorkerOptions& options);
+// `ag tls ca-cert`: the head's cluster CA (PEM) on stdout, for a browser to trust.
+int tls_ca_cert(const ConnectionOptions& conn);
 
 int stop_daemons(double timeout_s);
 

@@ -195,7 +195,16 @@ int start_head(const StartHeadOptions& options) {
     const bool to_journal = is_journal_stream(STDOUT_FILENO);
     std::cout << "AetherGrid head started at " << address << " (pid " << pid << ")\n"
               << "  Dashboard and REST API: " << dashboard << "\n";
-    if (!to_journal) std::cout << "  Sign in to the dashboard (as admin): " << dashboard << "/?token=" << token << "\n";
+    if (!to_journal && options.insecure) {
+      std::cout << "  Sign in to the dashboard (as admin): " << dashboard << "/?token=" << token << "\n";
+    } else if (!to_journal) {
+      // A browser does not trust the cluster's own CA: on this machine the dashboard also
+      // answers plain HTTP; elsewhere the browser is told to trust the CA first.
+      std::cout << "  Sign in on this machine (as admin): http://" << shown << ":" << options.dashboard_port
+                << "/?token=" << token << "\n"
+                << "  From other machines: " << dashboard << "/?token=... once the browser trusts the cluster CA "
+                << "(ag tls ca-cert > aethergrid-ca.crt; README, Dashboard)\n";
+    }
     std::cout << "  Admin token: " << config.data_dir << "/token; add users with `ag user add NAME`\n"
               << "  Data dir: " << config.data_dir << "  (log: " << config.data_dir << "/head.log)\n\n"
               << "To add a worker on another machine, run there (the join token can only add nodes):\n";

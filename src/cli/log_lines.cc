@@ -93,7 +93,12 @@ bool write_shown(LimitedOutput& out, std::string_view bytes, bool raw) {
 bool LimitedOutput::write(std::string_view bytes) {
   if (cut_) return false;
   if (limit_ > 0 && written_ + static_cast<int64_t>(bytes.size()) > limit_) {
-    out_.write(bytes.data(), static_cast<std::streamsize>(limit_ - written_));
+    size_t fits = static_cast<size_t>(limit_ - written_);
+    if (whole_lines_) {
+      const size_t last = bytes.substr(0, fits).rfind('\n');
+      fits = last == std::string_view::npos ? 0 : last + 1;
+    }
+    out_.write(bytes.data(), static_cast<std::streamsize>(fits));
     out_.flush();
     written_ = limit_;
     cut_ = true;
@@ -134,7 +139,7 @@ LogsPrinted print_job_logs(const Connection& conn, const std::string& job_id, co
     if (!wait_until_started(conn, job_id, options.follow, &ended_unstarted)) return LogsPrinted::kFailed;
     if (ended_unstarted) return LogsPrinted::kWhole;
   }
-  LimitedOutput limited(out, options.limit_bytes);
+  LimitedOutput limited(out, options.limit_bytes, options.json);
   // One task's bytes as they are, unless its lines are asked for.
   if (options.task_index && options.tail == 0 && !options.since_ms && !options.timestamps && !options.json) {
     if (!stream_task_log(conn, net::url_encode(job_id), *options.task_index, options.attempt, options.follow,

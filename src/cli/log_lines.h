@@ -35,7 +35,10 @@ enum class LogsPrinted { kWhole, kCut, kFailed };
 // and says so once on stderr ("[... cut at 1 MiB; --limit-bytes 0 for all]").
 class LimitedOutput {
  public:
-  LimitedOutput(std::ostream& out, int64_t limit) : out_(out), limit_(limit) {}
+  // `whole_lines`: the cut falls after the last whole line within the limit (JSON lines
+  // stay JSON).
+  LimitedOutput(std::ostream& out, int64_t limit, bool whole_lines = false)
+      : out_(out), limit_(limit), whole_lines_(whole_lines) {}
   // False once the limit is reached (nothing more will be written).
   bool write(std::string_view bytes);
   void flush() { out_.flush(); }
@@ -44,6 +47,7 @@ class LimitedOutput {
  private:
   std::ostream& out_;
   int64_t limit_;
+  bool whole_lines_;
   int64_t written_ = 0;
   bool cut_ = false;
 };

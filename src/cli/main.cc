@@ -294,6 +294,10 @@ int run(int argc, char** argv) {
   auto* audit_cmd = app.add_subcommand("audit", "Who changed what, when, from where (admin)");
   audit_cmd->add_option("--limit", audit_limit, "Newest entries to show")->capture_default_str()->check(CLI::Range(1, 10000));
   auto* whoami_cmd = app.add_subcommand("whoami", "The user your token belongs to, and its role");
+  auto* tls_cmd = app.add_subcommand("tls", "The cluster's TLS: ag tls ca-cert > aethergrid-ca.crt");
+  tls_cmd->require_subcommand(1);
+  auto* tls_ca_cmd = tls_cmd->add_subcommand(
+      "ca-cert", "Print the head's cluster CA (PEM): import it in a browser to trust the dashboard");
   ag::cli::DoctorOptions doctor_options;
   auto* doctor_cmd = app.add_subcommand(
       "doctor", "Check the way to the cluster: the head, its CA, your token, clocks; --nodes N also runs a probe job "
@@ -344,6 +348,11 @@ int run(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    if (auto mistake = ag::cli::usage_mistake(app)) {
+      if (ag::cli::json_requested(argc, argv)) std::cout << nlohmann::json{{"error", *mistake}}.dump() << "\n";
+      std::cerr << "error: " << *mistake << "\n";
+      return 2;
+    }
     bool saw_double_dash = false;
     for (int i = 1; i < argc; ++i) saw_double_dash = saw_double_dash || std::strcmp(argv[i], "--") == 0;
     std::string hint = ag::cli::usage_hint(app, e, saw_double_dash);
@@ -442,6 +451,7 @@ int run(int argc, char** argv) {
   if (*resume_cmd) return set_draining(conn, resume_node_id, false);
   if (*audit_cmd) return audit(conn, audit_limit);
   if (*whoami_cmd) return whoami(conn);
+  if (*tls_ca_cmd) return tls_ca_cert(conn);
   if (*doctor_cmd) return ag::cli::doctor(conn, doctor_options);
   if (*config_cmd) return config(conn, config_fingerprint);
   return 2;

@@ -119,6 +119,17 @@ Result<std::string> read_ca_file(const std::string& path) {
 }
 }  // namespace
 
+std::string known_ca_file(const net::Endpoint& endpoint) {
+  UserConfig config = read_user_config();
+  if (auto it = config.ca_files.find(endpoint.to_string()); it != config.ca_files.end()) return it->second;
+  auto session = read_session();
+  if (session && !session->ca_file.empty()) {
+    auto here = net::parse_endpoint(session->address, 6379);
+    if (here.ok() && here->to_string() == endpoint.to_string()) return session->ca_file;
+  }
+  return "";
+}
+
 Result<std::string> head_ca_for(const net::Endpoint& endpoint, bool insecure) {
   if (insecure) return std::string();
   // A CA pinned on purpose is always used.

@@ -74,6 +74,10 @@ Result<std::string> head_ca_for(const net::Endpoint& endpoint, bool insecure);
 // no address is known ("no cluster found: start one with `ag start-head` or pass
 // --address"), the address is malformed, or both --token and --token-file are given;
 // a token file others can read is refused (kPermissionDenied), as ssh does with keys.
+// The file of the cluster CA known here for the head at `endpoint`: pinned with `ag
+// config`, or the session's when that head was started on this machine; "" when none.
+std::string known_ca_file(const net::Endpoint& endpoint);
+
 Result<Connection> resolve_connection(const ConnectionOptions& options);
 
 }  // namespace ag::cli

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <regex>
 
 namespace ag::cli {
@@ -39,6 +40,50 @@ std::string closest(const std::string& word, const std::vector<std::string>& can
   return best;
 }
 
+std::string meant_command(const std::string& word, const std::vector<std::string>& commands) {
+  // What users of other schedulers type for an ag command.
+  static const std::pair<const char*, const char*> kSynonyms[] = {
+      {"cancel", "stop-job"}, {"kill", "stop-job"},     {"scancel", "stop-job"}, {"delete", "delete-job"},
+      {"run", "submit"},      {"sbatch", "submit"},     {"srun", "submit"},      {"jobs", "list-jobs"},
+      {"ps", "list-jobs"},    {"squeue", "list-jobs"},  {"queue-list", "list-jobs"}, {"nodes", "list-nodes"},
+      {"sinfo", "list-nodes"}, {"log", "logs"},         {"tail", "logs"},        {"info", "status"},
+  };
+  for (const auto& [synonym, command] : kSynonyms) {
+    if (word == synonym && std::find(commands.begin(), commands.end(), command) != commands.end()) return command;
+  }
+  return closest(word, commands);
+}
+
+std::optional<std::string> usage_mistake(CLI::App& app) {
+  std::vector<CLI::App*> chosen = app.get_subcommands();
+  CLI::App* sub = chosen.empty() ? nullptr : chosen.front();
+  const std::vector<std::string> extras = app.remaining(true);
+  if (!sub) {
+    std::vector<std::string> names;
+    for (const CLI::App* command : app.get_subcommands([](CLI::App*) { return true; })) {
+      names.push_back(command->get_name());
+    }
+    for (const auto& extra : extras) {
+      if (extra.empty() || extra[0] == '-') continue;
+      const std::string guess = meant_command(extra, names);
+      if (!guess.empty()) return "unknown command '" + extra + "': did you mean `ag " + guess + "`?";
+      std::string list;
+      for (const auto& name : names) list += (list.empty() ? "" : ", ") + name;
+      return "unknown command '" + extra + "'; the commands are: " + list + " (`ag COMMAND --help` for one)";
+    }
+    return std::nullopt;
+  }
+  if (sub->get_name() == "stop") {
+    for (const auto& extra : extras) {
+      if (extra.rfind("job_", 0) == 0) {
+        return "`ag stop` stops the daemons started on this machine and takes no job; to stop a job: ag stop-job " +
+               extra;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 std::string usage_hint(CLI::App& app, const CLI::ParseError& /*error*/, bool saw_double_dash) {
   std::vector<CLI::App*> chosen = app.get_subcommands();
   CLI::App* sub = chosen.empty() ? nullptr : chosen.front();
@@ -52,7 +97,7 @@ std::string usage_hint(CLI::App& app, const CLI::ParseError& /*error*/, bool saw
     }
     for (const auto& extra : extras) {
       if (!extra.empty() && extra[0] == '-') continue;
-      std::string guess = closest(extra, names);
+      std::string guess = meant_command(extra, names);
       std::string out = "\nunknown command '";
       out += extra;
       out += guess.empty() ? "': `ag --help` lists the commands" : "': did you mean `ag " + guess + "`?";

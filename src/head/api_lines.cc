@@ -12,7 +12,7 @@
 //   wait_ms     when there is nothing to give yet, wait up to this long on the head for
 //               the next line (or the tasks' end) before answering
 // Answer (json): {"attempt", "tasks": [task indexes], "lines": [[task_index, time_ms,
-// text], ...], "next": [offset per task], "more": reading on from next gives more now
+// text], ... (a 4th element, true, on a piece of a line longer than a page)], "next": [offset per task], "more": reading on from next gives more now
 // ("truncated" says the same), "complete": every task listed is over and all its
 // output was returned}. With text and jsonl the body is the lines, and the headers
 // X-AG-Next (the cursor, "12,0,7"), X-AG-More, X-AG-Log-Complete and X-AG-Attempt say
@@ -90,7 +90,11 @@ void ApiRoutes::handle_lines(const net::HttpRequest& req, const std::string& job
     for (int i = 0; i < job->spec.num_workers; ++i) tasks.push_back(i);
   }
   std::vector<api::TaskKey> keys;
-  for (int t : tasks) keys.push_back({job_id, static_cast<int>(attempt), t});
+  std::vector<bool> ended;  // the task is over: its log will not grow (closed, or before a restart)
+  for (int t : tasks) {
+    keys.push_back({job_id, static_cast<int>(attempt), t});
+    ended.push_back(job->task_over(static_cast<int>(attempt), t));
+  }
   LogLineReader reader(deps_.logs);
   std::vector<int64_t> from(tasks.size(), 0);
   if (auto it = req.query.find("from"); it != req.query.end()) {
@@ -108,8 +112,9 @@ void ApiRoutes::handle_lines(const net::HttpRequest& req, const std::string& job
   } else if (tail > 0 || since_ms >= 0) {
     // Where the asked-for lines begin in each log; the pages go forward from there.
     std::vector<int64_t> floors, ends;
-    for (const auto& key : keys) {
-      auto span = reader.span(key);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const api::TaskKey& key = keys[i];
+      auto span = reader.span(key, ended[i]);
       if (!span.ok()) return respond(error_response(span.error()));
       int64_t floor = span->first;
       if (since_ms >= 0) {
@@ -132,7 +137,7 @@ void ApiRoutes::handle_lines(const net::HttpRequest& req, const std::string& job
   const int64_t window =
       std::clamp(kMaxLinesBytes / static_cast<int64_t>(tasks.size()), kMinLinesBytesPerTask, kMaxWindowBytes);
   auto read = read_merged(tasks, from, kMaxLinesBytes, window, [&](size_t i, int64_t at, int64_t max_bytes) {
-    return reader.page(keys[i], at, max_bytes);
+    return reader.page(keys[i], at, max_bytes, ended[i]);
   });
   if (!read.ok()) return respond(error_response(read.error()));
   const MergedPage& merged = read.value();
@@ -141,8 +146,13 @@ void ApiRoutes::handle_lines(const net::HttpRequest& req, const std::string& job
     complete = complete && job->task_over(keys[i].attempt, keys[i].task_index) &&
                merged.next[i] >= deps_.logs.size(keys[i]);
   }
-  if (wait_ms > 0 && merged.lines.empty() && !complete) {
-    return wait_for_lines(req, job_id, keys, wait_ms, std::move(respond));
+  if (wait_ms > 0 && merged.lines.empty() && !merged.more && !complete) {
+    // Only the logs that can still grow: a finished task's would answer at once.
+    std::vector<api::TaskKey> growing;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (!ended[i]) growing.push_back(keys[i]);
+    }
+    return wait_for_lines(req, job_id, growing, wait_ms, std::move(respond));
   }
   if (format == "json") {
     nlohmann::json body = to_json(merged);

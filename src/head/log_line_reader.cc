@@ -72,7 +72,8 @@ class LogFile {
 
 }  // namespace
 
-Result<LogLineReader::Page> LogLineReader::page(const api::TaskKey& key, int64_t from, int64_t max_bytes) {
+Result<LogLineReader::Page> LogLineReader::page(const api::TaskKey& key, int64_t from, int64_t max_bytes,
+                                                bool ended) {
   const int64_t end = logs_.size(key);
   const int64_t dropped = logs_.dropped(key);
   int64_t begin = std::clamp<int64_t>(from, 0, end);
@@ -94,9 +95,9 @@ Result<LogLineReader::Page> LogLineReader::page(const api::TaskKey& key, int64_t
     begin += static_cast<int64_t>(skip);
   }
   const int64_t stop = begin + static_cast<int64_t>(text.size());
-  const bool whole = stop == end && logs_.closed(key);
+  const bool whole = stop == end && (ended || logs_.closed(key));
   const TimeNotes notes(logs_.times_path(key), logs_.unsaved_times(key));
-  const auto noted = notes.covering(std::min(begin, dropped > 0 ? dropped : begin), stop);
+  const auto noted = notes.covering(asked_dropped && at_drop ? dropped : begin, stop);
   size_t at = 0;
   while (at < text.size()) {
     const size_t nl = text.find('\n', at);
@@ -119,7 +120,7 @@ Result<LogLineReader::Page> LogLineReader::page(const api::TaskKey& key, int64_t
   return page;
 }
 
-Result<LogLineReader::Span> LogLineReader::span(const api::TaskKey& key) {
+Result<LogLineReader::Span> LogLineReader::span(const api::TaskKey& key, bool ended) {
   const int64_t size = logs_.size(key);
   const int64_t dropped = logs_.dropped(key);
   Span span{0, size};
@@ -131,7 +132,7 @@ Result<LogLineReader::Span> LogLineReader::span(const api::TaskKey& key) {
     if (!nl.ok()) return nl.error();
     span.first = nl.value() < 0 ? size : nl.value() + 1;
   }
-  if (!logs_.closed(key)) {
+  if (!ended && !logs_.closed(key)) {
     auto nl = file.last_newline(span.first, size);
     if (!nl.ok()) return nl.error();
     span.end = nl.value() < 0 ? span.first : nl.value() + 1;

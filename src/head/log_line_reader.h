@@ -39,8 +39,8 @@ class LogLineReader {
     int64_t time_ms = 0;
   };
   // Where the log's whole lines are: from `first` (0, or the first line after a part
-  // dropped under the cap) to `end` (past its last newline; its size once the log is
-  // closed, when a last line needs none).
+  // dropped under the cap) to `end` (past its last newline; its size once the log has
+  // ended, when a last line needs none).
   struct Span {
     int64_t first = 0;
     int64_t end = 0;
@@ -49,13 +49,14 @@ class LogLineReader {
   explicit LogLineReader(LogStore& logs) : logs_(logs) {}
 
   // The lines from byte `from` on, within `max_bytes` of the log. A line not yet ended
-  // by its newline is left for a later read unless the log is closed; a line longer
+  // by its newline is left for a later read unless the log has `ended` (its task is
+  // over: the log is closed, or was before the head restarted); a line longer
   // than `max_bytes` comes in pieces (`partial`), so every read that has bytes to give
   // moves on. A cursor in the dropped part reads as the drop marker, then the first
   // whole line kept. Errors: kInternal when the file cannot be read.
-  Result<Page> page(const api::TaskKey& key, int64_t from, int64_t max_bytes);
+  Result<Page> page(const api::TaskKey& key, int64_t from, int64_t max_bytes, bool ended);
 
-  Result<Span> span(const api::TaskKey& key);
+  Result<Span> span(const api::TaskKey& key, bool ended);
 
   // Where the first line received at or after `since_ms` begins (span.end when none
   // was).

@@ -89,16 +89,21 @@ Result<std::vector<int64_t>> merged_tail_starts(const std::vector<int>& task_ind
                                                 const std::vector<int64_t>& floors,
                                                 const std::vector<int64_t>& ends, int64_t count,
                                                 const EarlierLines& earlier) {
-  constexpr int64_t kBatch = 4096;
+  constexpr int64_t kMaxBatch = 4096;
   const size_t n = task_indexes.size();
   std::vector<int64_t> starts = ends;
   std::vector<std::vector<LogLineReader::LineStart>> buffered(n);
+  // Lines asked of each log at its next read: its share of `count` at first, doubling
+  // while the merge keeps taking its lines (so many logs cost about `count` lines).
+  std::vector<int64_t> batch(n, std::clamp<int64_t>(count / static_cast<int64_t>(std::max<size_t>(n, 1)) + 1, 16,
+                                                    kMaxBatch));
   // Newest line not yet taken of each log, newest of all on top.
   using Key = std::tuple<int64_t, int, int64_t, size_t>;  // time, task index, offset, log
   std::priority_queue<Key> newest;
   auto refill = [&](size_t i) -> Status {
     if (starts[i] <= floors[i]) return {};
-    auto more = earlier(i, starts[i], std::min(count, kBatch));
+    auto more = earlier(i, starts[i], std::min(count, batch[i]));
+    batch[i] = std::min(batch[i] * 2, kMaxBatch);
     if (!more.ok()) return more.error();
     buffered[i] = std::move(more.value());
     if (!buffered[i].empty()) newest.emplace(buffered[i].back().time_ms, task_indexes[i], buffered[i].back().offset, i);
@@ -192,7 +197,11 @@ std::string render_json_lines(const MergedPage& page) {
 
 nlohmann::json to_json(const MergedPage& page) {
   nlohmann::json lines = nlohmann::json::array();
-  for (const auto& line : page.lines) lines.push_back({line.task_index, line.time_ms, line.text});
+  for (const auto& line : page.lines) {
+    nlohmann::json entry = {line.task_index, line.time_ms, line.text};
+    if (line.partial) entry.push_back(true);  // a piece of a longer line: no newline after it
+    lines.push_back(std::move(entry));
+  }
   return {{"lines", std::move(lines)}, {"next", page.next}, {"more", page.more}, {"truncated", page.more}};
 }
 

@@ -226,12 +226,9 @@ void LogStore::remove_job(const std::string& job_id) {
     for (auto& fn : it->second.synced) callbacks.push_back(std::move(fn));
     it = logs_.erase(it);
   }
-  for (auto it = waiters_.begin(); it != waiters_.end();) {
-    if (it->second.key.job_id != job_id) {
-      ++it;
-      continue;
-    }
+  for (auto it = waiters_.lower_bound({first, 0}); it != waiters_.end() && it->first.first.job_id == job_id;) {
     callbacks.push_back(std::move(it->second.ready));
+    waiter_keys_.erase(it->first.second);
     it = waiters_.erase(it);
   }
   auto remove = [dir = root_ + "/" + job_id] {
@@ -345,11 +342,17 @@ uint64_t LogStore::wait(const api::TaskKey& key, int64_t offset, std::function<v
     return 0;
   }
   uint64_t id = next_waiter_++;
-  waiters_[id] = Waiter{key, offset, std::move(ready)};
+  waiters_[{key, id}] = Waiter{key, offset, std::move(ready)};
+  waiter_keys_[id] = key;
   return id;
 }
 
-void LogStore::cancel_wait(uint64_t id) { waiters_.erase(id); }
+void LogStore::cancel_wait(uint64_t id) {
+  auto it = waiter_keys_.find(id);
+  if (it == waiter_keys_.end()) return;
+  waiters_.erase({it->second, id});
+  waiter_keys_.erase(it);
+}
 
 void LogStore::wake(const api::TaskKey& key) {
   // Only those whose offset the log has now passed (or every one, once it is closed):
@@ -357,9 +360,10 @@ void LogStore::wake(const api::TaskKey& key) {
   const int64_t now = size(key);
   const bool done = closed(key);
   std::vector<std::function<void()>> ready;
-  for (auto it = waiters_.begin(); it != waiters_.end();) {
-    if (it->second.key == key && (done || now > it->second.offset)) {
+  for (auto it = waiters_.lower_bound({key, 0}); it != waiters_.end() && it->first.first == key;) {
+    if (done || now > it->second.offset) {
       ready.push_back(std::move(it->second.ready));
+      waiter_keys_.erase(it->first.second);
       it = waiters_.erase(it);
     } else {
       ++it;

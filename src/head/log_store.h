@@ -148,7 +148,10 @@ class LogStore {
   size_t max_open_files_;
   std::map<api::TaskKey, OpenLog> logs_;
   std::list<api::TaskKey> open_order_;  // logs with an open file, least recently written first
-  std::map<uint64_t, Waiter> waiters_;
+  // By log, then id: an append wakes only its own log's readers (a follower of a gang
+  // of thousands waits on each of its logs).
+  std::map<std::pair<api::TaskKey, uint64_t>, Waiter> waiters_;
+  std::map<uint64_t, api::TaskKey> waiter_keys_;
   uint64_t next_waiter_ = 1;
   int64_t bytes_ingested_ = 0;
   int64_t max_log_bytes_ = 0;

@@ -229,11 +229,16 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   }
 
   // Without TLS: plain HTTP. With it: the first bytes tell a TLS handshake (answered
-  // with TLS) from plain HTTP, which is served only to peers on this machine.
+  // with TLS) from plain HTTP, which is served only to peers on this machine: on
+  // loopback, or from the very address they reached (a browser on the head's machine
+  // opening http://NODE_IP:PORT).
   void start_connection(tcp::socket socket) {
     beast::error_code ec;
     auto ep = socket.remote_endpoint(ec);
     std::string remote = ec ? "" : ep.address().to_string();
+    beast::error_code local_ec;
+    auto local = socket.local_endpoint(local_ec);
+    const bool this_machine = is_loopback_host(remote) || (!ec && !local_ec && local.address() == ep.address());
     std::shared_ptr<void> slot = detail::Admission::instance().admit(remote);
     if (!slot) {
       if (std::chrono::steady_clock::now() - last_refusal_warning > std::chrono::seconds(10)) {
@@ -257,13 +262,14 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     auto detect = std::make_shared<Detect>(Detect{beast::tcp_stream(std::move(socket)), {}, std::move(slot)});
     detect->stream.expires_after(kHeaderTimeout);
     beast::async_detect_ssl(detect->stream, detect->buffer,
-                            [self = shared_from_this(), detect, remote](beast::error_code dec, bool is_tls) {
+                            [self = shared_from_this(), detect, remote, this_machine](beast::error_code dec,
+                                                                                      bool is_tls) {
                               if (dec) return;
                               if (is_tls) {
                                 return self->start_tls(std::move(detect->stream), std::move(detect->buffer), remote,
                                                        detect->slot);
                               }
-                              if (!self->plain_for_loopback_only || is_loopback_host(remote)) {
+                              if (!self->plain_for_loopback_only || this_machine) {
                                 std::make_shared<Session<beast::tcp_stream>>(self, std::move(detect->stream),
                                                                              std::move(detect->buffer), remote,
                                                                              std::move(detect->slot))

@@ -4,6 +4,7 @@
 #include <archive_entry.h>
 #include <spdlog/spdlog.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -391,6 +392,15 @@ Result<std::string> PackageCache::prepare_blocking(const std::string& job_id, co
     return extracted.error();
   }
   if (config_.task_user) {
+    // A job's files are its tasks' alone: another local account that learns the job's
+    // id (every cluster user sees them) must not read its code through packages/jobs/,
+    // which tasks of the task user cross. (Without a task user the whole data dir is
+    // the worker's alone, and a container may run as its image's own user.)
+    if (::chmod(staging.c_str(), 0700) != 0) {
+      const std::string why = std::strerror(errno);
+      fs::remove_all(staging, ec);
+      return internal_error("cannot make " + staging + " private: " + why);
+    }
     if (Status s = give_to_task_user(staging, *config_.task_user, true); !s) {
       fs::remove_all(staging, ec);
       return s.error();

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from conftest import PYTHON, read_environ, proc_cmdline
+from conftest import PYTHON, read_environ, proc_cmdline, wait_until
 
 LOOK_FOR_TOKEN = r'''
 import os, sys
@@ -198,3 +198,32 @@ def test_a_task_cannot_move_itself_out_of_its_control_group_and_outlive_its_job(
     c.ag("stop-job", job_id)
     c.wait_state(job_id, "STOPPED", timeout=c.kill_grace_s + 10)
     wait_until(lambda: not escaped(), 10, message="the grandchild to be killed with its job")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="starting tasks as another user needs a worker running as root")
+def test_on_a_shared_worker_a_jobs_files_are_its_tasks_alone(cluster_factory, tmp_path):
+    """A local account other than the task user cannot list or read a job's unpacked
+    package or a task's working dir, though cluster users see job ids; the task can."""
+    c = cluster_factory("private", workers=())
+    data = c.worker_data_dir("127.0.0.2")
+    c.ag("start-worker", "--head-node", c.address, "--node-ip-address", "127.0.0.2", "--num-cpus", 1,
+         "--data-dir", data, "--token", c.join_token, "--task-user", "nobody")
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "secret_model.py").write_text("WEIGHTS = 'do not share'\n")
+    # Running while its files are looked at (they go when the job ends).
+    job_id, _ = c.submit("--no-wait", "--working-dir", code, "--", "cat secret_model.py; sleep 60")
+    wait_until(lambda: "do not share" in c.ag("logs", job_id).stdout, 30, message="the task to read its file")
+    package = data / "packages" / "jobs" / job_id
+    assert stat.S_IMODE(os.stat(package).st_mode) == 0o700
+    assert os.stat(package).st_uid == pwd.getpwnam("nobody").pw_uid
+    other = pwd.getpwnam("daemon")  # another unprivileged account on this machine
+    for path in (package / "secret_model.py", package, data / "tasks", data / "work"):
+        looked = subprocess.run(["setpriv", f"--reuid={other.pw_uid}", f"--regid={other.pw_gid}", "--clear-groups",
+                                 "cat" if path.suffix else "ls", str(path)],
+                                capture_output=True, text=True, timeout=30)
+        assert looked.returncode != 0 and "Permission denied" in looked.stderr, (path, looked)
+    c.ag("stop-job", job_id)
+    # A task without a package works in a folder of its own, as private.
+    job_id, proc = c.submit("--", "pwd; ls -ld .")
+    assert proc.returncode == 0 and proc.stdout.split("\n")[1].startswith("drwx------"), proc.stdout

@@ -361,3 +361,33 @@ def test_dashboard_in_headless_chromium(cluster):
     # The closing counts (spec reporter: "ℹ pass 8"); every step must have run.
     passed = re.search(r"\bpass (\d+)", output)
     assert passed and int(passed.group(1)) >= 10 and re.search(r"\bfail 0\b", output), output
+
+
+def test_the_sign_in_link_ag_start_head_prints_opens_the_dashboard_in_a_browser(cluster_factory):
+    """With TLS on, the link for the head's own machine is plain http (a browser does not
+    trust the cluster CA); opened in Chromium it signs in, and the https link for other
+    machines is printed with how to trust the CA."""
+    c = cluster_factory("link", workers=(), start_head=False)
+    out = c.start_head().stdout
+    link = re.search(r"Sign in on this machine \(as admin\): (http://\S+/\?token=\S+)", out)
+    assert link, out
+    assert f"From other machines: https://127.0.0.1:{c.dashboard_port}/?token=... once the browser trusts" in out, out
+    assert "ag tls ca-cert > aethergrid-ca.crt" in out
+    node = shutil.which("node")
+    assert node and os.path.exists(CHROMIUM), "the browser tests need node and chromium (scripts/install-deps.sh)"
+    proc = subprocess.run([node, str(BROWSER_DIR / "open_link.mjs"), link.group(1), "#who"], cwd=REPO,
+                          env=dict(c.env, CHROMIUM=CHROMIUM), capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    shown = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert shown["text"] == "admin · admin" and "token" not in shown["url"], shown
+
+
+def test_ag_tls_ca_cert_prints_the_pinned_ca(cluster, tmp_path):
+    proc = cluster.ag("tls", "ca-cert")
+    assert proc.stdout == (cluster.head_data_dir / "tls" / "ca.crt").read_text()
+    assert cluster.ca_fingerprint in proc.stderr, proc.stderr
+    # Somewhere nothing is pinned for the head: refused, saying how to pin it.
+    lost = cluster.ag("tls", "ca-cert", "--address", "10.255.0.9:6379", check=False,
+                      env={"AG_CONFIG": str(tmp_path / "none.json"), "AG_SESSION_DIR": str(tmp_path / "no-session")})
+    assert lost.returncode == 1 and "no cluster CA is known here for 10.255.0.9:6379" in lost.stderr, lost.stderr

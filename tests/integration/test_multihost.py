@@ -314,3 +314,16 @@ def test_ag_doctor_finds_the_master_ports_blocked_between_workers(host_cluster):
     assert len(failed) == 1 and "ports" in failed[0] and "cannot reach rank 0" in failed[0], proc.stdout
     assert "fix: open TCP ports 29500-31499" in proc.stdout, proc.stdout
     assert "1 problem" in proc.stdout.splitlines()[-1], proc.stdout
+
+
+def test_plain_http_is_served_on_the_heads_own_machine_and_refused_from_others(host_cluster):
+    """The sign-in link `ag start-head` prints for its own machine is plain http to the
+    head's address (not loopback): answered there, refused from the client's host."""
+    c = host_cluster()
+    url = f"http://{c.head.ip}:8265/api/healthz"
+    on_head = c.head.run(["curl", "-s", "-m", "10", "-w", " %{http_code}", url], check=False)
+    assert on_head.stdout.endswith(" 200"), on_head
+    elsewhere = c.client.run(["curl", "-s", "-m", "10", "-w", " %{http_code}", url], check=False)
+    assert elsewhere.stdout.endswith(" 400") and "plain HTTP only from its own machine" in elsewhere.stdout, elsewhere
+    printed = re.search(r"Sign in on this machine \(as admin\): http://(\S+?):8265/\?token=", c.start_output)
+    assert printed and printed.group(1) == c.head.ip, c.start_output

@@ -21,6 +21,17 @@ TEST(Closest, AWordFarFromEveryCandidateFindsNothing) {
   EXPECT_EQ(closest("", {}), "");
 }
 
+TEST(MeantCommand, WhatOtherSchedulersCallItThenTypos) {
+  EXPECT_EQ(meant_command("cancel", kCommands), "stop-job");
+  EXPECT_EQ(meant_command("scancel", kCommands), "stop-job");
+  EXPECT_EQ(meant_command("squeue", kCommands), "list-jobs");
+  EXPECT_EQ(meant_command("sbatch", kCommands), "submit");
+  EXPECT_EQ(meant_command("sumbit", kCommands), "submit");
+  EXPECT_EQ(meant_command("deploy", kCommands), "");
+  // A synonym whose command this program lacks finds nothing by it.
+  EXPECT_EQ(meant_command("nodes", {"submit"}), "");
+}
+
 TEST(PlainValueError, SaysWhatIsWrongWithTheValueAndWhatToGive) {
   EXPECT_EQ(plain_value_error("--num-workers: Value abc not in range 1 to 4096"),
             "--num-workers: 'abc' is not a whole number; give one from 1 to 4096");

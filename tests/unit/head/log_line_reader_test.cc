@@ -57,7 +57,7 @@ TEST_F(LogLineReaderTest, LinesCarryTheTimeTheirBytesArrivedAndSurviveARestart) 
   append(1, "o\n");
   clock_.advance(500);
   append(1, "three\npartial");
-  auto page = reader_.page(key(1), 0, 4 << 20);
+  auto page = reader_.page(key(1), 0, 4 << 20, false);
   ASSERT_TRUE(page.ok());
   ASSERT_EQ(page->lines.size(), 3u);  // the partial line waits for its newline
   EXPECT_EQ(page->lines[0].text, "one");
@@ -69,15 +69,20 @@ TEST_F(LogLineReaderTest, LinesCarryTheTimeTheirBytesArrivedAndSurviveARestart) 
   EXPECT_EQ(page->next, 14);
   EXPECT_FALSE(page->more);
   // From the cursor: nothing new until the line is whole, or the log closed.
-  EXPECT_TRUE(reader_.page(key(1), 14, 4 << 20).value().lines.empty());
-  EXPECT_EQ(reader_.span(key(1)).value().end, 14);
+  EXPECT_TRUE(reader_.page(key(1), 14, 4 << 20, false).value().lines.empty());
+  EXPECT_EQ(reader_.span(key(1), false).value().end, 14);
   logs_.close(key(1));
-  EXPECT_EQ(reader_.page(key(1), 14, 4 << 20).value().lines.at(0).text, "partial");
-  EXPECT_EQ(reader_.span(key(1)).value().end, 21);
+  EXPECT_EQ(reader_.page(key(1), 14, 4 << 20, false).value().lines.at(0).text, "partial");
+  EXPECT_EQ(reader_.span(key(1), false).value().end, 21);
 
   LogStore reopened((dir_ / "logs").string(), 128, nullptr, &clock_);
   LogLineReader again(reopened);
-  const auto span = again.span(key(1)).value();
+  // The store forgets that the log was closed; the task is over, so its last line
+  // without a newline is still a line.
+  EXPECT_TRUE(again.page(key(1), 14, 4 << 20, false).value().lines.empty());
+  EXPECT_EQ(again.page(key(1), 14, 4 << 20, true).value().lines.at(0).text, "partial");
+  EXPECT_EQ(again.span(key(1), true).value().end, 21);
+  const auto span = again.span(key(1), false).value();
   // Lines received since 1'000'500: "three" and "partial" (which came with it).
   EXPECT_EQ(again.first_since(key(1), 1'000'500, span).value(), 8);
   EXPECT_EQ(again.first_since(key(1), 1'000'551, span).value(), span.end);
@@ -88,7 +93,7 @@ TEST_F(LogLineReaderTest, ASinceTimeInsideALineStartsAtTheNextLine) {
   append(0, "begun before ");
   clock_.advance(1000);
   append(0, "and ended after\nnext\n");
-  const auto span = reader_.span(key(0)).value();
+  const auto span = reader_.span(key(0), false).value();
   EXPECT_EQ(reader_.first_since(key(0), 1'000'500, span).value(), 29);
 }
 
@@ -99,7 +104,7 @@ TEST_F(LogLineReaderTest, ALineLongerThanAPageComesInPiecesAndEveryReadMovesOn) 
   std::vector<bool> partial;
   int64_t at = 0;
   for (int reads = 0; reads < 100; ++reads) {
-    auto page = reader_.page(key(0), at, 30).value();
+    auto page = reader_.page(key(0), at, 30, false).value();
     for (const auto& line : page.lines) {
       got.emplace_back(line.text);
       partial.push_back(line.partial);
@@ -118,7 +123,7 @@ TEST_F(LogLineReaderTest, StartsBeforeCountsLinesBackToTheFloor) {
   std::string text;
   for (int i = 0; i < 300; ++i) text += "line " + std::to_string(i) + "\n";
   append(0, text);
-  const auto span = reader_.span(key(0)).value();
+  const auto span = reader_.span(key(0), false).value();
   auto last = reader_.starts_before(key(0), span.first, span.end, 3).value();
   ASSERT_EQ(last.size(), 3u);
   EXPECT_EQ(text.substr(static_cast<size_t>(last[0].offset), 9), "line 297\n");
@@ -160,7 +165,7 @@ MergedLines read_whole_merge(LogLineReader& reader, const std::vector<int>& task
   for (int reads = 0; reads < 100000; ++reads) {
     std::vector<TaskLinePage> pages;
     for (size_t i = 0; i < tasks.size(); ++i) {
-      pages.push_back({tasks[i], reader.page({"job_a", 0, tasks[i]}, from[i], budget).value()});
+      pages.push_back({tasks[i], reader.page({"job_a", 0, tasks[i]}, from[i], budget, false).value()});
     }
     MergedPage merged = merge_pages(pages);
     collected.add(merged);
@@ -183,7 +188,7 @@ TEST_F(LogLineReaderTest, PageAfterPageTheMergeIsWhatOneReadOfTheWholeLogsGives)
   for (int t : tasks) logs_.close(key(t));
   const auto whole = read_whole_merge(reader_, tasks, {0, 0, 0, 0}, 1 << 30);
   size_t total_lines = 0;
-  for (int t : tasks) total_lines += reader_.page(key(t), 0, 1 << 30).value().lines.size();
+  for (int t : tasks) total_lines += reader_.page(key(t), 0, 1 << 30, false).value().lines.size();
   ASSERT_EQ(whole.size(), total_lines);
   for (int64_t budget : {64, 100, 257, 1000, 4096}) {
     SCOPED_TRACE(budget);
@@ -196,7 +201,7 @@ TEST_F(LogLineReaderTest, PageAfterPageTheMergeIsWhatOneReadOfTheWholeLogsGives)
     std::vector<int64_t> from = {0, 0, 0, 0};
     for (int answers = 0; answers < 10000; ++answers) {
       auto merged = read_merged(tasks, from, answer, window, [&](size_t i, int64_t at, int64_t max_bytes) {
-        return reader_.page(key(tasks[i]), at, max_bytes);
+        return reader_.page(key(tasks[i]), at, max_bytes, false);
       });
       ASSERT_TRUE(merged.ok());
       got.add(merged.value());
@@ -218,7 +223,7 @@ TEST_F(LogLineReaderTest, TheMergedTailStartsWhereTheLastLinesOfTheMergeBegin) {
   const auto whole = read_whole_merge(reader_, tasks, {0, 0, 0}, 1 << 30);
   std::vector<int64_t> floors, ends;
   for (int t : tasks) {
-    const auto span = reader_.span(key(t)).value();
+    const auto span = reader_.span(key(t), false).value();
     floors.push_back(span.first);
     ends.push_back(span.end);
   }
@@ -240,7 +245,7 @@ TEST_F(LogLineReaderTest, RenderedTextOfOneTaskIsItsBytesAndOfSeveralHasRanks) {
   logs_.close(key(0));
   std::string text;
   for (int64_t at = 0;;) {
-    auto page = reader_.page(key(0), at, 16).value();
+    auto page = reader_.page(key(0), at, 16, false).value();
     MergedPage merged = merge_pages({{0, page}});
     text += render_text(merged, false, false);
     at = merged.next[0];
@@ -248,7 +253,7 @@ TEST_F(LogLineReaderTest, RenderedTextOfOneTaskIsItsBytesAndOfSeveralHasRanks) {
   }
   EXPECT_EQ(text, "a\n" + std::string(50, 'z') + "\nb\n");
   append(1, "c\n");
-  auto merged = merge_pages({{0, reader_.page(key(0), 0, 1000).value()}, {1, reader_.page(key(1), 0, 1000).value()}});
+  auto merged = merge_pages({{0, reader_.page(key(0), 0, 1000, false).value()}, {1, reader_.page(key(1), 0, 1000, false).value()}});
   EXPECT_EQ(render_text(merged, true, false), "[rank 0] a\n[rank 0] " + std::string(50, 'z') + "\n[rank 0] b\n[rank 1] c\n");
   EXPECT_EQ(render_text(merged, true, true).substr(0, 34), "1970-01-01T00:16:40.000Z [rank 0] ");
   const std::string jsonl = render_json_lines(merged);
@@ -258,7 +263,7 @@ TEST_F(LogLineReaderTest, RenderedTextOfOneTaskIsItsBytesAndOfSeveralHasRanks) {
 TEST_F(LogLineReaderTest, JsonLinesEscapeWhatJsonMustAndReplaceBytesThatAreNotUtf8) {
   append(0, "say \"hi\"\\ \t\n\xff\xfe ok\n");
   logs_.close(key(0));
-  const std::string jsonl = render_json_lines(merge_pages({{0, reader_.page(key(0), 0, 1000).value()}}));
+  const std::string jsonl = render_json_lines(merge_pages({{0, reader_.page(key(0), 0, 1000, false).value()}}));
   EXPECT_EQ(jsonl,
             "{\"rank\":0,\"ts\":\"1970-01-01T00:16:40.000Z\",\"line\":\"say \\\"hi\\\"\\\\ \\t\"}\n"
             "{\"rank\":0,\"ts\":\"1970-01-01T00:16:40.000Z\",\"line\":\"\xef\xbf\xbd\xef\xbf\xbd ok\"}\n");

@@ -286,7 +286,7 @@ TEST_F(LogStoreTest, ALogPastItsCapDropsItsOldestPartAndSaysSo) {
   struct stat st{};
   ASSERT_EQ(::stat((dir_ / "logs/job_a/0.1.log").c_str(), &st), 0);
   EXPECT_LE(st.st_blocks * 512, (64 << 10) + 8192);  // the dropped blocks are freed
-  auto page = LogLineReader(logs_).page(key_, 0, 4 << 20).value();
+  auto page = LogLineReader(logs_).page(key_, 0, 4 << 20, false).value();
   EXPECT_THAT(std::string(page.lines.front().text), HasSubstr("bytes of this task's output were dropped"));
   EXPECT_EQ(page.lines.back().text, "19999");
   // The first line after the marker is whole, and the newest lines are all there.
