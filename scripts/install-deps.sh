@@ -14,6 +14,7 @@ packages=(
   python3 python3-pytest python3-torch python3-numpy
   python3-setuptools python3-wheel python3-pip python3-venv   # the wheel with `ag` (scripts/build-wheel.sh)
   procps iproute2 curl openssl
+  iptables                # the multi-host tests drop packets between network-namespace hosts
   chromium                # the dashboard's browser tests (headless, driven by playwright-core)
   prometheus              # promtool, which checks /metrics in the tests (the server is not used)
   podman runc catatonit   # jobs in container images (runc: crun cannot start containers on some hosts)
