@@ -81,12 +81,41 @@ bool wait_until_started(const Connection& conn, const std::string& job_id, bool 
   }
 }
 
-// Writes `bytes` as a terminal may show them (control sequences escaped) unless `raw`;
-// false once the output's limit is reached.
-bool write_shown(LimitedOutput& out, std::string_view bytes, bool raw) {
-  if (raw || terminal_safe_as_is(bytes, true)) return out.write(bytes);
-  return out.write(terminal_safe(bytes, true));
-}
+// Task output as a terminal may show it (control sequences escaped) unless `raw`. A
+// read that ends in the lead byte of a C1 control (0xc2) keeps that byte for the next
+// read, so a control split between two reads is still escaped.
+class ShownOutput {
+ public:
+  ShownOutput(LimitedOutput& out, bool raw) : out_(out), raw_(raw) {}
+
+  // False once the output's limit is reached.
+  bool write(std::string_view bytes) {
+    if (raw_) return out_.write(bytes);
+    std::string joined;
+    if (!carry_.empty()) {
+      joined = carry_ + std::string(bytes);
+      bytes = joined;
+      carry_.clear();
+    }
+    if (!bytes.empty() && static_cast<unsigned char>(bytes.back()) == 0xc2) {
+      carry_.assign(1, bytes.back());
+      bytes.remove_suffix(1);
+    }
+    if (terminal_safe_as_is(bytes, true)) return out_.write(bytes);
+    return out_.write(terminal_safe(bytes, true));
+  }
+  // The byte kept back, once the output is over.
+  void finish() {
+    if (!carry_.empty()) out_.write(terminal_safe(carry_, true));
+    carry_.clear();
+    out_.flush();
+  }
+
+ private:
+  LimitedOutput& out_;
+  bool raw_;
+  std::string carry_;
+};
 
 }  // namespace
 
@@ -113,6 +142,7 @@ bool LimitedOutput::write(std::string_view bytes) {
 bool stream_task_log(const Connection& conn, const std::string& job_id, int task_index, std::optional<int> attempt,
                      bool follow, bool raw, LimitedOutput& out) {
   int64_t offset = 0;
+  ShownOutput shown(out, raw);
   for (;;) {
     std::string target = "/api/jobs/" + job_id + "/logs?task_index=" + std::to_string(task_index) +
                          "&offset=" + std::to_string(offset) + (follow ? "&wait_ms=" + std::to_string(kWaitMs) : "");
@@ -122,12 +152,13 @@ bool stream_task_log(const Connection& conn, const std::string& job_id, int task
       fail(res.error());
       return false;
     }
-    // A sequence cut between two reads is escaped in its two parts: still harmless.
-    if (!write_shown(out, res->body, raw)) return true;
+    if (!shown.write(res->body)) return true;
     out.flush();
     offset = int_header(res.value(), "X-AG-Next-Offset").value_or(offset + static_cast<int64_t>(res->body.size()));
-    if (!follow && res->body.empty()) return true;
-    if (header_value(res.value(), "X-AG-Log-Complete") == "1") return true;
+    if ((!follow && res->body.empty()) || header_value(res.value(), "X-AG-Log-Complete") == "1") {
+      shown.finish();
+      return true;
+    }
   }
 }
 
@@ -150,6 +181,7 @@ LogsPrinted print_job_logs(const Connection& conn, const std::string& job_id, co
   }
   std::optional<int> attempt = options.attempt;
   std::string cursor;
+  ShownOutput shown(limited, options.raw || options.json);
   for (bool first = true;; first = false) {
     std::string target = "/api/jobs/" + net::url_encode(job_id) + "/lines?format=";
     target += options.json ? "jsonl" : "text";
@@ -166,16 +198,17 @@ LogsPrinted print_job_logs(const Connection& conn, const std::string& job_id, co
       return LogsPrinted::kFailed;
     }
     const std::string& body = page->body;
-    if (!write_shown(limited, body, options.raw || options.json)) {
-      return LogsPrinted::kCut;
-    }
+    if (!shown.write(body)) return LogsPrinted::kCut;
     limited.flush();
     attempt = static_cast<int>(int_header(page.value(), "X-AG-Attempt").value_or(0));  // a follow stays with it
     cursor = header_value(page.value(), "X-AG-Next");
     const bool more = header_value(page.value(), "X-AG-More") == "1";
     const bool complete = header_value(page.value(), "X-AG-Log-Complete") == "1";
     if (more) continue;
-    if (!options.follow || complete) return LogsPrinted::kWhole;
+    if (!options.follow || complete) {
+      shown.finish();
+      return LogsPrinted::kWhole;
+    }
     if (body.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(kFollowPollMs));
   }
 }

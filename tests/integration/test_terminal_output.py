@@ -18,3 +18,16 @@ def test_names_and_logs_with_escape_sequences_are_shown_not_obeyed(cluster):
     assert raw == "ok \x1b]0;owned\x07 done\n"
     # The JSON output is data, exact.
     assert c.ag_json("status", job_id)["name"] == name
+
+
+def test_a_control_split_between_two_reads_is_still_escaped(cluster):
+    """A task writes the two bytes of a C1 control (CSI, \\xc2\\x9b) two seconds apart:
+    `ag logs -f` reads them in two answers and escapes them together."""
+    import subprocess
+    from conftest import AG_BIN
+    job_id, _ = cluster.submit("--no-wait", "--", "printf 'a\\302'; sleep 2; printf '\\23331mred\\n'")
+    cluster.wait_state(job_id, "RUNNING")
+    proc = subprocess.run([AG_BIN, "logs", job_id, "--task-index", "0", "-f"], env=cluster.env, capture_output=True,
+                          timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == b"a\\xc2\\x9b31mred\n", proc.stdout
