@@ -18,7 +18,6 @@ namespace {
 using nlohmann::json;
 using net::HttpResponse;
 
-constexpr int64_t kMaxLogChunk = 4 << 20;
 constexpr int64_t kMaxWaitMs = 60000;
 // Tasks a node page lists: every live one, then the most recent finished ones.
 constexpr size_t kMaxNodeTasks = 100;
@@ -401,7 +400,7 @@ void ApiRoutes::handle_job(const net::HttpRequest& req, const Principal& who, co
   }
   if (action == "logs") {
     if (!may_act_on(who, *job)) return respond(not_your_job(*job, "read its logs"));
-    return handle_logs(req, job_id, std::move(respond));
+    return log_routes_.handle_logs(req, job_id, std::move(respond));
   }
   if (action == "usage") {
     if (req.method != "GET") return respond(error_response(405, "use GET for a job's usage"));
@@ -415,100 +414,10 @@ void ApiRoutes::handle_job(const net::HttpRequest& req, const Principal& who, co
   }
   if (action == "lines") {
     if (!may_act_on(who, *job)) return respond(not_your_job(*job, "read its logs"));
-    return handle_lines(req, job_id, std::move(respond));
+    return log_routes_.handle_lines(req, job_id, std::move(respond));
   }
   if (action == "wait") return handle_wait(req, who, job_id, std::move(respond));
   respond(error_response(404, "no route for " + req.method + " " + req.path));
-}
-
-void ApiRoutes::handle_logs(const net::HttpRequest& req, const std::string& job_id, net::Respond respond) {
-  const Job* job = deps_.jobs.find(job_id);
-  int64_t task_index = 0, offset = 0, max_bytes = kMaxLogChunk, wait_ms = 0, tail_bytes = -1;
-  int64_t attempt = job->attempts.empty() ? 0 : job->attempts.back().number;
-  if (!query_int(req, "task_index", 0, job->spec.num_workers - 1, &task_index, respond) ||
-      !query_int(req, "attempt", 0, std::max<int64_t>(0, static_cast<int64_t>(job->attempts.size()) - 1), &attempt, respond) ||
-      !query_int(req, "offset", 0, INT64_MAX, &offset, respond) ||
-      !query_int(req, "max_bytes", 1, kMaxLogChunk, &max_bytes, respond) ||
-      !query_int(req, "wait_ms", 0, kMaxWaitMs, &wait_ms, respond) ||
-      !query_int(req, "tail_bytes", 0, kMaxLogChunk, &tail_bytes, respond)) {
-    return;
-  }
-  api::TaskKey key{job_id, static_cast<int>(attempt), static_cast<int>(task_index)};
-  if (auto it = req.query.find("download"); it != req.query.end() && it->second == "1") {
-    // The whole log (what the head's cap kept of it) as a file to save, from disk.
-    HttpResponse res{200, "text/plain; charset=utf-8", ""};
-    const int64_t kept_from = deps_.logs.dropped(key), size = deps_.logs.size(key);
-    if (size > kept_from) {
-      res.body_file = deps_.logs.path(key);
-      res.body_file_offset = kept_from;
-      res.body_file_length = size - kept_from;
-    }
-    res.headers.emplace_back("Content-Disposition", "attachment; filename=\"" + job->id + "-attempt" +
-                                                        std::to_string(attempt) + "-rank" + std::to_string(task_index) +
-                                                        ".log\"");
-    res.headers.emplace_back("X-AG-Dropped-Bytes", std::to_string(kept_from));
-    res.headers.emplace_back("X-Content-Type-Options", "nosniff");
-    return respond(std::move(res));
-  }
-  if (tail_bytes >= 0) {
-    // The end of the log, for viewers that must not load a huge log whole; with
-    // wait_ms it waits only while the log is still empty.
-    offset = std::max<int64_t>(0, deps_.logs.size(key) - tail_bytes);
-    max_bytes = std::max<int64_t>(1, tail_bytes);
-  }
-  auto waiters = std::make_shared<std::pair<uint64_t, uint64_t>>(0, 0);
-  auto timer = std::make_shared<boost::asio::steady_timer>(deps_.io);
-  auto done = std::make_shared<bool>(false);
-  auto answer = [this, key, offset, max_bytes, respond, timer, done, job_id, waiters]() {
-    if (*done) return;
-    *done = true;
-    timer->cancel();
-    deps_.logs.cancel_wait(waiters->first);
-    deps_.jobs.cancel_watch(waiters->second);
-    const int64_t size = deps_.logs.size(key);
-    // The part dropped under the head's cap: a line that says so, then on from there.
-    if (const int64_t dropped = deps_.logs.dropped(key); offset < dropped) {
-      HttpResponse res{200, "text/plain; charset=utf-8", deps_.logs.drop_marker(key) + "\n"};
-      res.headers.emplace_back("X-AG-Offset", std::to_string(offset));
-      res.headers.emplace_back("X-AG-Next-Offset", std::to_string(dropped));
-      res.headers.emplace_back("X-AG-Log-Size", std::to_string(size));
-      res.headers.emplace_back("X-AG-Attempt", std::to_string(key.attempt));
-      res.headers.emplace_back("X-Content-Type-Options", "nosniff");
-      res.headers.emplace_back("X-AG-Log-Complete", "0");
-      return respond(std::move(res));
-    }
-    // Sent from the log's file: a client that reads slowly holds no copy in memory.
-    const int64_t length = std::clamp<int64_t>(size - offset, 0, max_bytes);
-    const int64_t next = offset + length;
-    // The log is complete once its task has ended and every byte has been read.
-    const Job* j = deps_.jobs.find(job_id);
-    bool complete = (!j || j->task_over(key.attempt, key.task_index)) && next >= size;
-    HttpResponse res{200, "text/plain; charset=utf-8", ""};
-    if (length > 0) {
-      res.body_file = deps_.logs.path(key);
-      res.body_file_offset = offset;
-      res.body_file_length = length;
-    }
-    res.headers.emplace_back("X-AG-Offset", std::to_string(offset));
-    res.headers.emplace_back("X-AG-Next-Offset", std::to_string(next));
-    res.headers.emplace_back("X-AG-Log-Size", std::to_string(size));
-    res.headers.emplace_back("X-Content-Type-Options", "nosniff");
-    res.headers.emplace_back("X-AG-Attempt", std::to_string(key.attempt));
-    res.headers.emplace_back("X-AG-Log-Complete", complete ? "1" : "0");
-    respond(std::move(res));
-  };
-  bool job_done = job->terminal() || (static_cast<size_t>(key.attempt) < job->attempts.size() &&
-                                      job->attempts[key.attempt].finished());
-  if (wait_ms == 0 || deps_.logs.size(key) > offset || job_done) return answer();
-  // Long poll: answer when bytes arrive, the job ends, or wait_ms passes.
-  waiters->first = deps_.logs.wait(key, offset, answer);
-  if (*done) return;
-  waiters->second = deps_.jobs.watch(job_id, answer);
-  if (*done) return;
-  timer->expires_after(std::chrono::milliseconds(wait_ms));
-  timer->async_wait([answer](const boost::system::error_code& ec) {
-    if (!ec) answer();
-  });
 }
 
 void ApiRoutes::handle_wait(const net::HttpRequest& req, const Principal& who, const std::string& job_id,

@@ -53,6 +53,7 @@
 #include "head/audit_log.h"
 #include "head/dashboard/dashboard_routes.h"
 #include "head/image_pulls.h"
+#include "head/job_log_routes.h"
 #include "head/job_manager.h"
 #include "head/log_store.h"
 #include "head/node_registry.h"
@@ -77,7 +78,7 @@ class ApiRoutes {
     dashboard::DashboardRoutes& dashboard;
     ImagePulls& pulls;
   };
-  explicit ApiRoutes(Deps deps) : deps_(deps) {}
+  explicit ApiRoutes(Deps deps) : deps_(deps), log_routes_({deps.io, deps.jobs, deps.logs}) {}
 
   void handle(const net::HttpRequest& request, net::Respond respond);
   // The cluster CA (PEM) served at GET /api/tls/ca, which needs no credential: a
@@ -119,12 +120,6 @@ class ApiRoutes {
   bool may_act_on(const Principal& who, const Job& job) const;
   // The job as `who` may see it (no env vars unless may_act_on).
   nlohmann::json job_view(const Principal& who, const Job& job) const;
-  void handle_logs(const net::HttpRequest& request, const std::string& job_id, net::Respond respond);
-  // GET /api/jobs/{id}/lines (api_lines.cc).
-  void handle_lines(const net::HttpRequest& request, const std::string& job_id, net::Respond respond);
-  // handle_lines' long poll (wait_ms): answers once there may be lines to give.
-  void wait_for_lines(const net::HttpRequest& req, const std::string& job_id, const std::vector<api::TaskKey>& keys,
-                      int64_t wait_ms, net::Respond respond);
   void handle_wait(const net::HttpRequest& request, const Principal& who, const std::string& job_id,
                    net::Respond respond);
   void handle_packages(const net::HttpRequest& request, const Principal& who, const net::Respond& respond);
@@ -136,6 +131,7 @@ class ApiRoutes {
   std::optional<Error> check_references(const api::JobSpec& spec) const;
 
   Deps deps_;
+  JobLogRoutes log_routes_;  // GET .../logs and .../lines, once access is granted
   std::string ca_pem_;
 };
 

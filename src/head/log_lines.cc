@@ -126,20 +126,36 @@ Result<std::vector<int64_t>> merged_tail_starts(const std::vector<int>& task_ind
   return starts;
 }
 
+namespace {
+
+// UTC times of lines, formatted once for each run of lines received in the same ms.
+class Stamps {
+ public:
+  const std::string& of(int64_t ms) {
+    if (ms != ms_) {
+      text_ = utc_timestamp(ms);
+      ms_ = ms;
+    }
+    return text_;
+  }
+
+ private:
+  int64_t ms_ = INT64_MIN;
+  std::string text_;
+};
+
+}  // namespace
+
 std::string render_text(const MergedPage& page, bool ranks, bool timestamps) {
   size_t bytes = 0;
   for (const auto& line : page.lines) bytes += line.text.size() + 40;
   std::string out;
   out.reserve(bytes);
-  int64_t stamped_ms = INT64_MIN;
-  std::string stamp;
+  Stamps stamps;
   for (const auto& line : page.lines) {
     if (timestamps) {
-      if (line.time_ms != stamped_ms) {
-        stamp = utc_timestamp(line.time_ms) + " ";
-        stamped_ms = line.time_ms;
-      }
-      out += stamp;
+      out += stamps.of(line.time_ms);
+      out += ' ';
     }
     if (ranks) {
       out += "[rank ";
@@ -177,17 +193,12 @@ std::string render_json_lines(const MergedPage& page) {
   for (const auto& line : page.lines) bytes += line.text.size() + 64;
   std::string out;
   out.reserve(bytes);
-  int64_t stamped_ms = INT64_MIN;
-  std::string stamp;
+  Stamps stamps;
   for (const auto& line : page.lines) {
-    if (line.time_ms != stamped_ms) {
-      stamp = utc_timestamp(line.time_ms);
-      stamped_ms = line.time_ms;
-    }
     out += "{\"rank\":";
     out += std::to_string(line.task_index);
     out += ",\"ts\":\"";
-    out += stamp;
+    out += stamps.of(line.time_ms);
     out += "\",\"line\":";
     append_json_string(out, line.text);
     out += line.partial ? ",\"partial\":true}\n" : "}\n";

@@ -1,3 +1,5 @@
+// GET /api/jobs/{id}/logs: one task's bytes from an offset (head/job_log_routes.h).
+//
 // GET /api/jobs/{id}/lines: a job's output as lines with the time the head received
 // each, one task's or all tasks' merged in the order they arrived, page after page.
 //   attempt     which attempt (default: the latest)
@@ -22,13 +24,17 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
-#include "head/api_routes.h"
+#include "head/job_log_routes.h"
+
+#include "head/job_manager.h"
 #include "head/log_line_reader.h"
 #include "head/log_lines.h"
 #include "head/route_helpers.h"
 
 namespace ag::head {
 namespace {
+
+using net::HttpResponse;
 
 constexpr int64_t kMaxTailLines = 1'000'000;
 // About how many bytes of lines one answer gives, read from each task's log a window at
@@ -37,6 +43,8 @@ constexpr int64_t kMaxLinesBytes = 4 << 20;
 constexpr int64_t kMinLinesBytesPerTask = 4 << 10;
 constexpr int64_t kMaxWindowBytes = 256 << 10;
 constexpr int64_t kMaxWaitMs = 60000;
+// The most one answer of GET .../logs holds.
+constexpr int64_t kMaxLogChunk = 4 << 20;
 
 // "12,0,7" as offsets, exactly `count` of them; nullopt when it is not that.
 std::optional<std::vector<int64_t>> parse_cursor(const std::string& text, size_t count) {
@@ -64,7 +72,97 @@ std::string join(const std::vector<int64_t>& values) {
 
 }  // namespace
 
-void ApiRoutes::handle_lines(const net::HttpRequest& req, const std::string& job_id, net::Respond respond) {
+void JobLogRoutes::handle_logs(const net::HttpRequest& req, const std::string& job_id, net::Respond respond) {
+  const Job* job = deps_.jobs.find(job_id);
+  int64_t task_index = 0, offset = 0, max_bytes = kMaxLogChunk, wait_ms = 0, tail_bytes = -1;
+  int64_t attempt = job->attempts.empty() ? 0 : job->attempts.back().number;
+  if (!query_int(req, "task_index", 0, job->spec.num_workers - 1, &task_index, respond) ||
+      !query_int(req, "attempt", 0, std::max<int64_t>(0, static_cast<int64_t>(job->attempts.size()) - 1), &attempt, respond) ||
+      !query_int(req, "offset", 0, INT64_MAX, &offset, respond) ||
+      !query_int(req, "max_bytes", 1, kMaxLogChunk, &max_bytes, respond) ||
+      !query_int(req, "wait_ms", 0, kMaxWaitMs, &wait_ms, respond) ||
+      !query_int(req, "tail_bytes", 0, kMaxLogChunk, &tail_bytes, respond)) {
+    return;
+  }
+  api::TaskKey key{job_id, static_cast<int>(attempt), static_cast<int>(task_index)};
+  if (auto it = req.query.find("download"); it != req.query.end() && it->second == "1") {
+    // The whole log (what the head's cap kept of it) as a file to save, from disk.
+    HttpResponse res{200, "text/plain; charset=utf-8", ""};
+    const int64_t kept_from = deps_.logs.dropped(key), size = deps_.logs.size(key);
+    if (size > kept_from) {
+      res.body_file = deps_.logs.path(key);
+      res.body_file_offset = kept_from;
+      res.body_file_length = size - kept_from;
+    }
+    res.headers.emplace_back("Content-Disposition", "attachment; filename=\"" + job->id + "-attempt" +
+                                                        std::to_string(attempt) + "-rank" + std::to_string(task_index) +
+                                                        ".log\"");
+    res.headers.emplace_back("X-AG-Dropped-Bytes", std::to_string(kept_from));
+    res.headers.emplace_back("X-Content-Type-Options", "nosniff");
+    return respond(std::move(res));
+  }
+  if (tail_bytes >= 0) {
+    // The end of the log, for viewers that must not load a huge log whole; with
+    // wait_ms it waits only while the log is still empty.
+    offset = std::max<int64_t>(0, deps_.logs.size(key) - tail_bytes);
+    max_bytes = std::max<int64_t>(1, tail_bytes);
+  }
+  auto waiters = std::make_shared<std::pair<uint64_t, uint64_t>>(0, 0);
+  auto timer = std::make_shared<boost::asio::steady_timer>(deps_.io);
+  auto done = std::make_shared<bool>(false);
+  auto answer = [this, key, offset, max_bytes, respond, timer, done, job_id, waiters]() {
+    if (*done) return;
+    *done = true;
+    timer->cancel();
+    deps_.logs.cancel_wait(waiters->first);
+    deps_.jobs.cancel_watch(waiters->second);
+    const int64_t size = deps_.logs.size(key);
+    // The part dropped under the head's cap: a line that says so, then on from there.
+    if (const int64_t dropped = deps_.logs.dropped(key); offset < dropped) {
+      HttpResponse res{200, "text/plain; charset=utf-8", deps_.logs.drop_marker(key) + "\n"};
+      res.headers.emplace_back("X-AG-Offset", std::to_string(offset));
+      res.headers.emplace_back("X-AG-Next-Offset", std::to_string(dropped));
+      res.headers.emplace_back("X-AG-Log-Size", std::to_string(size));
+      res.headers.emplace_back("X-AG-Attempt", std::to_string(key.attempt));
+      res.headers.emplace_back("X-Content-Type-Options", "nosniff");
+      res.headers.emplace_back("X-AG-Log-Complete", "0");
+      return respond(std::move(res));
+    }
+    // Sent from the log's file: a client that reads slowly holds no copy in memory.
+    const int64_t length = std::clamp<int64_t>(size - offset, 0, max_bytes);
+    const int64_t next = offset + length;
+    // The log is complete once its task has ended and every byte has been read.
+    const Job* j = deps_.jobs.find(job_id);
+    bool complete = (!j || j->task_over(key.attempt, key.task_index)) && next >= size;
+    HttpResponse res{200, "text/plain; charset=utf-8", ""};
+    if (length > 0) {
+      res.body_file = deps_.logs.path(key);
+      res.body_file_offset = offset;
+      res.body_file_length = length;
+    }
+    res.headers.emplace_back("X-AG-Offset", std::to_string(offset));
+    res.headers.emplace_back("X-AG-Next-Offset", std::to_string(next));
+    res.headers.emplace_back("X-AG-Log-Size", std::to_string(size));
+    res.headers.emplace_back("X-Content-Type-Options", "nosniff");
+    res.headers.emplace_back("X-AG-Attempt", std::to_string(key.attempt));
+    res.headers.emplace_back("X-AG-Log-Complete", complete ? "1" : "0");
+    respond(std::move(res));
+  };
+  bool job_done = job->terminal() || (static_cast<size_t>(key.attempt) < job->attempts.size() &&
+                                      job->attempts[key.attempt].finished());
+  if (wait_ms == 0 || deps_.logs.size(key) > offset || job_done) return answer();
+  // Long poll: answer when bytes arrive, the job ends, or wait_ms passes.
+  waiters->first = deps_.logs.wait(key, offset, answer);
+  if (*done) return;
+  waiters->second = deps_.jobs.watch(job_id, answer);
+  if (*done) return;
+  timer->expires_after(std::chrono::milliseconds(wait_ms));
+  timer->async_wait([answer](const boost::system::error_code& ec) {
+    if (!ec) answer();
+  });
+}
+
+void JobLogRoutes::handle_lines(const net::HttpRequest& req, const std::string& job_id, net::Respond respond) {
   const Job* job = deps_.jobs.find(job_id);
   if (!job) return respond(error_response(404, "job " + job_id + " is gone (deleted)"));
   const int64_t last_attempt = std::max<int64_t>(0, static_cast<int64_t>(job->attempts.size()) - 1);
@@ -172,7 +270,7 @@ void ApiRoutes::handle_lines(const net::HttpRequest& req, const std::string& job
   respond(std::move(res));
 }
 
-void ApiRoutes::wait_for_lines(const net::HttpRequest& req, const std::string& job_id,
+void JobLogRoutes::wait_for_lines(const net::HttpRequest& req, const std::string& job_id,
                                const std::vector<api::TaskKey>& keys, int64_t wait_ms, net::Respond respond) {
   // Asked again, without waiting, once a log grows or ends, the job changes, or time is up.
   struct Waiting {
