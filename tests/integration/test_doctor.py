@@ -72,3 +72,28 @@ def test_bad_doctor_flags_are_usage_errors(cluster):
     for flags in (["--nodes", "-1"], ["--nodes", "x"], ["--timeout", "1"]):
         proc = cluster.ag("doctor", *flags, check=False)
         assert proc.returncode == 2 and ("--nodes" in proc.stderr or "--timeout" in proc.stderr), (flags, proc.stderr)
+
+
+def test_tasks_are_told_the_nodes_interface_unless_the_job_names_one(cluster):
+    job_id, proc = cluster.submit("--", "echo $GLOO_SOCKET_IFNAME $NCCL_SOCKET_IFNAME $TP_SOCKET_IFNAME")
+    assert proc.returncode == 0 and "lo lo lo" in proc.stdout, proc.stdout
+    job_id, proc = cluster.submit("--env", "GLOO_SOCKET_IFNAME=eth9", "--", "echo $GLOO_SOCKET_IFNAME $NCCL_SOCKET_IFNAME")
+    assert proc.returncode == 0 and "eth9 lo" in proc.stdout, proc.stdout
+    nodes = cluster.ag("list-nodes", "-v").stdout
+    assert "INTERFACE" in nodes.splitlines()[0] and " lo " in nodes, nodes
+
+
+def test_a_worker_is_refused_an_interface_that_does_not_hold_its_address(head_only):
+    c = head_only
+    def start_worker(ip, *more):
+        return c.ag("start-worker", "--head-node", c.address, "--node-ip-address", ip, "--token", c.join_token,
+                    "--data-dir", c.worker_data_dir(ip), *more, check=False)
+
+    missing = start_worker("127.0.0.2", "--network-interface", "nosuch0")
+    assert missing.returncode != 0, missing
+    assert "--network-interface nosuch0: this machine has no such interface" in missing.stdout + missing.stderr
+    assert "lo 127.0.0.1/8" in missing.stdout + missing.stderr
+    elsewhere = start_worker("192.0.2.77")
+    assert elsewhere.returncode != 0, elsewhere
+    assert "the node address 192.0.2.77 is on no interface of this machine" in elsewhere.stdout + elsewhere.stderr
+    assert c.nodes() == []
