@@ -6,8 +6,9 @@
 // (`Upgrade: kLogStreamProtocol`); after the head's 101 the worker sends records, and
 // the head sends nothing. Once the stream is up the worker sends every message it has
 // for the head on it too (not on the channel), so a task's exit always follows its
-// last byte. A head that refuses the upgrade (an older head: 404) gets log frames on
-// the WebSocket channel instead, as before.
+// last byte. Against a head that speaks TLS the same records travel inside TLS. A head
+// that refuses the upgrade (an older head: 404) gets log frames on the WebSocket
+// channel instead, as before.
 //
 // A record: [kind: 1 byte][meta length: u32 BE][payload length: u64 BE][meta][payload]
 //   kLogBytes: meta = the JSON header of a log frame (task and offset), payload = the

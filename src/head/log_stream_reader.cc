@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <cerrno>
 #include <cstring>
 
@@ -52,49 +54,61 @@ bool SplicePipe::empty_out() {
   return false;
 }
 
-LogStreamReader::LogStreamReader(boost::asio::ip::tcp::socket socket, std::string leftover,
+LogStreamReader::LogStreamReader(std::unique_ptr<net::RawStream> stream, std::string leftover,
                                  std::shared_ptr<void> held, std::vector<char>& piece_buffer,
                                  std::shared_ptr<SplicePipe> pipe)
-    : socket_(std::move(socket)),
+    : stream_(std::move(stream)),
       leftover_(std::move(leftover)),
       held_(std::move(held)),
       piece_(piece_buffer),
-      pipe_(std::move(pipe)) {
+      pipe_(stream_->plain() ? std::move(pipe) : nullptr) {
   boost::system::error_code ec;
-  auto endpoint = socket_.remote_endpoint(ec);
+  auto endpoint = stream_->socket().remote_endpoint(ec);
   remote_ = ec ? "?" : endpoint.address().to_string();
-  socket_.non_blocking(true, ec);
+  stream_->socket().non_blocking(true, ec);
 }
 
 void LogStreamReader::start(Handlers handlers) {
   handlers_ = std::move(handlers);
   std::string leftover = std::move(leftover_);
   if (!leftover.empty() && !consume(leftover.data(), leftover.size())) return;
-  wait();
+  // A TLS session may already hold bytes that came with the request.
+  if (stream_->plain()) {
+    wait();
+  } else {
+    on_readable();
+  }
 }
 
 void LogStreamReader::wait() {
-  socket_.async_wait(boost::asio::ip::tcp::socket::wait_read,
-                     [self = shared_from_this()](const boost::system::error_code& ec) {
-                       if (self->closed_) return;
-                       if (ec) return self->fail(ec.message());
-                       self->on_readable();
-                     });
+  stream_->socket().async_wait(boost::asio::ip::tcp::socket::wait_read,
+                               [self = shared_from_this()](const boost::system::error_code& ec) {
+                                 if (self->closed_) return;
+                                 if (ec) return self->fail(ec.message());
+                                 self->on_readable();
+                               });
 }
 
-void LogStreamReader::on_readable() {
-  size_t taken = 0;
-  const int sock = socket_.native_handle();
-  while (!closed_ && taken < kTurnBytes) {
+size_t LogStreamReader::read_once(boost::system::error_code& ec) {
+  ec.clear();
+  if (!stream_->plain()) {
+    // A TLS read gives at most one record (16 KiB): gathered into one piece, so that
+    // the handler (a write to the task's log) runs once for many of them.
+    size_t n = 0;
+    while (n < piece_.size()) {
+      size_t got = stream_->read_some(piece_.data() + n, piece_.size() - n, ec);
+      if (ec) break;
+      n += got;
+    }
+    if (n > 0) ec.clear();  // an error, or the end, comes again on the next read
+    return n;
+  }
+  const int sock = stream_->socket().native_handle();
+  for (;;) {
     ssize_t n = 0;
     if (splicing()) {
       size_t want = static_cast<size_t>(std::min<uint64_t>(payload_left_, pipe_->capacity()));
       n = ::splice(sock, nullptr, pipe_->write_fd(), nullptr, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-      if (n > 0) {
-        taken += static_cast<size_t>(n);
-        if (!take_spliced(static_cast<size_t>(n))) return;
-        continue;
-      }
     } else {
       // With a pipe, only up to the next output (which the pipe then takes).
       size_t want = piece_.size();
@@ -102,19 +116,41 @@ void LogStreamReader::on_readable() {
       if (piped && stage_ == Stage::kHeader) want = api::kLogRecordHeaderBytes - small_.size();
       if (piped && stage_ == Stage::kMeta) want = record_.meta_bytes - small_.size();
       n = ::recv(sock, piece_.data(), want, MSG_DONTWAIT);
-      if (n > 0) {
-        taken += static_cast<size_t>(n);
-        if (!consume(piece_.data(), static_cast<size_t>(n))) return;
-        continue;
-      }
     }
-    if (n == 0) return fail(stage_ == Stage::kHeader && small_.empty() ? "closed by the worker"
-                                                                      : "closed by the worker in the middle of a record");
+    if (n > 0) return static_cast<size_t>(n);
+    if (n == 0) {
+      ec = boost::asio::error::eof;
+      return 0;
+    }
     if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-    return fail(std::strerror(errno));
+    ec = boost::system::error_code(errno, boost::system::system_category());
+    return 0;
   }
-  if (!closed_) wait();
+}
+
+void LogStreamReader::on_readable() {
+  size_t taken = 0;
+  while (!closed_ && taken < kTurnBytes) {
+    const bool spliced = splicing();
+    boost::system::error_code ec;
+    size_t n = read_once(ec);
+    if (n > 0) {
+      taken += n;
+      if (!(spliced ? take_spliced(n) : consume(piece_.data(), n))) return;
+      continue;
+    }
+    if (ec == boost::asio::error::would_block || ec == boost::asio::error::try_again) return wait();
+    if (ec == boost::asio::error::eof || ec == boost::asio::ssl::error::stream_truncated) {
+      return fail(stage_ == Stage::kHeader && small_.empty() ? "closed by the worker"
+                                                            : "closed by the worker in the middle of a record");
+    }
+    return fail(ec.message());
+  }
+  // The turn is over with bytes perhaps still waiting, in the socket or in a TLS
+  // session (where no readiness would tell of them): go on after what else is queued.
+  if (!closed_) boost::asio::post(stream_->socket().get_executor(), [self = shared_from_this()] {
+    if (!self->closed_) self->on_readable();
+  });
 }
 
 bool LogStreamReader::consume(const char* data, size_t n) {
@@ -216,9 +252,7 @@ bool LogStreamReader::finish_record() {
 void LogStreamReader::close() {
   if (closed_) return;
   closed_ = true;
-  boost::system::error_code ec;
-  socket_.shutdown(boost::asio::ip::tcp::socket::shutdown_both, ec);
-  socket_.close(ec);
+  stream_->close();
   held_.reset();
 }
 

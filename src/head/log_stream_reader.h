@@ -3,13 +3,13 @@
 // hands records on as they complete: a log record's bytes in pieces (each with the
 // offset it starts at, so the LogStore can take them as they come), a message whole.
 // The pieces go through a buffer the caller lends (one for every stream: all of them
-// run on the io thread, and a piece is handed on before the next read); with a
-// SplicePipe lent too, a log record's bytes go from the socket into the pipe with
-// splice(2) and are handed on there (on_spliced), so that they can reach a file
-// without a copy through this process. Io thread only.
+// run on the io thread, and a piece is handed on before the next read); on a plain
+// stream with a SplicePipe lent too, a log record's bytes go from the socket into the
+// pipe with splice(2) and are handed on there (on_spliced), so that they can reach a
+// file without a copy through this process. A TLS stream is read through its session.
+// Io thread only.
 #pragma once
 
-#include <boost/asio/ip/tcp.hpp>
 #include <functional>
 #include <memory>
 #include <string>
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "api/log_stream.h"
+#include "net/http_server.h"
 
 namespace ag::head {
 
@@ -58,7 +59,7 @@ class LogStreamReader : public std::enable_shared_from_this<LogStreamReader> {
   };
   // `leftover`: bytes already read past the upgrade request. `held`: kept while the
   // stream lives (its admission).
-  LogStreamReader(boost::asio::ip::tcp::socket socket, std::string leftover, std::shared_ptr<void> held,
+  LogStreamReader(std::unique_ptr<net::RawStream> stream, std::string leftover, std::shared_ptr<void> held,
                   std::vector<char>& piece_buffer, std::shared_ptr<SplicePipe> pipe = nullptr);
   void start(Handlers handlers);
   void close();
@@ -68,6 +69,9 @@ class LogStreamReader : public std::enable_shared_from_this<LogStreamReader> {
   enum class Stage { kHeader, kMeta, kPayload };
   void wait();
   void on_readable();
+  // One read (recv or splice on a plain stream, the session's under TLS): the bytes
+  // taken (> 0), or 0 with `ec` (would_block: nothing more now).
+  size_t read_once(boost::system::error_code& ec);
   // Takes `n` bytes just read into `data` (the leftover, or a read); false once closed.
   bool consume(const char* data, size_t n);
   bool finish_record();
@@ -79,7 +83,7 @@ class LogStreamReader : public std::enable_shared_from_this<LogStreamReader> {
   bool follow(Verdict verdict);
   void fail(const std::string& reason);
 
-  boost::asio::ip::tcp::socket socket_;
+  std::unique_ptr<net::RawStream> stream_;
   std::string leftover_;
   std::shared_ptr<void> held_;
   std::vector<char>& piece_;

@@ -118,7 +118,7 @@ void WorkerGateway::on_log_stream(net::RawUpgrade&& upgrade) {
   const std::string node_id = who.name;
   // Made again if the last one could not be made or emptied (readers keep theirs).
   if (!splice_pipe_ || !splice_pipe_->ok()) splice_pipe_ = std::make_shared<SplicePipe>();
-  auto reader = std::make_shared<LogStreamReader>(std::move(upgrade.socket), std::move(upgrade.leftover),
+  auto reader = std::make_shared<LogStreamReader>(std::move(upgrade.stream), std::move(upgrade.leftover),
                                                   std::move(upgrade.held), stream_piece_, splice_pipe_);
   // One stream per node, tied to the channel it was opened under.
   if (auto old = streams_.find(node_id); old != streams_.end()) old->second.reader->close();

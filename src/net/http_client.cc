@@ -100,7 +100,7 @@ std::string exchange(const Endpoint& to, int timeout_ms, Body&& body) {
   auto ctx = detail::client_context(to);
   if (!ctx.ok()) return ctx.error().message;
   detail::TlsClientStream stream(io, *ctx.value());
-  detail::prepare_client_stream(stream, to);
+  detail::prepare_client(stream.native_handle(), to);
   beast::get_lowest_layer(stream).expires_after(std::chrono::milliseconds(timeout_ms));
   beast::get_lowest_layer(stream).async_connect(results, [&](beast::error_code cec, const tcp::endpoint&) {
     if (cec) {
@@ -109,7 +109,7 @@ std::string exchange(const Endpoint& to, int timeout_ms, Body&& body) {
     }
     stream.async_handshake(asio::ssl::stream_base::client, [&](beast::error_code hec) {
       if (hec) {
-        failure = hec == beast::error::timeout ? "timed out in the TLS handshake" : detail::handshake_failure(hec, stream, to);
+        failure = hec == beast::error::timeout ? "timed out in the TLS handshake" : detail::handshake_failure(hec.message(), stream.native_handle(), to);
         return;
       }
       body(stream, buffer, failure);
@@ -118,7 +118,7 @@ std::string exchange(const Endpoint& to, int timeout_ms, Body&& body) {
   io.run();
   // Kept only now: TLS 1.3 hands out its resumption ticket after the handshake, with
   // the first answer.
-  if (failure.empty()) detail::remember_session(stream, to);
+  if (failure.empty()) detail::remember_session(stream.native_handle(), to);
   beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_both, ec);
   return failure;
 }

@@ -68,6 +68,51 @@ constexpr size_t kBodyChunkBytes = 1 << 20;
 // Most of a refused (unauthenticated) body the server reads and drops.
 constexpr uint64_t kMaxRefusalDrainBytes = 8 << 20;
 
+// A plain connection after its 101: the owner reads the socket itself.
+class PlainRawStream final : public RawStream {
+ public:
+  explicit PlainRawStream(tcp::socket socket) : socket_(std::move(socket)) {
+    boost::system::error_code ec;
+    socket_.non_blocking(true, ec);
+  }
+  tcp::socket& socket() override { return socket_; }
+  bool plain() const override { return true; }
+  size_t read_some(char* data, size_t size, boost::system::error_code& ec) override {
+    return socket_.read_some(asio::buffer(data, size), ec);
+  }
+  void close() override {
+    boost::system::error_code ec;
+    socket_.shutdown(tcp::socket::shutdown_both, ec);
+    socket_.close(ec);
+  }
+
+ private:
+  tcp::socket socket_;
+};
+
+// A TLS connection after its 101. Reads go through the TLS session on a non-blocking
+// socket: would_block comes only once both the session and the socket are empty.
+class TlsRawStream final : public RawStream {
+ public:
+  explicit TlsRawStream(TlsStream stream) : stream_(std::move(stream)) {
+    boost::system::error_code ec;
+    socket().non_blocking(true, ec);
+  }
+  tcp::socket& socket() override { return beast::get_lowest_layer(stream_).socket(); }
+  bool plain() const override { return false; }
+  size_t read_some(char* data, size_t size, boost::system::error_code& ec) override {
+    return stream_.read_some(asio::buffer(data, size), ec);
+  }
+  void close() override {
+    boost::system::error_code ec;
+    socket().shutdown(tcp::socket::shutdown_both, ec);
+    socket().close(ec);
+  }
+
+ private:
+  TlsStream stream_;
+};
+
 template <class Body>
 void set_common_fields(http::response<Body>& out, const HttpResponse& res, bool keep_alive) {
   out.set(http::field::server, "aethergrid");
@@ -558,25 +603,25 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     }
 
     void raw_upgrade(unsigned version, const HttpRequest& request) {
-      if constexpr (!std::is_same_v<Stream, beast::tcp_stream>) {
-        return write({400, "application/json",
-                      R"({"error":"upgrading to )" + server->handlers.raw_protocol + R"( needs plain TCP, not TLS"})"},
-                     version, false);
-      } else {
-        if (server->handlers.check_upgrade) {
-          if (auto refusal = server->handlers.check_upgrade(request)) return write(*refusal, version, false);
-        }
-        lowest().expires_never();
-        auto text = std::make_shared<std::string>("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " +
-                                                  server->handlers.raw_protocol + "\r\nServer: aethergrid\r\n\r\n");
-        asio::async_write(stream, asio::buffer(*text),
-                          [self = this->shared_from_this(), text, request](beast::error_code ec, size_t) {
-                            if (ec) return self->close();
-                            RawUpgrade up{self->stream.release_socket(), beast::buffers_to_string(self->buffer.data()),
-                                          request, self->slot};
-                            self->server->handlers.on_raw_upgrade(std::move(up));
-                          });
+      if (server->handlers.check_upgrade) {
+        if (auto refusal = server->handlers.check_upgrade(request)) return write(*refusal, version, false);
       }
+      lowest().expires_never();
+      auto text = std::make_shared<std::string>("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " +
+                                                server->handlers.raw_protocol + "\r\nServer: aethergrid\r\n\r\n");
+      asio::async_write(stream, asio::buffer(*text),
+                        [self = this->shared_from_this(), text, request](beast::error_code ec, size_t) {
+                          if (ec) return self->close();
+                          std::unique_ptr<RawStream> raw;
+                          if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
+                            raw = std::make_unique<PlainRawStream>(self->stream.release_socket());
+                          } else {
+                            raw = std::make_unique<TlsRawStream>(std::move(self->stream));
+                          }
+                          RawUpgrade up{std::move(raw), beast::buffers_to_string(self->buffer.data()), request,
+                                        self->slot};
+                          self->server->handlers.on_raw_upgrade(std::move(up));
+                        });
     }
 
     void write(const HttpResponse& res, unsigned version, bool keep_alive) {

@@ -27,13 +27,29 @@ namespace ag::net {
 
 struct TlsIdentity;
 
-// A connection upgraded to a protocol of the application's own: the bare socket after
-// the server's 101, with what the client sent past its request.
+// The bytes of a connection upgraded to a protocol of the application's own, after the
+// server's 101: plain TCP, which the owner may read straight from socket() (recv,
+// splice), or TLS, read with read_some.
+class RawStream {
+ public:
+  virtual ~RawStream() = default;
+  // The TCP socket underneath: to wait until it is readable, and (plain()) to read.
+  virtual boost::asio::ip::tcp::socket& socket() = 0;
+  virtual bool plain() const = 0;
+  // Reads what has arrived, without blocking: the bytes read (> 0), or 0 with `ec`:
+  // would_block once everything that arrived is read (wait for socket() to turn
+  // readable), eof at the end, or another error.
+  virtual size_t read_some(char* data, size_t size, boost::system::error_code& ec) = 0;
+  virtual void close() = 0;
+};
+
+// A connection upgraded to a protocol of the application's own, with what the client
+// sent past its request.
 struct RawUpgrade {
-  boost::asio::ip::tcp::socket socket;
+  std::unique_ptr<RawStream> stream;
   std::string leftover;
   HttpRequest request;
-  std::shared_ptr<void> held;  // the connection's admission: keep it while the socket lives
+  std::shared_ptr<void> held;  // the connection's admission: keep it while the stream lives
 };
 
 struct ServerHandlers {
@@ -44,8 +60,8 @@ struct ServerHandlers {
   std::function<std::optional<HttpResponse>(const HttpRequest&)> check_upgrade;
   std::function<void(std::shared_ptr<WsConnection>, const HttpRequest&)> on_websocket;
   // A request whose Upgrade header names `raw_protocol` is checked with check_upgrade
-  // too; once accepted, the server writes the 101 and on_raw_upgrade gets the socket.
-  // Plain TCP only: over TLS such a request is answered 400.
+  // too; once accepted, the server writes the 101 and on_raw_upgrade gets the stream
+  // (plain or TLS, as the connection came).
   std::string raw_protocol;
   std::function<void(RawUpgrade)> on_raw_upgrade;
   // Largest body accepted for a request, decided from its method and target once the

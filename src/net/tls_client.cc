@@ -50,38 +50,43 @@ Result<std::shared_ptr<asio::ssl::context>> client_context(const Endpoint& to) {
   return ctx;
 }
 
-void prepare_client_stream(TlsClientStream& stream, const Endpoint& to) {
-  SSL* ssl = stream.native_handle();
+void prepare_client(SSL* ssl, const Endpoint& to) {
   boost::system::error_code ec;
   asio::ip::make_address(to.host, ec);
   if (ec) SSL_set_tlsext_host_name(ssl, to.host.c_str());  // SNI is for names only
-  if (!to.tls_unverified) stream.set_verify_callback(asio::ssl::host_name_verification(to.host));
+  if (!to.tls_unverified) {
+    X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
+    if (ec) {
+      X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+      X509_VERIFY_PARAM_set1_host(param, to.host.c_str(), 0);
+    } else {
+      X509_VERIFY_PARAM_set1_ip_asc(param, to.host.c_str());
+    }
+  }
   std::lock_guard lock(mu);
   auto it = sessions().find(to.to_string() + "|" + to.ca_pem);
   if (it != sessions().end()) SSL_set_session(ssl, it->second.get());
 }
 
-void remember_session(TlsClientStream& stream, const Endpoint& to) {
+void remember_session(SSL* ssl, const Endpoint& to) {
   if (to.tls_unverified) return;
-  SSL_SESSION* session = SSL_get1_session(stream.native_handle());
+  SSL_SESSION* session = SSL_get1_session(ssl);
   if (!session) return;
   std::lock_guard lock(mu);
   sessions()[to.to_string() + "|" + to.ca_pem].reset(session);
 }
 
-bool head_unverified(TlsClientStream& stream) {
-  return SSL_get_verify_result(stream.native_handle()) != X509_V_OK;
-}
+bool head_unverified(SSL* ssl) { return SSL_get_verify_result(ssl) != X509_V_OK; }
 
-std::string handshake_failure(const boost::beast::error_code& ec, TlsClientStream& stream, const Endpoint& to) {
+std::string handshake_failure(const std::string& library_words, SSL* ssl, const Endpoint& to) {
   ERR_clear_error();
-  long result = SSL_get_verify_result(stream.native_handle());
+  long result = SSL_get_verify_result(ssl);
   if (result != X509_V_OK) {
     return std::string("TLS: the head's certificate does not verify against the pinned cluster CA (") +
            X509_verify_cert_error_string(result) + "), or does not name " + to.host +
            " (is this the right head? a head whose data dir was reset has a new CA: pin its new fingerprint)";
   }
-  return "TLS handshake failed: " + ec.message();
+  return "TLS handshake failed: " + library_words;
 }
 
 }  // namespace ag::net::detail

@@ -66,15 +66,15 @@ struct Dial : std::enable_shared_from_this<Dial<NextLayer>> {
       beast::get_lowest_layer(self->ws).socket().set_option(tcp::no_delay(true), ignored);
       if constexpr (kTls) {
         // The head proves itself before the worker sends its token.
-        detail::prepare_client_stream(self->ws.next_layer(), self->options.to);
+        detail::prepare_client(self->ws.next_layer().native_handle(), self->options.to);
         self->ws.next_layer().async_handshake(asio::ssl::stream_base::client, [self](beast::error_code hec) {
           if (hec) {
             // A head that does not verify against the pinned CA will not start to: final.
-            bool unverified = detail::head_unverified(self->ws.next_layer());
+            bool unverified = detail::head_unverified(self->ws.next_layer().native_handle());
             return self->fail(unverified ? ErrorCode::kPermissionDenied : ErrorCode::kUnavailable,
-                              detail::handshake_failure(hec, self->ws.next_layer(), self->options.to));
+                              detail::handshake_failure(hec.message(), self->ws.next_layer().native_handle(), self->options.to));
           }
-          detail::remember_session(self->ws.next_layer(), self->options.to);
+          detail::remember_session(self->ws.next_layer().native_handle(), self->options.to);
           self->handshake();
         });
       } else {

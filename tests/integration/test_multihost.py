@@ -200,6 +200,13 @@ def test_a_200_mib_log_reaches_a_client_on_another_host_whole(host_cluster):
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     assert (out.stat().st_size, h.hexdigest()) == (expected_size, expected_sha)
+    # The output crossed on the workers' log streams inside TLS, not in channel frames;
+    # where the kernel has no kTLS the worker's log says so.
+    for worker in c.workers:
+        log = c.worker_log(worker)
+        assert re.search(r"log stream to the head: TLSv1\.3 \S+, encrypted (by the kernel|in the worker: no kTLS, .+)",
+                         log), log[-2000:]
+        assert "task output goes in frames" not in log and "lost the log stream" not in log, log[-2000:]
 
 
 def running_tasks(c, job_id):

@@ -6,6 +6,7 @@ error; `--insecure` turns TLS off and says so."""
 import http.client
 import json
 import os
+import re
 import signal
 import socket
 import ssl
@@ -134,6 +135,16 @@ def test_a_head_on_another_address_takes_plain_http_from_itself_and_workers_pin_
         assert "over TLS" in out
         status_out = c.ag("--token-file", c.head_data_dir / "token", "status", env=user).stdout
         assert "TLS: on (verified against the cluster CA)" in status_out
+        # Its output travels on its log stream inside TLS, whole; the worker's log says
+        # whether the kernel encrypts it (kTLS) or the worker does, and why.
+        lines = c.ag("--token-file", c.head_data_dir / "token", "submit", "--", "seq 1 2000000", env=user,
+                     timeout=120).stdout
+        assert lines == "".join(f"{i}\n" for i in range(1, 2000001))
+        worker_log = (c.worker_data_dir("127.0.0.2") / "worker.log").read_text(errors="replace")
+        assert re.search(r"log stream to the head: TLSv1\.3 \S+, encrypted (by the kernel|in the worker: no kTLS, .+)",
+                         worker_log), worker_log[-2000:]
+        assert "task output goes in frames" not in worker_log, worker_log[-2000:]
+        assert "opened its log stream" in (c.head_data_dir / "head.log").read_text(errors="replace")
     finally:
         # The worker "elsewhere" belongs to its own session, which the cluster's
         # teardown does not know: stopped here, and killed by pid if it did not stop.
