@@ -344,6 +344,7 @@ std::string encode(const Launch& m) {
   if (m.memory_limit_bytes > 0) j["memory_limit_bytes"] = m.memory_limit_bytes;
   if (m.cpu_limit_millis > 0) j["cpu_limit_millis"] = m.cpu_limit_millis;
   if (!m.image.empty()) j["image"] = m.image;
+  if (!m.owner.empty()) j["owner"] = m.owner;
   if (!m.mounts.empty()) {
     json mounts = json::array();
     for (const auto& mount : m.mounts) {
@@ -530,6 +531,7 @@ Result<HeadMessage> decode_head_message(std::string_view text) {
       f.integer("memory_limit_bytes", &m.memory_limit_bytes, 0, kMaxInt64, false);
       f.integer("cpu_limit_millis", &m.cpu_limit_millis, 0, kMaxInt64, false);
       f.string("image", &m.image, false);
+      f.string("owner", &m.owner, false);
       f.objects(
           "mounts",
           [&m](Fields& e) {

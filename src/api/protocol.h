@@ -199,6 +199,7 @@ struct Launch {
   int64_t cpu_limit_millis = 0;    // num_cpus as a cap; 0: none
   std::string image;               // container image the task runs in; "" for the node itself
   std::vector<Mount> mounts;       // node paths mounted into its container
+  std::string owner;               // the user who submitted the job ("" before users): whose account it runs as
   bool operator==(const Launch&) const = default;
 };
 

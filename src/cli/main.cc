@@ -138,7 +138,7 @@ int run(int argc, char** argv) {
   start_worker_cmd->add_option("--token-file", worker.token_file,
                                "File holding a join token (mode 0600; default: AG_TOKEN_FILE); keeps it out of `ps`");
   start_worker_cmd->add_option("--task-user", worker.task_user,
-                               "Run tasks as this unprivileged user (default when root: 'aethergrid' if it exists)");
+                               "Run every task as this unprivileged user (default when root: an account of its own for each user)");
   start_worker_cmd->add_option("--ca-fingerprint", worker.ca_fingerprint,
                                "The head's cluster CA fingerprint (sha256:..., printed by `ag start-head`)");
   std::string worker_config;

@@ -44,6 +44,7 @@ api::Launch launch_message(const Job& job, const api::TaskKey& key, int64_t pree
   launch.python_executable = job.spec.runtime_env.python_executable;
   launch.image = job.spec.runtime_env.image;
   launch.mounts = job.spec.runtime_env.mounts;
+  launch.owner = job.owner;
   launch.memory_limit_bytes = job.spec.memory_bytes;
   launch.cpu_limit_millis = static_cast<int64_t>(std::llround(job.spec.num_cpus * 1000));
   return launch;

@@ -349,7 +349,17 @@ void Agent::handle_launch(api::Launch launch) {
   spec.entrypoint = shared->entrypoint;
   spec.orphan_timeout_ms = node_timeout_ms_;
   spec.limits = {shared->memory_limit_bytes, shared->cpu_limit_millis};
-  if (shared->image.empty()) return launch_with_environment(shared, std::move(spec), config_.inherited_env);
+  spec.owner = shared->owner;
+  if (shared->image.empty()) {
+    // Who the task is (its account's HOME, USER, LOGNAME), not who the worker is: what
+    // its variables expand against too.
+    auto identity = deps_.launcher.identity(spec.owner);
+    if (!identity.ok()) return report_start_error(spec.id, identity.error().message);
+    if (identity.value().empty()) return launch_with_environment(shared, std::move(spec), config_.inherited_env);
+    api::Environment env = config_.inherited_env;
+    for (auto& [name, value] : identity.value()) env[name] = value;
+    return launch_with_environment(shared, std::move(spec), env);
+  }
 
   const std::string node = "node " + config_.node_id + " (" + config_.node_ip + ")";
   // Checked again here: these go into the engine's command line.
@@ -463,7 +473,7 @@ void Agent::launch_in_working_dir(const std::shared_ptr<api::Launch>& launch, La
                        std::to_string(spec.id.task_index);
     return start_task(spec);
   }
-  deps_.packages.prepare(spec.id.job_id, package, [this, spec, package](Result<std::string> dir) mutable {
+  deps_.packages.prepare(spec.id.job_id, package, spec.owner, [this, spec, package](Result<std::string> dir) mutable {
     if (!dir.ok()) {
       return report_start_error(spec.id, "working_dir package sha256:" + package + ": " + dir.error().message);
     }

@@ -39,10 +39,11 @@ class LogStream {
 
 using LogStreamDone = std::function<void(Result<std::shared_ptr<LogStream>>)>;
 
-// Opens the stream to `head` (plain TCP only) from `bind_address` with the node's
-// credential. Errors: kUnavailable (no connection), kNotFound (the head has no log
-// stream: an older head), or the head's refusal (kUnauthenticated, kPermissionDenied,
-// kConflict) with its message.
+// Opens the stream to `head` from `bind_address` with the node's credential: inside
+// TLS when the head is pinned (head.tls()), verified as the channel is. Errors:
+// kUnavailable (no connection), kNotFound (the head has no log stream: an older head),
+// or the head's refusal (kUnauthenticated, kPermissionDenied, kConflict) with its
+// message; kPermissionDenied too for a head that does not verify against the pinned CA.
 void dial_log_stream(boost::asio::io_context& io, const net::Endpoint& head, const std::string& bind_address,
                      const std::string& credential, LogStreamDone done);
 

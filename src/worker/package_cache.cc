@@ -196,14 +196,14 @@ PackageCache::PackageCache(boost::asio::io_context& io, PackageCacheConfig confi
 
 PackageCache::~PackageCache() { pool_.join(); }
 
-void PackageCache::prepare(const std::string& job_id, const std::string& hash,
+void PackageCache::prepare(const std::string& job_id, const std::string& hash, const std::string& owner,
                            std::function<void(Result<std::string>)> done) {
   users_[job_id] += 1;  // counted from the request on: a release meanwhile must not remove it
   auto& waiters = waiting_[job_id];
   waiters.push_back(std::move(done));
   if (waiters.size() > 1) return;  // the first task of this job is already preparing it
-  boost::asio::post(pool_, [this, job_id, hash] {
-    Result<std::string> result = prepare_blocking(job_id, hash);
+  boost::asio::post(pool_, [this, job_id, hash, owner] {
+    Result<std::string> result = prepare_blocking(job_id, hash, owner);
     boost::asio::post(io_, [this, job_id, result] {
       auto callbacks = std::move(waiting_[job_id]);
       waiting_.erase(job_id);
@@ -345,7 +345,8 @@ bool PackageCache::unpack_cached(const std::string& path, const std::string& has
   return sha.finish_hex() == hash;
 }
 
-Result<std::string> PackageCache::prepare_blocking(const std::string& job_id, const std::string& hash) {
+Result<std::string> PackageCache::prepare_blocking(const std::string& job_id, const std::string& hash,
+                                                   const std::string& owner) {
   std::string dest = config_.dir + "/jobs/" + job_id;
   std::error_code ec;
   // The marker sits beside the job dir, not in it: the task's folder holds only its files.
@@ -391,17 +392,22 @@ Result<std::string> PackageCache::prepare_blocking(const std::string& job_id, co
     fs::remove_all(staging, ec);
     return extracted.error();
   }
-  if (config_.task_user) {
+  auto account = config_.accounts ? config_.accounts->for_owner(owner) : Result<std::optional<TaskUser>>(std::nullopt);
+  if (!account.ok()) {
+    fs::remove_all(staging, ec);
+    return account.error();
+  }
+  if (account.value()) {
     // A job's files are its tasks' alone: another local account that learns the job's
     // id (every cluster user sees them) must not read its code through packages/jobs/,
-    // which tasks of the task user cross. (Without a task user the whole data dir is
-    // the worker's alone, and a container may run as its image's own user.)
+    // which other users' tasks cross. (Without task accounts the whole data dir is the
+    // worker's alone, and a container may run as its image's own user.)
     if (::chmod(staging.c_str(), 0700) != 0) {
       const std::string why = std::strerror(errno);
       fs::remove_all(staging, ec);
       return internal_error("cannot make " + staging + " private: " + why);
     }
-    if (Status s = give_to_task_user(staging, *config_.task_user, true); !s) {
+    if (Status s = give_to_task_user(staging, *account.value(), true); !s) {
       fs::remove_all(staging, ec);
       return s.error();
     }

@@ -24,7 +24,7 @@
 
 #include "common/result.h"
 #include "net/http_client.h"
-#include "worker/task_user.h"
+#include "worker/task_accounts.h"
 
 namespace ag::worker {
 
@@ -35,8 +35,9 @@ struct PackageCacheConfig {
   // The node's credential for downloads, read at each download (it changes once, when
   // the head gives the node its own). Thread-safe.
   std::function<std::string()> token;
-  // When tasks run as another account, each unpacked job folder is handed to it.
-  std::optional<TaskUser> task_user;
+  // Where tasks run as other accounts, each unpacked job folder is handed to its
+  // owner's. Null: tasks run as the worker's own user.
+  TaskAccounts* accounts = nullptr;
 };
 
 // What the agent needs of working_dir packages: PackageCache in the product, a fake
@@ -44,7 +45,8 @@ struct PackageCacheConfig {
 class PackageProvider {
  public:
   virtual ~PackageProvider() = default;
-  virtual void prepare(const std::string& job_id, const std::string& hash,
+  // `owner`: the user who submitted the job (whose tasks' account gets the folder).
+  virtual void prepare(const std::string& job_id, const std::string& hash, const std::string& owner,
                        std::function<void(Result<std::string>)> done) = 0;
   virtual void release(const std::string& job_id) = 0;
   virtual bool retain(const std::string& job_id) = 0;
@@ -60,7 +62,7 @@ class PackageCache final : public PackageProvider {
   // or an error naming what was wrong (download failed, hash mismatch, unsafe entry).
   // Each successful prepare counts the job's directory as in use by one more task,
   // until release().
-  void prepare(const std::string& job_id, const std::string& hash,
+  void prepare(const std::string& job_id, const std::string& hash, const std::string& owner,
                std::function<void(Result<std::string>)> done) override;
 
   // A task that used the job's directory ended: once no task of the job uses it, the
@@ -77,7 +79,7 @@ class PackageCache final : public PackageProvider {
   void remove_unused() override;
 
  private:
-  Result<std::string> prepare_blocking(const std::string& job_id, const std::string& hash);
+  Result<std::string> prepare_blocking(const std::string& job_id, const std::string& hash, const std::string& owner);
   std::string archive_path(const std::string& hash) const;
   // Unpacks the cached archive at `path` into `staging` (result in `extracted`) while
   // hashing it; false when the file does not hash to `hash`.

@@ -40,6 +40,7 @@ struct LaunchSpec {
   int64_t orphan_timeout_ms = 10000;        // kill the task when no agent runs for this long
   TaskLimits limits;                        // caps, where the node can enforce them
   std::optional<ContainerTask> container;   // set: run `entrypoint` in this image
+  std::string owner;                        // the user who submitted the job: whose account it runs as
 };
 
 // What a launcher reports, on the owner's thread.
@@ -65,6 +66,13 @@ class TaskLauncher {
   // Finds the tasks a previous agent left: running ones are adopted (output and exit
   // followed from now on), ended ones are returned with their exit for reporting.
   virtual std::vector<Recovered> recover() = 0;
+
+  // Who `owner`'s host tasks are: HOME, USER and LOGNAME of the account they run as,
+  // for their environment (and what it expands against); empty when they run as the
+  // worker's own user. Errors: the account's (no number left to give).
+  virtual Result<std::map<std::string, std::string>> identity(const std::string& owner) {
+    return std::map<std::string, std::string>{};
+  }
 
   // Starts the task; returns its pid. Errors: kConflict when that task already runs;
   // kInvalidArgument / kInternal with the reason it could not start.

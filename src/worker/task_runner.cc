@@ -43,6 +43,7 @@ struct TaskRunner::Task {
   std::string container;    // its container's name, "" for a host task
   std::string engine_path;  // the engine that runs it
   std::string cgroup_parent;
+  std::optional<TaskUser> account;  // who it runs as; unset: the worker's own user
   int output_fd = -1;  // read side of output.log
   int64_t supervisor_pid = 0;
   int watch = -1;
@@ -228,10 +229,26 @@ void TaskRunner::finish(const std::shared_ptr<Task>& task, const api::TaskExit& 
   if (events_.on_exit) events_.on_exit(task->id, ended);
 }
 
+Result<std::map<std::string, std::string>> TaskRunner::identity(const std::string& owner) {
+  std::map<std::string, std::string> env;
+  if (!accounts_) return env;
+  auto account = accounts_->for_owner(owner);
+  if (!account.ok()) return account.error();
+  if (account.value()) {
+    env["HOME"] = account.value()->home;
+    env["USER"] = account.value()->name;
+    env["LOGNAME"] = account.value()->name;
+  }
+  return env;
+}
+
 Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   if (tasks_.count(spec.id)) {
     return Error{ErrorCode::kConflict, "task " + spec.id.to_string() + " is already running"};
   }
+  auto account = accounts_ ? accounts_->for_owner(spec.owner) : Result<std::optional<TaskUser>>(std::nullopt);
+  if (!account.ok()) return account.error();
+  const std::optional<TaskUser>& task_user = account.value();
   std::error_code fs_error;
   // One mkdir when the parent exists (the common case): mkdir is slow on some disks.
   bool made_working_dir = ::mkdir(spec.working_dir.c_str(), 0755) == 0;
@@ -242,11 +259,12 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   }
   // A folder made here for the task is the task's (a package's is handed over whole
   // when it is unpacked).
-  if (task_user_ && made_working_dir) {
+  if (task_user && made_working_dir) {
     ::chmod(spec.working_dir.c_str(), 0700);
-    if (Status s = give_to_task_user(spec.working_dir, *task_user_, false); !s) return s.error();
+    if (Status s = give_to_task_user(spec.working_dir, *task_user, false); !s) return s.error();
   }
   auto task = std::make_shared<Task>();
+  task->account = task_user;
   task->id = spec.id;
   task->dir = task_dir(spec.id);
   task->marker = spec.id.job_id + "." + std::to_string(spec.id.attempt) + "." +
@@ -316,16 +334,10 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   request.envp.push_back("AG_TASK_MARKER=" + task->marker);
   // A container's client runs as the agent (the images are the agent's); the container
   // itself runs as the task user (container_argv).
-  if (task_user_ && !spec.container) {
-    request.run_as = LaunchRequest::RunAs{task_user_->uid, task_user_->gid, {}};
-    for (gid_t g : task_user_->groups) request.run_as->groups.push_back(g);
-    // Who the task is, not who the agent is.
-    std::erase_if(request.envp, [](const std::string& e) {
-      return e.rfind("HOME=", 0) == 0 || e.rfind("USER=", 0) == 0 || e.rfind("LOGNAME=", 0) == 0;
-    });
-    request.envp.push_back("HOME=" + task_user_->home);
-    request.envp.push_back("USER=" + task_user_->name);
-    request.envp.push_back("LOGNAME=" + task_user_->name);
+  // Who the task is, HOME included, is in its environment already (identity()).
+  if (task_user && !spec.container) {
+    request.run_as = LaunchRequest::RunAs{task_user->uid, task_user->gid, {}};
+    for (gid_t g : task_user->groups) request.run_as->groups.push_back(g);
   }
   // One descriptor serves both sides: the task appends through it, the runner reads
   // from it by offset.
@@ -471,7 +483,7 @@ Result<std::vector<std::string>> TaskRunner::container_argv(const Task& task, co
     run.cpu_millis = spec.limits.cpu_millis;
   }
   run.devices = c.devices;
-  if (task_user_) run.user = std::pair{task_user_->uid, task_user_->gid};
+  if (task.account) run.user = std::pair{task.account->uid, task.account->gid};
   // No higher than the node's own hard limits: engines that try more are refused on
   // hosts that deny raising them.
   rlimit files{}, procs{};

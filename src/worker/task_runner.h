@@ -2,7 +2,7 @@
 // after the worker agent itself restarts.
 //
 // Each task gets a folder <data_dir>/tasks/<job>.<attempt>.<index>/. The agent's task
-// supervisor (task_supervisor.h: forked from the agent once, its own session, a child
+// supervisor (task_supervisor.h: started once, afresh, in its own session, a child
 // subreaper) starts `/bin/sh -c ENTRYPOINT` in its own process group and waits for it:
 //
 //   agent --launch--> supervisor --posix_spawn--> sh -c ENTRYPOINT (stdout+stderr -> output.log)
@@ -34,7 +34,7 @@
 #include "worker/marked_processes.h"
 #include "worker/task_launcher.h"
 #include "worker/task_supervisor.h"
-#include "worker/task_user.h"
+#include "worker/task_accounts.h"
 
 namespace ag::worker {
 
@@ -49,12 +49,14 @@ class TaskRunner final : public TaskLauncher {
                                                     std::string cgroup_root, LimitRoots limits = {});
   ~TaskRunner() override;
 
-  // Tasks launched from now on run as `user` (worker/task_user.h): their working
-  // folders are theirs, HOME, USER and LOGNAME say who they are.
-  void run_tasks_as(TaskUser user) { task_user_ = std::move(user); }
+  // Tasks launched from now on run as the account `accounts` gives their job's owner
+  // (worker/task_accounts.h): their working folders are theirs, HOME, USER and
+  // LOGNAME say who they are. Not owned; outlives this runner.
+  void run_tasks_as(TaskAccounts* accounts) { accounts_ = accounts; }
 
   void set_events(LauncherEvents events) override { events_ = std::move(events); }
   std::vector<Recovered> recover() override;
+  Result<std::map<std::string, std::string>> identity(const std::string& owner) override;
   Result<int64_t> launch(const LaunchSpec& spec) override;
   void kill(const api::TaskKey& id, int64_t grace_ms) override;
   void kill_all(int64_t grace_ms) override;
@@ -102,7 +104,7 @@ class TaskRunner final : public TaskLauncher {
   std::array<char, 16384> inotify_buffer_{};
   std::map<api::TaskKey, std::shared_ptr<Task>> tasks_;
   std::map<int, std::shared_ptr<Task>> by_watch_;
-  std::optional<TaskUser> task_user_;
+  TaskAccounts* accounts_ = nullptr;
 };
 
 // Parses the supervisor's exit record ("exit 3", "signal 9", "signal 9 oom").

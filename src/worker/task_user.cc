@@ -34,20 +34,6 @@ std::optional<TaskUser> lookup(const std::string& name) {
 
 Result<std::optional<TaskUser>> resolve_task_user(const std::string& name, std::string* note) {
   const bool root = ::geteuid() == 0;
-  if (name.empty()) {
-    if (!root) {
-      *note = "tasks run as this worker's own user (uid " + std::to_string(::geteuid()) + ")";
-      return std::optional<TaskUser>();
-    }
-    if (auto user = lookup(kDefaultTaskUser)) {
-      *note = std::string("tasks run as user ") + kDefaultTaskUser + " (uid " + std::to_string(user->uid) + ")";
-      return std::optional<TaskUser>(std::move(*user));
-    }
-    *note = std::string("WARNING: tasks run as root and can read this node's credential and every file here; "
-                        "create an unprivileged account (`useradd --system --create-home ") +
-            kDefaultTaskUser + "`) or pass --task-user NAME";
-    return std::optional<TaskUser>();
-  }
   auto user = lookup(name);
   if (!user) return invalid_argument("--task-user: there is no user '" + name + "' on this machine");
   if (user->uid == 0) {

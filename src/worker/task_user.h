@@ -1,9 +1,8 @@
-// TaskUser: the unprivileged account tasks run as (`ag start-worker --task-user NAME`),
-// so that a job cannot read what the worker keeps: its node credential, its data
-// dir, the token files of the user who runs it. A worker running as root without
-// --task-user runs tasks as the dedicated account "aethergrid" when it exists (the
-// package creates it; `useradd --system --create-home aethergrid` does it by hand),
-// and otherwise as root, with a warning at start.
+// TaskUser: an unprivileged account tasks run as, so that a job cannot read what the
+// worker keeps (its node credential, its data dir, the token files of the user who
+// runs it) nor, on a shared worker, another user's files. Which account each task gets
+// is TaskAccounts' choice (worker/task_accounts.h); this file finds a named account
+// (`ag start-worker --task-user NAME`) and hands folders to one.
 #pragma once
 
 #include <sys/types.h>
@@ -16,8 +15,6 @@
 
 namespace ag::worker {
 
-inline constexpr const char* kDefaultTaskUser = "aethergrid";
-
 struct TaskUser {
   std::string name;
   uid_t uid = 0;
@@ -26,10 +23,10 @@ struct TaskUser {
   std::string home;
 };
 
-// The account for `name`; with an empty name, the default above (or none). `note`
-// gets a line for the worker's log saying what was chosen and why. Errors:
-// kInvalidArgument for an unknown user or root, kPermissionDenied when the worker is
-// not root (only root can start processes as another user).
+// The account named `name`; nullopt when it is the worker's own. `note` gets a line for
+// the worker's log. Errors: kInvalidArgument for an unknown user or root,
+// kPermissionDenied when the worker is not root (only root can start processes as
+// another user).
 Result<std::optional<TaskUser>> resolve_task_user(const std::string& name, std::string* note);
 
 // Lets the task user pass through every folder above `path` (search permission only,

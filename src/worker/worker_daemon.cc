@@ -34,7 +34,7 @@
 #include "worker/container_engine.h"
 #include "worker/task_cgroup.h"
 #include "worker/task_limits.h"
-#include "worker/task_user.h"
+#include "worker/task_accounts.h"
 
 extern char** environ;
 
@@ -98,20 +98,22 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
     return 1;
   }
   std::string task_user_note;
-  auto task_user = resolve_task_user(config.task_user, &task_user_note);
-  if (!task_user.ok()) {
-    on_ready(task_user.error(), "");
+  auto accounts = TaskAccounts::open(config.data_dir, config.task_user, &task_user_note);
+  if (!accounts.ok()) {
+    on_ready(accounts.error(), "");
     return 1;
   }
-  if (task_user.value()) {
-    if (Status s = open_path_to_task_user(config.data_dir, *task_user.value()); !s) {
+  if (auto task_user = accounts.value()->representative()) {
+    if (Status s = open_path_to_task_user(config.data_dir, *task_user); !s) {
       on_ready(s, "");
       return 1;
     }
-    // Tasks of another account reach their folders (work/, packages/jobs/) through
-    // the data dir, which they may cross but not list; everything else stays closed.
+    // Tasks of other accounts reach their folders (work/, packages/jobs/, homes/)
+    // through the data dir, which they may cross but not list; everything else stays
+    // closed.
     for (const auto& [dir, mode] : {std::pair{std::string(""), 0711}, {"/work", 0711}, {"/packages", 0711},
-                                   {"/packages/jobs", 0711}, {"/tasks", 0700}, {"/packages/archives", 0700}}) {
+                                   {"/packages/jobs", 0711}, {"/homes", 0711}, {"/tasks", 0700},
+                                   {"/packages/archives", 0700}}) {
       std::string path = config.data_dir + dir;
       std::filesystem::create_directories(path, fs_error);
       if (::chmod(path.c_str(), static_cast<mode_t>(mode)) != 0) {
@@ -210,7 +212,7 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
     on_ready(runner.error(), "");
     return 1;
   }
-  if (task_user.value()) runner.value()->run_tasks_as(*task_user.value());
+  if (accounts.value()->switches()) runner.value()->run_tasks_as(accounts.value().get());
   net::AsioTimers timers(io);
   auto credential = NodeCredential::load(config.data_dir, config.token);
   if (!credential.ok()) {
@@ -220,7 +222,7 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
   WsHeadDialer dialer(io, head.value(), *credential.value(), config.node_ip);
   PackageCache packages(io, PackageCacheConfig{config.data_dir + "/packages", config.package_cache_bytes, head.value(),
                                                [cred = credential.value().get()] { return cred->token(); },
-                                               task_user.value()});
+                                               accounts.value()->switches() ? accounts.value().get() : nullptr});
   ContainerImages images(io, engine);
   UsageSampler usage;
   Agent::Deps deps{timers,

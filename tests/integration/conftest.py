@@ -428,6 +428,21 @@ class Cluster:
         remove_node_cgroups(self.root.glob("worker-*"))
 
 
+@pytest.fixture(autouse=True)
+def _tmp_path_open_to_tasks(request):
+    """A worker running as root runs tasks as their users' own accounts: files a test
+    shares with its tasks go in tmp_path, which those accounts may enter and write to
+    (as a shared file system would be set up for them)."""
+    if "tmp_path" in request.fixturenames and os.geteuid() == 0:
+        path = request.getfixturevalue("tmp_path")
+        path.chmod(0o1777)
+        for parent in path.parents:
+            if str(parent) in ("/", "/tmp"):
+                break
+            parent.chmod(parent.stat().st_mode & 0o7777 | 0o001)  # pass through, never list
+    yield
+
+
 @pytest.fixture
 def cluster_factory(tmp_path):
     """make(name, workers=WORKER_IPS, start_head=True, **Cluster kwargs) -> Cluster.

@@ -105,6 +105,7 @@ def test_image_working_dir_env_vars_and_mounts_together_through_the_sdk(ccluster
         "open('/scratch/out.txt', 'w').write('written from rank ' + os.environ['RANK'])\n")
     scratch = data_dir / "scratch"
     scratch.mkdir()
+    scratch.chmod(0o777)  # the container runs as the job owner's account, which writes here
     script = f"""
 import sys
 sys.path.insert(0, {str(REPO / 'python')!r})

@@ -3,6 +3,7 @@ own environment and in the environment and command line of every process above i
 (its supervisor, the worker daemon, ...), and finds nothing. Run as an unprivileged
 account (`--task-user`), it cannot read the node's credential, the head's token files
 or the worker's data dir either, and holds no descriptor but its own output."""
+import json
 import os
 import pwd
 import shlex
@@ -227,3 +228,67 @@ def test_on_a_shared_worker_a_jobs_files_are_its_tasks_alone(cluster_factory, tm
     # A task without a package works in a folder of its own, as private.
     job_id, proc = c.submit("--", "pwd; ls -ld .")
     assert proc.returncode == 0 and proc.stdout.split("\n")[1].startswith("drwx------"), proc.stdout
+
+
+LOOK_AT = r'''
+import os, sys
+for path in sys.argv[1:]:
+    try:
+        os.listdir(path) if os.path.isdir(path) else open(path).read()
+        print("READ", path)
+    except OSError:
+        print("DENIED", path)
+print("uid", os.getuid(), "user", os.environ["USER"], "home", os.environ["HOME"])
+'''
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="accounts of their own need a worker running as root")
+def test_on_a_shared_worker_each_users_tasks_run_as_their_own_account(cluster_factory, tmp_path):
+    """A worker running as root (no --task-user) gives each user's tasks an account of
+    their own: a task reads its own package, work dir and home, and nothing of another
+    user's; the same user's jobs share theirs."""
+    c = cluster_factory("accounts", workers=())
+    data = c.worker_data_dir("127.0.0.2")
+    c.ag("start-worker", "--head-node", c.address, "--node-ip-address", "127.0.0.2", "--num-cpus", 4,
+         "--data-dir", data, "--token", c.join_token)
+    tokens = {name: c.ag_json("user", "add", name)["token"] for name in ("alice", "bob")}
+
+    def submit(user, *args):
+        proc = c.ag("submit", "--no-wait", "--num-cpus", 0.5, *args, env={"AG_TOKEN": tokens[user]})
+        job_id = proc.stdout.strip().splitlines()[-1]
+        c.job_ids.add(job_id)
+        return job_id
+
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "secret_model.py").write_text("WEIGHTS = 'alice only'\n")
+    packaged = submit("alice", "--working-dir", code, "--", "cat secret_model.py; sleep 60")
+    working = submit("alice", "--", 'echo "$USER $(id -u) $HOME $PWD"; echo mine > note; echo mine > "$HOME/note"; '
+                                    "sleep 60")
+    wait_until(lambda: "alice only" in c.ag("logs", packaged).stdout, 30, message="alice's task to read her file")
+    wait_until(lambda: c.ag("logs", working).stdout.strip(), 30, message="alice's second task to say who it is")
+    user, uid, home, work_dir = c.ag("logs", working).stdout.split()
+    assert user == "ag-alice" and int(uid) >= 1900000000 and home == str(data / "homes" / uid), (user, uid, home)
+    assert os.stat(data / "packages" / "jobs" / packaged).st_uid == int(uid)  # one account for all her jobs
+
+    look = tmp_path / "look.py"
+    look.write_text(LOOK_AT)
+    look.chmod(0o644)
+    alices = [data / "packages" / "jobs" / packaged / "secret_model.py", data / "packages" / "jobs" / packaged,
+              f"{work_dir}/note", work_dir, f"{home}/note", home]
+    prying = submit("bob", "--", f"{PYTHON} {look} " + " ".join(str(p) for p in alices))
+    assert c.wait_state(prying, "SUCCEEDED", timeout=30)
+    out = c.ag("logs", prying).stdout
+    assert out.count("DENIED") == len(alices) and "READ" not in out, out
+    bob_uid = int(out.split("uid ")[1].split()[0])
+    assert bob_uid != int(uid) and bob_uid >= 1900000000 and "user ag-bob" in out, out
+    assert f"home {data / 'homes' / str(bob_uid)}" in out, out
+    # Alice herself reads all of it.
+    own = submit("alice", "--", f"{PYTHON} {look} " + " ".join(str(p) for p in alices))
+    assert c.wait_state(own, "SUCCEEDED", timeout=30)
+    out = c.ag("logs", own).stdout
+    assert out.count("READ") == len(alices) and "DENIED" not in out, out
+    kept = json.loads((data / "task-accounts.json").read_text())["accounts"]
+    assert kept == {"alice": int(uid), "bob": bob_uid}, kept
+    for job_id in (packaged, working):
+        c.ag("stop-job", job_id)

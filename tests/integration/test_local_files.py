@@ -18,7 +18,15 @@ def test_what_the_head_keeps_is_private(cluster):
     assert mode(cluster.head_data_dir / "token") == 0o600
     assert mode(cluster.head_data_dir / "head.db") == 0o600
     assert mode(cluster.head_data_dir / "logs") == 0o700
-    assert mode(cluster.worker_data_dir("127.0.0.2")) == 0o700
+    worker = cluster.worker_data_dir("127.0.0.2")
+    if os.geteuid() == 0:
+        # Tasks run as their users' own accounts and cross the data dir to their work
+        # dirs, packages and homes; they cannot list it, nor enter what is the worker's.
+        assert mode(worker) == 0o711
+        assert mode(worker / "tasks") == 0o700
+        assert mode(worker / "node-credential") == 0o600
+    else:
+        assert mode(worker) == 0o700
 
 
 def start_head_over_planted_token(tmp_path, file_mode, owner=None):

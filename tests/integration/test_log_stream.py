@@ -204,8 +204,9 @@ def test_a_task_that_cuts_its_own_output_short_does_not_break_the_stream(cluster
     # The head is frozen while the task writes and then cuts its file, so that the cut
     # falls inside a record the worker could not finish sending.
     c = cluster_factory("truncating", workers=("127.0.0.2",), node_timeout_s=30)
-    command = ("sleep 2; head -c 30000000 /dev/zero | tr '\\0' x; sleep 0.5; truncate -s 0 /dev/stdout; "
-               "sleep 0.5; echo done")
+    # (Through the descriptor: the file itself is the worker's, not the task's.)
+    command = ("sleep 2; head -c 30000000 /dev/zero | tr '\\0' x; sleep 0.5; "
+               "/usr/bin/python3 -c 'import os; os.ftruncate(1, 0)'; sleep 0.5; echo done")
     job_id, _ = c.submit("--no-wait", "--", command)
     wait_until(lambda: c.job(job_id)["state"] == "RUNNING", 15, message="the job runs")
     output = c.worker_data_dir("127.0.0.2") / "tasks" / f"{job_id}.0.0" / "output.log"

@@ -137,9 +137,8 @@ def test_the_deb_installs_into_a_clean_debian_and_runs_from_its_units_command_li
             "/lib/systemd/system/aethergrid-head.service", "/lib/systemd/system/aethergrid-worker.service"]
         assert m.sh("stat -c '%U %a' /var/lib/aethergrid/head /var/lib/aethergrid/worker").splitlines() == [
             "aethergrid-head 700", "root 711"]
-        assert m.sh("getent passwd aethergrid-head aethergrid | cut -d: -f1,6,7").splitlines() == [
-            "aethergrid-head:/var/lib/aethergrid/head:/usr/sbin/nologin",
-            "aethergrid:/home/aethergrid:/usr/sbin/nologin"]
+        assert m.sh("getent passwd aethergrid-head | cut -d: -f1,6,7").splitlines() == [
+            "aethergrid-head:/var/lib/aethergrid/head:/usr/sbin/nologin"]
 
         # The head as its unit runs it: ExecStart, as User=, with the unit's environment.
         head = unit_settings(m.sh("cat /lib/systemd/system/aethergrid-head.service"))
@@ -158,11 +157,11 @@ def test_the_deb_installs_into_a_clean_debian_and_runs_from_its_units_command_li
         m.start(f"exec {worker['ExecStart'][0]} 2>/tmp/worker.err", env=env)
         wait_until(lambda: '"ALIVE"' in m.sh(f"{ADMIN} -o json list-nodes"), 30, interval=0.5, message="the worker")
 
-        # A job end to end; the task runs as the task user postinst made.
-        out = m.sh(f"{ADMIN} submit -- 'echo hello from $AG_JOB_ID as $(id -un)'", timeout=60)
+        # A job end to end; the task runs as its user's own account.
+        out = m.sh(f"{ADMIN} submit -- 'echo hello from $AG_JOB_ID as $USER uid $(id -u)'", timeout=60)
         job_id = re.search(r"(job_[0-9a-zA-Z]+)", out).group(1)
         assert m.job(job_id)["state"] == "SUCCEEDED"
-        assert m.sh(f"{ADMIN} logs {job_id}") == f"hello from {job_id} as aethergrid"
+        assert re.fullmatch(f"hello from {job_id} as ag-admin uid 19\\d{{8}}", m.sh(f"{ADMIN} logs {job_id}"))
         # Each daemon logs to stderr (the journal, under systemd) and to its data dir's file.
         for err, log, words in (("/tmp/head.err", "/var/lib/aethergrid/head/head.log", "head listening on"),
                                 ("/tmp/worker.err", "/var/lib/aethergrid/worker/worker.log", "worker node_")):

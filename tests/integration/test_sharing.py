@@ -220,7 +220,8 @@ def test_an_array_larger_than_one_scheduling_pass_starts_whole_when_it_fits(clus
 def test_an_array_runs_each_index_under_its_limit_and_is_seen_stopped_and_logged_whole(cluster_factory, tmp_path):
     c = cluster_factory("array", workers=WORKER_IPS[:2])
     running = tmp_path / "running"
-    running.mkdir()
+    running.mkdir(mode=0o777)
+    running.chmod(0o777)  # (past the umask) the tasks' account writes here
     # Each element marks itself running while it runs, so the test sees how many overlap.
     cmd = (f"touch {running}/$AG_ARRAY_INDEX; ls {running} | wc -l >> {tmp_path}/overlap; "
            f"echo index=$AG_ARRAY_INDEX of $AG_ARRAY_SIZE in $AG_ARRAY_ID; sleep 0.4; rm {running}/$AG_ARRAY_INDEX")

@@ -124,7 +124,8 @@ def test_a_head_on_another_address_takes_plain_http_from_itself_and_workers_pin_
         assert bad.returncode == 2 and "is not a CA fingerprint" in bad.stderr
         c.ag(*base, "--ca-fingerprint", c.ca_fingerprint, env=remote)
         # A user elsewhere pins it once with `ag config`, then everything is verified TLS.
-        user = dict(remote, AG_CONFIG=str(tmp_path / "cfg.json"))
+        # (In a folder of its own: `ag config` makes its folder private.)
+        user = dict(remote, AG_CONFIG=str(tmp_path / "client" / "cfg.json"))
         no_pin = c.ag("--address", address, "--token-file", c.head_data_dir / "token", "list-nodes", env=user,
                       check=False)
         assert no_pin.returncode == 1 and "--ca-fingerprint" in no_pin.stderr

@@ -134,6 +134,8 @@ TEST(ProtocolRoundTrip, HeadMessages) {
   launch.image = "registry.example:5000/team/train:1.4";
   launch.mounts = {{"/data/imagenet", "/data", true}, {"/scratch", "/scratch", false}};
   EXPECT_EQ(head_round_trip(launch), launch);
+  launch.owner = "alice";
+  EXPECT_EQ(head_round_trip(launch), launch);
   EXPECT_EQ(head_round_trip(Kill{kTask, 10000}), (Kill{kTask, 10000}));
   EXPECT_EQ(head_round_trip(ExitAck{kTask}), ExitAck{kTask});
   EXPECT_EQ(head_round_trip(LogResume{kTask, 1 << 20}), (LogResume{kTask, 1 << 20}));

@@ -75,6 +75,10 @@ class FakeLauncher final : public TaskLauncher {
     }
     return recovered;
   }
+  Result<std::map<std::string, std::string>> identity(const std::string& owner) override {
+    if (identity_of.count(owner)) return identity_of.at(owner);
+    return std::map<std::string, std::string>{};
+  }
   Result<int64_t> launch(const LaunchSpec& spec) override {
     launched.push_back(spec);
     if (fail_launch) return *fail_launch;
@@ -128,6 +132,7 @@ class FakeLauncher final : public TaskLauncher {
   LauncherEvents events;
   std::vector<Recovered> recovered;
   std::vector<LaunchSpec> launched;
+  std::map<std::string, std::map<std::string, std::string>> identity_of;  // by owner
   std::vector<std::pair<api::TaskKey, int64_t>> kills;
   std::vector<api::TaskKey> forgotten;
   std::map<api::TaskKey, int64_t> live;
@@ -141,9 +146,10 @@ class FakeLauncher final : public TaskLauncher {
 
 class FakePackages final : public PackageProvider {
  public:
-  void prepare(const std::string& job_id, const std::string& hash,
+  void prepare(const std::string& job_id, const std::string& hash, const std::string& owner,
                std::function<void(Result<std::string>)> done) override {
     prepared.push_back(hash);
+    owners.push_back(owner);
     if (error) return done(*error);
     done("/packages/jobs/" + job_id);
   }
@@ -152,6 +158,7 @@ class FakePackages final : public PackageProvider {
   void remove_unused() override { ++cleanups; }
 
   std::vector<std::string> prepared;
+  std::vector<std::string> owners;  // of each prepare
   std::vector<std::string> released;
   std::set<std::string> retained_jobs;
   std::optional<Error> error;

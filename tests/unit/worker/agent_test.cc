@@ -48,6 +48,22 @@ TEST_F(AgentTest, LaunchStartsTheTaskWithItsWholeEnvironmentAndReportsThePid) {
   EXPECT_EQ(started, (std::vector<api::TaskStarted>{{kTask, 4000}}));
 }
 
+TEST_F(AgentTest, AHostTaskIsItsOwnersAccountAndItsVariablesExpandAgainstThat) {
+  launcher_.identity_of["alice"] = {{"HOME", "/data/homes/1900000000"}, {"USER", "ag-alice"}, {"LOGNAME", "ag-alice"}};
+  auto channel = start_registered();
+  api::Launch launch = launch_of(kTask);
+  launch.owner = "alice";
+  launch.env_vars = {{"CACHE", "$HOME/.cache"}, {"WHO", "${USER}"}};
+  channel->deliver(api::encode(launch));
+  ASSERT_EQ(launcher_.launched.size(), 1u);
+  const auto& env = launcher_.launched[0].env;
+  EXPECT_EQ(env.at("HOME"), "/data/homes/1900000000");
+  EXPECT_EQ(env.at("USER"), "ag-alice");
+  EXPECT_EQ(env.at("LOGNAME"), "ag-alice");
+  EXPECT_EQ(env.at("CACHE"), "/data/homes/1900000000/.cache");
+  EXPECT_EQ(env.at("WHO"), "ag-alice");
+}
+
 TEST_F(AgentTest, ATaskWithAnImageRunsInItWithTheImagesEnvironmentUnderneath) {
   config_.allowed_mounts = {data_dir_.string()};
   auto channel = start_registered();
@@ -337,10 +353,14 @@ TEST_F(AgentTest, WorkingDirPackagesArePreparedAndReleasedWithTheExit) {
   auto channel = start_registered();
   api::Launch launch = launch_of(kTask);
   launch.working_dir_hash = std::string(64, 'c');
+  launch.owner = "alice";
   channel->deliver(api::encode(launch));
   EXPECT_EQ(packages_.prepared, std::vector<std::string>{std::string(64, 'c')});
+  // The job's folder and its task go to the account of the user who submitted it.
+  EXPECT_EQ(packages_.owners, std::vector<std::string>{"alice"});
   ASSERT_EQ(launcher_.launched.size(), 1u);
   EXPECT_EQ(launcher_.launched[0].working_dir, "/packages/jobs/job_0123456789ab");
+  EXPECT_EQ(launcher_.launched[0].owner, "alice");
   launcher_.end(kTask, api::TaskExit{0, std::nullopt, "", ""});
   channel->deliver(api::encode(api::ExitAck{kTask}));
   EXPECT_EQ(packages_.released, std::vector<std::string>{"job_0123456789ab"});
