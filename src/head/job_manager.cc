@@ -27,12 +27,18 @@ constexpr int kFailureTailLines = 50;
 }  // namespace
 
 JobManager::JobManager(Deps deps, JobManagerConfig config)
-    : deps_(deps), config_(config), master_ports_(config.master_port_first, config.master_port_last) {}
+    : deps_(deps),
+      config_(config),
+      usage_(deps.clock, deps.timers, deps.store, config.usage_half_life_ms),
+      master_ports_(config.master_port_first, config.master_port_last),
+      deadlines_(deps.clock, deps.timers, [this](const std::string& id, const Deadline& deadline) {
+        auto it = jobs_.find(id);
+        if (it != jobs_.end()) apply(it->second, on_deadline(it->second, deadline, deps_.clock.now_ms()));
+      }) {}
 
 JobManager::~JobManager() {
   if (retry_timer_ != 0) deps_.timers.cancel(retry_timer_);
   if (sharing_.begin_timer != 0) deps_.timers.cancel(sharing_.begin_timer);
-  if (sharing_.usage_timer != 0) deps_.timers.cancel(sharing_.usage_timer);
   flush_.durable_waiters.clear();  // nobody is left to tell
   flush_.in_flight = false;  // the last changes go now, after whatever is in flight
   flush_unsaved();
@@ -44,7 +50,7 @@ JobManager::~JobManager() {
 Status JobManager::recover() {
   if (Status s = recover_quotas(); !s) return s;
   if (Status s = recover_queues(); !s) return s;
-  if (Status s = recover_usage(); !s) return s;
+  if (Status s = usage_.recover(); !s) return s;
   // Nodes an admin drained stay drained.
   auto drained = deps_.store.get(store::kMetaTable, kDrainedNodesKey);
   if (!drained.ok()) return drained.error();
@@ -93,7 +99,7 @@ Status JobManager::recover() {
     } else if (job.state == JobState::kRunning && job.current_attempt()) {
       AttemptRecord& attempt = *job.current_attempt();
       active_.emplace(id, &job);
-      charge(job, false);  // charged from now: the head was away before
+      usage_.charge(job, false);  // charged from now: the head was away before
       if (!attempt.tasks.empty()) master_ports_.take(attempt.tasks.front().node_id, attempt.master_port);
       // The nodes of a running attempt get until the node timeout to reconnect and
       // report; the registry's expiry declares them lost otherwise.
@@ -296,7 +302,7 @@ void JobManager::submit_all(std::vector<api::JobSpec> specs,
         events_[id].push_back(a.event);
         add_to_array(a.job);
         jobs_[id] = std::move(a.job);
-        for (const auto& observer : observers_) observer(jobs_[id]);
+        listeners_.added(jobs_[id]);
         made.push_back(std::move(id));
       }
       for (const auto& id : made) admit(jobs_.at(id));
@@ -322,7 +328,7 @@ std::vector<const Job*> JobManager::list() const {
 std::map<uint64_t, int64_t> JobManager::queue_positions() const {
   std::map<uint64_t, int64_t> out;
   int64_t position = 0;
-  pending_.walk(usage_now(), [&](const std::string& id) {
+  pending_.walk(usage_.usage_now(share_weights()), [&](const std::string& id) {
     out.emplace(jobs_.at(id).queue_seq, ++position);
     return true;
   });
@@ -426,24 +432,7 @@ uint64_t JobManager::watch(const std::string& job_id, std::function<void()> chan
     changed();
     return 0;
   }
-  uint64_t id = next_waiter_++;
-  waiters_[id] = Waiter{job_id, std::move(changed)};
-  return id;
-}
-
-void JobManager::cancel_watch(uint64_t id) { waiters_.erase(id); }
-
-void JobManager::notify_waiters(const std::string& job_id) {
-  std::vector<std::function<void()>> ready;
-  for (auto it = waiters_.begin(); it != waiters_.end();) {
-    if (it->second.job_id == job_id) {
-      ready.push_back(std::move(it->second.ready));
-      it = waiters_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  for (auto& fn : ready) fn();
+  return listeners_.watch(job_id, std::move(changed));
 }
 
 void JobManager::cluster_changed() {
@@ -543,7 +532,7 @@ void JobManager::apply(Job& job, const Effects& fx) {
   const AttemptRecord* attempt = job.current_attempt();
   if (fx.requeue || fx.finished) {
     if (attempt && !attempt->tasks.empty()) master_ports_.release(attempt->tasks.front().node_id, attempt->master_port);
-    charge(job, true);
+    usage_.charge(job, true);
     active_.erase(job.id);
   }
   if (fx.requeue) pending_.add(queue_entry(job));
@@ -551,15 +540,9 @@ void JobManager::apply(Job& job, const Effects& fx) {
     pending_.remove(queue_entry(job));
     ungate(job);
     leave_array_slot(job);
-    if (auto t = timeouts_.find(job.id); t != timeouts_.end()) {
-      deps_.timers.cancel(t->second.timer);
-      timeouts_.erase(t);
-    }
+    deadlines_.disarm(job.id);
   }
-  if (fx.changed || fx.finished) {
-    notify_waiters(job.id);
-    for (const auto& observer : observers_) observer(job);
-  }
+  if (fx.changed || fx.finished) listeners_.changed(job);
   // A job that ended or went back to the queue: queued jobs may have what it held.
   if ((fx.finished || fx.requeue) && !pending_.empty()) request_schedule();
   if (fx.finished) release_dependents(job);
@@ -589,23 +572,6 @@ int JobManager::allocate_master_port(const std::string& node_id) {
   return master_ports_.allocate(node_id, node ? node->busy_ports : kNone);
 }
 
-void JobManager::arm_timeout(Job& job) {
-  std::optional<Deadline> deadline = timeout_deadline(job);
-  auto armed = timeouts_.find(job.id);
-  if (armed != timeouts_.end()) {
-    if (deadline && armed->second.deadline == *deadline) return;
-    deps_.timers.cancel(armed->second.timer);
-    timeouts_.erase(armed);
-  }
-  if (!deadline) return;
-  auto alive = alive_;
-  Timers::Id timer = deps_.timers.start(deadline->at_ms - deps_.clock.now_ms(), [this, alive, id = job.id, d = *deadline] {
-    if (!*alive) return;
-    timeouts_.erase(id);
-    auto it = jobs_.find(id);
-    if (it != jobs_.end()) apply(it->second, on_deadline(it->second, d, deps_.clock.now_ms()));
-  });
-  timeouts_[job.id] = ArmedDeadline{*deadline, timer};
-}
+void JobManager::arm_timeout(const Job& job) { deadlines_.arm(job.id, timeout_deadline(job)); }
 
 }  // namespace ag::head

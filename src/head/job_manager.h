@@ -30,6 +30,8 @@
 #include "common/result.h"
 #include "common/timers.h"
 #include "head/job.h"
+#include "head/deadlines.h"
+#include "head/job_events.h"
 #include "head/job_flush.h"
 #include "head/job_manager_config.h"
 #include "head/job_state_machine.h"
@@ -38,6 +40,7 @@
 #include "head/node_registry.h"
 #include "head/scheduler/gates.h"
 #include "head/sharing_state.h"
+#include "head/usage_ledger.h"
 #include "head/store/kv_store.h"
 #include "head/worker_channel.h"
 
@@ -89,8 +92,8 @@ class JobManager {
   // sweep); returns how many.
   int delete_finished_before(int64_t before_ms);
   // Called with the id of each job deleted, once it is gone.
-  using RemovalObserver = std::function<void(const std::string& job_id)>;
-  void add_removal_observer(RemovalObserver observer) { removal_observers_.push_back(std::move(observer)); }
+  using RemovalObserver = JobEvents::RemovalObserver;
+  void add_removal_observer(RemovalObserver observer) { listeners_.add_removal_observer(std::move(observer)); }
   // Drains a node (no new tasks; those running finish) or resumes it, once that is
   // stored (it holds across head restarts). Errors: kNotFound; the store's.
   void set_draining(const std::string& node_id, bool draining, std::function<void(Status)> done);
@@ -129,8 +132,8 @@ class JobManager {
   // Queues (job_queues.cc): sets (or, with nullopt, removes) a queue once stored.
   // Errors: kNotFound, kConflict (jobs still use it), the store's; nothing changes then.
   void set_queue(const std::string& name, std::optional<QueueDef> queue, std::function<void(Status)> done);
-  // Fair share (job_fair_share.cc): each user's usage, part and factor, most used first.
-  std::vector<sched::ShareLine> share_report() const;
+  // Fair share (usage_ledger.h): each user's usage, part and factor, most used first.
+  std::vector<sched::ShareLine> share_report() const { return usage_.report(share_weights()); }
 
   // Where a user's groups come from (the head's access control), for group quotas.
   void set_groups_of(std::function<std::vector<std::string>(const std::string&)> fn) { sharing_.groups_of = std::move(fn); }
@@ -138,7 +141,7 @@ class JobManager {
   // Calls `changed` once, at the job's next change of state, attempt or task (at once
   // when the job is finished or unknown). Returns an id for cancel_watch.
   uint64_t watch(const std::string& job_id, std::function<void()> changed);
-  void cancel_watch(uint64_t id);
+  void cancel_watch(uint64_t id) { listeners_.cancel_watch(id); }
 
   // Worker channel events.
   // `running`: tasks the worker still runs (adopted, or killed when the head gave up on
@@ -160,8 +163,8 @@ class JobManager {
 
   // Called (io thread) after every change of a job: submission, placement, task
   // start/exit, finish. For metrics and live views; must not call back into submit/stop.
-  using JobObserver = std::function<void(const Job&)>;
-  void add_observer(JobObserver observer) { observers_.push_back(std::move(observer)); }
+  using JobObserver = JobEvents::JobObserver;
+  void add_observer(JobObserver observer) { listeners_.add_observer(std::move(observer)); }
 
   // Adds a line to a job's event log about a problem outside its state machine (a log
   // that could not be written), so that it shows in `ag status JOB -v`.
@@ -197,19 +200,12 @@ class JobManager {
   std::optional<Error> check_submissions(const std::vector<api::JobSpec>& specs, const std::string& owner) const;
   // Nodes came or went: jobs set aside as infeasible are looked at again.
   void cluster_changed();
-  Status recover_quotas(), recover_usage(), recover_queues();  // the meta table's records
+  Status recover_quotas(), recover_queues();  // the meta table's records
   // Running jobs for preemption, and carrying one out (victims stop, then requeue).
   std::vector<sched::RunningJob> running_for_preemption() const;
   void preempt(const sched::Preemption& preemption);
   void for_each_holding(const std::function<void(const Job&, const sched::Use&)>& fn) const;
-  // Usage by user with what running jobs used since last charged; decayed now, by owner.
-  std::map<std::string, sched::UsageRecord> usage_with_running() const;
-  std::function<double(const std::string&)> usage_now() const;
   std::map<std::string, double> share_weights() const;  // users' weights other than 1
-  // Charges the job's owner since its last charge; `ended`: the last charge.
-  void charge(const Job& job, bool ended);
-  // Every running job is charged and the usage stored, every kUsageTickMs.
-  void charge_running();
   // The quotas with the groups of `owners` filled in.
   sched::QuotaPolicy quota_policy(const std::set<std::string>& owners) const;
   // kPermissionDenied: the spec's priority is over its owner's cap.
@@ -246,8 +242,7 @@ class JobManager {
   void send_kill(const TaskRef& ref, int64_t grace_ms);
   // A port of the range no live attempt holds and task 0's node does not report busy.
   int allocate_master_port(const std::string& node_id);
-  void arm_timeout(Job& job);
-  void notify_waiters(const std::string& job_id);
+  void arm_timeout(const Job& job);
   // Drops a deleted job from memory (its logs too) and tells the removal observers.
   void forget(const std::string& job_id);
 
@@ -261,7 +256,8 @@ class JobManager {
   // Pending jobs no node can hold (their reason says so), left out of scheduling
   // passes until the cluster changes.
   std::set<std::string> set_aside_;
-  SharingState sharing_;  // gates, arrays, quotas, fair share (sharing_state.h)
+  SharingState sharing_;  // gates, arrays, quotas, queues (sharing_state.h)
+  UsageLedger usage_;     // fair share: users' usage and what running jobs are charged
   std::vector<std::string> salvaged_;  // recover(): stored jobs kept as FAILED
   // Jobs with a live attempt, to their entry in jobs_ (a std::map: entries stay where
   // they are, and an active job is never erased).
@@ -277,19 +273,8 @@ class JobManager {
   // Placed tasks whose launch waits for their placement to be stored (a node that
   // re-registers meanwhile is not sent them twice).
   std::set<api::TaskKey> unstored_launches_;
-  struct ArmedDeadline {
-    Deadline deadline;
-    Timers::Id timer = 0;
-  };
-  std::map<std::string, ArmedDeadline> timeouts_;
-  struct Waiter {
-    std::string job_id;
-    std::function<void()> ready;
-  };
-  std::map<uint64_t, Waiter> waiters_;
-  uint64_t next_waiter_ = 1;
-  std::vector<JobObserver> observers_;
-  std::vector<RemovalObserver> removal_observers_;
+  Deadlines deadlines_;  // run and attempt timeouts
+  JobEvents listeners_;  // watchers and observers of jobs' changes
   // Jobs to delete in the next write, with whoever waits for each.
   std::map<std::string, std::vector<std::function<void(Status)>>> deletions_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -136,4 +136,12 @@ sched::QuotaPolicy JobManager::quota_policy(const std::set<std::string>& owners)
   return policy;
 }
 
+std::map<std::string, double> JobManager::share_weights() const {
+  std::map<std::string, double> weights;
+  for (const auto& [user, limits] : sharing_.quotas.users) {
+    if (limits.share != 1) weights[user] = limits.share;
+  }
+  return weights;
+}
+
 }  // namespace ag::head

@@ -65,9 +65,8 @@ void JobManager::forget(const std::string& job_id) {
     if (array->second.elements.empty()) sharing_.arrays.erase(array);
   }
   jobs_.erase(it);
-  notify_waiters(job_id);
   deps_.logs.remove_job(job_id);
-  for (const auto& observer : removal_observers_) observer(job_id);
+  listeners_.removed(job_id);
 }
 
 }  // namespace ag::head

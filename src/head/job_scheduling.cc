@@ -140,7 +140,7 @@ void JobManager::run_schedule() {
     return least;
   };
   using Visit = sched::PendingQueue::Visit;
-  pending_.walk_owners(usage_now(), [&](const std::string& owner, const std::string& id) {
+  pending_.walk_owners(usage_.usage_now(share_weights()), [&](const std::string& owner, const std::string& id) {
     if (queue.size() >= window_) return Visit::kStop;
     if (set_aside_.count(id)) return Visit::kNext;
     const Job& job = jobs_.at(id);
@@ -179,7 +179,7 @@ void JobManager::run_schedule() {
     active_.emplace(job.id, &job);
     int port = allocate_master_port(tasks.empty() ? "" : tasks.front().node_id);
     apply(job, on_placed(job, tasks, port, deps_.clock.now_ms()));
-    charge(job, false);
+    usage_.charge(job, false);
     arm_timeout(job);
   }
   // Nodes left out because an admin drained them are named in every reason.

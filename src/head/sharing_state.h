@@ -1,7 +1,7 @@
 // What the job manager keeps for the sharing policy (issue 14): gates, job arrays,
-// quotas and fair-share usage. The decisions are the pure core's
-// (head/scheduler/{gates,quotas,fair_share}.h); this is the state they are made from,
-// kept by job_gates.cc, job_quotas.cc and job_fair_share.cc.
+// quotas and queues (fair-share usage is UsageLedger's). The decisions are the pure
+// core's (head/scheduler/{gates,quotas}.h); this is the state they are made from, kept
+// by job_gates.cc, job_quotas.cc and job_queues.cc.
 #pragma once
 
 #include <cstdint>
@@ -71,10 +71,6 @@ struct SharingState {
   Timers::Id begin_timer = 0;
   int64_t begin_timer_at_ms = 0;
   std::map<std::string, JobArray> arrays;
-  // Fair share: usage by user, and each running job's charge so far (wall ms).
-  std::map<std::string, sched::UsageRecord> usage;
-  std::map<std::string, int64_t> charged_until;
-  Timers::Id usage_timer = 0;
   sched::QuotaPolicy quotas;  // users' and groups' limits (groups_of left empty)
   std::map<std::string, QueueDef> queues;
   std::function<std::vector<std::string>(const std::string&)> groups_of;

@@ -1,0 +1,66 @@
+// UsageLedger: fair share as the head keeps it (head/scheduler/fair_share.h decides the
+// order from it). It owns each user's decayed usage and, for every job that holds a
+// gang now, its owner, what the gang costs per second and when it was last charged.
+// Every kUsageTickMs it charges all of them and stores the usage in the meta table, so
+// that a restart keeps it. The job manager tells it when a job starts or stops holding
+// a gang (charge). Io thread only.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "common/timers.h"
+#include "head/job.h"
+#include "head/scheduler/fair_share.h"
+#include "head/store/kv_store.h"
+
+namespace ag::head {
+
+class UsageLedger {
+ public:
+  static constexpr int64_t kUsageTickMs = 30'000;
+
+  UsageLedger(const Clock& clock, Timers& timers, store::KvStore& store, int64_t half_life_ms);
+  ~UsageLedger();
+  UsageLedger(const UsageLedger&) = delete;
+  UsageLedger& operator=(const UsageLedger&) = delete;
+
+  // Reads the stored usage (a record that does not parse is skipped) and starts the
+  // tick. Errors: the store's.
+  Status recover();
+
+  // Charges `job`'s owner for its gang since the last charge, at what the gang costs
+  // now; the first call starts the charging (from now), and with `ended` it is the
+  // last.
+  void charge(const Job& job, bool ended);
+
+  // Each owner's usage decayed to now with what running jobs used since last charged,
+  // divided by the owner's weight (`weights`: those other than 1), for the queue's order.
+  std::function<double(const std::string&)> usage_now(const std::map<std::string, double>& weights) const;
+
+  // Each user's usage, part and factor, most used first.
+  std::vector<sched::ShareLine> report(const std::map<std::string, double>& weights) const;
+
+ private:
+  struct Charging {
+    std::string owner;
+    double rate = 0;  // what the job's gang costs per second
+    int64_t since_ms = 0;
+  };
+  std::map<std::string, sched::UsageRecord> with_running() const;
+  void tick();
+
+  const Clock& clock_;
+  Timers& timers_;
+  store::KvStore& store_;
+  int64_t half_life_ms_;
+  std::map<std::string, sched::UsageRecord> usage_;  // by user
+  std::map<std::string, Charging> charging_;         // by job id
+  Timers::Id timer_ = 0;
+};
+
+}  // namespace ag::head
