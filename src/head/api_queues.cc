@@ -34,7 +34,7 @@ void ApiRoutes::handle_queues(const net::HttpRequest& req, const Principal& who,
     std::map<std::string, sched::Use> held;
     for (const auto& [queue_user, use] : deps_.jobs.use_by_queue()) held[queue_user.first] += use;
     json queues = json::array();
-    for (const auto& [queue_name, queue] : deps_.jobs.sharing().queues) {
+    for (const auto& [queue_name, queue] : deps_.jobs.policy().queues()) {
       int nodes = 0;
       for (const auto& [_, node] : deps_.nodes.nodes()) {
         if (node.state != NodeState::kAlive) continue;
@@ -67,7 +67,7 @@ void ApiRoutes::handle_queues(const net::HttpRequest& req, const Principal& who,
     if (!parsed.ok()) return respond(error_response(parsed.error()));
     queue = parsed.value();
   }
-  const bool existed = deps_.jobs.sharing().queues.count(name) > 0;
+  const bool existed = deps_.jobs.policy().queues().count(name) > 0;
   deps_.jobs.set_queue(name, queue, [respond, name, queue, existed](const Status& s) {
     if (!s) return respond(error_response(s.error()));
     json out = queue ? queue_json(*queue) : json::object();

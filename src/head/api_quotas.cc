@@ -107,13 +107,13 @@ void ApiRoutes::handle_quotas(const net::HttpRequest& req, const Principal& who,
     if (req.method != "GET") return respond(error_response(405, "use GET for /api/quotas"));
     const auto use = deps_.jobs.use_by_owner();
     json out = {{"users", json::object()}, {"groups", json::object()}};
-    for (const auto& [name, limits] : deps_.jobs.sharing().quotas.users) {
+    for (const auto& [name, limits] : deps_.jobs.policy().user_quotas()) {
       json entry = quota_limits_json(limits);
       auto held = use.find(name);
       entry["use"] = use_json(held == use.end() ? sched::Use{} : held->second);
       out["users"][name] = std::move(entry);
     }
-    for (const auto& [name, limits] : deps_.jobs.sharing().quotas.groups) {
+    for (const auto& [name, limits] : deps_.jobs.policy().group_quotas()) {
       sched::Use sum;
       for (const auto& [user, held] : use) {
         for (const auto& group : deps_.access.groups_of(user)) {

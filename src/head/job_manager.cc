@@ -29,6 +29,7 @@ constexpr int kFailureTailLines = 50;
 JobManager::JobManager(Deps deps, JobManagerConfig config)
     : deps_(deps),
       config_(config),
+      policy_(deps.store),
       usage_(deps.clock, deps.timers, deps.store, config.usage_half_life_ms),
       master_ports_(config.master_port_first, config.master_port_last),
       deadlines_(deps.clock, deps.timers, [this](const std::string& id, const Deadline& deadline) {
@@ -48,8 +49,7 @@ JobManager::~JobManager() {
 }
 
 Status JobManager::recover() {
-  if (Status s = recover_quotas(); !s) return s;
-  if (Status s = recover_queues(); !s) return s;
+  if (Status s = policy_.recover(); !s) return s;
   if (Status s = usage_.recover(); !s) return s;
   // Nodes an admin drained stay drained.
   auto drained = deps_.store.get(store::kMetaTable, kDrainedNodesKey);
@@ -186,7 +186,7 @@ std::optional<Error> JobManager::check_submissions(const std::vector<api::JobSpe
       }
       continue;
     }
-    if (auto refused = spec.priority_set ? check_priority_cap(spec, owner) : std::nullopt) {
+    if (auto refused = spec.priority_set ? policy_.check_priority_cap(spec, owner) : std::nullopt) {
       refused->message = where + refused->message + (specs.size() > 1 ? " (no job was submitted)" : "");
       return refused;
     }
@@ -219,8 +219,8 @@ void JobManager::submit_all(std::vector<api::JobSpec> specs,
   };
   for (size_t i = 0; i < specs.size(); ++i) {
     const std::string where = specs.size() > 1 ? "jobs[" + std::to_string(i) + "]: " : "";
-    auto refused = resolve_queue(sharing_, specs[i], where);
-    if (!refused) refused = check_no_preempt(sharing_, specs[i], by.owner, by.admin);
+    auto refused = policy_.resolve_queue(specs[i], where);
+    if (!refused) refused = policy_.check_no_preempt(specs[i], by.owner, by.admin);
     if (refused) {
       if (specs.size() > 1) refused->message += " (no job was submitted)";
       return done(*refused);
@@ -328,7 +328,7 @@ std::vector<const Job*> JobManager::list() const {
 std::map<uint64_t, int64_t> JobManager::queue_positions() const {
   std::map<uint64_t, int64_t> out;
   int64_t position = 0;
-  pending_.walk(usage_.usage_now(share_weights()), [&](const std::string& id) {
+  pending_.walk(usage_.usage_now(policy_.share_weights()), [&](const std::string& id) {
     out.emplace(jobs_.at(id).queue_seq, ++position);
     return true;
   });

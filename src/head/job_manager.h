@@ -38,6 +38,7 @@
 #include "head/log_store.h"
 #include "head/master_ports.h"
 #include "head/node_registry.h"
+#include "head/policy_store.h"
 #include "head/scheduler/gates.h"
 #include "head/sharing_state.h"
 #include "head/usage_ledger.h"
@@ -125,7 +126,7 @@ class JobManager {
   // Quotas (job_quotas.cc): sets a user's (or group's) limits, or removes them when none
   // is set, once stored. Errors: the store's (nothing changes then).
   void set_quota(bool group, const std::string& name, const sched::Limits& limits, std::function<void(Status)> done);
-  const SharingState& sharing() const { return sharing_; }  // quotas, queues, ...
+  const PolicyStore& policy() const { return policy_; }  // quotas, queues
   // What each user's running jobs hold now, in all and in each queue.
   std::map<std::string, sched::Use> use_by_owner() const;
   std::map<sched::QueueUser, sched::Use> use_by_queue() const;
@@ -133,10 +134,10 @@ class JobManager {
   // Errors: kNotFound, kConflict (jobs still use it), the store's; nothing changes then.
   void set_queue(const std::string& name, std::optional<QueueDef> queue, std::function<void(Status)> done);
   // Fair share (usage_ledger.h): each user's usage, part and factor, most used first.
-  std::vector<sched::ShareLine> share_report() const { return usage_.report(share_weights()); }
+  std::vector<sched::ShareLine> share_report() const { return usage_.report(policy_.share_weights()); }
 
   // Where a user's groups come from (the head's access control), for group quotas.
-  void set_groups_of(std::function<std::vector<std::string>(const std::string&)> fn) { sharing_.groups_of = std::move(fn); }
+  void set_groups_of(PolicyStore::GroupsOf fn) { policy_.set_groups_of(std::move(fn)); }
 
   // Calls `changed` once, at the job's next change of state, attempt or task (at once
   // when the job is finished or unknown). Returns an id for cancel_watch.
@@ -200,16 +201,10 @@ class JobManager {
   std::optional<Error> check_submissions(const std::vector<api::JobSpec>& specs, const std::string& owner) const;
   // Nodes came or went: jobs set aside as infeasible are looked at again.
   void cluster_changed();
-  Status recover_quotas(), recover_queues();  // the meta table's records
   // Running jobs for preemption, and carrying one out (victims stop, then requeue).
   std::vector<sched::RunningJob> running_for_preemption() const;
   void preempt(const sched::Preemption& preemption);
   void for_each_holding(const std::function<void(const Job&, const sched::Use&)>& fn) const;
-  std::map<std::string, double> share_weights() const;  // users' weights other than 1
-  // The quotas with the groups of `owners` filled in.
-  sched::QuotaPolicy quota_policy(const std::set<std::string>& owners) const;
-  // kPermissionDenied: the spec's priority is over its owner's cap.
-  std::optional<Error> check_priority_cap(const api::JobSpec& spec, const std::string& owner) const;
   void apply(Job& job, const Effects& fx);
   // Gates (job_gates.cc): a pending job joins the queue once every gate is open
   // (`opened_by` is its event then), else waits gated, or FAILS on an unmet dependency.
@@ -256,7 +251,8 @@ class JobManager {
   // Pending jobs no node can hold (their reason says so), left out of scheduling
   // passes until the cluster changes.
   std::set<std::string> set_aside_;
-  SharingState sharing_;  // gates, arrays, quotas, queues (sharing_state.h)
+  SharingState sharing_;  // gates and arrays (sharing_state.h)
+  PolicyStore policy_;    // quotas and queues, as stored
   UsageLedger usage_;     // fair share: users' usage and what running jobs are charged
   std::vector<std::string> salvaged_;  // recover(): stored jobs kept as FAILED
   // Jobs with a live attempt, to their entry in jobs_ (a std::map: entries stay where

@@ -59,9 +59,9 @@ sched::PendingJob JobManager::pending_job(const std::string& id, const api::JobS
   job.exclusive = spec.exclusive;
   job.priority = spec.priority;
   job.queue = spec.queue;
-  if (auto queue = sharing_.queues.find(spec.queue); !spec.queue.empty() && queue != sharing_.queues.end()) {
-    for (const auto& [label, wanted] : queue->second.nodes_with) job.constraints[label] = wanted;
-    job.may_preempt = queue->second.preempt;
+  if (const QueueDef* queue = spec.queue.empty() ? nullptr : policy_.queue(spec.queue)) {
+    for (const auto& [label, wanted] : queue->nodes_with) job.constraints[label] = wanted;
+    job.may_preempt = queue->preempt;
   }
   for (const auto& mount : spec.runtime_env.mounts) job.mount_sources.push_back(mount.source);
   return job;
@@ -120,12 +120,12 @@ void JobManager::run_schedule() {
   // stops the others'.
   std::map<std::string, sched::Use> use = use_by_owner();
   std::set<std::string> owners;  // whose groups group quotas need
-  if (!sharing_.quotas.groups.empty()) {
+  if (!policy_.group_quotas().empty()) {
     for (const auto& [owner, _] : use) owners.insert(owner);
     for (const auto& owner : pending_.owners()) owners.insert(owner);
   }
   sched::PassInput input;
-  input.quotas = quota_policy(owners);
+  input.quotas = policy_.quota_policy(owners);
   input.queue_use = use_by_queue();
   input.now_ms = now_ms;
   input.max_blocked = kMaxJobsPerPass;  // as many as a narrow pass weighs in all
@@ -140,7 +140,7 @@ void JobManager::run_schedule() {
     return least;
   };
   using Visit = sched::PendingQueue::Visit;
-  pending_.walk_owners(usage_.usage_now(share_weights()), [&](const std::string& owner, const std::string& id) {
+  pending_.walk_owners(usage_.usage_now(policy_.share_weights()), [&](const std::string& owner, const std::string& id) {
     if (queue.size() >= window_) return Visit::kStop;
     if (set_aside_.count(id)) return Visit::kNext;
     const Job& job = jobs_.at(id);

@@ -203,7 +203,7 @@ std::string Metrics::render() const {
   for (const auto& line : deps_.jobs.share_report()) sample(out, "ag_user_usage_gpu_seconds", "user=\"" + line.user + "\"", line.usage);
   // Per queue: its depth and what its running jobs hold.
   std::map<std::string, std::pair<int, int>> queue_jobs;  // queue -> (pending, running)
-  for (const auto& [name, _] : deps_.jobs.sharing().queues) queue_jobs[name];
+  for (const auto& [name, _] : deps_.jobs.policy().queues()) queue_jobs[name];
   for (const Job* job : deps_.jobs.list()) {
     if (job->spec.queue.empty() || job->terminal()) continue;
     auto& [pending, running] = queue_jobs[job->spec.queue];
