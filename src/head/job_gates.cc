@@ -86,7 +86,7 @@ std::optional<Error> JobManager::check_dependencies(const api::JobSpec& spec, co
   for (const auto& [id, kind] : dependencies_of(spec)) {
     const std::string flag = std::string("--") + sched::flag_name(kind);
     const Job* dep = find(id);
-    if (!dep || deletions_.count(id)) {
+    if (!dep || writer_.removing(id)) {
       return Error{ErrorCode::kInvalidArgument,
                    where + flag + " names job " + id + ", which does not exist (or was deleted); `ag list-jobs` shows the jobs"};
     }

@@ -29,6 +29,16 @@ constexpr int kFailureTailLines = 50;
 JobManager::JobManager(Deps deps, JobManagerConfig config)
     : deps_(deps),
       config_(config),
+      writer_(deps.clock, deps.timers, deps.store,
+              JobWriter::Source{[this](const std::string& id) -> const Job* {
+                                  auto it = jobs_.find(id);
+                                  return it == jobs_.end() ? nullptr : &it->second;
+                                },
+                                [this](const std::string& id) -> const std::vector<JobEvent>* {
+                                  auto it = events_.find(id);
+                                  return it == events_.end() ? nullptr : &it->second;
+                                },
+                                [this](const std::string& id) { forget(id); }}),
       policy_(deps.store),
       usage_(deps.clock, deps.timers, deps.store, config.usage_half_life_ms),
       master_ports_(config.master_port_first, config.master_port_last),
@@ -40,11 +50,7 @@ JobManager::JobManager(Deps deps, JobManagerConfig config)
 JobManager::~JobManager() {
   if (retry_timer_ != 0) deps_.timers.cancel(retry_timer_);
   if (sharing_.begin_timer != 0) deps_.timers.cancel(sharing_.begin_timer);
-  flush_.durable_waiters.clear();  // nobody is left to tell
-  flush_.in_flight = false;  // the last changes go now, after whatever is in flight
-  flush_unsaved();
-  // The store outlives the manager: wait for its writer, whose callbacks refer to this.
-  deps_.store.flush();
+  // The writer, a member, writes what is left (and waits for the store) as it goes.
   *alive_ = false;
 }
 
@@ -374,7 +380,7 @@ void JobManager::set_draining(const std::string& node_id, bool draining, std::fu
   }
   json list(drained);
   std::vector<store::Mutation> batch{{store::kMetaTable, kDrainedNodesKey, list.dump()}};
-  write_then(std::move(batch), [this, drained] {
+  writer_.write_then(std::move(batch), [this, drained] {
     deps_.nodes.set_drained(drained);
     cluster_changed();
     request_schedule();
@@ -418,7 +424,7 @@ void JobManager::stop_durably(const std::string& job_id, const std::string& by, 
   Job draft = it->second;
   on_stop_requested(draft, deps_.clock.now_ms(), by);
   std::vector<store::Mutation> batch{{store::kJobsTable, job_id, job_to_json(draft).dump()}};
-  write_then(std::move(batch), [this, job_id, by] {
+  writer_.write_then(std::move(batch), [this, job_id, by] {
     auto job = jobs_.find(job_id);
     if (job != jobs_.end() && !job->second.terminal()) {
       apply(job->second, on_stop_requested(job->second, deps_.clock.now_ms(), by));

@@ -32,9 +32,9 @@
 #include "head/job.h"
 #include "head/deadlines.h"
 #include "head/job_events.h"
-#include "head/job_flush.h"
 #include "head/job_manager_config.h"
 #include "head/job_state_machine.h"
+#include "head/job_writer.h"
 #include "head/log_store.h"
 #include "head/master_ports.h"
 #include "head/node_registry.h"
@@ -174,7 +174,7 @@ class JobManager {
   // Calls `fn` on the io thread once every change made so far is stored (a failed
   // write is retried, and `fn` waits for it). The worker gateway acknowledges a task's
   // exit only then, so a worker never lets go of an end the head could still lose.
-  void after_durable(std::function<void()> fn);
+  void after_durable(std::function<void()> fn) { writer_.after_durable(std::move(fn)); }
 
   // Whether a pending or running job runs in the working_dir package `hash`.
   bool uses_package(const std::string& hash) const;
@@ -220,14 +220,10 @@ class JobManager {
   sched::Gates gates_of(const Job& job) const;
   // Why a spec's dependencies can never be met (unknown, or ended the wrong way).
   std::optional<Error> check_dependencies(const api::JobSpec& spec, const std::string& where) const;
-  // Marks the job (and its new events) to be written. Changed jobs are written
-  // together at most once per persist_interval_ms_ (flush_unsaved), so a gang whose
-  // thousand tasks report in a burst costs a few writes of the job, not one per task.
+  // Marks the job (and its new events) to be written (job_writer.h: changed jobs are
+  // written together, so a gang whose thousand tasks report in a burst costs a few
+  // writes of the job, not one per task).
   void persist(const Job& job, const std::vector<JobEvent>& new_events);
-  void schedule_flush(int64_t delay_ms);
-  // Writes `batch`; once durable runs `then` (io thread) and done({}); else done(error) only.
-  void write_then(std::vector<store::Mutation> batch, std::function<void()> then, std::function<void(Status)> done);
-  void flush_unsaved();
   void add_event(Job& job, const std::string& message, std::vector<JobEvent>& out);
   void send_launch(const Job& job, const TaskRef& ref);
   // Sends the launches of a new placement once it is stored: a head restarted after a
@@ -245,6 +241,7 @@ class JobManager {
   JobManagerConfig config_;
   std::map<std::string, Job> jobs_;
   std::map<std::string, std::vector<JobEvent>> events_;
+  JobWriter writer_;  // every store write of jobs (and policy records, drains)
   // The queue: higher priority first, then the owner who used least lately, then
   // submit order (sched::PendingQueue).
   sched::PendingQueue pending_;
@@ -265,14 +262,11 @@ class JobManager {
   size_t window_ = 64;  // queued jobs the next pass looks at (job_scheduling.cc)
   Timers::Id retry_timer_ = 0;  // the pass when the earliest retry delay ends
   int64_t retry_timer_at_ms_ = 0;
-  FlushState flush_;
   // Placed tasks whose launch waits for their placement to be stored (a node that
   // re-registers meanwhile is not sent them twice).
   std::set<api::TaskKey> unstored_launches_;
   Deadlines deadlines_;  // run and attempt timeouts
   JobEvents listeners_;  // watchers and observers of jobs' changes
-  // Jobs to delete in the next write, with whoever waits for each.
-  std::map<std::string, std::vector<std::function<void(Status)>>> deletions_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

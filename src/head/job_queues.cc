@@ -20,7 +20,7 @@ void JobManager::set_queue(const std::string& name, std::optional<QueueDef> queu
     }
   }
   auto change = policy_.set_queue(name, std::move(queue));
-  write_then(std::move(change.batch), [this, apply = std::move(change.apply)] {
+  writer_.write_then(std::move(change.batch), [this, apply = std::move(change.apply)] {
     apply();
     // The jobs waiting in a changed queue may now have other nodes or limits.
     cluster_changed();

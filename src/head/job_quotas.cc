@@ -8,7 +8,7 @@ namespace ag::head {
 void JobManager::set_quota(bool group, const std::string& name, const sched::Limits& limits,
                            std::function<void(Status)> done) {
   auto change = policy_.set_quota(group, name, limits);
-  write_then(std::move(change.batch), [this, apply = std::move(change.apply)] {
+  writer_.write_then(std::move(change.batch), [this, apply = std::move(change.apply)] {
     apply();
     // Jobs over the old quota may fit the new one (and every pending reason is redone).
     request_schedule();

@@ -1,6 +1,6 @@
 // Deleting finished jobs: one at a user's request (DELETE /api/jobs/{id}) or all that
 // finished before the head's retention period. A deletion is written with the next
-// batch of job changes (JobManager::flush_unsaved), so it lands after every earlier
+// batch of job changes (JobWriter), so it lands after every earlier
 // write of the job; only then is the job dropped from memory and its logs removed.
 #include <spdlog/spdlog.h>
 
@@ -17,7 +17,7 @@ void JobManager::delete_job(const std::string& job_id, std::function<void(Status
                                                 "; only a finished job can be deleted: stop it first (`ag stop-job " +
                                                 job_id + "`)"});
   }
-  if (deletions_.count(job_id)) {
+  if (writer_.removing(job_id)) {
     return done(Error{ErrorCode::kConflict, "job " + job_id + " is being deleted already"});
   }
   // A held job may still wait on it: its outcome is what lets that job start.
@@ -25,14 +25,13 @@ void JobManager::delete_job(const std::string& job_id, std::function<void(Status
     return done(Error{ErrorCode::kConflict, "job " + job_id + " is a dependency of pending job " +
                                                 *waiting->second.begin() + "; delete it once that job has started or ended"});
   }
-  deletions_[job_id].push_back(std::move(done));
-  flush_unsaved();
+  writer_.remove(job_id, std::move(done));
 }
 
 int JobManager::delete_finished_before(int64_t before_ms) {
   std::vector<std::string> old;
   for (const auto& [id, job] : jobs_) {
-    if (job.terminal() && job.finished_ms > 0 && job.finished_ms < before_ms && !deletions_.count(id) &&
+    if (job.terminal() && job.finished_ms > 0 && job.finished_ms < before_ms && !writer_.removing(id) &&
         !sharing_.dependents.count(id)) {
       old.push_back(id);
     }
@@ -57,7 +56,7 @@ void JobManager::forget(const std::string& job_id) {
   if (it == jobs_.end()) return;
   const Job& job = it->second;
   if (!job.spec.submission_id.empty()) submission_ids_.erase(job.owner + "\n" + job.spec.submission_id);
-  flush_.unsaved.erase(job_id);
+  writer_.forget(job_id);
   events_.erase(job_id);
   set_aside_.erase(job_id);
   if (auto array = sharing_.arrays.find(job.array_id); array != sharing_.arrays.end()) {
