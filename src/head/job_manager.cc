@@ -41,7 +41,12 @@ JobManager::JobManager(Deps deps, JobManagerConfig config)
                                 [this](const std::string& id) { forget(id); }}),
       policy_(deps.store),
       usage_(deps.clock, deps.timers, deps.store, config.usage_half_life_ms),
-      master_ports_(config.master_port_first, config.master_port_last),
+      dispatcher_(TaskDispatcher::Deps{deps.timers, deps.workers, deps.nodes, writer_,
+                                       [this](const std::string& id) { return find(id); },
+                                       [this](const api::TaskKey& task, const api::TaskExit& exit) {
+                                         task_exited(task, exit);
+                                       }},
+                  config.master_port_first, config.master_port_last, config.preempt_grace_ms),
       deadlines_(deps.clock, deps.timers, [this](const std::string& id, const Deadline& deadline) {
         auto it = jobs_.find(id);
         if (it != jobs_.end()) apply(it->second, on_deadline(it->second, deadline, deps_.clock.now_ms()));
@@ -106,7 +111,7 @@ Status JobManager::recover() {
       AttemptRecord& attempt = *job.current_attempt();
       active_.emplace(id, &job);
       usage_.charge(job, false);  // charged from now: the head was away before
-      if (!attempt.tasks.empty()) master_ports_.take(attempt.tasks.front().node_id, attempt.master_port);
+      if (!attempt.tasks.empty()) dispatcher_.take_master_port(attempt.tasks.front().node_id, attempt.master_port);
       // The nodes of a running attempt get until the node timeout to reconnect and
       // report; the registry's expiry declares them lost otherwise.
       for (const auto& task : attempt.tasks) {
@@ -280,8 +285,7 @@ void JobManager::submit_all(std::vector<api::JobSpec> specs,
                               (by.from.empty() ? "" : " from " + by.from) + ": " +
                               (index >= 0 ? "element " + std::to_string(index) + " of array " + id + ", " : "") +
                               std::to_string(job.spec.num_workers) + " task(s), entrypoint: " + job.spec.entrypoint};
-      batch.push_back({store::kJobsTable, job.id, job_to_json(job).dump()});
-      batch.push_back({store::kEventsTable, event_key(job.id, 0), event_to_json(event).dump()});
+      for (auto& record : JobWriter::records(job, {event})) batch.push_back(std::move(record));
       accepted->push_back({std::move(job), event});
     }
     if (!submission_key.empty()) {
@@ -291,31 +295,29 @@ void JobManager::submit_all(std::vector<api::JobSpec> specs,
     ids.push_back(id);
   }
   if (accepted->empty()) return done(ids);
-  auto alive = alive_;
   // The jobs become visible only once durable: acknowledging first could lose them.
-  deps_.store.write(std::move(batch), [this, alive, accepted, ids, done = std::move(done),
-                                       reserved_submission_ids](const Status& status) {
-    deps_.timers.post([this, alive, accepted, ids, done, status, reserved_submission_ids] {
-      if (!*alive) return;
-      if (!status) {
-        for (const auto& sid : reserved_submission_ids) submission_ids_.erase(sid);
-        done(status.error());
-        return;
-      }
-      std::vector<std::string> made;
-      for (auto& a : *accepted) {
-        std::string id = a.job.id;
-        events_[id].push_back(a.event);
-        add_to_array(a.job);
-        jobs_[id] = std::move(a.job);
-        listeners_.added(jobs_[id]);
-        made.push_back(std::move(id));
-      }
-      for (const auto& id : made) admit(jobs_.at(id));
-      done(ids);
-      request_schedule();
-    });
-  });
+  writer_.write_then(
+      std::move(batch),
+      [this, accepted] {
+        std::vector<std::string> made;
+        for (auto& a : *accepted) {
+          std::string id = a.job.id;
+          events_[id].push_back(a.event);
+          add_to_array(a.job);
+          jobs_[id] = std::move(a.job);
+          listeners_.added(jobs_[id]);
+          made.push_back(std::move(id));
+        }
+        for (const auto& id : made) admit(jobs_.at(id));
+      },
+      [this, ids, done = std::move(done), reserved_submission_ids](const Status& status) {
+        if (!status) {
+          for (const auto& sid : reserved_submission_ids) submission_ids_.erase(sid);
+          return done(status.error());
+        }
+        done(ids);
+        request_schedule();
+      });
 }
 
 const Job* JobManager::find(const std::string& job_id) const {
@@ -423,7 +425,7 @@ void JobManager::stop_durably(const std::string& job_id, const std::string& by, 
   // stop take effect (and is written again as it then stands).
   Job draft = it->second;
   on_stop_requested(draft, deps_.clock.now_ms(), by);
-  std::vector<store::Mutation> batch{{store::kJobsTable, job_id, job_to_json(draft).dump()}};
+  std::vector<store::Mutation> batch = JobWriter::records(draft, {});
   writer_.write_then(std::move(batch), [this, job_id, by] {
     auto job = jobs_.find(job_id);
     if (job != jobs_.end() && !job->second.terminal()) {
@@ -452,7 +454,7 @@ void JobManager::on_node_registered(const std::string& node_id, const std::vecto
   for (const auto& kill : plan.kill) deps_.workers.send(node_id, kill);
   for (const auto& task : plan.adopt) task_started(task.task, task.pid);
   for (const auto& ref : plan.relaunch) {
-    if (!unstored_launches_.count(ref.task)) send_launch(jobs_.at(ref.task.job_id), ref);
+    dispatcher_.relaunch(jobs_.at(ref.task.job_id), ref);
   }
   const Node* node = deps_.nodes.find(node_id);
   const std::string label = node ? node->label() : node_id;
@@ -533,11 +535,11 @@ void JobManager::apply(Job& job, const Effects& fx) {
   std::vector<JobEvent> added;
   for (const auto& e : fx.events) add_event(job, e, added);
   if (fx.changed || !added.empty()) persist(job, added);
-  if (!fx.launch.empty()) launch_when_stored(job.id, fx.launch);
-  for (const auto& ref : fx.kill) send_kill(ref, fx.kill_grace_ms > 0 ? fx.kill_grace_ms : config_.kill_grace_ms);
+  if (!fx.launch.empty()) dispatcher_.launch_when_stored(job, fx.launch);
+  for (const auto& ref : fx.kill) dispatcher_.kill(ref, fx.kill_grace_ms > 0 ? fx.kill_grace_ms : config_.kill_grace_ms);
   const AttemptRecord* attempt = job.current_attempt();
   if (fx.requeue || fx.finished) {
-    if (attempt && !attempt->tasks.empty()) master_ports_.release(attempt->tasks.front().node_id, attempt->master_port);
+    if (attempt && !attempt->tasks.empty()) dispatcher_.release_master_port(attempt->tasks.front().node_id, attempt->master_port);
     usage_.charge(job, true);
     active_.erase(job.id);
   }
@@ -552,30 +554,6 @@ void JobManager::apply(Job& job, const Effects& fx) {
   // A job that ended or went back to the queue: queued jobs may have what it held.
   if ((fx.finished || fx.requeue) && !pending_.empty()) request_schedule();
   if (fx.finished) release_dependents(job);
-}
-
-void JobManager::send_launch(const Job& job, const TaskRef& ref) {
-  if (deps_.workers.send(ref.node_id, launch_message(job, ref.task, job.spec.no_preempt ? 0 : config_.preempt_grace_ms))) return;
-  // The node went away between placement and launch: the task never started.
-  auto alive = alive_;
-  deps_.timers.post([this, alive, task = ref.task] {
-    if (!*alive) return;
-    api::TaskExit exit;
-    exit.start_error = "its node is not connected";
-    task_exited(task, exit);
-  });
-}
-
-void JobManager::send_kill(const TaskRef& ref, int64_t grace_ms) {
-  // An unreachable node is told again when it re-registers (its report lists the
-  // task and the head answers with a kill), or its tasks die with it.
-  deps_.workers.send(ref.node_id, api::Kill{ref.task, grace_ms});
-}
-
-int JobManager::allocate_master_port(const std::string& node_id) {
-  static const std::set<int> kNone;
-  const Node* node = deps_.nodes.find(node_id);
-  return master_ports_.allocate(node_id, node ? node->busy_ports : kNone);
 }
 
 void JobManager::arm_timeout(const Job& job) { deadlines_.arm(job.id, timeout_deadline(job)); }

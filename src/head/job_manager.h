@@ -36,7 +36,7 @@
 #include "head/job_state_machine.h"
 #include "head/job_writer.h"
 #include "head/log_store.h"
-#include "head/master_ports.h"
+#include "head/task_dispatcher.h"
 #include "head/node_registry.h"
 #include "head/policy_store.h"
 #include "head/scheduler/gates.h"
@@ -225,14 +225,6 @@ class JobManager {
   // writes of the job, not one per task).
   void persist(const Job& job, const std::vector<JobEvent>& new_events);
   void add_event(Job& job, const std::string& message, std::vector<JobEvent>& out);
-  void send_launch(const Job& job, const TaskRef& ref);
-  // Sends the launches of a new placement once it is stored: a head restarted after a
-  // task began must know the attempt it belongs to, or it would place the job again
-  // under the same task ids while the first run goes on.
-  void launch_when_stored(const std::string& job_id, const std::vector<TaskRef>& refs);
-  void send_kill(const TaskRef& ref, int64_t grace_ms);
-  // A port of the range no live attempt holds and task 0's node does not report busy.
-  int allocate_master_port(const std::string& node_id);
   void arm_timeout(const Job& job);
   // Drops a deleted job from memory (its logs too) and tells the removal observers.
   void forget(const std::string& job_id);
@@ -256,15 +248,12 @@ class JobManager {
   // they are, and an active job is never erased).
   std::map<std::string, Job*> active_;
   std::map<std::string, std::string> submission_ids_;
-  MasterPorts master_ports_;
   uint64_t next_seq_ = 1;
   bool schedule_posted_ = false;
   size_t window_ = 64;  // queued jobs the next pass looks at (job_scheduling.cc)
   Timers::Id retry_timer_ = 0;  // the pass when the earliest retry delay ends
   int64_t retry_timer_at_ms_ = 0;
-  // Placed tasks whose launch waits for their placement to be stored (a node that
-  // re-registers meanwhile is not sent them twice).
-  std::set<api::TaskKey> unstored_launches_;
+  TaskDispatcher dispatcher_;  // launches (once stored), kills, master ports
   Deadlines deadlines_;  // run and attempt timeouts
   JobEvents listeners_;  // watchers and observers of jobs' changes
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -177,7 +177,7 @@ void JobManager::run_schedule() {
     }
     pending_.remove(queue_entry(job));
     active_.emplace(job.id, &job);
-    int port = allocate_master_port(tasks.empty() ? "" : tasks.front().node_id);
+    int port = dispatcher_.allocate_master_port(tasks.empty() ? "" : tasks.front().node_id);
     apply(job, on_placed(job, tasks, port, deps_.clock.now_ms()));
     usage_.charge(job, false);
     arm_timeout(job);

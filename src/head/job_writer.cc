@@ -144,6 +144,14 @@ void JobWriter::write_then(std::vector<store::Mutation> batch, std::function<voi
   });
 }
 
+std::vector<store::Mutation> JobWriter::records(const Job& job, const std::vector<JobEvent>& events) {
+  std::vector<store::Mutation> out{{store::kJobsTable, job.id, job_to_json(job).dump()}};
+  for (size_t i = 0; i < events.size(); ++i) {
+    out.push_back({store::kEventsTable, event_key(job.id, i), event_to_json(events[i]).dump()});
+  }
+  return out;
+}
+
 void JobWriter::write_now(const Job& job, std::function<void(bool ok)> stored) {
   std::vector<store::Mutation> batch{{store::kJobsTable, job.id, job_to_json(job).dump()}};
   store_.write(std::move(batch), [this, alive = alive_, stored = std::move(stored)](const Status& status) {

@@ -59,6 +59,9 @@ class JobWriter {
   void forget(const std::string& job_id) { state_.unsaved.erase(job_id); }
   // Writes `batch` on its own; once durable runs `then` and done({}), else done(error).
   void write_then(std::vector<store::Mutation> batch, std::function<void()> then, std::function<void(Status)> done);
+  // The records of `job` and its `events` (from the first): for a write that must be
+  // durable before the job exists in memory (a submit) or changes (a stop's draft).
+  static std::vector<store::Mutation> records(const Job& job, const std::vector<JobEvent>& events);
   // Writes the job as it stands at once; `stored(ok)` after (the job stays marked, so
   // the next batch writes it again with its events, whatever happens to this write).
   void write_now(const Job& job, std::function<void(bool ok)> stored);
