@@ -18,8 +18,6 @@ using nlohmann::json;
 
 const std::vector<JobEvent> kNoEvents;
 
-// The meta table's record of drained nodes (a JSON list of ids).
-constexpr const char* kDrainedNodesKey = "drained_nodes";
 // A failed task's last lines kept with its attempt (shown with the job's failure).
 constexpr int64_t kFailureTailBytes = 8 * 1024;
 constexpr int kFailureTailLines = 50;
@@ -63,18 +61,7 @@ Status JobManager::recover() {
   if (Status s = policy_.recover(); !s) return s;
   if (Status s = usage_.recover(); !s) return s;
   // Nodes an admin drained stay drained.
-  auto drained = deps_.store.get(store::kMetaTable, kDrainedNodesKey);
-  if (!drained.ok()) return drained.error();
-  if (drained.value()) {
-    auto list = json::parse(*drained.value(), nullptr, false);
-    std::set<std::string> ids;
-    if (list.is_array()) {
-      for (const auto& id : list) {
-        if (id.is_string()) ids.insert(id.get<std::string>());
-      }
-    }
-    deps_.nodes.set_drained(std::move(ids));
-  }
+  if (Status s = deps_.nodes.recover_drained(deps_.store); !s) return s;
   auto jobs = deps_.store.scan(store::kJobsTable);
   if (!jobs.ok()) return jobs.error();
   for (const auto& [key, value] : jobs.value()) {
@@ -374,14 +361,8 @@ void JobManager::set_draining(const std::string& node_id, bool draining, std::fu
   if (!deps_.nodes.find(node_id)) {
     return done(not_found("no node with id '" + node_id + "'; list nodes with `ag list-nodes`"));
   }
-  std::set<std::string> drained = deps_.nodes.drained();
-  if (draining) {
-    drained.insert(node_id);
-  } else {
-    drained.erase(node_id);
-  }
-  json list(drained);
-  std::vector<store::Mutation> batch{{store::kMetaTable, kDrainedNodesKey, list.dump()}};
+  std::set<std::string> drained;
+  auto batch = deps_.nodes.drain_record(node_id, draining, &drained);
   writer_.write_then(std::move(batch), [this, drained] {
     deps_.nodes.set_drained(drained);
     cluster_changed();

@@ -1,5 +1,7 @@
 #include "head/node_registry.h"
 
+#include <nlohmann/json.hpp>
+
 namespace ag::head {
 
 const char* to_string(NodeState state) {
@@ -22,6 +24,39 @@ Node& NodeRegistry::upsert(Node node) {
   node.draining = drained_.count(id) > 0;
   nodes_[id] = std::move(node);
   return nodes_[id];
+}
+
+namespace {
+
+// The meta table's record of drained nodes (a JSON list of ids).
+constexpr const char* kDrainedNodesKey = "drained_nodes";
+
+}  // namespace
+
+Status NodeRegistry::recover_drained(store::KvStore& store) {
+  auto stored = store.get(store::kMetaTable, kDrainedNodesKey);
+  if (!stored.ok()) return stored.error();
+  if (!stored.value()) return {};
+  auto list = nlohmann::json::parse(*stored.value(), nullptr, false);
+  std::set<std::string> ids;
+  if (list.is_array()) {
+    for (const auto& id : list) {
+      if (id.is_string()) ids.insert(id.get<std::string>());
+    }
+  }
+  set_drained(std::move(ids));
+  return {};
+}
+
+std::vector<store::Mutation> NodeRegistry::drain_record(const std::string& node_id, bool draining,
+                                                        std::set<std::string>* next) const {
+  *next = drained_;
+  if (draining) {
+    next->insert(node_id);
+  } else {
+    next->erase(node_id);
+  }
+  return {{store::kMetaTable, kDrainedNodesKey, nlohmann::json(*next).dump()}};
 }
 
 void NodeRegistry::set_drained(std::set<std::string> drained) {

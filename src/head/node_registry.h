@@ -16,6 +16,8 @@
 
 #include "api/protocol.h"
 #include "common/resources.h"
+#include "common/result.h"
+#include "head/store/kv_store.h"
 #include "head/worker_channel.h"
 #include "net/ws_connection.h"
 
@@ -62,9 +64,15 @@ class NodeRegistry final : public WorkerChannel {
  public:
   // Adds or refreshes a node from its registration; returns it.
   Node& upsert(Node node);
-  // The nodes an admin drained (kept across registrations and head restarts by the
-  // caller, who stores the set).
+  // The nodes an admin drained, kept across registrations and head restarts: read
+  // from the meta table at start (a record that does not parse drains nothing).
+  // Errors: the store's.
+  Status recover_drained(store::KvStore& store);
   const std::set<std::string>& drained() const { return drained_; }
+  // The record that stores `node_id` drained (or resumed): write it, then set_drained
+  // with `next` once it is durable.
+  std::vector<store::Mutation> drain_record(const std::string& node_id, bool draining,
+                                            std::set<std::string>* next) const;
   void set_drained(std::set<std::string> drained);
   Node* find(const std::string& node_id);
   const std::map<std::string, Node>& nodes() const { return nodes_; }

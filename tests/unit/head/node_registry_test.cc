@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fakes/fake_ws_connection.h"
+#include "head/store/memory_store.h"
 
 namespace ag::head {
 namespace {
@@ -249,6 +250,31 @@ TEST_F(NodeRegistryTest, StatesHaveTheirNames) {
   EXPECT_STREQ(to_string(NodeState::kAlive), "ALIVE");
   EXPECT_STREQ(to_string(NodeState::kDisconnected), "DISCONNECTED");
   EXPECT_STREQ(to_string(NodeState::kDead), "DEAD");
+}
+
+TEST_F(NodeRegistryTest, ADrainIsStoredAndReadBackAndABadRecordDrainsNothing) {
+  store::MemoryStore store;
+  NodeRegistry registry;
+  registry.upsert(make_node("node_a", std::make_shared<FakeWsConnection>()));
+  std::set<std::string> next;
+  auto record = registry.drain_record("node_a", true, &next);
+  EXPECT_TRUE(registry.drained().empty()) << "nothing changes before the record is stored";
+  bool stored = false;
+  store.write(record, [&](const Status& s) { stored = s.ok(); });
+  ASSERT_TRUE(stored);
+  registry.set_drained(next);
+  EXPECT_TRUE(registry.find("node_a")->draining);
+
+  NodeRegistry after_restart;
+  ASSERT_TRUE(after_restart.recover_drained(store).ok());
+  EXPECT_EQ(after_restart.drained(), std::set<std::string>{"node_a"});
+  after_restart.upsert(make_node("node_a", std::make_shared<FakeWsConnection>()));
+  EXPECT_TRUE(after_restart.find("node_a")->draining) << "a drained node that registers again stays drained";
+
+  store.write({{store::kMetaTable, "drained_nodes", "not a list"}}, [](const Status&) {});
+  NodeRegistry bad;
+  ASSERT_TRUE(bad.recover_drained(store).ok());
+  EXPECT_TRUE(bad.drained().empty());
 }
 
 }  // namespace
