@@ -45,14 +45,20 @@ JobManager::JobManager(Deps deps, JobManagerConfig config)
                                          task_exited(task, exit);
                                        }},
                   config.master_port_first, config.master_port_last, config.preempt_grace_ms),
-      deadlines_(deps.clock, deps.timers, [this](const std::string& id, const Deadline& deadline) {
-        auto it = jobs_.find(id);
-        if (it != jobs_.end()) apply(it->second, on_deadline(it->second, deadline, deps_.clock.now_ms()));
+      deadlines_(deps.clock, deps.timers,
+                 [this](const std::string& id, const Deadline& deadline) {
+                   auto it = jobs_.find(id);
+                   if (it != jobs_.end()) apply(it->second, on_deadline(it->second, deadline, deps_.clock.now_ms()));
+                 }),
+      gates_(deps.clock, deps.timers, [this](const std::vector<std::string>& due) {
+        for (const auto& id : due) {
+          auto job = jobs_.find(id);
+          if (job != jobs_.end() && gates_.gated(id)) admit(job->second, "its begin time came; queued");
+        }
       }) {}
 
 JobManager::~JobManager() {
   if (retry_timer_ != 0) deps_.timers.cancel(retry_timer_);
-  if (sharing_.begin_timer != 0) deps_.timers.cancel(sharing_.begin_timer);
   // The writer, a member, writes what is left (and waits for the store) as it goes.
   *alive_ = false;
 }
@@ -130,10 +136,7 @@ Status JobManager::recover() {
   }
   std::sort(elements.begin(), elements.end(),
             [](const Job* a, const Job* b) { return a->array_index < b->array_index; });
-  for (const Job* job : elements) {
-    add_to_array(*job);
-    if (job->state == JobState::kRunning) sharing_.arrays[job->array_id].admitted.insert(job->id);
-  }
+  for (const Job* job : elements) arrays_.add(*job, job->state == JobState::kRunning);
   for (const auto& id : waiting) admit(jobs_.at(id));
   spdlog::info("recovered {} jobs ({} pending, {} running) from the store", jobs_.size(),
                pending_.size(), active_.size());
@@ -290,7 +293,7 @@ void JobManager::submit_all(std::vector<api::JobSpec> specs,
         for (auto& a : *accepted) {
           std::string id = a.job.id;
           events_[id].push_back(a.event);
-          add_to_array(a.job);
+          arrays_.add(a.job);
           jobs_[id] = std::move(a.job);
           listeners_.added(jobs_[id]);
           made.push_back(std::move(id));

@@ -40,7 +40,8 @@
 #include "head/node_registry.h"
 #include "head/policy_store.h"
 #include "head/scheduler/gates.h"
-#include "head/sharing_state.h"
+#include "head/array_throttle.h"
+#include "head/gate_index.h"
 #include "head/usage_ledger.h"
 #include "head/store/kv_store.h"
 #include "head/worker_channel.h"
@@ -82,7 +83,7 @@ class JobManager {
 
   const Job* find(const std::string& job_id) const;
   // The job array with this id (`ag submit --array`), or null.
-  const JobArray* find_array(const std::string& array_id) const;
+  const JobArray* find_array(const std::string& array_id) const { return arrays_.find(array_id); }
 
   // Removes a finished job for good: its record, events, logs and submission id
   // (DELETE /api/jobs/{id}, `ag delete-job`); `done` gets ok once that is durable.
@@ -211,12 +212,11 @@ class JobManager {
   void admit(Job& job, const std::string& opened_by = "");
   void ungate(const Job& job);
   void release_dependents(const Job& ended);  // the jobs gated on it are weighed again
-  void arm_begin_timer();
   // An array element that ended or left the queue gives its place to the next one.
   void leave_array_slot(const Job& job);
-  void add_to_array(const Job& job);  // a new element, or one loaded at start
   // The job's dependencies, an array's id standing for each of its elements.
   std::vector<std::pair<std::string, sched::DependencyKind>> dependencies_of(const api::JobSpec& spec) const;
+  std::vector<std::string> dependency_ids(const api::JobSpec& spec) const;
   sched::Gates gates_of(const Job& job) const;
   // Why a spec's dependencies can never be met (unknown, or ended the wrong way).
   std::optional<Error> check_dependencies(const api::JobSpec& spec, const std::string& where) const;
@@ -240,7 +240,6 @@ class JobManager {
   // Pending jobs no node can hold (their reason says so), left out of scheduling
   // passes until the cluster changes.
   std::set<std::string> set_aside_;
-  SharingState sharing_;  // gates and arrays (sharing_state.h)
   PolicyStore policy_;    // quotas and queues, as stored
   UsageLedger usage_;     // fair share: users' usage and what running jobs are charged
   std::vector<std::string> salvaged_;  // recover(): stored jobs kept as FAILED
@@ -255,6 +254,8 @@ class JobManager {
   int64_t retry_timer_at_ms_ = 0;
   TaskDispatcher dispatcher_;  // launches (once stored), kills, master ports
   Deadlines deadlines_;  // run and attempt timeouts
+  GateIndex gates_;      // pending jobs waiting outside the queue, by what opens their gates
+  ArrayThrottle arrays_;  // job arrays and their limits
   JobEvents listeners_;  // watchers and observers of jobs' changes
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

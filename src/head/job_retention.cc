@@ -21,9 +21,9 @@ void JobManager::delete_job(const std::string& job_id, std::function<void(Status
     return done(Error{ErrorCode::kConflict, "job " + job_id + " is being deleted already"});
   }
   // A held job may still wait on it: its outcome is what lets that job start.
-  if (auto waiting = sharing_.dependents.find(job_id); waiting != sharing_.dependents.end()) {
-    return done(Error{ErrorCode::kConflict, "job " + job_id + " is a dependency of pending job " +
-                                                *waiting->second.begin() + "; delete it once that job has started or ended"});
+  if (auto waiting = gates_.dependents(job_id); !waiting.empty()) {
+    return done(Error{ErrorCode::kConflict, "job " + job_id + " is a dependency of pending job " + *waiting.begin() +
+                                                "; delete it once that job has started or ended"});
   }
   writer_.remove(job_id, std::move(done));
 }
@@ -32,7 +32,7 @@ int JobManager::delete_finished_before(int64_t before_ms) {
   std::vector<std::string> old;
   for (const auto& [id, job] : jobs_) {
     if (job.terminal() && job.finished_ms > 0 && job.finished_ms < before_ms && !writer_.removing(id) &&
-        !sharing_.dependents.count(id)) {
+        gates_.dependents(id).empty()) {
       old.push_back(id);
     }
   }
@@ -59,10 +59,7 @@ void JobManager::forget(const std::string& job_id) {
   writer_.forget(job_id);
   events_.erase(job_id);
   set_aside_.erase(job_id);
-  if (auto array = sharing_.arrays.find(job.array_id); array != sharing_.arrays.end()) {
-    std::erase(array->second.elements, job_id);
-    if (array->second.elements.empty()) sharing_.arrays.erase(array);
-  }
+  arrays_.forget(job);
   jobs_.erase(it);
   deps_.logs.remove_job(job_id);
   listeners_.removed(job_id);
