@@ -100,7 +100,7 @@ void JobManager::admit(Job& job, const std::string& opened_by) {
     return;
   }
   pending_.remove(queue_entry(job));
-  set_aside_.erase(job.id);
+  loop_.take_back(job.id);
   // Every dependency, ended or not: one that ended is kept (not deleted) while the job
   // waits, since its outcome is what lets the job start once released.
   gates_.gate(job.id, dependency_ids(job.spec), decision.wake_at_ms);

@@ -50,6 +50,7 @@ JobManager::JobManager(Deps deps, JobManagerConfig config)
                    auto it = jobs_.find(id);
                    if (it != jobs_.end()) apply(it->second, on_deadline(it->second, deadline, deps_.clock.now_ms()));
                  }),
+      loop_(deps.clock, deps.timers, [this] { run_schedule(); }),
       gates_(deps.clock, deps.timers, [this](const std::vector<std::string>& due) {
         for (const auto& id : due) {
           auto job = jobs_.find(id);
@@ -58,7 +59,6 @@ JobManager::JobManager(Deps deps, JobManagerConfig config)
       }) {}
 
 JobManager::~JobManager() {
-  if (retry_timer_ != 0) deps_.timers.cancel(retry_timer_);
   // The writer, a member, writes what is left (and waits for the store) as it goes.
   *alive_ = false;
 }
@@ -368,7 +368,7 @@ void JobManager::set_draining(const std::string& node_id, bool draining, std::fu
   auto batch = deps_.nodes.drain_record(node_id, draining, &drained);
   writer_.write_then(std::move(batch), [this, drained] {
     deps_.nodes.set_drained(drained);
-    cluster_changed();
+    loop_.cluster_changed();
     request_schedule();
   }, std::move(done));
 }
@@ -427,11 +427,6 @@ uint64_t JobManager::watch(const std::string& job_id, std::function<void()> chan
   return listeners_.watch(job_id, std::move(changed));
 }
 
-void JobManager::cluster_changed() {
-  // What no node could hold may fit the cluster as it is now.
-  set_aside_.clear();
-}
-
 void JobManager::on_node_registered(const std::string& node_id, const std::vector<api::RunningTask>& running,
                                     const std::vector<api::TaskKey>& ended) {
   Reconciliation plan = reconcile_node(jobs_, active_, node_id, running, ended, config_.kill_grace_ms);
@@ -447,7 +442,7 @@ void JobManager::on_node_registered(const std::string& node_id, const std::vecto
     exit.lost = "node " + label + " reconnected without it";
     task_exited(ref.task, exit);
   }
-  cluster_changed();
+  loop_.cluster_changed();
   request_schedule();
 }
 
@@ -485,7 +480,7 @@ void JobManager::task_exited(const api::TaskKey& task, const api::TaskExit& exit
 }
 
 void JobManager::on_node_dead(const std::string& node_id) {
-  cluster_changed();
+  loop_.cluster_changed();
   const Node* node = deps_.nodes.find(node_id);
   std::string label = node ? node->label() : node_id;
   std::vector<std::string> affected;

@@ -36,6 +36,7 @@
 #include "head/job_state_machine.h"
 #include "head/job_writer.h"
 #include "head/log_store.h"
+#include "head/scheduling_loop.h"
 #include "head/task_dispatcher.h"
 #include "head/node_registry.h"
 #include "head/policy_store.h"
@@ -187,10 +188,8 @@ class JobManager {
   // The start or end of a task, as reported by its own node or concluded by the head.
   void task_started(const api::TaskKey& task, int64_t pid);
   void task_exited(const api::TaskKey& task, const api::TaskExit& exit);
-  void request_schedule();
-  void run_schedule();
-  // A scheduling pass at `at_ms` (wall clock), unless one is due before.
-  void schedule_at(int64_t at_ms);
+  void request_schedule() { loop_.request(); }
+  void run_schedule();  // one pass (job_scheduling.cc), when loop_ says
   // Every node with its whole capacity free (before running tasks are taken off);
   // `draining_schedulable`: whether draining nodes count (they will take tasks again).
   std::map<std::string, sched::NodeView> node_capacity(bool draining_schedulable = false) const;
@@ -200,8 +199,6 @@ class JobManager {
   // submission_id reused with another spec (kConflict), or a job no node of the
   // cluster could ever run (kInvalidArgument, unless allow_unschedulable).
   std::optional<Error> check_submissions(const std::vector<api::JobSpec>& specs, const std::string& owner) const;
-  // Nodes came or went: jobs set aside as infeasible are looked at again.
-  void cluster_changed();
   // Running jobs for preemption, and carrying one out (victims stop, then requeue).
   std::vector<sched::RunningJob> running_for_preemption() const;
   void preempt(const sched::Preemption& preemption);
@@ -237,9 +234,6 @@ class JobManager {
   // The queue: higher priority first, then the owner who used least lately, then
   // submit order (sched::PendingQueue).
   sched::PendingQueue pending_;
-  // Pending jobs no node can hold (their reason says so), left out of scheduling
-  // passes until the cluster changes.
-  std::set<std::string> set_aside_;
   PolicyStore policy_;    // quotas and queues, as stored
   UsageLedger usage_;     // fair share: users' usage and what running jobs are charged
   std::vector<std::string> salvaged_;  // recover(): stored jobs kept as FAILED
@@ -248,12 +242,9 @@ class JobManager {
   std::map<std::string, Job*> active_;
   std::map<std::string, std::string> submission_ids_;
   uint64_t next_seq_ = 1;
-  bool schedule_posted_ = false;
-  size_t window_ = 64;  // queued jobs the next pass looks at (job_scheduling.cc)
-  Timers::Id retry_timer_ = 0;  // the pass when the earliest retry delay ends
-  int64_t retry_timer_at_ms_ = 0;
   TaskDispatcher dispatcher_;  // launches (once stored), kills, master ports
   Deadlines deadlines_;  // run and attempt timeouts
+  SchedulingLoop loop_;  // when passes run, their window, jobs set aside
   GateIndex gates_;      // pending jobs waiting outside the queue, by what opens their gates
   ArrayThrottle arrays_;  // job arrays and their limits
   JobEvents listeners_;  // watchers and observers of jobs' changes

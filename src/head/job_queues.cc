@@ -23,7 +23,7 @@ void JobManager::set_queue(const std::string& name, std::optional<QueueDef> queu
   writer_.write_then(std::move(change.batch), [this, apply = std::move(change.apply)] {
     apply();
     // The jobs waiting in a changed queue may now have other nodes or limits.
-    cluster_changed();
+    loop_.cluster_changed();
     request_schedule();
   }, std::move(done));
 }

@@ -58,7 +58,7 @@ void JobManager::forget(const std::string& job_id) {
   if (!job.spec.submission_id.empty()) submission_ids_.erase(job.owner + "\n" + job.spec.submission_id);
   writer_.forget(job_id);
   events_.erase(job_id);
-  set_aside_.erase(job_id);
+  loop_.take_back(job_id);
   arrays_.forget(job);
   jobs_.erase(it);
   deps_.logs.remove_job(job_id);

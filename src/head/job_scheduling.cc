@@ -10,29 +10,11 @@
 namespace ag::head {
 namespace {
 
-// How many queued jobs (oldest first) one scheduling pass considers: kMaxJobsPerPass,
-// and up to kWidestPass while passes place most of what they look at. A pass costs
-// O(nodes + running jobs) before it weighs any job; on a large cluster filling up
-// (nodes joined, a big job ended, an array submitted) a wider window spreads that over
-// more placements, and a pass whose jobs are mostly blocked goes back to the narrow one.
-constexpr size_t kMaxJobsPerPass = 64;
-constexpr size_t kWidestPass = 4096;
 // Jobs of one owner over quota a pass looks at (and renews the reason of) before it may
 // leave out the rest of that owner's jobs.
 constexpr int kOverQuotaLookedAt = 8;
 
 }  // namespace
-
-void JobManager::request_schedule() {
-  if (schedule_posted_) return;
-  schedule_posted_ = true;
-  auto alive = alive_;
-  deps_.timers.post([this, alive] {
-    if (!*alive) return;
-    schedule_posted_ = false;
-    run_schedule();
-  });
-}
 
 std::map<std::string, sched::NodeView> JobManager::node_capacity(bool draining_schedulable) const {
   std::map<std::string, sched::NodeView> views;
@@ -67,16 +49,6 @@ sched::PendingJob JobManager::pending_job(const std::string& id, const api::JobS
   return job;
 }
 
-void JobManager::schedule_at(int64_t at_ms) {
-  if (retry_timer_ != 0 && retry_timer_at_ms_ <= at_ms) return;
-  if (retry_timer_ != 0) deps_.timers.cancel(retry_timer_);
-  retry_timer_at_ms_ = at_ms;
-  retry_timer_ = deps_.timers.start(std::max<int64_t>(0, at_ms - deps_.clock.now_ms()), [this] {
-    retry_timer_ = 0;
-    run_schedule();
-  });
-}
-
 void JobManager::run_schedule() {
   if (pending_.empty()) return;
   // Build the snapshot: capacity minus what live tasks hold.
@@ -109,7 +81,7 @@ void JobManager::run_schedule() {
   // One pass looks at the oldest jobs only: a pass runs after every event that frees
   // capacity, and walking a queue of thousands each time would cost more than it
   // places. Jobs further back move into the window as those ahead are placed.
-  queue.reserve(std::min(pending_.size(), window_));
+  queue.reserve(std::min(pending_.size(), loop_.window()));
   // Jobs no node of this cluster can ever hold wait aside (with their reason) until the
   // cluster changes: otherwise a window full of them would stop everything behind.
   // Jobs waiting out their retry delay are looked at again when it ends.
@@ -128,7 +100,7 @@ void JobManager::run_schedule() {
   input.quotas = policy_.quota_policy(owners);
   input.queue_use = use_by_queue();
   input.now_ms = now_ms;
-  input.max_blocked = kMaxJobsPerPass;  // as many as a narrow pass weighs in all
+  input.max_blocked = SchedulingLoop::kMaxJobsPerPass;  // as many as a narrow pass weighs in all
   const sched::QuotaLedger ledger(input.quotas, use, input.queue_use);
   bool may_preempt = false;
   std::vector<sched::PendingReason> over_quota;
@@ -141,8 +113,8 @@ void JobManager::run_schedule() {
   };
   using Visit = sched::PendingQueue::Visit;
   pending_.walk_owners(usage_.usage_now(policy_.share_weights()), [&](const std::string& owner, const std::string& id) {
-    if (queue.size() >= window_) return Visit::kStop;
-    if (set_aside_.count(id)) return Visit::kNext;
+    if (queue.size() >= loop_.window()) return Visit::kStop;
+    if (loop_.set_aside(id)) return Visit::kNext;
     const Job& job = jobs_.at(id);
     if (job.retry_at_ms > now_ms) {
       next_retry_ms = next_retry_ms == 0 ? job.retry_at_ms : std::min(next_retry_ms, job.retry_at_ms);
@@ -162,7 +134,7 @@ void JobManager::run_schedule() {
     queue.push_back(std::move(pending));
     return Visit::kNext;
   });
-  if (next_retry_ms != 0) schedule_at(next_retry_ms);
+  if (next_retry_ms != 0) loop_.at(next_retry_ms);
   if (may_preempt) input.running = running_for_preemption();
   input.use = std::move(use);
   sched::Plan plan = sched::schedule(nodes, queue, input);
@@ -189,18 +161,11 @@ void JobManager::run_schedule() {
       draining == 0 ? "" : "; " + std::to_string(draining) + " node(s) draining take no new tasks (`ag resume NODE`)";
   for (const auto& reason : plan.pending) {
     Job& job = jobs_[reason.job_id];
-    if (reason.infeasible()) set_aside_.insert(job.id);
+    if (reason.infeasible()) loop_.set_aside_job(job.id);
     apply(job, on_pending(job, reason.kind, reason.reason + drained_note, deps_.clock.now_ms()));
   }
   for (const auto& preemption : plan.preemptions) preempt(preemption);
-  // The window was full and moved: the jobs behind it were not weighed and may fit now
-  // (room came at once: nodes joined, a big job ended). Another pass, after whatever
-  // is waiting on the io thread, wider while most of the window was placed; one that
-  // places nothing ends the chain.
-  const bool window_full = queue.size() >= window_;
-  window_ = window_full && plan.placements.size() * 4 >= queue.size() * 3 ? std::min(window_ * 4, kWidestPass)
-                                                                          : kMaxJobsPerPass;
-  if (window_full && !plan.placements.empty()) request_schedule();
+  loop_.passed(queue.size(), plan.placements.size());
 }
 
 }  // namespace ag::head
