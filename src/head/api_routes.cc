@@ -356,7 +356,7 @@ void ApiRoutes::handle_job(const net::HttpRequest& req, const Principal& who, co
       }
       // Its package goes with it unless another job still has it.
       const bool package_removed =
-          !package.empty() && !deps_.jobs.references_package(package) && deps_.packages.remove(package);
+          !package.empty() && deps_.jobs.package_use(package) == JobManager::PackageUse::kUnused && deps_.packages.remove(package);
       respond(json_response(200, {{"job_id", id}, {"deleted", true}, {"package_removed", package_removed}}));
     });
   }

@@ -115,7 +115,7 @@ int run_head(const HeadConfig& config, const std::function<void(const Status&, c
   }
   WorkerGateway gateway({timers, nodes, jobs, logs, clock, access, audit}, WorkerGatewayConfig{config.node_timeout_ms});
   PackageStore packages(config.data_dir + "/packages", config.max_package_bytes, config.package_store_bytes);
-  packages.set_in_use([&jobs](const std::string& hash) { return jobs.uses_package(hash); });
+  packages.set_in_use([&jobs](const std::string& hash) { return jobs.package_use(hash) == JobManager::PackageUse::kLiveJobs; });
   // Packages no job has used for a week go, checked now and every hour.
   std::function<void()> sweep_packages = [&] {
     if (int removed = packages.remove_unused(kPackageRetentionS)) {

@@ -350,16 +350,6 @@ std::map<std::string, Resources> JobManager::allocations() const {
   return out;
 }
 
-bool JobManager::uses_package(const std::string& hash) const {
-  for (const auto& [_, job] : jobs_) {
-    if (!job.terminal() && !job.spec.runtime_env.working_dir.empty() &&
-        job.spec.runtime_env.working_dir_hash() == hash) {
-      return true;
-    }
-  }
-  return false;
-}
-
 void JobManager::set_draining(const std::string& node_id, bool draining, std::function<void(Status)> done) {
   if (!deps_.nodes.find(node_id)) {
     return done(not_found("no node with id '" + node_id + "'; list nodes with `ag list-nodes`"));

@@ -100,8 +100,10 @@ class JobManager {
   // Drains a node (no new tasks; those running finish) or resumes it, once that is
   // stored (it holds across head restarts). Errors: kNotFound; the store's.
   void set_draining(const std::string& node_id, bool draining, std::function<void(Status)> done);
-  // Whether a job still kept (in any state) has this working_dir package.
-  bool references_package(const std::string& hash) const;
+  // Who has the working_dir package `hash`: no job kept, only finished ones, or a
+  // pending or running one. One scan of the jobs.
+  enum class PackageUse { kUnused, kFinishedJobs, kLiveJobs };
+  PackageUse package_use(const std::string& hash) const;
   // The job `owner` submitted with `submission_id` (an alias of its id), or null.
   const Job* find_submission(const std::string& owner, const std::string& submission_id) const;
   // Newest first.
@@ -177,9 +179,6 @@ class JobManager {
   // write is retried, and `fn` waits for it). The worker gateway acknowledges a task's
   // exit only then, so a worker never lets go of an end the head could still lose.
   void after_durable(std::function<void()> fn) { writer_.after_durable(std::move(fn)); }
-
-  // Whether a pending or running job runs in the working_dir package `hash`.
-  bool uses_package(const std::string& hash) const;
 
   // Counts by state, for the cluster summary.
   std::map<JobState, int> count_by_state() const;

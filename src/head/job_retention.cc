@@ -44,11 +44,14 @@ int JobManager::delete_finished_before(int64_t before_ms) {
   return static_cast<int>(old.size());
 }
 
-bool JobManager::references_package(const std::string& hash) const {
+JobManager::PackageUse JobManager::package_use(const std::string& hash) const {
+  PackageUse use = PackageUse::kUnused;
   for (const auto& [_, job] : jobs_) {
-    if (!job.spec.runtime_env.working_dir.empty() && job.spec.runtime_env.working_dir_hash() == hash) return true;
+    if (job.spec.runtime_env.working_dir.empty() || job.spec.runtime_env.working_dir_hash() != hash) continue;
+    if (!job.terminal()) return PackageUse::kLiveJobs;
+    use = PackageUse::kFinishedJobs;
   }
-  return false;
+  return use;
 }
 
 void JobManager::forget(const std::string& job_id) {

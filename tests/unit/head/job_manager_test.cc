@@ -41,6 +41,20 @@ TEST_F(JobManagerTest, SubmitPlaceLaunchExitSucceeds) {
 // Two nodes with four GPUs each (numbered apart so that a mix-up shows) and a gang of
 // four tasks with two GPUs each: on each node both tasks see the node's four GPUs, and
 // LOCAL_RANK x 2 is where each one's own begin; isolated, each sees its own.
+TEST_F(JobManagerTest, APackageIsLiveWhileAJobRunsInItAndKeptWhileAFinishedJobHasIt) {
+  add_node("node_a");
+  const std::string hash(64, 'c');
+  api::JobSpec s = spec(1, 1);
+  s.runtime_env.working_dir = "sha256:" + hash;
+  std::string id = submit(s);
+  EXPECT_EQ(jobs_->package_use(hash), JobManager::PackageUse::kLiveJobs);
+  EXPECT_EQ(jobs_->package_use(std::string(64, 'd')), JobManager::PackageUse::kUnused);
+  start_all(channel_.take<api::Launch>());
+  exit_all(id, 0, 1, 0);
+  EXPECT_EQ(job(id).state, JobState::kSucceeded);
+  EXPECT_EQ(jobs_->package_use(hash), JobManager::PackageUse::kFinishedJobs);
+}
+
 TEST_F(JobManagerTest, EachTaskSeesItsGangsGpusOnTheNodeWithItsOwnAtLocalRankTimesNumGpus) {
   for (bool isolated : {false, true}) {
     SCOPED_TRACE(isolated ? "isolated" : "shared");
