@@ -4,6 +4,7 @@ namespace ag::head {
 
 Deadlines::~Deadlines() {
   for (const auto& [_, armed] : armed_) timers_.cancel(armed.timer);
+  *alive_ = false;
 }
 
 void Deadlines::arm(const std::string& job_id, const std::optional<Deadline>& deadline) {
@@ -14,7 +15,8 @@ void Deadlines::arm(const std::string& job_id, const std::optional<Deadline>& de
     armed_.erase(it);
   }
   if (!deadline) return;
-  Timers::Id timer = timers_.start(deadline->at_ms - clock_.now_ms(), [this, job_id, d = *deadline] {
+  Timers::Id timer = timers_.start(deadline->at_ms - clock_.now_ms(), [this, alive = alive_, job_id, d = *deadline] {
+    if (!*alive) return;
     armed_.erase(job_id);
     on_due_(job_id, d);
   });

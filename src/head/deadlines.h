@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -39,6 +40,8 @@ class Deadlines {
   Timers& timers_;
   OnDue on_due_;
   std::map<std::string, Armed> armed_;
+  // A cancel cannot stop a timer's handler already queued: it checks this first.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 }  // namespace ag::head

@@ -6,6 +6,7 @@ namespace ag::head {
 
 GateIndex::~GateIndex() {
   if (timer_ != 0) timers_.cancel(timer_);
+  *alive_ = false;
 }
 
 void GateIndex::gate(const std::string& job_id, const std::vector<std::string>& dependencies, int64_t wake_at_ms) {
@@ -39,7 +40,8 @@ void GateIndex::arm() {
   if (timer_ != 0 && timer_at_ms_ <= at) return;
   if (timer_ != 0) timers_.cancel(timer_);
   timer_at_ms_ = at;
-  timer_ = timers_.start(std::max<int64_t>(0, at - clock_.now_ms()), [this] {
+  timer_ = timers_.start(std::max<int64_t>(0, at - clock_.now_ms()), [this, alive = alive_] {
+    if (!*alive) return;
     timer_ = 0;
     const int64_t now = clock_.now_ms();
     std::vector<std::string> due;

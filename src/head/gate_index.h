@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
@@ -50,6 +51,8 @@ class GateIndex {
   std::set<std::pair<int64_t, std::string>> begins_;        // (time, job id)
   Timers::Id timer_ = 0;
   int64_t timer_at_ms_ = 0;
+  // A cancel cannot stop a timer's handler already queued: it checks this first.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 }  // namespace ag::head

@@ -23,7 +23,8 @@ void SchedulingLoop::at(int64_t at_ms) {
   if (retry_timer_ != 0 && retry_timer_at_ms_ <= at_ms) return;
   if (retry_timer_ != 0) timers_.cancel(retry_timer_);
   retry_timer_at_ms_ = at_ms;
-  retry_timer_ = timers_.start(std::max<int64_t>(0, at_ms - clock_.now_ms()), [this] {
+  retry_timer_ = timers_.start(std::max<int64_t>(0, at_ms - clock_.now_ms()), [this, alive = alive_] {
+    if (!*alive) return;  // (a cancel cannot stop a handler already queued)
     retry_timer_ = 0;
     run_pass_();
   });

@@ -31,6 +31,7 @@ UsageLedger::UsageLedger(const Clock& clock, Timers& timers, store::KvStore& sto
 
 UsageLedger::~UsageLedger() {
   if (timer_ != 0) timers_.cancel(timer_);
+  *alive_ = false;
 }
 
 Status UsageLedger::recover() {
@@ -46,7 +47,9 @@ Status UsageLedger::recover() {
       }
     }
   }
-  timer_ = timers_.start(kUsageTickMs, [this] { tick(); });
+  timer_ = timers_.start(kUsageTickMs, [this, alive = alive_] {
+    if (*alive) tick();
+  });
   return {};
 }
 
@@ -93,7 +96,9 @@ std::vector<sched::ShareLine> UsageLedger::report(const std::map<std::string, do
 }
 
 void UsageLedger::tick() {
-  timer_ = timers_.start(kUsageTickMs, [this] { tick(); });
+  timer_ = timers_.start(kUsageTickMs, [this, alive = alive_] {
+    if (*alive) tick();
+  });
   const int64_t now = clock_.now_ms();
   for (auto& [id, c] : charging_) {
     usage_[c.owner] = sched::charged(usage_[c.owner], c.rate * seconds_between(c.since_ms, now), now, half_life_ms_);

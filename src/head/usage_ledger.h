@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,8 @@ class UsageLedger {
   std::map<std::string, sched::UsageRecord> usage_;  // by user
   std::map<std::string, Charging> charging_;         // by job id
   Timers::Id timer_ = 0;
+  // A cancel cannot stop a timer's handler already queued: it checks this first.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 }  // namespace ag::head

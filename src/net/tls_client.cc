@@ -72,6 +72,10 @@ void remember_session(SSL* ssl, const Endpoint& to) {
   if (to.tls_unverified) return;
   SSL_SESSION* session = SSL_get1_session(ssl);
   if (!session) return;
+  if (!SSL_SESSION_is_resumable(session)) {  // (no ticket yet): keep the one there is
+    SSL_SESSION_free(session);
+    return;
+  }
   std::lock_guard lock(mu);
   sessions()[to.to_string() + "|" + to.ca_pem].reset(session);
 }

@@ -66,7 +66,7 @@ SocketIo::Next TlsSocket::next_after(int ret, const char* what) {
         error_ = std::string(what) + ": " + queued;
       } else if (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK) {
         return SocketIo::Next::kWaitWritable;
-      } else if (ret == 0 || saved_errno == 0) {
+      } else if (saved_errno == 0) {
         return SocketIo::Next::kClosed;  // the connection ended without TLS's close
       } else {
         error_ = std::string(what) + ": " + std::strerror(saved_errno);
@@ -81,11 +81,9 @@ SocketIo::Next TlsSocket::next_after(int ret, const char* what) {
 
 SocketIo::Next TlsSocket::handshake() {
   ERR_clear_error();
+  errno = 0;
   int ret = SSL_do_handshake(ssl_);
-  if (ret == 1) {
-    detail::remember_session(ssl_, to_);
-    return SocketIo::Next::kGo;
-  }
+  if (ret == 1) return SocketIo::Next::kGo;
   SocketIo::Next next = next_after(ret, "TLS handshake");
   if (next == SocketIo::Next::kClosed) {
     error_ = "the head closed the connection in the TLS handshake";
@@ -97,8 +95,11 @@ SocketIo::Next TlsSocket::handshake() {
 
 bool TlsSocket::verified() const { return !detail::head_unverified(ssl_); }
 
+void TlsSocket::remember_session() { detail::remember_session(ssl_, to_); }
+
 SocketIo TlsSocket::write(const char* data, size_t n) {
   ERR_clear_error();
+  errno = 0;
   size_t written = 0;
   int ret = SSL_write_ex(ssl_, data, n, &written);
   if (ret == 1) return {written, SocketIo::Next::kGo};
@@ -116,6 +117,7 @@ SocketIo TlsSocket::send_file(int fd, off_t offset, size_t n) {
 
 SocketIo TlsSocket::read(char* data, size_t n) {
   ERR_clear_error();
+  errno = 0;
   size_t got = 0;
   int ret = SSL_read_ex(ssl_, data, n, &got);
   if (ret == 1) return {got, SocketIo::Next::kGo};

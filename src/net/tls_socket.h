@@ -45,6 +45,9 @@ class TlsSocket {
   // was refused, which no retry changes).
   SocketIo::Next handshake();
   bool verified() const;
+  // Keeps the session for the next connection to the same head: call once the head
+  // has answered (TLS 1.3 hands out its resumption ticket after the handshake).
+  void remember_session();
 
   // Up to `n` bytes of `data` (kGo with bytes > 0), or a wait. After a wait, call again
   // with the same bytes (more may follow them).

@@ -356,6 +356,7 @@ struct Dial : std::enable_shared_from_this<Dial> {
   asio::steady_timer deadline;
   bool finished = false;
   std::unique_ptr<net::TlsSocket> tls;  // until the handshake is done
+  net::TlsSocket* session = nullptr;     // then in `wire`
   std::unique_ptr<Wire> wire;
   std::string request;
   size_t request_sent = 0;
@@ -441,6 +442,7 @@ struct Dial : std::enable_shared_from_this<Dial> {
       spdlog::info("log stream to the head: {}, encrypted in the worker: no kTLS, {}", tls->cipher(),
                    tls->kernel_tls_unavailable());
     }
+    session = tls.get();
     wire = std::make_unique<TlsWire>(std::move(tls));
     send_request();
   }
@@ -483,6 +485,7 @@ struct Dial : std::enable_shared_from_this<Dial> {
     int status = res.result_int();
     if (status == 101 && beast::iequals(res[http::field::upgrade], api::kLogStreamProtocol)) {
       if (!received.empty()) return fail(ErrorCode::kInternal, "the head sent bytes after its 101");
+      if (session) session->remember_session();  // its ticket came before the answer
       finished = true;
       deadline.cancel();
       auto log_stream = std::make_shared<WireLogStream>(std::move(socket), std::move(wire));

@@ -356,6 +356,16 @@ Result<std::string> PackageCache::prepare_blocking(const std::string& job_id, co
   // Unpacked beside the destination and renamed: a job dir is whole or absent.
   std::string staging = dest + ".unpacking";
   fs::remove_all(staging, ec);
+  auto account = config_.accounts ? config_.accounts->for_owner(owner) : Result<std::optional<TaskUser>>(std::nullopt);
+  if (!account.ok()) return account.error();
+  // A job's files are its tasks' alone: another local account that learns the job's
+  // id (every cluster user sees them) must not read its code through packages/jobs/,
+  // which other users' tasks cross, not even while it is unpacked. (Without task
+  // accounts the whole data dir is the worker's alone, and a container may run as its
+  // image's own user.)
+  if (account.value() && ::mkdir(staging.c_str(), 0700) != 0) {
+    return internal_error("cannot create " + staging + ": " + std::strerror(errno));
+  }
   std::string cached = archive_path(hash);
   Status extracted;
   bool downloaded = false;
@@ -392,16 +402,7 @@ Result<std::string> PackageCache::prepare_blocking(const std::string& job_id, co
     fs::remove_all(staging, ec);
     return extracted.error();
   }
-  auto account = config_.accounts ? config_.accounts->for_owner(owner) : Result<std::optional<TaskUser>>(std::nullopt);
-  if (!account.ok()) {
-    fs::remove_all(staging, ec);
-    return account.error();
-  }
   if (account.value()) {
-    // A job's files are its tasks' alone: another local account that learns the job's
-    // id (every cluster user sees them) must not read its code through packages/jobs/,
-    // which other users' tasks cross. (Without task accounts the whole data dir is the
-    // worker's alone, and a container may run as its image's own user.)
     if (::chmod(staging.c_str(), 0700) != 0) {
       const std::string why = std::strerror(errno);
       fs::remove_all(staging, ec);

@@ -6,7 +6,9 @@
 //       kFirstTaskUid on that no local account or group holds, a private group of the
 //       same number, the groups that open GPUs (video, render), and a home of its own
 //       under <data dir>/homes/ (0700). The numbers are kept in
-//       <data dir>/task-accounts.json, so a user keeps theirs across restarts.
+//       <data dir>/task-accounts.json (0600, synced), and each home's owner beside it
+//       (homes/UID.owner, root's), so a user keeps theirs across restarts and crashes,
+//       and a number whose home is still there is never given to another user.
 //   --task-user NAME               -> every task runs as NAME (the operator's choice:
 //       jobs of different users can then read each other's files)
 //   worker not root                -> tasks run as the worker's own user

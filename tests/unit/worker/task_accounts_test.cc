@@ -80,17 +80,47 @@ TEST_F(TaskAccountsTest, ATaskUserRunsEveryonesTasks) {
   EXPECT_FALSE(fs::exists(dir_ / "task-accounts.json"));
 }
 
-TEST_F(TaskAccountsTest, AKeptFileThatIsNotOursIsRefusedNotOverwritten) {
+TEST_F(TaskAccountsTest, ALostOrBrokenListGivesNoUsersNumberToAnother) {
+  if (::geteuid() != 0) GTEST_SKIP() << "accounts of their own need a worker running as root";
+  std::string note;
+  uid_t alice = 0;
+  {
+    auto accounts = TaskAccounts::open(dir_.string(), "", &note);
+    ASSERT_TRUE(accounts.ok());
+    alice = (*accounts)->for_owner("alice").value()->uid;
+  }
+  struct stat list {};
+  ASSERT_EQ(::stat((dir_ / "task-accounts.json").c_str(), &list), 0);
+  EXPECT_EQ(list.st_mode & 07777, 0600u) << "user names are the worker's to read";
+  // A list cut short by a crash: each home's owner, kept beside it, tells.
+  std::ofstream(dir_ / "task-accounts.json", std::ios::trunc) << "{\"acc";
+  auto accounts = TaskAccounts::open(dir_.string(), "", &note);
+  ASSERT_TRUE(accounts.ok()) << accounts.error().message;
+  EXPECT_EQ((*accounts)->for_owner("alice").value()->uid, alice);
+  EXPECT_NE((*accounts)->for_owner("bob").value()->uid, alice);
+  // A list gone with a home left behind: its number is not given out again.
+  fs::remove(dir_ / "task-accounts.json");
+  fs::remove(dir_ / "homes" / (std::to_string(alice) + ".owner"));
+  accounts = TaskAccounts::open(dir_.string(), "", &note);
+  ASSERT_TRUE(accounts.ok());
+  EXPECT_NE((*accounts)->for_owner("carol").value()->uid, alice);
+}
+
+TEST_F(TaskAccountsTest, AListThatDisagreesWithTheHomesIsRefused) {
   if (::geteuid() != 0) GTEST_SKIP() << "accounts of their own need a worker running as root";
   std::ofstream(dir_ / "task-accounts.json") << "{\"accounts\": {\"alice\": 12}}";
   std::string note;
   auto accounts = TaskAccounts::open(dir_.string(), "", &note);
   ASSERT_FALSE(accounts.ok());
   EXPECT_NE(accounts.error().message.find("outside the range"), std::string::npos) << accounts.error().message;
-  std::ofstream(dir_ / "task-accounts.json") << "not json";
+  const uid_t uid = kFirstTaskUid + 7;
+  std::ofstream(dir_ / "task-accounts.json", std::ios::trunc)
+      << "{\"accounts\": {\"bob\": " << uid << "}}";
+  fs::create_directories(dir_ / "homes");
+  std::ofstream(dir_ / "homes" / (std::to_string(uid) + ".owner")) << "alice";
   accounts = TaskAccounts::open(dir_.string(), "", &note);
   ASSERT_FALSE(accounts.ok());
-  EXPECT_NE(accounts.error().message.find("move it aside"), std::string::npos) << accounts.error().message;
+  EXPECT_NE(accounts.error().message.find("belongs to user 'alice'"), std::string::npos) << accounts.error().message;
 }
 
 TEST_F(TaskAccountsTest, NotRootTasksRunAsTheWorkersOwnUser) {
