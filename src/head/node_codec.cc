@@ -26,6 +26,7 @@ json node_to_json(const Node& node, const Resources& allocated) {
            {{"num_cpus", allocated.cpu_millis / 1000.0},
             {"memory_bytes", allocated.memory_bytes},
             {"num_gpus", allocated.gpus}}},
+          {"busy_master_ports", node.busy_ports},
           {"registered_ms", node.registered_ms}};
 }
 

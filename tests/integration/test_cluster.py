@@ -388,7 +388,10 @@ def test_master_port_is_never_one_already_held_on_the_node(cluster):
             sockets.append(s)
             held.add(port)
         assert len(held) >= 10
-        time.sleep(2.5)  # the workers report them with their next heartbeats (every second)
+
+        def reported():  # with the workers' next heartbeats
+            return all(held <= set(n["busy_master_ports"]) for n in cluster.nodes() if n["state"] == "ALIVE")
+        wait_until(reported, 10, message="the workers to report the held ports")
         proc = cluster.ag("submit", "--", "echo port=$AG_MASTER_PORT")
         port = int(proc.stdout.split("port=")[1].split()[0])
         assert port not in held and last < port

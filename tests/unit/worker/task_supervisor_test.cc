@@ -158,11 +158,18 @@ class SupervisorProcessTest : public ::testing::Test {
     return ::open((work_ / "task" / "output.log").c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
   }
 
+  // The record, once the supervisor has written it (one write: a reader sees all of it
+  // or none), or "" after 5 s.
   std::string wait_for_exit_record() {
     fs::path exit = work_ / "task" / "exit";
-    for (int i = 0; i < 500 && !fs::exists(exit); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    return fs::exists(exit) ? read_file(exit) : "";
+    for (int i = 0; i < 500; ++i) {
+      if (fs::exists(exit)) {
+        std::string record = read_file(exit);
+        if (!record.empty()) return record;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return "";
   }
 
   TempDir work_;
