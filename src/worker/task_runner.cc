@@ -25,6 +25,7 @@
 #include "worker/async_command.h"
 #include "worker/container_engine.h"
 #include "worker/task_cgroup.h"
+#include "worker/task_record.h"
 #include "worker/task_supervisor.h"
 
 namespace ag::worker {
@@ -357,14 +358,10 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   task->pid = pid;
   {
     // What a restarted agent needs to find the task again.
-    nlohmann::json state = {{"job_id", spec.id.job_id}, {"attempt", spec.id.attempt},
-                            {"task_index", spec.id.task_index}, {"marker", task->marker},
-                            {"cgroup", task->cgroup}, {"limit_cgroups", task->limit_cgroups},
-                            {"memory_limit_bytes", task->memory_limit_bytes}, {"container", task->container},
-                            {"engine_path", task->engine_path}, {"cgroup_parent", task->cgroup_parent},
-                            {"supervisor_pid", supervisor},
-                            {"pid", pid}};
-    std::ofstream(task->dir + "/task.json") << state.dump() << "\n";
+    const TaskRecord record{spec.id,          task->marker,        task->cgroup,        task->limit_cgroups,
+                            task->memory_limit_bytes, task->container, task->engine_path, task->cgroup_parent,
+                            supervisor,       pid};
+    std::ofstream(task->dir + "/task.json") << encode_task_record(record);
   }
   watch(task);
   output_grew(*task);  // whatever it wrote before the watch existed
@@ -386,24 +383,26 @@ std::vector<TaskRunner::Recovered> TaskRunner::recover() {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(data_dir_ + "/tasks", ec)) {
     std::ifstream state_in(entry.path() / "task.json");
-    auto state = nlohmann::json::parse(state_in, nullptr, false);
-    if (!state.is_object()) {
+    std::stringstream text;
+    text << state_in.rdbuf();
+    auto record = decode_task_record(text.str());
+    if (!record) {
       fs::remove_all(entry.path(), ec);
       continue;
     }
     auto task = std::make_shared<Task>();
-    task->id = {state.value("job_id", ""), state.value("attempt", 0), state.value("task_index", 0)};
+    task->id = record->id;
     task->dir = entry.path().string();
-    task->marker = state.value("marker", "");
-    task->cgroup = state.value("cgroup", "");
-    task->limit_cgroups = state.value("limit_cgroups", std::vector<std::string>{});
-    task->memory_limit_bytes = state.value("memory_limit_bytes", int64_t{0});
-    task->container = state.value("container", "");
-    task->engine_path = state.value("engine_path", "");
-    task->cgroup_parent = state.value("cgroup_parent", "");
-    int64_t supervisor = state.value("supervisor_pid", int64_t{0});
+    task->marker = record->marker;
+    task->cgroup = record->cgroup;
+    task->limit_cgroups = record->limit_cgroups;
+    task->memory_limit_bytes = record->memory_limit_bytes;
+    task->container = record->container;
+    task->engine_path = record->engine_path;
+    task->cgroup_parent = record->cgroup_parent;
+    const int64_t supervisor = record->supervisor_pid;
     task->supervisor_pid = supervisor;
-    task->pid = state.value("pid", int64_t{0});
+    task->pid = record->pid;
     Recovered r{task->id, task->pid, std::nullopt};
     if (fs::exists(entry.path() / "exit")) {
       std::ifstream in(entry.path() / "exit");
