@@ -25,6 +25,7 @@
 
 #include "net/admission.h"
 #include "net/beast_ws.h"
+#include "net/raw_streams.h"
 #include "net/tls.h"
 
 namespace ag::net {
@@ -67,51 +68,6 @@ class DiscardSink final : public BodySink {
 constexpr size_t kBodyChunkBytes = 1 << 20;
 // Most of a refused (unauthenticated) body the server reads and drops.
 constexpr uint64_t kMaxRefusalDrainBytes = 8 << 20;
-
-// A plain connection after its 101: the owner reads the socket itself.
-class PlainRawStream final : public RawStream {
- public:
-  explicit PlainRawStream(tcp::socket socket) : socket_(std::move(socket)) {
-    boost::system::error_code ec;
-    socket_.non_blocking(true, ec);
-  }
-  tcp::socket& socket() override { return socket_; }
-  bool plain() const override { return true; }
-  size_t read_some(char* data, size_t size, boost::system::error_code& ec) override {
-    return socket_.read_some(asio::buffer(data, size), ec);
-  }
-  void close() override {
-    boost::system::error_code ec;
-    socket_.shutdown(tcp::socket::shutdown_both, ec);
-    socket_.close(ec);
-  }
-
- private:
-  tcp::socket socket_;
-};
-
-// A TLS connection after its 101. Reads go through the TLS session on a non-blocking
-// socket: would_block comes only once both the session and the socket are empty.
-class TlsRawStream final : public RawStream {
- public:
-  explicit TlsRawStream(TlsStream stream) : stream_(std::move(stream)) {
-    boost::system::error_code ec;
-    socket().non_blocking(true, ec);
-  }
-  tcp::socket& socket() override { return beast::get_lowest_layer(stream_).socket(); }
-  bool plain() const override { return false; }
-  size_t read_some(char* data, size_t size, boost::system::error_code& ec) override {
-    return stream_.read_some(asio::buffer(data, size), ec);
-  }
-  void close() override {
-    boost::system::error_code ec;
-    socket().shutdown(tcp::socket::shutdown_both, ec);
-    socket().close(ec);
-  }
-
- private:
-  TlsStream stream_;
-};
 
 template <class Body>
 void set_common_fields(http::response<Body>& out, const HttpResponse& res, bool keep_alive) {
@@ -614,9 +570,9 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
                           if (ec) return self->close();
                           std::unique_ptr<RawStream> raw;
                           if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
-                            raw = std::make_unique<PlainRawStream>(self->stream.release_socket());
+                            raw = detail::plain_raw_stream(self->stream.release_socket());
                           } else {
-                            raw = std::make_unique<TlsRawStream>(std::move(self->stream));
+                            raw = detail::tls_raw_stream(std::move(self->stream));
                           }
                           RawUpgrade up{std::move(raw), beast::buffers_to_string(self->buffer.data()), request,
                                         self->slot};
