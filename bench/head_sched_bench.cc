@@ -1,4 +1,4 @@
-// The head's own scheduling, end to end in one process: a JobManager (the head's job
+// The head's own scheduling, end to end in one process: a JobLayer (the head's job
 // table, over an in-memory store, with a fake clock and worker channel) holding 100,000
 // queued jobs from 100 users, each with a GPU quota; then 1,000 or 10,000 8-GPU nodes
 // join at once and the head's passes fill the cluster. Where sched_bench times the
@@ -25,7 +25,7 @@
 #include "bench_util.h"
 #include "fakes/fake_clock.h"
 #include "fakes/fake_worker_channel.h"
-#include "head/job_manager.h"
+#include "head/job_layer.h"
 #include "head/log_store.h"
 #include "head/node_registry.h"
 #include "head/store/memory_store.h"
@@ -55,11 +55,11 @@ Row run(int num_nodes, int num_jobs, int num_users) {
     head::NodeRegistry nodes;
     testing::FakeWorkerChannel channel;
     head::LogStore logs(logs_dir.string());
-    head::JobManager jobs({clock, store, nodes, channel, logs, clock}, head::JobManagerConfig{});
+    head::JobLayer jobs({clock, store, nodes, channel, logs, clock}, head::JobConfig{});
     for (int u = 0; u < num_users; ++u) {
       sched::Limits limits;
       limits.gpus = int64_t{num_nodes} * 8 * 3 / num_users;  // three times an even split
-      jobs.set_quota(false, "user" + std::to_string(u), limits, [](const Status&) {});
+      jobs.changes.set_quota(false, "user" + std::to_string(u), limits, [](const Status&) {});
     }
     clock.run_ready();
 
@@ -87,8 +87,8 @@ Row run(int num_nodes, int num_jobs, int num_users) {
         batch.push_back(std::move(spec));
       }
       bool ok = false;
-      jobs.submit_all(std::move(batch), [&](const Result<std::vector<std::string>>& ids) { ok = ids.ok(); },
-                      head::JobManager::Submitter{owner});
+      jobs.controller.submit_all(std::move(batch), [&](const Result<std::vector<std::string>>& ids) { ok = ids.ok(); },
+                      head::JobController::Submitter{owner});
       clock.run_ready();
       if (!ok) {
         std::fprintf(stderr, "submitting jobs %d.. failed\n", first);
@@ -112,11 +112,11 @@ Row run(int num_nodes, int num_jobs, int num_users) {
       node.last_heartbeat_steady_ms = clock.steady_ms();
       nodes.upsert(std::move(node));
     }
-    jobs.on_node_registered("node_000000", {}, {});
+    jobs.controller.on_node_registered("node_000000", {}, {});
     clock.run_ready();
     row.fill_ms = ms_since(start);
     row.launches = channel.take<api::Launch>().size();
-    const std::map<head::JobState, int> states = jobs.count_by_state();
+    const std::map<head::JobState, int> states = jobs.table.count_by_state();
     if (auto running = states.find(head::JobState::kRunning); running != states.end()) row.placed = running->second;
   }
   std::filesystem::remove_all(logs_dir);

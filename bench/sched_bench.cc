@@ -37,7 +37,7 @@ using ag::bench::Clock;
 using ag::bench::ms_since;
 using ag::bench::parse_list;
 
-constexpr size_t kWindow = 64;  // as JobManager's kMaxJobsPerPass
+constexpr size_t kWindow = 64;  // as SchedulingLoop::kMaxJobsPerPass
 
 struct Cluster {
   std::vector<NodeView> nodes;

@@ -160,7 +160,7 @@ struct JobSpec {
   std::string queue;
   // Never preempted by a higher-priority job (`ag submit --no-preempt`; admins allow it).
   bool no_preempt = false;
-  // Submitted as an array: the head makes one job per index (JobManager::submit_all).
+  // Submitted as an array: the head makes one job per index (JobController::submit_all).
   std::optional<ArraySpec> array;
 
   Resources per_task() const;

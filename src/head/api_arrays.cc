@@ -43,7 +43,7 @@ void ApiRoutes::handle_array(const net::HttpRequest& req, const Principal& who, 
                              const std::string& array_id, const std::string& action, const net::Respond& respond) {
   std::vector<const Job*> elements;
   for (const auto& id : array.elements) {
-    if (const Job* job = deps_.jobs.find(id)) elements.push_back(job);
+    if (const Job* job = deps_.jobs.table.find(id)) elements.push_back(job);
   }
   if (elements.empty()) return respond(error_response(404, "array " + array_id + " has no jobs left"));
   const Job& first = *elements.front();
@@ -101,9 +101,9 @@ void ApiRoutes::handle_array(const net::HttpRequest& req, const Principal& who, 
       else tally->refused.push_back(id + ": " + s.error().message);
       if (--tally->left == 0) finish();
     };
-    if (remove) deps_.jobs.delete_job(id, one);
-    else if (action == "stop") deps_.jobs.stop_durably(id, who.name, one);
-    else deps_.jobs.set_hold(id, action == "hold", who.name, one);
+    if (remove) deps_.jobs.retention.delete_job(id, one);
+    else if (action == "stop") deps_.jobs.controller.stop(id, who.name, one);
+    else deps_.jobs.controller.set_hold(id, action == "hold", who.name, one);
   }
 }
 

@@ -79,7 +79,7 @@ void ApiRoutes::handle_list_jobs(const net::HttpRequest& req, net::Respond respo
   std::optional<uint64_t> before_seq;
   if (auto it = req.query.find("after"); it != req.query.end() && !it->second.empty()) {
     if (offset != 0) return respond(error_response(400, "give either 'after' or 'offset', not both"));
-    const Job* from = deps_.jobs.find(it->second);
+    const Job* from = deps_.jobs.table.find(it->second);
     if (!from) {
       return respond(error_response(400, "'after': no job with id '" + it->second +
                                              "'; pass the 'next' of the previous page"));
@@ -114,7 +114,7 @@ void ApiRoutes::handle_list_jobs(const net::HttpRequest& req, net::Respond respo
   }
   // Only the page is serialized; the rest is counted (10,000 jobs cost a pass over
   // pointers, not 10,000 JSON documents). Newest first unless sorted.
-  std::vector<const Job*> listed = deps_.jobs.list();
+  std::vector<const Job*> listed = deps_.jobs.table.list();
   if (state || !needle.empty()) {
     std::erase_if(listed, [&](const Job* job) {
       return (state && job->state != *state) || (!needle.empty() && !matches_search(*job, needle));
@@ -141,7 +141,7 @@ void ApiRoutes::handle_list_jobs(const net::HttpRequest& req, net::Respond respo
     }
     json summary = job_summary_json(*job);
     if (job->state == JobState::kPending) {
-      if (!positions) positions = deps_.jobs.queue_positions();
+      if (!positions) positions = queue_positions(deps_.jobs);
       auto at = positions->find(job->queue_seq);
       if (at != positions->end()) summary["queue_position"] = at->second;
     }

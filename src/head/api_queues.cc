@@ -1,5 +1,5 @@
 // Queues (partitions): named sets of nodes with a default priority, per-user limits and
-// preemption (JobManager::set_queue, job_queues.cc).
+// preemption (PolicyChanges::set_queue).
 //
 //   GET    /api/queues          {"queues": [{"name", "nodes_with", "priority", "preempt",
 //                               "max_*_per_user", "nodes", "pending_jobs", "running_jobs",
@@ -26,15 +26,15 @@ void ApiRoutes::handle_queues(const net::HttpRequest& req, const Principal& who,
       int running = 0;
     };
     std::map<std::string, Depth> depth;
-    for (const Job* job : deps_.jobs.list()) {
+    for (const Job* job : deps_.jobs.table.list()) {
       if (job->spec.queue.empty()) continue;
       depth[job->spec.queue].pending += job->state == JobState::kPending;
       depth[job->spec.queue].running += job->state == JobState::kRunning;
     }
     std::map<std::string, sched::Use> held;
-    for (const auto& [queue_user, use] : deps_.jobs.use_by_queue()) held[queue_user.first] += use;
+    for (const auto& [queue_user, use] : deps_.jobs.table.use_by_queue()) held[queue_user.first] += use;
     json queues = json::array();
-    for (const auto& [queue_name, queue] : deps_.jobs.policy().queues()) {
+    for (const auto& [queue_name, queue] : deps_.jobs.policy.queues()) {
       int nodes = 0;
       for (const auto& [_, node] : deps_.nodes.nodes()) {
         if (node.state != NodeState::kAlive) continue;
@@ -67,8 +67,8 @@ void ApiRoutes::handle_queues(const net::HttpRequest& req, const Principal& who,
     if (!parsed.ok()) return respond(error_response(parsed.error()));
     queue = parsed.value();
   }
-  const bool existed = deps_.jobs.policy().queues().count(name) > 0;
-  deps_.jobs.set_queue(name, queue, [respond, name, queue, existed](const Status& s) {
+  const bool existed = deps_.jobs.policy.queues().count(name) > 0;
+  deps_.jobs.changes.set_queue(name, queue, [respond, name, queue, existed](const Status& s) {
     if (!s) return respond(error_response(s.error()));
     json out = queue ? queue_json(*queue) : json::object();
     out["name"] = name;

@@ -88,12 +88,12 @@ Result<sched::Limits> parse_limits(const json& body) {
 void ApiRoutes::handle_share(const net::HttpRequest& req, const net::Respond& respond) {
   if (req.method != "GET") return respond(error_response(405, "use GET for /api/share"));
   std::map<std::string, std::pair<int, int>> jobs;  // user -> (running, pending)
-  for (const Job* job : deps_.jobs.list()) {
+  for (const Job* job : deps_.jobs.table.list()) {
     if (job->state == JobState::kRunning) ++jobs[job->owner].first;
     if (job->state == JobState::kPending) ++jobs[job->owner].second;
   }
   json users = json::array();
-  for (const auto& line : deps_.jobs.share_report()) {
+  for (const auto& line : share_report(deps_.jobs)) {
     users.push_back({{"user", line.user}, {"usage", line.usage}, {"usage_part", line.usage_part},
                      {"share", line.share}, {"fair_share", line.factor}, {"running_jobs", jobs[line.user].first},
                      {"pending_jobs", jobs[line.user].second}});
@@ -105,15 +105,15 @@ void ApiRoutes::handle_quotas(const net::HttpRequest& req, const Principal& who,
                               const net::Respond& respond) {
   if (rest.empty()) {
     if (req.method != "GET") return respond(error_response(405, "use GET for /api/quotas"));
-    const auto use = deps_.jobs.use_by_owner();
+    const auto use = deps_.jobs.table.use_by_owner();
     json out = {{"users", json::object()}, {"groups", json::object()}};
-    for (const auto& [name, limits] : deps_.jobs.policy().user_quotas()) {
+    for (const auto& [name, limits] : deps_.jobs.policy.user_quotas()) {
       json entry = quota_limits_json(limits);
       auto held = use.find(name);
       entry["use"] = use_json(held == use.end() ? sched::Use{} : held->second);
       out["users"][name] = std::move(entry);
     }
-    for (const auto& [name, limits] : deps_.jobs.policy().group_quotas()) {
+    for (const auto& [name, limits] : deps_.jobs.policy.group_quotas()) {
       sched::Use sum;
       for (const auto& [user, held] : use) {
         for (const auto& group : deps_.access.groups_of(user)) {
@@ -151,7 +151,7 @@ void ApiRoutes::handle_quotas(const net::HttpRequest& req, const Principal& who,
       return respond(error_response(400, "field 'share' is a user's fair-share weight; set it with --user NAME"));
     }
   }
-  deps_.jobs.set_quota(kind == "groups", name, limits, [respond, kind, name, limits](const Status& s) {
+  deps_.jobs.changes.set_quota(kind == "groups", name, limits, [respond, kind, name, limits](const Status& s) {
     if (!s) return respond(error_response(s.error()));
     json out = quota_limits_json(limits);
     out[kind == "groups" ? "group" : "user"] = name;

@@ -120,7 +120,7 @@ json ApiRoutes::job_view(const Principal& who, const Job& job) const {
   json doc = job_to_json(job);
   doc["failure"] = failure_json(job);
   if (job.state == JobState::kPending) {
-    const auto positions = deps_.jobs.queue_positions();
+    const auto positions = queue_positions(deps_.jobs);
     if (auto at = positions.find(job.queue_seq); at != positions.end()) doc["queue_position"] = at->second;
   }
   const bool may_act = may_act_on(who, job);
@@ -209,7 +209,7 @@ void ApiRoutes::handle_authenticated(const net::HttpRequest& req, const Principa
   }
   if (path == "/api/nodes" || path == "/api/cluster") {
     if (req.method != "GET") return respond(error_response(405, "use GET for " + path));
-    auto alloc = deps_.jobs.allocations();
+    auto alloc = deps_.jobs.table.allocations();
     json nodes = json::array();
     Resources total, used;
     int alive = 0;
@@ -226,7 +226,7 @@ void ApiRoutes::handle_authenticated(const net::HttpRequest& req, const Principa
     for (auto s : {JobState::kPending, JobState::kRunning, JobState::kSucceeded, JobState::kFailed, JobState::kStopped}) {
       by_state[to_string(s)] = 0;
     }
-    for (const auto& [s, n] : deps_.jobs.count_by_state()) by_state[to_string(s)] = n;
+    for (const auto& [s, n] : deps_.jobs.table.count_by_state()) by_state[to_string(s)] = n;
     return respond(json_response(
         200, {{"nodes_alive", alive},
               {"nodes_total", deps_.nodes.nodes().size()},
@@ -248,7 +248,7 @@ void ApiRoutes::handle_authenticated(const net::HttpRequest& req, const Principa
     if (!spec.ok()) return respond(error_response(spec.error()));
     if (auto err = check_references(spec.value())) return respond(error_response(*err));
     const size_t array_size = spec.value().array ? spec.value().array->indices.size() : 0;
-    deps_.jobs.submit(
+    deps_.jobs.controller.submit(
         std::move(spec.value()),
         [respond, array_size](Result<std::string> id) {
           if (!id.ok()) return respond(error_response(id.error()));
@@ -273,8 +273,8 @@ void ApiRoutes::handle_authenticated(const net::HttpRequest& req, const Principa
     size_t slash = rest.find('/');
     std::string id = rest.substr(0, slash);
     // The submission_id the caller chose works as the job's id too.
-    if (!deps_.jobs.find(id)) {
-      if (const Job* submitted = deps_.jobs.find_submission(who.name, id)) id = submitted->id;
+    if (!deps_.jobs.table.find(id)) {
+      if (const Job* submitted = deps_.jobs.table.find_submission(who.name, id)) id = submitted->id;
     }
     std::string action = slash == std::string::npos ? "" : rest.substr(slash + 1);
     return handle_job(req, who, id, action, std::move(respond));
@@ -290,7 +290,7 @@ void ApiRoutes::handle_node(const net::HttpRequest& req, const Principal& who, c
     if (req.method != "POST") return respond(error_response(405, "use POST to " + action + " a node"));
     if (!who.is_admin()) return respond(forbidden("draining or resuming a node: " + std::string(kAdminOnly)));
     const bool draining = action == "drain";
-    return deps_.jobs.set_draining(node_id, draining, [respond, node_id, draining](const Status& s) {
+    return deps_.jobs.changes.set_draining(node_id, draining, [respond, node_id, draining](const Status& s) {
       if (!s) return respond(error_response(s.error()));
       respond(json_response(200, {{"node_id", node_id}, {"draining", draining}}));
     });
@@ -306,14 +306,14 @@ void ApiRoutes::handle_node(const net::HttpRequest& req, const Principal& who, c
   if (req.method != "GET") return respond(error_response(405, "use GET for /api/nodes/{id}, DELETE to remove the node"));
   const Node* node = deps_.nodes.find(node_id);
   if (!node) return respond(error_response(404, "no node with id '" + node_id + "'; list nodes with `ag list-nodes`"));
-  json out = node_to_json(*node, deps_.jobs.allocations()[node_id]);
+  json out = node_to_json(*node, deps_.jobs.table.allocations()[node_id]);
   json usage = json::array();
   for (const auto& u : node->usage) usage.push_back(usage_to_json(u));
   out["usage"] = usage;
   // The node's tasks, newest job first: live ones (all of them), then finished ones up
   // to kMaxNodeTasks in all.
   json live = json::array(), finished = json::array();
-  for (const Job* job : deps_.jobs.list()) {
+  for (const Job* job : deps_.jobs.table.list()) {
     if (live.size() + finished.size() >= kMaxNodeTasks && job->terminal()) continue;
     for (auto a = job->attempts.rbegin(); a != job->attempts.rend(); ++a) {
       for (const auto& t : a->tasks) {
@@ -336,9 +336,9 @@ void ApiRoutes::handle_node(const net::HttpRequest& req, const Principal& who, c
 
 void ApiRoutes::handle_job(const net::HttpRequest& req, const Principal& who, const std::string& job_id,
                            const std::string& action, net::Respond respond) {
-  const Job* job = deps_.jobs.find(job_id);
+  const Job* job = deps_.jobs.table.find(job_id);
   if (!job) {
-    if (const JobArray* array = deps_.jobs.find_array(job_id)) {
+    if (const JobArray* array = deps_.jobs.arrays.find(job_id)) {
       return handle_array(req, who, *array, job_id, action, respond);
     }
     return respond(error_response(404, "no job with id '" + job_id + "'; list jobs with `ag list-jobs`"));
@@ -346,7 +346,7 @@ void ApiRoutes::handle_job(const net::HttpRequest& req, const Principal& who, co
   if (action.empty() && req.method == "DELETE") {
     if (!may_act_on(who, *job)) return respond(not_your_job(*job, "delete it"));
     const std::string package = job->spec.runtime_env.working_dir.empty() ? "" : job->spec.runtime_env.working_dir_hash();
-    return deps_.jobs.delete_job(job->id, [this, respond, id = job->id, package](const Status& s) {
+    return deps_.jobs.retention.delete_job(job->id, [this, respond, id = job->id, package](const Status& s) {
       if (!s) {
         if (s.error().code == ErrorCode::kResourceExhausted) {
           return respond(error_response(507, "the deletion could not be stored (" + s.error().message +
@@ -356,7 +356,7 @@ void ApiRoutes::handle_job(const net::HttpRequest& req, const Principal& who, co
       }
       // Its package goes with it unless another job still has it.
       const bool package_removed =
-          !package.empty() && deps_.jobs.package_use(package) == JobManager::PackageUse::kUnused && deps_.packages.remove(package);
+          !package.empty() && deps_.jobs.table.package_use(package) == JobTable::PackageUse::kUnused && deps_.packages.remove(package);
       respond(json_response(200, {{"job_id", id}, {"deleted", true}, {"package_removed", package_removed}}));
     });
   }
@@ -366,13 +366,13 @@ void ApiRoutes::handle_job(const net::HttpRequest& req, const Principal& who, co
   }
   if (action == "events") {
     json events = json::array();
-    for (const auto& e : deps_.jobs.events(job_id)) events.push_back(event_to_json(e));
+    for (const auto& e : deps_.jobs.table.events(job_id)) events.push_back(event_to_json(e));
     return respond(json_response(200, {{"job_id", job_id}, {"events", events}}));
   }
   if (action == "stop") {
     if (req.method != "POST") return respond(error_response(405, "use POST to stop a job"));
     if (!may_act_on(who, *job)) return respond(not_your_job(*job, "stop it"));
-    return deps_.jobs.stop_durably(job_id, who.name, [this, respond, job_id](const Status& s) {
+    return deps_.jobs.controller.stop(job_id, who.name, [this, respond, job_id](const Status& s) {
       if (!s) {
         if (s.error().code == ErrorCode::kResourceExhausted) {
           return respond(error_response(507, "the stop could not be stored (" + s.error().message +
@@ -381,7 +381,7 @@ void ApiRoutes::handle_job(const net::HttpRequest& req, const Principal& who, co
         }
         return respond(error_response(s.error()));
       }
-      const Job* now = deps_.jobs.find(job_id);
+      const Job* now = deps_.jobs.table.find(job_id);
       respond(json_response(200, {{"job_id", job_id}, {"state", now ? to_string(now->state) : "STOPPED"}}));
     });
   }
@@ -389,9 +389,9 @@ void ApiRoutes::handle_job(const net::HttpRequest& req, const Principal& who, co
     const bool hold = action == "hold";
     if (req.method != "POST") return respond(error_response(405, "use POST to " + action + " a job"));
     if (!may_act_on(who, *job)) return respond(not_your_job(*job, action + " it"));
-    return deps_.jobs.set_hold(job_id, hold, who.name, [this, respond, job_id](const Status& s) {
+    return deps_.jobs.controller.set_hold(job_id, hold, who.name, [this, respond, job_id](const Status& s) {
       if (!s) return respond(error_response(s.error()));
-      const Job* now = deps_.jobs.find(job_id);
+      const Job* now = deps_.jobs.table.find(job_id);
       respond(json_response(200, {{"job_id", job_id},
                                   {"state", now ? to_string(now->state) : "PENDING"},
                                   {"held_by", now && !now->held_by.empty() ? json(now->held_by) : json(nullptr)},
@@ -447,8 +447,8 @@ void ApiRoutes::handle_wait(const net::HttpRequest& req, const Principal& who, c
     if (!s || s->done) return;
     s->done = true;
     s->timer.cancel();
-    deps_.jobs.cancel_watch(s->watch_id);
-    const Job* job = deps_.jobs.find(job_id);
+    deps_.jobs.events.cancel_watch(s->watch_id);
+    const Job* job = deps_.jobs.table.find(job_id);
     if (!job) return respond(error_response(404, "job " + job_id + " was deleted"));
     respond(json_response(200, job_view(who, *job)));
   };
@@ -457,12 +457,12 @@ void ApiRoutes::handle_wait(const net::HttpRequest& req, const Principal& who, c
   state->check = [this, job_id, attempts_at_least, changed_from, weak, finish]() {
     auto s = weak.lock();
     if (!s || s->done) return;
-    const Job* job = deps_.jobs.find(job_id);
+    const Job* job = deps_.jobs.table.find(job_id);
     if (!job || job->terminal() || static_cast<int64_t>(job->attempts.size()) >= attempts_at_least ||
         (changed_from && job->message != *changed_from)) {
       return finish();
     }
-    s->watch_id = deps_.jobs.watch(job_id, [weak]() {
+    s->watch_id = watch_job(deps_.jobs, job_id, [weak]() {
       if (auto again = weak.lock()) again->check();
     });
   };
@@ -505,7 +505,7 @@ void ApiRoutes::handle_submit_batch(const net::HttpRequest& req, const Principal
     }
     specs.push_back(std::move(spec.value()));
   }
-  deps_.jobs.submit_all(
+  deps_.jobs.controller.submit_all(
       std::move(specs),
       [respond](Result<std::vector<std::string>> ids) {
         if (!ids.ok()) return respond(error_response(ids.error()));

@@ -54,7 +54,7 @@
 #include "head/dashboard/dashboard_routes.h"
 #include "head/image_pulls.h"
 #include "head/job_log_routes.h"
-#include "head/job_manager.h"
+#include "head/job_layer.h"
 #include "head/log_store.h"
 #include "head/node_registry.h"
 #include "head/package_store.h"
@@ -67,7 +67,7 @@ class ApiRoutes {
  public:
   struct Deps {
     boost::asio::io_context& io;
-    JobManager& jobs;
+    JobLayer& jobs;
     NodeRegistry& nodes;
     LogStore& logs;
     PackageStore& packages;

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/result.h"
-#include "head/job_manager.h"
+#include "head/job_table.h"
 #include "head/store/kv_store.h"
 
 namespace ag::head {
@@ -30,7 +30,7 @@ class AuditLog {
  public:
   static constexpr size_t kKeep = 10000;
 
-  AuditLog(store::KvStore& store, const JobManager& jobs) : store_(store), jobs_(jobs) {}
+  AuditLog(store::KvStore& store, const JobTable& jobs) : store_(store), jobs_(jobs) {}
 
   // Loads the kept entries. Errors: kInternal.
   Status recover();
@@ -43,7 +43,7 @@ class AuditLog {
 
  private:
   store::KvStore& store_;
-  const JobManager& jobs_;
+  const JobTable& jobs_;
   std::deque<std::pair<std::string, AuditEntry>> entries_;  // by key, oldest first
   uint64_t seq_ = 0;
 };

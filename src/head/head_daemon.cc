@@ -19,7 +19,7 @@
 #include "head/dashboard/dashboard_routes.h"
 #include "head/dashboard/event_hub.h"
 #include "head/dashboard/metrics.h"
-#include "head/job_manager.h"
+#include "head/job_layer.h"
 #include "head/log_store.h"
 #include "head/node_registry.h"
 #include "head/package_store.h"
@@ -98,24 +98,24 @@ int run_head(const HeadConfig& config, const std::function<void(const Status&, c
   NodeRegistry nodes;
   LogStore logs(config.data_dir + "/logs", 128, &timers, &clock);
   logs.set_max_log_bytes(config.max_task_log_bytes);
-  JobManagerConfig jm_config;
-  jm_config.kill_grace_ms = config.kill_grace_ms;
-  jm_config.preempt_grace_ms = config.preempt_grace_ms;
-  jm_config.usage_half_life_ms = config.usage_half_life_ms;
-  JobManager jobs({timers, *store.value(), nodes, nodes, logs, clock}, jm_config);
-  jobs.set_groups_of([&access](const std::string& user) { return access.groups_of(user); });
+  JobConfig job_config;
+  job_config.kill_grace_ms = config.kill_grace_ms;
+  job_config.preempt_grace_ms = config.preempt_grace_ms;
+  job_config.usage_half_life_ms = config.usage_half_life_ms;
+  JobLayer jobs({timers, *store.value(), nodes, nodes, logs, clock}, job_config);
+  jobs.policy.set_groups_of([&access](const std::string& user) { return access.groups_of(user); });
   if (Status s = jobs.recover(); !s) {
     on_ready(s, "");
     return 1;
   }
-  AuditLog audit(*store.value(), jobs);
+  AuditLog audit(*store.value(), jobs.table);
   if (Status s = audit.recover(); !s) {
     on_ready(s, "");
     return 1;
   }
   WorkerGateway gateway({timers, nodes, jobs, logs, clock, access, audit}, WorkerGatewayConfig{config.node_timeout_ms});
   PackageStore packages(config.data_dir + "/packages", config.max_package_bytes, config.package_store_bytes);
-  packages.set_in_use([&jobs](const std::string& hash) { return jobs.package_use(hash) == JobManager::PackageUse::kLiveJobs; });
+  packages.set_in_use([&jobs](const std::string& hash) { return jobs.table.package_use(hash) == JobTable::PackageUse::kLiveJobs; });
   // Packages no job has used for a week go, checked now and every hour.
   std::function<void()> sweep_packages = [&] {
     if (int removed = packages.remove_unused(kPackageRetentionS)) {
@@ -128,7 +128,7 @@ int run_head(const HeadConfig& config, const std::function<void(const Status&, c
   // half the retention, when that is shorter).
   std::function<void()> sweep_jobs = [&] {
     if (config.job_retention_ms <= 0) return;
-    if (int deleted = jobs.delete_finished_before(clock.now_ms() - config.job_retention_ms)) {
+    if (int deleted = jobs.retention.delete_finished_before(clock.now_ms() - config.job_retention_ms)) {
       spdlog::info("deleting {} job(s) that finished more than {} s ago", deleted, config.job_retention_ms / 1000);
     }
     timers.start(std::clamp<int64_t>(config.job_retention_ms / 2, 1000, kJobRetentionSweepMs), sweep_jobs);
@@ -136,11 +136,11 @@ int run_head(const HeadConfig& config, const std::function<void(const Status&, c
   sweep_jobs();
   dashboard::Metrics metrics({jobs, nodes, logs});
   dashboard::EventHub live_events({io, jobs, nodes, clock});
-  jobs.add_observer([&metrics, &live_events](const Job& job) {
+  jobs.events.add_observer([&metrics, &live_events](const Job& job) {
     metrics.on_job_changed(job);
     live_events.on_job_changed(job);
   });
-  jobs.add_removal_observer([&metrics, &live_events](const std::string& job_id) {
+  jobs.events.add_removal_observer([&metrics, &live_events](const std::string& job_id) {
     metrics.on_job_removed(job_id);
     live_events.on_job_removed(job_id);
   });

@@ -1,4 +1,4 @@
-// What JobManager's next write of changed jobs carries, and where that write stands
+// What the JobWriter's next write of changed jobs carries, and where that write stands
 // (head/job_persistence.cc): changes are batched and written at most every interval.
 #pragma once
 

@@ -26,7 +26,7 @@
 
 #include "head/job_log_routes.h"
 
-#include "head/job_manager.h"
+#include "head/job_layer.h"
 #include "head/log_line_reader.h"
 #include "head/log_lines.h"
 #include "head/route_helpers.h"
@@ -73,7 +73,7 @@ std::string join(const std::vector<int64_t>& values) {
 }  // namespace
 
 void JobLogRoutes::handle_logs(const net::HttpRequest& req, const std::string& job_id, net::Respond respond) {
-  const Job* job = deps_.jobs.find(job_id);
+  const Job* job = deps_.jobs.table.find(job_id);
   int64_t task_index = 0, offset = 0, max_bytes = kMaxLogChunk, wait_ms = 0, tail_bytes = -1;
   int64_t attempt = job->attempts.empty() ? 0 : job->attempts.back().number;
   if (!query_int(req, "task_index", 0, job->spec.num_workers - 1, &task_index, respond) ||
@@ -115,7 +115,7 @@ void JobLogRoutes::handle_logs(const net::HttpRequest& req, const std::string& j
     *done = true;
     timer->cancel();
     deps_.logs.cancel_wait(waiters->first);
-    deps_.jobs.cancel_watch(waiters->second);
+    deps_.jobs.events.cancel_watch(waiters->second);
     const int64_t size = deps_.logs.size(key);
     // The part dropped under the head's cap: a line that says so, then on from there.
     if (const int64_t dropped = deps_.logs.dropped(key); offset < dropped) {
@@ -132,7 +132,7 @@ void JobLogRoutes::handle_logs(const net::HttpRequest& req, const std::string& j
     const int64_t length = std::clamp<int64_t>(size - offset, 0, max_bytes);
     const int64_t next = offset + length;
     // The log is complete once its task has ended and every byte has been read.
-    const Job* j = deps_.jobs.find(job_id);
+    const Job* j = deps_.jobs.table.find(job_id);
     bool complete = (!j || j->task_over(key.attempt, key.task_index)) && next >= size;
     HttpResponse res{200, "text/plain; charset=utf-8", ""};
     if (length > 0) {
@@ -154,7 +154,7 @@ void JobLogRoutes::handle_logs(const net::HttpRequest& req, const std::string& j
   // Long poll: answer when bytes arrive, the job ends, or wait_ms passes.
   waiters->first = deps_.logs.wait(key, offset, answer);
   if (*done) return;
-  waiters->second = deps_.jobs.watch(job_id, answer);
+  waiters->second = watch_job(deps_.jobs, job_id, answer);
   if (*done) return;
   timer->expires_after(std::chrono::milliseconds(wait_ms));
   timer->async_wait([answer](const boost::system::error_code& ec) {
@@ -163,7 +163,7 @@ void JobLogRoutes::handle_logs(const net::HttpRequest& req, const std::string& j
 }
 
 void JobLogRoutes::handle_lines(const net::HttpRequest& req, const std::string& job_id, net::Respond respond) {
-  const Job* job = deps_.jobs.find(job_id);
+  const Job* job = deps_.jobs.table.find(job_id);
   if (!job) return respond(error_response(404, "job " + job_id + " is gone (deleted)"));
   const int64_t last_attempt = std::max<int64_t>(0, static_cast<int64_t>(job->attempts.size()) - 1);
   int64_t attempt = last_attempt, task_index = -1, tail = 0, since_ms = -1, timestamps = 0, wait_ms = 0;
@@ -288,7 +288,7 @@ void JobLogRoutes::wait_for_lines(const net::HttpRequest& req, const std::string
     waiting->done = true;
     waiting->timer.cancel();
     for (uint64_t id : waiting->log_waits) deps_.logs.cancel_wait(id);
-    deps_.jobs.cancel_watch(waiting->job_watch);
+    deps_.jobs.events.cancel_watch(waiting->job_watch);
     handle_lines(again, job_id, respond);
   };
   // From each log's end: a line still without its newline must not wake it at once.
@@ -296,7 +296,7 @@ void JobLogRoutes::wait_for_lines(const net::HttpRequest& req, const std::string
     waiting->log_waits.push_back(deps_.logs.wait(key, deps_.logs.size(key), answer));
     if (waiting->done) return;
   }
-  waiting->job_watch = deps_.jobs.watch(job_id, answer);
+  waiting->job_watch = watch_job(deps_.jobs, job_id, answer);
   if (waiting->done) return;
   waiting->timer.expires_after(std::chrono::milliseconds(wait_ms));
   waiting->timer.async_wait([answer](const boost::system::error_code& ec) {

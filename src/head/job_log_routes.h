@@ -19,13 +19,13 @@
 
 namespace ag::head {
 
-class JobManager;
+struct JobLayer;
 
 class JobLogRoutes {
  public:
   struct Deps {
     boost::asio::io_context& io;
-    JobManager& jobs;
+    JobLayer& jobs;
     LogStore& logs;
   };
   explicit JobLogRoutes(Deps deps) : deps_(deps) {}

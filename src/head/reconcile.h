@@ -3,7 +3,7 @@
 //
 //   worker registers {running[], ended[]} --reconcile_node()--> adopt / kill / relaunch / lost
 //
-// Pure: no I/O and no clock. JobManager carries the results out.
+// Pure: no I/O and no clock. The job controller carries the results out.
 #pragma once
 
 #include <map>

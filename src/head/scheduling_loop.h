@@ -1,5 +1,8 @@
-// SchedulingLoop: when scheduling passes run and how many queued jobs each weighs.
+// SchedulingLoop: the pending queue, when scheduling passes run and how many queued
+// jobs each weighs.
 //
+//   queue()    --> the jobs waiting for a place: higher priority first, then the owner
+//                  who used least lately, then submit order (sched::PendingQueue)
 //   request()  --> one pass posted at a time (any event that frees capacity or queues
 //                  a job asks; a burst of them costs one pass)
 //   at(ms)     --> a pass when the earliest retry delay ends (one timer, the earliest)
@@ -9,8 +12,8 @@
 //   set_aside  --> jobs no node of the cluster can hold, left out of passes until the
 //                  cluster changes (cluster_changed)
 //
-// The pass itself (`run_pass`) is the job manager's: the pure scheduler over its
-// snapshot, and its plan carried out. Scheduling is pushed, never polled. Io thread only.
+// The pass itself (`run_pass`) is the job controller's: plan_pass (scheduling_view.h)
+// over the head's state, and its plan carried out. Scheduling is pushed, never polled. Io thread only.
 #pragma once
 
 #include <cstddef>
@@ -22,6 +25,7 @@
 
 #include "common/clock.h"
 #include "common/timers.h"
+#include "head/scheduler/fair_share.h"
 
 namespace ag::head {
 
@@ -41,6 +45,9 @@ class SchedulingLoop {
   SchedulingLoop(const SchedulingLoop&) = delete;
   SchedulingLoop& operator=(const SchedulingLoop&) = delete;
 
+  sched::PendingQueue& queue() { return queue_; }
+  const sched::PendingQueue& queue() const { return queue_; }
+
   void request();
   // A pass at `at_ms` (wall clock), unless one is due before.
   void at(int64_t at_ms);
@@ -59,6 +66,7 @@ class SchedulingLoop {
   const Clock& clock_;
   Timers& timers_;
   std::function<void()> run_pass_;
+  sched::PendingQueue queue_;
   bool posted_ = false;
   size_t window_ = kMaxJobsPerPass;
   Timers::Id retry_timer_ = 0;

@@ -12,12 +12,9 @@ using nlohmann::json;
 
 constexpr const char* kUsageKey = "usage";  // {"user": [units, at_ms], ...}
 
-// What holding the job's gang costs per second.
-double job_rate(const Job& job) {
-  const AttemptRecord* attempt = job.current_attempt();
-  const int64_t tasks = attempt ? static_cast<int64_t>(attempt->tasks.size()) : 0;
-  const Resources per_task = job.spec.per_task();
-  return sched::billing_rate({per_task.cpu_millis * tasks, per_task.memory_bytes * tasks, per_task.gpus * tasks});
+// What holding the gang costs per second.
+double rate(const Gang& gang) {
+  return sched::billing_rate(gang.holds);
 }
 
 double seconds_between(int64_t from_ms, int64_t to_ms) {
@@ -53,19 +50,19 @@ Status UsageLedger::recover() {
   return {};
 }
 
-void UsageLedger::charge(const Job& job, bool ended) {
+void UsageLedger::charge(const Gang& gang, bool ended) {
   const int64_t now = clock_.now_ms();
-  auto it = charging_.find(job.id);
+  auto it = charging_.find(gang.job_id);
   if (it == charging_.end()) {
-    if (!ended) charging_[job.id] = {job.owner, job_rate(job), now};
+    if (!ended) charging_[gang.job_id] = {gang.owner, rate(gang), now};
     return;
   }
-  usage_[job.owner] = sched::charged(usage_[job.owner], job_rate(job) * seconds_between(it->second.since_ms, now), now,
+  usage_[gang.owner] = sched::charged(usage_[gang.owner], rate(gang) * seconds_between(it->second.since_ms, now), now,
                                      half_life_ms_);
   if (ended) {
     charging_.erase(it);
   } else {
-    it->second = {job.owner, job_rate(job), now};
+    it->second = {gang.owner, rate(gang), now};
   }
 }
 

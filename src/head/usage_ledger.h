@@ -3,7 +3,8 @@
 // gang now, its owner, what the gang costs per second and when it was last charged.
 // Every kUsageTickMs it charges all of them and stores the usage in the meta table, so
 // that a restart keeps it. The job manager tells it when a job starts or stops holding
-// a gang (charge). Io thread only.
+// a gang (charge); the ledger knows jobs only by id, owner and what their gang holds.
+// Io thread only.
 #pragma once
 
 #include <functional>
@@ -15,11 +16,18 @@
 #include "common/clock.h"
 #include "common/result.h"
 #include "common/timers.h"
-#include "head/job.h"
+#include "common/resources.h"
 #include "head/scheduler/fair_share.h"
 #include "head/store/kv_store.h"
 
 namespace ag::head {
+
+// A job's gang as the ledger charges it: whose it is and what all its tasks hold.
+struct Gang {
+  std::string job_id;
+  std::string owner;
+  Resources holds;
+};
 
 class UsageLedger {
  public:
@@ -34,10 +42,9 @@ class UsageLedger {
   // tick. Errors: the store's.
   Status recover();
 
-  // Charges `job`'s owner for its gang since the last charge, at what the gang costs
-  // now; the first call starts the charging (from now), and with `ended` it is the
-  // last.
-  void charge(const Job& job, bool ended);
+  // Charges the gang's owner since the last charge, at what the gang costs now; the
+  // first call starts the charging (from now), and with `ended` it is the last.
+  void charge(const Gang& gang, bool ended);
 
   // Each owner's usage decayed to now with what running jobs used since last charged,
   // divided by the owner's weight (`weights`: those other than 1), for the queue's order.

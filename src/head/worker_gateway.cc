@@ -63,7 +63,7 @@ void WorkerGateway::schedule_expiry() {
   deps_.timers.start(period, [this] {
     for (const auto& id : deps_.nodes.expire(deps_.clock.steady_ms(), config_.node_timeout_ms)) {
       spdlog::warn("node {} missed heartbeats for {} ms: marked DEAD", id, config_.node_timeout_ms);
-      deps_.jobs.on_node_dead(id);
+      deps_.jobs.controller.on_node_dead(id);
     }
     schedule_expiry();
   });
@@ -232,9 +232,9 @@ void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel
                    // Only about tasks placed on this node: no node speaks for another's.
                    std::vector<JobUsage::Report> reports;
                    for (const auto& t : m.usage.tasks) {
-                     if (!deps_.jobs.may_report(*node_id, t.task)) continue;
+                     if (!may_report(deps_.jobs, *node_id, t.task)) continue;
                      JobUsage::Report report{t};
-                     const Job* job = deps_.jobs.find(t.task.job_id);
+                     const Job* job = deps_.jobs.table.find(t.task.job_id);
                      const auto& task = job->attempts[static_cast<size_t>(t.task.attempt)]
                                             .tasks[static_cast<size_t>(t.task.task_index)];
                      JobUsage::add_gpus(report, task.gpu_ids, m.usage.gpus);
@@ -245,25 +245,25 @@ void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel
                    send(channel, api::HeartbeatAck{});
                  },
                  [&](const api::TaskStarted& m) {
-                   Status s = deps_.jobs.on_task_started(*node_id, m.task, m.pid);
+                   Status s = deps_.jobs.controller.on_task_started(*node_id, m.task, m.pid);
                    if (!s && s.error().code == ErrorCode::kPermissionDenied) refuse(channel, *node_id, s.error());
                  },
                  [&](const api::TaskExited& m) {
-                   Status s = deps_.jobs.on_task_exited(*node_id, m.task, m.exit);
+                   Status s = deps_.jobs.controller.on_task_exited(*node_id, m.task, m.exit);
                    if (!s && s.error().code == ErrorCode::kPermissionDenied) return refuse(channel, *node_id, s.error());
                    // Not yet acknowledged while the head lacks bytes of its log: the
                    // worker keeps them, is asked for them again, and sends the exit
                    // again after them.
                    // The end is recorded at once (the job goes on; its resources are
                    // free), and an event says when its log is short meanwhile.
-                   if (m.log_bytes > deps_.logs.size(m.task) && deps_.jobs.may_report(*node_id, m.task)) {
+                   if (m.log_bytes > deps_.logs.size(m.task) && may_report(deps_.jobs, *node_id, m.task)) {
                      return retry_log(*node_id, m.task);
                    }
                    // Acknowledged once the log and the end are on disk (the worker lets
                    // go of the task then), and also when the head no longer knows the task.
                    std::weak_ptr<net::WsConnection> weak = channel;
                    deps_.logs.after_synced(m.task, [this, weak, task = m.task] {
-                     deps_.jobs.after_durable([weak, task] {
+                     deps_.jobs.writer.after_durable([weak, task] {
                        if (auto ch = weak.lock()) send(ch, api::ExitAck{task});
                      });
                    });
@@ -272,8 +272,8 @@ void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel
                    if (on_pull_update_) on_pull_update_(*node_id, m);
                  },
                  [&](const api::TaskNote& m) {
-                   if (!deps_.jobs.may_report(*node_id, m.task)) return;
-                   deps_.jobs.report_problem(m.task.job_id, m.text.substr(0, 300));
+                   if (!may_report(deps_.jobs, *node_id, m.task)) return;
+                   deps_.jobs.controller.report_problem(m.task.job_id, m.text.substr(0, 300));
                  },
                  [&](const api::Register&) {
                    send(channel, api::ErrorMessage{"register is only accepted as the first message of a channel"});
@@ -299,7 +299,7 @@ bool WorkerGateway::take_log_bytes(const std::shared_ptr<net::WsConnection>& cha
                                    const api::TaskKey& key, const std::function<Status()>& store) {
   // Output is taken only from the node the task runs on, and only for tasks the head
   // placed: no node writes into another's log, and no made-up key opens a file.
-  if (Status allowed = deps_.jobs.may_report(node_id, key); !allowed) {
+  if (Status allowed = may_report(deps_.jobs, node_id, key); !allowed) {
     refuse(channel, node_id, allowed.error());
     return false;
   }
@@ -311,7 +311,7 @@ bool WorkerGateway::take_log_bytes(const std::shared_ptr<net::WsConnection>& cha
     spdlog::error("log of {} task {}: {}", key.job_id, key.task_index, s.error().message);
     // Said once per log in the job's own events, not only in the head's log file.
     if (log_errors_reported_.insert(key).second) {
-      deps_.jobs.report_problem(key.job_id, "output of task " + std::to_string(key.task_index) + " (attempt " +
+      deps_.jobs.controller.report_problem(key.job_id, "output of task " + std::to_string(key.task_index) + " (attempt " +
                                                 std::to_string(key.attempt) + ") could not be stored: " +
                                                 s.error().message +
                                                 "; the worker keeps it and the head takes it again once it can");
@@ -433,19 +433,19 @@ void WorkerGateway::complete_register(const std::shared_ptr<net::WsConnection>& 
   // not know is acknowledged at once, so the worker lets go of it).
   std::vector<api::TaskKey> ended;
   for (const auto& task : message.running) {
-    if (deps_.jobs.may_report(added.node_id, task.task)) {
+    if (may_report(deps_.jobs, added.node_id, task.task)) {
       send(channel, api::LogResume{task.task, deps_.logs.size(task.task)});
     }
   }
   for (const auto& exited : message.exited) {
-    if (!deps_.jobs.may_report(added.node_id, exited.task)) {
+    if (!may_report(deps_.jobs, added.node_id, exited.task)) {
       send(channel, api::ExitAck{exited.task});
       continue;
     }
     send(channel, api::LogResume{exited.task, deps_.logs.size(exited.task)});
     ended.push_back(exited.task);
   }
-  deps_.jobs.on_node_registered(added.node_id, message.running, ended);
+  deps_.jobs.controller.on_node_registered(added.node_id, message.running, ended);
 }
 
 }  // namespace ag::head
@@ -460,7 +460,7 @@ void WorkerGateway::remove_node(const std::string& node_id, const std::function<
     if (!revoked.ok()) return done(revoked.error());
     if (Node* node = deps_.nodes.find(node_id)) {
       spdlog::warn("node {} removed: its credential is revoked and its tasks are lost", node->label());
-      if (deps_.nodes.mark_dead(node_id)) deps_.jobs.on_node_dead(node_id);
+      if (deps_.nodes.mark_dead(node_id)) deps_.jobs.controller.on_node_dead(node_id);
       deps_.nodes.erase(node_id);
     }
     done({});

@@ -1,6 +1,6 @@
 // WorkerGateway: the head's end of each worker's channel. It authenticates the
 // WebSocket upgrade, turns the worker's registration into a Node, and routes every
-// message: task events to the JobManager, log frames to the LogStore, heartbeats to
+// message: task events to the job controller, log frames to the LogStore, heartbeats to
 // the NodeRegistry. It also expires nodes that stop heart-beating. Io thread only.
 //
 // Who may register which node:
@@ -10,7 +10,7 @@
 //     is refused: only its own credential may take its place.
 //   - a node credential registers its own node id only, at any time (a restarted
 //     worker).
-// After that a node may report only on the tasks placed on it (JobManager::may_report).
+// After that a node may report only on the tasks placed on it (may_report, job_layer.h).
 //
 // Logs: bytes the LogStore cannot take (a full disk, a gap) are asked for again
 // (log_resume from the head's end) once a second until they arrive; the worker keeps
@@ -30,7 +30,7 @@
 #include "common/timers.h"
 #include "head/access_control.h"
 #include "head/audit_log.h"
-#include "head/job_manager.h"
+#include "head/job_layer.h"
 #include "head/job_usage.h"
 #include "head/log_store.h"
 #include "head/node_registry.h"
@@ -55,7 +55,7 @@ class WorkerGateway {
   struct Deps {
     Timers& timers;
     NodeRegistry& nodes;
-    JobManager& jobs;
+    JobLayer& jobs;
     LogStore& logs;
     const Clock& clock;
     AccessControl& access;

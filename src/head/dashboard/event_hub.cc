@@ -96,10 +96,10 @@ void EventHub::flush_jobs() {
   // as the list's answer does (a row replaced without it would lose it).
   std::optional<std::map<uint64_t, int64_t>> positions;
   for (const auto& id : ids) {
-    if (const Job* job = deps_.jobs.find(id)) {
+    if (const Job* job = deps_.jobs.table.find(id)) {
       json summary = job_summary_json(*job);
       if (job->state == JobState::kPending) {
-        if (!positions) positions = deps_.jobs.queue_positions();
+        if (!positions) positions = queue_positions(deps_.jobs);
         if (auto at = positions->find(job->queue_seq); at != positions->end()) summary["queue_position"] = at->second;
       }
       jobs.push_back(std::move(summary));
@@ -111,12 +111,12 @@ void EventHub::flush_jobs() {
   for (auto s : {JobState::kPending, JobState::kRunning, JobState::kSucceeded, JobState::kFailed, JobState::kStopped}) {
     counts[to_string(s)] = 0;
   }
-  for (const auto& [state, n] : deps_.jobs.count_by_state()) counts[to_string(state)] = n;
+  for (const auto& [state, n] : deps_.jobs.table.count_by_state()) counts[to_string(state)] = n;
   broadcast("jobs", dump({{"jobs", jobs}, {"deleted", deleted}, {"counts", counts}}));
 }
 
 std::string EventHub::nodes_snapshot() const {
-  auto allocations = deps_.jobs.allocations();
+  auto allocations = deps_.jobs.table.allocations();
   json nodes = json::array();
   for (const auto& [id, node] : deps_.nodes.nodes()) {
     json entry = node_to_json(node, allocations[id]);

@@ -1,7 +1,7 @@
 // EventHub: the dashboard's live updates, pushed to every open GET /api/stream as
 // server-sent events (text/event-stream).
 //
-//   JobManager observer --on_job_changed--> dirty job ids --(<= 1 flush / 100 ms)--> "jobs"
+//   JobEvents observer --on_job_changed--> dirty job ids --(<= 1 flush / 100 ms)--> "jobs"
 //   node registry, read every second while anyone listens ------------------------> "nodes"
 //
 // Events:
@@ -25,7 +25,7 @@
 
 #include "common/clock.h"
 #include "head/job.h"
-#include "head/job_manager.h"
+#include "head/job_layer.h"
 #include "head/node_registry.h"
 #include "net/http_types.h"
 
@@ -35,7 +35,7 @@ class EventHub {
  public:
   struct Deps {
     boost::asio::io_context& io;
-    const JobManager& jobs;
+    const JobLayer& jobs;
     const NodeRegistry& nodes;
     const Clock& clock;
   };
@@ -45,7 +45,7 @@ class EventHub {
   // The streamed response for GET /api/stream: registers the stream once it is open.
   net::HttpResponse open_stream();
 
-  // JobManager observer.
+  // JobEvents observer.
   void on_job_changed(const Job& job);
   // A deleted job: the next "jobs" message lists its id under "deleted".
   void on_job_removed(const std::string& job_id);

@@ -154,7 +154,7 @@ std::string Metrics::render() const {
 
   std::map<NodeState, int> nodes_by_state = {
       {NodeState::kAlive, 0}, {NodeState::kDisconnected, 0}, {NodeState::kDead, 0}};
-  auto allocations = deps_.jobs.allocations();
+  auto allocations = deps_.jobs.table.allocations();
   Resources capacity, allocated;
   for (const auto& [id, node] : deps_.nodes.nodes()) {
     ++nodes_by_state[node.state];
@@ -172,7 +172,7 @@ std::string Metrics::render() const {
   for (auto s : {JobState::kPending, JobState::kRunning, JobState::kSucceeded, JobState::kFailed, JobState::kStopped}) {
     jobs_by_state[s] = 0;
   }
-  for (const auto& [state, n] : deps_.jobs.count_by_state()) jobs_by_state[state] = n;
+  for (const auto& [state, n] : deps_.jobs.table.count_by_state()) jobs_by_state[state] = n;
   header(out, "ag_jobs", "gauge", "Jobs in the head's store, by state.");
   for (const auto& [state, n] : jobs_by_state)
     sample(out, "ag_jobs", std::string("state=\"") + to_string(state) + "\"", n);
@@ -180,7 +180,7 @@ std::string Metrics::render() const {
   int tasks_running = 0;
   // Live jobs by owner: who is using the cluster now (user names are [a-z0-9_-]).
   std::map<std::pair<std::string, JobState>, int> live_by_owner;
-  for (const Job* job : deps_.jobs.list()) {
+  for (const Job* job : deps_.jobs.table.list()) {
     if (job->terminal()) continue;
     ++live_by_owner[{job->owner, job->state}];
     if (const AttemptRecord* attempt = job->current_attempt()) {
@@ -193,25 +193,25 @@ std::string Metrics::render() const {
   }
   // The sharing policy by user: what their running jobs hold (against their quotas) and
   // their fair-share usage.
-  const auto use = deps_.jobs.use_by_owner();
+  const auto use = deps_.jobs.table.use_by_owner();
   header(out, "ag_user_gpus_held", "gauge", "GPUs the user's running jobs hold.");
   for (const auto& [user, held] : use) sample(out, "ag_user_gpus_held", "user=\"" + user + "\"", static_cast<double>(held.held.gpus));
   header(out, "ag_user_cpus_held", "gauge", "CPUs the user's running jobs hold.");
   for (const auto& [user, held] : use) sample(out, "ag_user_cpus_held", "user=\"" + user + "\"", held.held.cpu_millis / 1000.0);
   header(out, "ag_user_usage_gpu_seconds", "gauge",
          "The user's fair-share usage: GPU-equivalent seconds (a CPU counts 1/16), decayed by the half-life.");
-  for (const auto& line : deps_.jobs.share_report()) sample(out, "ag_user_usage_gpu_seconds", "user=\"" + line.user + "\"", line.usage);
+  for (const auto& line : share_report(deps_.jobs)) sample(out, "ag_user_usage_gpu_seconds", "user=\"" + line.user + "\"", line.usage);
   // Per queue: its depth and what its running jobs hold.
   std::map<std::string, std::pair<int, int>> queue_jobs;  // queue -> (pending, running)
-  for (const auto& [name, _] : deps_.jobs.policy().queues()) queue_jobs[name];
-  for (const Job* job : deps_.jobs.list()) {
+  for (const auto& [name, _] : deps_.jobs.policy.queues()) queue_jobs[name];
+  for (const Job* job : deps_.jobs.table.list()) {
     if (job->spec.queue.empty() || job->terminal()) continue;
     auto& [pending, running] = queue_jobs[job->spec.queue];
     pending += job->state == JobState::kPending;
     running += job->state == JobState::kRunning;
   }
   std::map<std::string, sched::Use> queue_use;
-  for (const auto& [queue_user, held] : deps_.jobs.use_by_queue()) queue_use[queue_user.first] += held;
+  for (const auto& [queue_user, held] : deps_.jobs.table.use_by_queue()) queue_use[queue_user.first] += held;
   header(out, "ag_queue_pending_jobs", "gauge", "PENDING jobs in the queue.");
   for (const auto& [name, n] : queue_jobs) sample(out, "ag_queue_pending_jobs", "queue=\"" + name + "\"", n.first);
   header(out, "ag_queue_running_jobs", "gauge", "RUNNING jobs of the queue.");

@@ -3,7 +3,7 @@
 // Gauges (nodes and jobs by state, running tasks, capacity and allocation) are read
 // from the job manager, node registry and log store at scrape time, so they always
 // equal what the REST API shows. What only exists as a stream of events is kept here:
-// the scheduling and start latency histograms (fed by the JobManager observer) and the
+// the scheduling and start latency histograms (fed by the JobEvents observer) and the
 // API request counter (fed by count_request around every response).
 //
 // Owned by the head daemon; io thread only.
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "head/job.h"
-#include "head/job_manager.h"
+#include "head/job_layer.h"
 #include "head/log_store.h"
 #include "head/node_registry.h"
 #include "net/http_types.h"
@@ -47,13 +47,13 @@ std::string route_template(const std::string& path);
 class Metrics {
  public:
   struct Deps {
-    const JobManager& jobs;
+    const JobLayer& jobs;
     const NodeRegistry& nodes;
     const LogStore& logs;
   };
   explicit Metrics(Deps deps);
 
-  // JobManager observer: records a job's scheduling latency (submitted -> first
+  // JobEvents observer: records a job's scheduling latency (submitted -> first
   // attempt placed) and start latency (submitted -> every task of the first attempt
   // running), each once per job, from the job's own timestamps.
   void on_job_changed(const Job& job);

@@ -1,11 +1,11 @@
-// Holds, begin times and dependencies through the JobManager (job_gates.cc): a gated
+// Holds, begin times and dependencies through the job controller: a gated
 // job stays out of the queue and gives its reason; it joins the queue the moment its
 // gates open, or fails when a dependency can no longer be met; all of it survives a
 // head restart.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "head/job_manager_fixture.h"
+#include "head/job_layer_fixture.h"
 
 namespace ag::head {
 namespace {
@@ -13,7 +13,7 @@ namespace {
 using ::testing::Contains;
 using ::testing::HasSubstr;
 
-class JobGatesTest : public JobManagerTest {
+class JobGatesTest : public JobLayerTest {
  protected:
   // A job that waits for `deps` in the way `field` says.
   api::JobSpec after(std::vector<std::string> api::JobSpec::*field, std::vector<std::string> deps) {
@@ -24,7 +24,7 @@ class JobGatesTest : public JobManagerTest {
 
   Error submit_error(api::JobSpec s) {
     std::optional<Result<std::string>> result;
-    jobs_->submit(std::move(s), [&](Result<std::string> id) { result = std::move(id); });
+    jobs_->controller.submit(std::move(s), [&](Result<std::string> id) { result = std::move(id); });
     clock_.run_ready();
     EXPECT_TRUE(result.has_value() && !result->ok());
     return result && !result->ok() ? result->error() : Error{};
@@ -32,13 +32,13 @@ class JobGatesTest : public JobManagerTest {
 
   Status set_hold(const std::string& id, bool hold, const std::string& by = "alice") {
     std::optional<Status> status;
-    jobs_->set_hold(id, hold, by, [&](Status s) { status = std::move(s); });
+    jobs_->controller.set_hold(id, hold, by, [&](Status s) { status = std::move(s); });
     clock_.advance(100);  // it answers once stored
     EXPECT_TRUE(status.has_value());
     return status.value_or(Status{});
   }
 
-  bool queued(const std::string& id) { return jobs_->queue_positions().count(job(id).queue_seq) > 0; }
+  bool queued(const std::string& id) { return queue_positions(*jobs_).count(job(id).queue_seq) > 0; }
 };
 
 TEST_F(JobGatesTest, AfterWaitsForSuccessThenJoinsTheQueue) {
@@ -80,7 +80,7 @@ TEST_F(JobGatesTest, AfterAnyAndAfterFailedRunOnAStopAndAfterDoesNot) {
   const std::string on_failure = submit(after(&api::JobSpec::after_failed, {first}));
   const std::string on_success = submit(after(&api::JobSpec::after, {first}));
   EXPECT_EQ(job(on_failure).message, "waiting for " + first + " to fail or be stopped (--after-failed)");
-  ASSERT_TRUE(jobs_->stop(first, "alice").ok());
+  ASSERT_TRUE(stop(first, "alice").ok());
   exit_all(first, 0, 1, 143);
   EXPECT_EQ(job(first).state, JobState::kStopped);
   EXPECT_EQ(job(any).state, JobState::kRunning);
@@ -122,7 +122,7 @@ TEST_F(JobGatesTest, SubmitRefusesAnUnknownDependencyAndOneAlreadyUnmet) {
   // A dependency that already ended the right way is no reason to wait.
   const std::string runs = submit(after(&api::JobSpec::after_failed, {failed}));
   EXPECT_EQ(job(runs).state, JobState::kRunning);
-  EXPECT_EQ(jobs_->list().size(), 2u);  // nothing else was kept
+  EXPECT_EQ(jobs_->table.list().size(), 2u);  // nothing else was kept
 }
 
 TEST_F(JobGatesTest, AHeldJobWaitsUntilReleased) {
@@ -148,9 +148,9 @@ TEST_F(JobGatesTest, HoldTakesAQueuedJobOutAndReleaseKeepsItsPlace) {
   ASSERT_TRUE(set_hold(first, true).ok());
   EXPECT_EQ(stored(first).held_by, "alice");
   EXPECT_FALSE(queued(first));
-  EXPECT_EQ(jobs_->queue_positions().at(job(second).queue_seq), 1);
+  EXPECT_EQ(queue_positions(*jobs_).at(job(second).queue_seq), 1);
   ASSERT_TRUE(set_hold(first, false).ok());
-  EXPECT_EQ(jobs_->queue_positions().at(job(first).queue_seq), 1);  // submitted first, placed first
+  EXPECT_EQ(queue_positions(*jobs_).at(job(first).queue_seq), 1);  // submitted first, placed first
   exit_all(running, 0, 1, 0);
   EXPECT_EQ(job(first).state, JobState::kRunning);
   EXPECT_EQ(job(second).state, JobState::kPending);
@@ -217,7 +217,7 @@ TEST_F(JobGatesTest, GatesHoldAcrossARestart) {
   EXPECT_EQ(job(held_id).pending_kind, sched::PendingKind::kHeld);
   EXPECT_EQ(job(later_id).pending_kind, sched::PendingKind::kBeginTime);
   // The first job's node reconnects and the job ends: its dependent runs.
-  jobs_->on_node_registered("node_a", {{{first, 0, 0}, 1000}}, {});
+  jobs_->controller.on_node_registered("node_a", {{{first, 0, 0}, 1000}}, {});
   exit_all(first, 0, 1, 0);
   EXPECT_EQ(job(dependent).state, JobState::kRunning);
   clock_.advance(60'000);
@@ -234,12 +234,12 @@ TEST_F(JobGatesTest, ADependencyOfAWaitingJobIsNotDeleted) {
   exit_all(first, 0, 1, 0);
   EXPECT_EQ(job(dependent).pending_kind, sched::PendingKind::kHeld);  // met, but still held
   std::optional<Status> deleted;
-  jobs_->delete_job(first, [&](Status s) { deleted = std::move(s); });
+  jobs_->retention.delete_job(first, [&](Status s) { deleted = std::move(s); });
   clock_.run_ready();
   ASSERT_TRUE(deleted.has_value());
   ASSERT_FALSE(deleted->ok());
   EXPECT_THAT(deleted->error().message, HasSubstr("is a dependency of pending job " + dependent));
-  EXPECT_EQ(jobs_->delete_finished_before(clock_.now_ms() + 1), 0);
+  EXPECT_EQ(jobs_->retention.delete_finished_before(clock_.now_ms() + 1), 0);
   ASSERT_TRUE(set_hold(dependent, false).ok());
   EXPECT_EQ(job(dependent).state, JobState::kRunning);
 }
@@ -248,7 +248,7 @@ TEST_F(JobGatesTest, StoppingAGatedJobEndsIt) {
   add_node("node_a", 4);
   const std::string first = submit(spec());
   const std::string dependent = submit(after(&api::JobSpec::after, {first}));
-  ASSERT_TRUE(jobs_->stop(dependent, "alice").ok());
+  ASSERT_TRUE(stop(dependent, "alice").ok());
   EXPECT_EQ(job(dependent).state, JobState::kStopped);
   exit_all(first, 0, 1, 0);
   EXPECT_EQ(job(dependent).state, JobState::kStopped);
@@ -259,7 +259,7 @@ TEST_F(JobGatesTest, AnArrayRunsAtMostItsLimitAndEachElementKnowsItsIndex) {
   api::JobSpec s = spec();
   s.array = api::parse_array_spec("0-5%2").value();
   const std::string array_id = submit(s);
-  const JobArray* array = jobs_->find_array(array_id);
+  const JobArray* array = jobs_->arrays.find(array_id);
   ASSERT_NE(array, nullptr);
   ASSERT_EQ(array->elements.size(), 6u);
   EXPECT_EQ(array->elements[0], array_id + "_0");
@@ -291,7 +291,7 @@ TEST_F(JobGatesTest, AnArrayRunsAtMostItsLimitAndEachElementKnowsItsIndex) {
   ASSERT_TRUE(jobs_->recover().ok());
   clock_.run_ready();
   EXPECT_EQ(job(array_id + "_3").pending_kind, sched::PendingKind::kArrayLimit);
-  EXPECT_EQ(jobs_->find_array(array_id)->admitted.size(), 2u);
+  EXPECT_EQ(jobs_->arrays.find(array_id)->admitted.size(), 2u);
 }
 
 TEST_F(JobGatesTest, AJobAfterAnArrayWaitsForEveryElement) {
@@ -314,18 +314,18 @@ TEST_F(JobGatesTest, OneSubmitMakesAtMostTenThousandJobs) {
   s.array = api::parse_array_spec("0-9999").value();
   std::vector<api::JobSpec> two{s, spec()};
   std::optional<Result<std::vector<std::string>>> result;
-  jobs_->submit_all(two, [&](Result<std::vector<std::string>> ids) { result = std::move(ids); });
+  jobs_->controller.submit_all(two, [&](Result<std::vector<std::string>> ids) { result = std::move(ids); });
   clock_.run_ready();
   ASSERT_TRUE(result.has_value() && !result->ok());
   EXPECT_EQ(result->error().message, "this submit would make 10001 jobs; one submit makes at most 10000 (no job was submitted)");
-  EXPECT_TRUE(jobs_->list().empty());
+  EXPECT_TRUE(jobs_->table.list().empty());
 }
 
 TEST_F(JobGatesTest, AmongEqualPrioritiesTheUserWhoUsedLeastGoesFirst) {
   add_node("node_a", 4);
   auto owned_by = [&](const std::string& owner, double cpus) {
     std::optional<Result<std::string>> result;
-    jobs_->submit(spec(1, cpus), [&](Result<std::string> id) { result = std::move(id); }, {owner, ""});
+    jobs_->controller.submit(spec(1, cpus), [&](Result<std::string> id) { result = std::move(id); }, {owner, ""});
     clock_.run_ready();
     return result && result->ok() ? result->value() : "";
   };
@@ -333,11 +333,11 @@ TEST_F(JobGatesTest, AmongEqualPrioritiesTheUserWhoUsedLeastGoesFirst) {
   const std::string busy = owned_by("alice", 4);
   clock_.advance(60'000);
   const std::string hers = owned_by("alice", 4), his = owned_by("bob", 4);
-  EXPECT_EQ(jobs_->queue_positions().at(job(his).queue_seq), 1);  // submitted after hers
+  EXPECT_EQ(queue_positions(*jobs_).at(job(his).queue_seq), 1);  // submitted after hers
   exit_all(busy, 0, 1, 0);
   EXPECT_EQ(job(his).state, JobState::kRunning);
   EXPECT_EQ(job(hers).state, JobState::kPending);
-  const auto report = jobs_->share_report();
+  const auto report = share_report(*jobs_);
   ASSERT_EQ(report.size(), 2u);
   EXPECT_EQ(report[0].user, "alice");
   EXPECT_NEAR(report[0].usage, 60 * 4.0 / 16, 1);  // 4 CPUs for a minute: a quarter GPU-minute

@@ -15,18 +15,10 @@ using testing::FakeClock;
 
 // A running job of `owner` with `tasks` tasks of one GPU each (one GPU-second per
 // second each).
-Job gpu_job(const std::string& id, const std::string& owner, int tasks) {
-  Job job;
-  job.id = id;
-  job.owner = owner;
-  job.spec.num_workers = tasks;
-  job.spec.num_gpus = 1;
-  job.spec.num_cpus = 0;
-  job.state = JobState::kRunning;
-  AttemptRecord attempt;
-  for (int i = 0; i < tasks; ++i) attempt.tasks.push_back(TaskRecord{});
-  job.attempts.push_back(attempt);
-  return job;
+Gang gpu_job(const std::string& id, const std::string& owner, int tasks) {
+  Gang gang{id, owner, {}};
+  gang.holds.gpus = tasks;
+  return gang;
 }
 
 constexpr int64_t kHalfLife = int64_t{1000} * 24 * 3600 * 1000;  // no decay to speak of
@@ -43,7 +35,7 @@ TEST(UsageLedgerTest, AnOwnerIsChargedForTheGangFromPlacementToEnd) {
   store::MemoryStore store;
   UsageLedger ledger(clock, clock, store, kHalfLife);
   ASSERT_TRUE(ledger.recover().ok());
-  Job two = gpu_job("job_a", "alice", 2);
+  Gang two = gpu_job("job_a", "alice", 2);
   ledger.charge(two, false);
   clock.advance(10'000);
   // Running: counted in every answer before any tick.

@@ -20,7 +20,7 @@
 #include "fakes/fake_ws_connection.h"
 #include "head/access_control.h"
 #include "head/audit_log.h"
-#include "head/job_manager.h"
+#include "head/job_layer.h"
 #include "head/log_store.h"
 #include "head/node_registry.h"
 #include "head/store/memory_store.h"
@@ -45,12 +45,12 @@ class WorkerGatewayTest : public ::testing::Test {
       : dir_(fs::temp_directory_path() / ("ag-gateway-test-" + std::to_string(::getpid()) + "-" +
                                           ::testing::UnitTest::GetInstance()->current_test_info()->name())),
         logs_((dir_ / "logs").string()) {
-    JobManagerConfig jobs_config;
+    JobConfig jobs_config;
     jobs_config.kill_grace_ms = kKillGraceMs;
-    jobs_ = std::make_unique<JobManager>(JobManager::Deps{clock_, store_, nodes_, nodes_, logs_, clock_}, jobs_config);
+    jobs_ = std::make_unique<JobLayer>(JobLayer::Deps{clock_, store_, nodes_, nodes_, logs_, clock_}, jobs_config);
     WorkerGatewayConfig config;
     config.node_timeout_ms = kNodeTimeoutMs;
-    audit_ = std::make_unique<AuditLog>(store_, *jobs_);
+    audit_ = std::make_unique<AuditLog>(store_, jobs_->table);
     gateway_ = std::make_unique<WorkerGateway>(
         WorkerGateway::Deps{clock_, nodes_, *jobs_, logs_, clock_, access_, *audit_}, config);
     EXPECT_TRUE(access_.bootstrap(admin_token_, join_token_));
@@ -103,7 +103,7 @@ class WorkerGatewayTest : public ::testing::Test {
     api::JobSpec spec;
     spec.entrypoint = "python train.py";
     std::optional<Result<std::string>> submitted;
-    jobs_->submit(spec, [&](Result<std::string> id) { submitted = std::move(id); });
+    jobs_->controller.submit(spec, [&](Result<std::string> id) { submitted = std::move(id); });
     clock_.run_ready();
     EXPECT_TRUE(submitted.has_value() && submitted->ok());
     return submitted.has_value() && submitted->ok() ? submitted->value() : "";
@@ -122,7 +122,7 @@ class WorkerGatewayTest : public ::testing::Test {
 
   const TaskRecord& task_record(const api::TaskKey& key) {
     static const TaskRecord kNone;
-    const Job* job = jobs_->find(key.job_id);
+    const Job* job = jobs_->table.find(key.job_id);
     EXPECT_NE(job, nullptr);
     if (!job || key.attempt >= static_cast<int>(job->attempts.size())) return kNone;
     const auto& tasks = job->attempts[static_cast<size_t>(key.attempt)].tasks;
@@ -181,7 +181,7 @@ class WorkerGatewayTest : public ::testing::Test {
   std::map<std::string, std::string> credentials_;
   NodeRegistry nodes_;
   LogStore logs_;
-  std::unique_ptr<JobManager> jobs_;
+  std::unique_ptr<JobLayer> jobs_;
   std::unique_ptr<WorkerGateway> gateway_;
 };
 
@@ -483,7 +483,7 @@ TEST_F(WorkerGatewayTest, OutputThatCannotBeWrittenIsReportedOnceAndAskedForAgai
   channel->deliver_binary(api::encode_log_frame({key, 3}, "def"));
   clock_.run_ready();
   int reported = 0;
-  for (const auto& e : jobs_->events(job_id)) reported += e.message.find("could not be stored") != std::string::npos;
+  for (const auto& e : jobs_->table.events(job_id)) reported += e.message.find("could not be stored") != std::string::npos;
   EXPECT_EQ(reported, 1);
   clock_.advance(1000);
   EXPECT_THAT(received(*channel), ElementsAre(api::HeadMessage{api::LogResume{key, 0}}));
@@ -723,7 +723,7 @@ TEST_F(WorkerGatewayTest, RemovingANodeRevokesItsCredentialClosesItsChannelAndLo
   EXPECT_TRUE(channel->closed);
   EXPECT_EQ(nodes_.find("node_a"), nullptr);
   EXPECT_EQ(access_.authenticate_token(credentials_["node_a"]).kind, Principal::Kind::kNone);
-  EXPECT_EQ(jobs_->find(job_id)->state, JobState::kFailed);  // no retries left
+  EXPECT_EQ(jobs_->table.find(job_id)->state, JobState::kFailed);  // no retries left
   EXPECT_THAT(task_record(task).reason, HasSubstr("lost"));
 
   std::optional<Status> unknown;

@@ -1,4 +1,4 @@
-// JobManager's settings, from `ag start-head`'s flags (head_daemon.cc).
+// The job layer's settings, from `ag start-head`'s flags (head_daemon.cc).
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,7 @@
 
 namespace ag::head {
 
-struct JobManagerConfig {
+struct JobConfig {
   int master_port_first = api::kMasterPortFirst;  // master ports are handed out from this range
   int master_port_last = api::kMasterPortLast;    // (see master_ports.h)
   int64_t kill_grace_ms = 10000;  // SIGTERM -> SIGKILL grace for stopped tasks

@@ -1,10 +1,10 @@
-// JobManager over its real collaborators' interfaces and no daemon: a memory store, a
+// The job layer over its real collaborators' interfaces and no daemon: a memory store, a
 // node registry filled by hand, a fake worker channel and a fake clock. Each test
 // drives a job through the events a worker would send and checks what the head sends
 // back, what it records, and what it persists.
-#include "head/job_manager.h"
+#include "head/job_layer.h"
 
-#include "head/job_manager_fixture.h"
+#include "head/job_layer_fixture.h"
 
 namespace ag::head {
 namespace {
@@ -12,7 +12,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-TEST_F(JobManagerTest, SubmitPlaceLaunchExitSucceeds) {
+TEST_F(JobLayerTest, SubmitPlaceLaunchExitSucceeds) {
   add_node("node_a");
   add_node("node_b");
   std::string id = submit(spec(2, 4));
@@ -41,21 +41,21 @@ TEST_F(JobManagerTest, SubmitPlaceLaunchExitSucceeds) {
 // Two nodes with four GPUs each (numbered apart so that a mix-up shows) and a gang of
 // four tasks with two GPUs each: on each node both tasks see the node's four GPUs, and
 // LOCAL_RANK x 2 is where each one's own begin; isolated, each sees its own.
-TEST_F(JobManagerTest, APackageIsLiveWhileAJobRunsInItAndKeptWhileAFinishedJobHasIt) {
+TEST_F(JobLayerTest, APackageIsLiveWhileAJobRunsInItAndKeptWhileAFinishedJobHasIt) {
   add_node("node_a");
   const std::string hash(64, 'c');
   api::JobSpec s = spec(1, 1);
   s.runtime_env.working_dir = "sha256:" + hash;
   std::string id = submit(s);
-  EXPECT_EQ(jobs_->package_use(hash), JobManager::PackageUse::kLiveJobs);
-  EXPECT_EQ(jobs_->package_use(std::string(64, 'd')), JobManager::PackageUse::kUnused);
+  EXPECT_EQ(jobs_->table.package_use(hash), JobTable::PackageUse::kLiveJobs);
+  EXPECT_EQ(jobs_->table.package_use(std::string(64, 'd')), JobTable::PackageUse::kUnused);
   start_all(channel_.take<api::Launch>());
   exit_all(id, 0, 1, 0);
   EXPECT_EQ(job(id).state, JobState::kSucceeded);
-  EXPECT_EQ(jobs_->package_use(hash), JobManager::PackageUse::kFinishedJobs);
+  EXPECT_EQ(jobs_->table.package_use(hash), JobTable::PackageUse::kFinishedJobs);
 }
 
-TEST_F(JobManagerTest, EachTaskSeesItsGangsGpusOnTheNodeWithItsOwnAtLocalRankTimesNumGpus) {
+TEST_F(JobLayerTest, EachTaskSeesItsGangsGpusOnTheNodeWithItsOwnAtLocalRankTimesNumGpus) {
   for (bool isolated : {false, true}) {
     SCOPED_TRACE(isolated ? "isolated" : "shared");
     std::string suffix = isolated ? "_i" : "_s";
@@ -96,7 +96,7 @@ TEST_F(JobManagerTest, EachTaskSeesItsGangsGpusOnTheNodeWithItsOwnAtLocalRankTim
 // The task that failed the job first: its last lines are kept with the attempt (and
 // survive a restart), and the job's failure names it; the task stopped because of it
 // and a job that succeeded have none.
-TEST_F(JobManagerTest, AFailedJobKeepsTheFailingTasksLastLines) {
+TEST_F(JobLayerTest, AFailedJobKeepsTheFailingTasksLastLines) {
   add_node("node_a");
   add_node("node_b");
   std::string id = submit(spec(2, 4));
@@ -129,7 +129,7 @@ TEST_F(JobManagerTest, AFailedJobKeepsTheFailingTasksLastLines) {
   EXPECT_FALSE(job(ok).attempts[0].failure_tail.has_value());
 }
 
-TEST_F(JobManagerTest, ABurstOfTaskReportsIsWrittenInAFewWritesAndAfterDurableWaitsForThem) {
+TEST_F(JobLayerTest, ABurstOfTaskReportsIsWrittenInAFewWritesAndAfterDurableWaitsForThem) {
   add_node("node_a", 64);
   std::string id = submit(spec(50, 1));
   auto launches = channel_.take<api::Launch>();
@@ -138,7 +138,7 @@ TEST_F(JobManagerTest, ABurstOfTaskReportsIsWrittenInAFewWritesAndAfterDurableWa
   start_all(launches);
   exit_all(id, 0, 50, 0);
   bool durable = false;
-  jobs_->after_durable([&] { durable = true; });
+  jobs_->writer.after_durable([&] { durable = true; });
   EXPECT_FALSE(durable);
   clock_.advance(20);
   EXPECT_TRUE(durable);
@@ -147,7 +147,7 @@ TEST_F(JobManagerTest, ABurstOfTaskReportsIsWrittenInAFewWritesAndAfterDurableWa
   EXPECT_LE(store_.writes() - writes, 2);
 }
 
-TEST_F(JobManagerTest, AChangeTheStoreCannotWriteIsWrittenAgainAndAfterDurableWaitsForIt) {
+TEST_F(JobLayerTest, AChangeTheStoreCannotWriteIsWrittenAgainAndAfterDurableWaitsForIt) {
   add_node("node_a");
   std::string id = submit(spec());
   auto launches = channel_.take<api::Launch>();
@@ -156,7 +156,7 @@ TEST_F(JobManagerTest, AChangeTheStoreCannotWriteIsWrittenAgainAndAfterDurableWa
   start_all(launches);
   exit_all(id, 0, 1, 0);
   bool durable = false;
-  jobs_->after_durable([&] { durable = true; });
+  jobs_->writer.after_durable([&] { durable = true; });
   clock_.advance(20);
   EXPECT_FALSE(durable);  // the write failed
   EXPECT_EQ(stored(id).state, JobState::kRunning);
@@ -165,14 +165,14 @@ TEST_F(JobManagerTest, AChangeTheStoreCannotWriteIsWrittenAgainAndAfterDurableWa
   EXPECT_EQ(stored(id).state, JobState::kSucceeded);
 }
 
-TEST_F(JobManagerTest, ATaskIsLaunchedOnlyOnceItsPlacementIsStoredAndOnlyOnce) {
+TEST_F(JobLayerTest, ATaskIsLaunchedOnlyOnceItsPlacementIsStoredAndOnlyOnce) {
   std::string id = submit_placed_but_unstored();
   ASSERT_FALSE(id.empty());
   EXPECT_EQ(job(id).state, JobState::kRunning);
   EXPECT_TRUE(channel_.take<api::Launch>().empty());  // a restart now would not know attempt 0
   EXPECT_TRUE(stored(id).attempts.empty());
   // The node re-registers meanwhile: the launch still waits, and is not sent twice.
-  jobs_->on_node_registered("node_a", {}, {});
+  jobs_->controller.on_node_registered("node_a", {}, {});
   clock_.run_ready();
   EXPECT_TRUE(channel_.take<api::Launch>().empty());
   clock_.advance(1000);  // the write is tried again
@@ -182,33 +182,33 @@ TEST_F(JobManagerTest, ATaskIsLaunchedOnlyOnceItsPlacementIsStoredAndOnlyOnce) {
   EXPECT_EQ(launches[0].second.task, (api::TaskKey{id, 0, 0}));
 }
 
-TEST_F(JobManagerTest, AJobStoppedBeforeItsPlacementIsStoredIsNeverLaunched) {
+TEST_F(JobLayerTest, AJobStoppedBeforeItsPlacementIsStoredIsNeverLaunched) {
   std::string id = submit_placed_but_unstored();
   ASSERT_FALSE(id.empty());
-  ASSERT_TRUE(jobs_->stop(id, "alice").ok());
+  ASSERT_TRUE(stop(id, "alice").ok());
   clock_.advance(1000);
   clock_.advance(1000);
   EXPECT_EQ(stored(id).attempts.size(), 1u);
   EXPECT_TRUE(channel_.take<api::Launch>().empty());
 }
 
-TEST_F(JobManagerTest, StoreWriteFailureRefusesTheJobAndKeepsNothing) {
+TEST_F(JobLayerTest, StoreWriteFailureRefusesTheJobAndKeepsNothing) {
   add_node("node_a");
   store_.fail_next_writes(1);
   std::optional<Result<std::string>> result;
-  jobs_->submit(spec(), [&](Result<std::string> id) { result = std::move(id); });
+  jobs_->controller.submit(spec(), [&](Result<std::string> id) { result = std::move(id); });
   clock_.run_ready();
   ASSERT_TRUE(result.has_value());
   ASSERT_FALSE(result->ok());
   EXPECT_EQ(result->error().code, ErrorCode::kResourceExhausted);
-  EXPECT_TRUE(jobs_->list().empty());
+  EXPECT_TRUE(jobs_->table.list().empty());
   EXPECT_TRUE(channel_.sent.empty());
   // The next submission goes through.
   submit(spec());
-  EXPECT_EQ(jobs_->list().size(), 1u);
+  EXPECT_EQ(jobs_->table.list().size(), 1u);
 }
 
-TEST_F(JobManagerTest, OnlyTheTasksOwnNodeMayReportOnIt) {
+TEST_F(JobLayerTest, OnlyTheTasksOwnNodeMayReportOnIt) {
   add_node("node_a");
   add_node("node_b");
   std::string id = submit(spec(2, 4));
@@ -218,32 +218,32 @@ TEST_F(JobManagerTest, OnlyTheTasksOwnNodeMayReportOnIt) {
   const std::string other = node_of(task) == "node_a" ? "node_b" : "node_a";
   api::TaskExit success;
   success.exit_code = 0;
-  Status forged = jobs_->on_task_exited(other, task, success);
+  Status forged = jobs_->controller.on_task_exited(other, task, success);
   ASSERT_FALSE(forged.ok());
   EXPECT_EQ(forged.error().code, ErrorCode::kPermissionDenied);
   EXPECT_EQ(forged.error().message, "task " + task.to_string() + " is not placed on node " + other);
   EXPECT_EQ(job(id).attempts[0].tasks[0].state, TaskState::kRunning);
-  EXPECT_EQ(jobs_->on_task_started(other, task, 666).error().code, ErrorCode::kPermissionDenied);
+  EXPECT_EQ(jobs_->controller.on_task_started(other, task, 666).error().code, ErrorCode::kPermissionDenied);
   EXPECT_EQ(job(id).attempts[0].tasks[0].pid, 1000);
-  Status unknown = jobs_->on_task_exited("node_a", {"job_nope", 0, 0}, success);
+  Status unknown = jobs_->controller.on_task_exited("node_a", {"job_nope", 0, 0}, success);
   EXPECT_EQ(unknown.error().code, ErrorCode::kNotFound);
-  EXPECT_EQ(jobs_->on_task_exited("node_a", {id, 7, 0}, success).error().code, ErrorCode::kNotFound);
-  EXPECT_EQ(jobs_->on_task_exited("node_a", {id, 0, 9}, success).error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(jobs_->controller.on_task_exited("node_a", {id, 7, 0}, success).error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(jobs_->controller.on_task_exited("node_a", {id, 0, 9}, success).error().code, ErrorCode::kNotFound);
   exit_all(id, 0, 2, 0);
   EXPECT_EQ(job(id).state, JobState::kSucceeded);
 }
 
-TEST_F(JobManagerTest, RetriedSubmissionIdReturnsTheSameJob) {
+TEST_F(JobLayerTest, RetriedSubmissionIdReturnsTheSameJob) {
   add_node("node_a");
   api::JobSpec s = spec();
   s.submission_id = "client-chosen-1";
   std::string first = submit(s);
   std::string second = submit(s);
   EXPECT_EQ(first, second);
-  EXPECT_EQ(jobs_->list().size(), 1u);
+  EXPECT_EQ(jobs_->table.list().size(), 1u);
 }
 
-TEST_F(JobManagerTest, PendingReasonIsLoggedOncePerKindAndPlacedWhenANodeJoins) {
+TEST_F(JobLayerTest, PendingReasonIsLoggedOncePerKindAndPlacedWhenANodeJoins) {
   std::string id = submit(spec());
   EXPECT_EQ(job(id).state, JobState::kPending);
   EXPECT_THAT(job(id).message, HasSubstr("no alive nodes"));
@@ -269,7 +269,7 @@ TEST_F(JobManagerTest, PendingReasonIsLoggedOncePerKindAndPlacedWhenANodeJoins) 
   EXPECT_EQ(job(other).pending_kind, sched::PendingKind::kWaitingForResources);
 }
 
-TEST_F(JobManagerTest, HigherPriorityIsPlacedFirstAndTiesKeepSubmitOrder) {
+TEST_F(JobLayerTest, HigherPriorityIsPlacedFirstAndTiesKeepSubmitOrder) {
   add_node("node_a", 2);
   const std::string running = submit(spec(1, 2));  // holds the node
   clock_.run_ready();
@@ -279,7 +279,7 @@ TEST_F(JobManagerTest, HigherPriorityIsPlacedFirstAndTiesKeepSubmitOrder) {
   const std::string first_normal = submit(normal), low_id = submit(low), high_id = submit(high),
                     second_normal = submit(normal);
   clock_.run_ready();
-  auto positions = jobs_->queue_positions();
+  auto positions = queue_positions(*jobs_);
   EXPECT_EQ(positions.at(job(high_id).queue_seq), 1);
   EXPECT_EQ(positions.at(job(first_normal).queue_seq), 2);
   EXPECT_EQ(positions.at(job(second_normal).queue_seq), 3);
@@ -294,7 +294,7 @@ TEST_F(JobManagerTest, HigherPriorityIsPlacedFirstAndTiesKeepSubmitOrder) {
   EXPECT_EQ(job(low_id).state, JobState::kPending);
 }
 
-TEST_F(JobManagerTest, JobsNoNodeCanHoldDoNotStopTheJobsBehindThem) {
+TEST_F(JobLayerTest, JobsNoNodeCanHoldDoNotStopTheJobsBehindThem) {
   add_node("node_a", 2);
   // More infeasible jobs than one scheduling pass looks at, then one that fits.
   std::vector<std::string> infeasible;
@@ -311,7 +311,7 @@ TEST_F(JobManagerTest, JobsNoNodeCanHoldDoNotStopTheJobsBehindThem) {
   }
   // A node that can hold them brings them back into scheduling.
   add_node("node_big", 16);
-  jobs_->on_node_registered("node_big", {}, {});
+  jobs_->controller.on_node_registered("node_big", {}, {});
   clock_.run_ready();
   EXPECT_EQ(job(infeasible[0]).state, JobState::kRunning);
   EXPECT_EQ(job(infeasible[1]).state, JobState::kRunning);
@@ -319,7 +319,7 @@ TEST_F(JobManagerTest, JobsNoNodeCanHoldDoNotStopTheJobsBehindThem) {
   EXPECT_EQ(job(infeasible[2]).pending_kind, sched::PendingKind::kWaitingForResources);
 }
 
-TEST_F(JobManagerTest, AQueueLongerThanOnePassIsPlacedWholeWhenRoomComesAtOnce) {
+TEST_F(JobLayerTest, AQueueLongerThanOnePassIsPlacedWholeWhenRoomComesAtOnce) {
   // 200 jobs queued before any node (more than one pass looks at), then room for all
   // of them joins at once: nothing else happens (no task ends, no submit), yet every
   // job is placed, a pass after each pass that filled its window and placed some.
@@ -331,7 +331,7 @@ TEST_F(JobManagerTest, AQueueLongerThanOnePassIsPlacedWholeWhenRoomComesAtOnce) 
   for (int n = 0; n < 26; ++n) {
     const std::string node = "node_" + std::to_string(n);
     add_node(node, 8);
-    jobs_->on_node_registered(node, {}, {});
+    jobs_->controller.on_node_registered(node, {}, {});
   }
   clock_.run_ready();
   for (const auto& id : ids) ASSERT_EQ(job(id).state, JobState::kRunning) << id;
@@ -345,7 +345,7 @@ TEST_F(JobManagerTest, AQueueLongerThanOnePassIsPlacedWholeWhenRoomComesAtOnce) 
   EXPECT_EQ(job(more[8]).pending_kind, sched::PendingKind::kWaitingForResources);
 }
 
-TEST_F(JobManagerTest, MasterPortsAreUniqueOnTheirNodeAndAcrossNodesWhileThereAreEnough) {
+TEST_F(JobLayerTest, MasterPortsAreUniqueOnTheirNodeAndAcrossNodesWhileThereAreEnough) {
   // A range of 3 ports and 8 running jobs, 4 with their master on each of two nodes.
   config_.master_port_first = 40000;
   config_.master_port_last = 40002;
@@ -378,7 +378,7 @@ TEST_F(JobManagerTest, MasterPortsAreUniqueOnTheirNodeAndAcrossNodesWhileThereAr
   EXPECT_EQ(job(next).attempts[0].master_port, port);
 }
 
-TEST_F(JobManagerTest, AJobNoNodeCouldEverRunIsRefusedWithTheReasonUnlessAskedToQueueIt) {
+TEST_F(JobLayerTest, AJobNoNodeCouldEverRunIsRefusedWithTheReasonUnlessAskedToQueueIt) {
   // No node yet: queued (workers may be about to join).
   api::JobSpec gpus = spec(2, 1);
   gpus.num_gpus = 2;
@@ -387,7 +387,7 @@ TEST_F(JobManagerTest, AJobNoNodeCouldEverRunIsRefusedWithTheReasonUnlessAskedTo
   add_node("node_a", 4, {0});
   add_node("node_b", 4, {0});
   Result<std::string> refused = invalid_argument("not called");
-  jobs_->submit(gpus, [&](Result<std::string> r) { refused = std::move(r); });
+  jobs_->controller.submit(gpus, [&](Result<std::string> r) { refused = std::move(r); });
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
   EXPECT_THAT(refused.error().message, AllOf(HasSubstr("no node of this cluster could ever run this job"),
@@ -395,40 +395,40 @@ TEST_F(JobManagerTest, AJobNoNodeCouldEverRunIsRefusedWithTheReasonUnlessAskedTo
                                              HasSubstr("--allow-unschedulable")));
   // More tasks than the whole cluster can ever hold at once.
   Result<std::string> too_many = invalid_argument("not called");
-  jobs_->submit(spec(3, 4), [&](Result<std::string> r) { too_many = std::move(r); });
+  jobs_->controller.submit(spec(3, 4), [&](Result<std::string> r) { too_many = std::move(r); });
   ASSERT_FALSE(too_many.ok());
   EXPECT_THAT(too_many.error().message, HasSubstr("the cluster can hold at most 2 such tasks"));
   clock_.run_ready();
-  EXPECT_EQ(jobs_->list().size(), 1u);  // nothing else was kept
+  EXPECT_EQ(jobs_->table.list().size(), 1u);  // nothing else was kept
   gpus.allow_unschedulable = true;
   std::string queued = submit(gpus);
   EXPECT_EQ(job(queued).state, JobState::kPending);
   EXPECT_EQ(job(queued).pending_kind, sched::PendingKind::kInfeasible);
 }
 
-TEST_F(JobManagerTest, ASubmissionIdNamesOneSpecAndWorksAsTheJobsAlias) {
+TEST_F(JobLayerTest, ASubmissionIdNamesOneSpecAndWorksAsTheJobsAlias) {
   add_node("node_a");
   api::JobSpec s = spec(1, 1);
   s.submission_id = "run-7";
   std::string id = submit(s);
   EXPECT_EQ(submit(s), id);  // a retry gets the same job
-  EXPECT_EQ(jobs_->find_submission("", "run-7")->id, id);
-  EXPECT_EQ(jobs_->find_submission("someone-else", "run-7"), nullptr);
+  EXPECT_EQ(jobs_->table.find_submission("", "run-7")->id, id);
+  EXPECT_EQ(jobs_->table.find_submission("someone-else", "run-7"), nullptr);
   s.entrypoint = "python other.py";
   Result<std::string> reused = invalid_argument("not called");
-  jobs_->submit(s, [&](Result<std::string> r) { reused = std::move(r); });
+  jobs_->controller.submit(s, [&](Result<std::string> r) { reused = std::move(r); });
   ASSERT_FALSE(reused.ok());
   EXPECT_EQ(reused.error().code, ErrorCode::kConflict);
   EXPECT_THAT(reused.error().message, AllOf(HasSubstr("submission_id \"run-7\" was already used for job " + id),
                                             HasSubstr("different spec")));
   clock_.run_ready();
-  EXPECT_EQ(jobs_->list().size(), 1u);
+  EXPECT_EQ(jobs_->table.list().size(), 1u);
 }
 
-TEST_F(JobManagerTest, ADrainedNodeTakesNoNewTasksUntilResumedAndStaysDrainedAcrossARestart) {
+TEST_F(JobLayerTest, ADrainedNodeTakesNoNewTasksUntilResumedAndStaysDrainedAcrossARestart) {
   add_node("node_a", 4);
   Status drained = invalid_argument("not called");
-  jobs_->set_draining("node_a", true, [&](const Status& s) { drained = s; });
+  jobs_->changes.set_draining("node_a", true, [&](const Status& s) { drained = s; });
   clock_.run_ready();
   ASSERT_TRUE(drained.ok()) << drained.error().message;
   EXPECT_TRUE(nodes_.find("node_a")->draining);
@@ -438,18 +438,18 @@ TEST_F(JobManagerTest, ADrainedNodeTakesNoNewTasksUntilResumedAndStaysDrainedAcr
   EXPECT_THAT(job(id).message, HasSubstr("1 node(s) draining take no new tasks"));
   // A head started again over the same store still has it drained.
   NodeRegistry fresh;
-  JobManager again({clock_, store_, fresh, channel_, logs_, clock_}, config_);
+  JobLayer again({clock_, store_, fresh, channel_, logs_, clock_}, config_);
   ASSERT_TRUE(again.recover().ok());
   EXPECT_EQ(fresh.drained(), (std::set<std::string>{"node_a"}));
-  jobs_->set_draining("node_a", false, [&](const Status& s) { drained = s; });
+  jobs_->changes.set_draining("node_a", false, [&](const Status& s) { drained = s; });
   clock_.run_ready();
   EXPECT_EQ(job(id).state, JobState::kRunning);
   Status unknown;
-  jobs_->set_draining("node_zz", true, [&](const Status& s) { unknown = s; });
+  jobs_->changes.set_draining("node_zz", true, [&](const Status& s) { unknown = s; });
   EXPECT_EQ(unknown.error().code, ErrorCode::kNotFound);
 }
 
-TEST_F(JobManagerTest, AJobBeyondWhatOnePassLooksAtStillSaysWhyItWaits) {
+TEST_F(JobLayerTest, AJobBeyondWhatOnePassLooksAtStillSaysWhyItWaits) {
   add_node("node_a", 1);
   std::vector<std::string> ids;
   for (int i = 0; i < 100; ++i) ids.push_back(submit(spec(1, 1)));
@@ -460,7 +460,7 @@ TEST_F(JobManagerTest, AJobBeyondWhatOnePassLooksAtStillSaysWhyItWaits) {
   EXPECT_EQ(job(ids[99]).message, "queued behind jobs submitted before it");
 }
 
-TEST_F(JobManagerTest, NodeLossFailsTheGangKillsTheRestAndRetries) {
+TEST_F(JobLayerTest, NodeLossFailsTheGangKillsTheRestAndRetries) {
   add_node("node_a");
   add_node("node_b");
   api::JobSpec s = spec(2, 4);
@@ -469,7 +469,7 @@ TEST_F(JobManagerTest, NodeLossFailsTheGangKillsTheRestAndRetries) {
   auto launches = channel_.take<api::Launch>();
   start_all(launches);
   nodes_.find("node_b")->state = NodeState::kDead;
-  jobs_->on_node_dead("node_b");
+  jobs_->controller.on_node_dead("node_b");
   clock_.run_ready();
   auto kills = channel_.take<api::Kill>();
   ASSERT_EQ(kills.size(), 1u);
@@ -487,7 +487,7 @@ TEST_F(JobManagerTest, NodeLossFailsTheGangKillsTheRestAndRetries) {
   clock_.run_ready();
   EXPECT_EQ(job(id).state, JobState::kPending);
   add_node("node_c");
-  jobs_->on_node_registered("node_c", {}, {});
+  jobs_->controller.on_node_registered("node_c", {}, {});
   clock_.run_ready();
   // Not before its retry delay (3 s by default) has passed.
   EXPECT_EQ(job(id).state, JobState::kPending);
@@ -500,7 +500,7 @@ TEST_F(JobManagerTest, NodeLossFailsTheGangKillsTheRestAndRetries) {
   EXPECT_EQ(channel_.take<api::Launch>().size(), 2u);
 }
 
-TEST_F(JobManagerTest, LaunchToAnUnreachableNodeEndsTheTaskAsNotStarted) {
+TEST_F(JobLayerTest, LaunchToAnUnreachableNodeEndsTheTaskAsNotStarted) {
   add_node("node_a");
   channel_.unreachable.insert("node_a");
   std::string id = submit(spec());
@@ -509,7 +509,7 @@ TEST_F(JobManagerTest, LaunchToAnUnreachableNodeEndsTheTaskAsNotStarted) {
   EXPECT_THAT(job(id).message, HasSubstr("its node is not connected"));
 }
 
-class ReconnectTest : public JobManagerTest {
+class ReconnectTest : public JobLayerTest {
  protected:
   // A two-task job on node_a, placed (and, when `started`, running).
   std::string placed_job(bool started) {
@@ -524,7 +524,7 @@ class ReconnectTest : public JobManagerTest {
 
 TEST_F(ReconnectTest, RunningTasksTheHeadWantsAreAdoptedWithTheirPids) {
   std::string id = placed_job(/*started=*/false);
-  jobs_->on_node_registered("node_a", {{{id, 0, 0}, 501}, {{id, 0, 1}, 502}}, {});
+  jobs_->controller.on_node_registered("node_a", {{{id, 0, 0}, 501}, {{id, 0, 1}, 502}}, {});
   clock_.run_ready();
   EXPECT_EQ(job(id).attempts[0].tasks[0].state, TaskState::kRunning);
   EXPECT_EQ(job(id).attempts[0].tasks[1].pid, 502);
@@ -535,7 +535,7 @@ TEST_F(ReconnectTest, RunningTasksOfFinishedOrUnknownJobsAreKilled) {
   std::string id = placed_job(/*started=*/true);
   exit_all(id, 0, 2, 0);
   ASSERT_EQ(job(id).state, JobState::kSucceeded);
-  jobs_->on_node_registered("node_a", {{{id, 0, 1}, 502}, {{"job_unknown", 0, 0}, 7}}, {});
+  jobs_->controller.on_node_registered("node_a", {{{id, 0, 1}, 502}, {{"job_unknown", 0, 0}, 7}}, {});
   auto kills = channel_.take<api::Kill>();
   ASSERT_EQ(kills.size(), 2u);
   EXPECT_EQ(kills[0].second.task, (api::TaskKey{id, 0, 1}));
@@ -545,7 +545,7 @@ TEST_F(ReconnectTest, RunningTasksOfFinishedOrUnknownJobsAreKilled) {
 TEST_F(ReconnectTest, ATaskReportedByANodeItWasNotPlacedOnIsKilledThere) {
   std::string id = placed_job(/*started=*/true);
   add_node("node_z");
-  jobs_->on_node_registered("node_z", {{{id, 0, 0}, 9}}, {});
+  jobs_->controller.on_node_registered("node_z", {{{id, 0, 0}, 9}}, {});
   auto kills = channel_.take<api::Kill>();
   ASSERT_EQ(kills.size(), 1u);
   EXPECT_EQ(kills[0].first, "node_z");
@@ -554,7 +554,7 @@ TEST_F(ReconnectTest, ATaskReportedByANodeItWasNotPlacedOnIsKilledThere) {
 
 TEST_F(ReconnectTest, NeverStartedTasksAreLaunchedAgain) {
   std::string id = placed_job(/*started=*/false);
-  jobs_->on_node_registered("node_a", {}, {});
+  jobs_->controller.on_node_registered("node_a", {}, {});
   auto launches = channel_.take<api::Launch>();
   ASSERT_EQ(launches.size(), 2u);
   EXPECT_EQ(launches[0].second.task, (api::TaskKey{id, 0, 0}));
@@ -564,7 +564,7 @@ TEST_F(ReconnectTest, NeverStartedTasksAreLaunchedAgain) {
 TEST_F(ReconnectTest, StartedTasksTheNodeNoLongerHasAreLost) {
   std::string id = placed_job(/*started=*/true);
   // Task 1 still runs, task 0 is gone without a trace.
-  jobs_->on_node_registered("node_a", {{{id, 0, 1}, 1001}}, {});
+  jobs_->controller.on_node_registered("node_a", {{{id, 0, 1}, 1001}}, {});
   clock_.run_ready();
   const TaskRecord& lost = job(id).attempts[0].tasks[0];
   EXPECT_EQ(lost.state, TaskState::kFailed);
@@ -576,7 +576,7 @@ TEST_F(ReconnectTest, StartedTasksTheNodeNoLongerHasAreLost) {
 
 TEST_F(ReconnectTest, EndedTasksWaitForTheirExitReports) {
   std::string id = placed_job(/*started=*/true);
-  jobs_->on_node_registered("node_a", {}, {{id, 0, 0}, {id, 0, 1}});
+  jobs_->controller.on_node_registered("node_a", {}, {{id, 0, 0}, {id, 0, 1}});
   clock_.run_ready();
   EXPECT_EQ(job(id).state, JobState::kRunning);  // not lost: their exits follow
   EXPECT_TRUE(channel_.sent.empty());
@@ -584,7 +584,7 @@ TEST_F(ReconnectTest, EndedTasksWaitForTheirExitReports) {
   EXPECT_EQ(job(id).state, JobState::kSucceeded);
 }
 
-TEST_F(JobManagerTest, WholeRunTimeoutCoversRetries) {
+TEST_F(JobLayerTest, WholeRunTimeoutCoversRetries) {
   add_node("node_a");
   api::JobSpec s = spec();
   s.timeout_s = 10;
@@ -610,7 +610,7 @@ TEST_F(JobManagerTest, WholeRunTimeoutCoversRetries) {
   EXPECT_THAT(job(id).message, HasSubstr("timed out after 10"));
 }
 
-TEST_F(JobManagerTest, PerAttemptTimeoutRestartsWithEachAttempt) {
+TEST_F(JobLayerTest, PerAttemptTimeoutRestartsWithEachAttempt) {
   add_node("node_a");
   api::JobSpec s = spec();
   s.timeout_s = 10;
@@ -630,7 +630,7 @@ TEST_F(JobManagerTest, PerAttemptTimeoutRestartsWithEachAttempt) {
   EXPECT_TRUE(job(id).timed_out);
 }
 
-TEST_F(JobManagerTest, TimeoutTimerIsCancelledWhenTheJobFinishes) {
+TEST_F(JobLayerTest, TimeoutTimerIsCancelledWhenTheJobFinishes) {
   add_node("node_a");
   api::JobSpec s = spec();
   s.timeout_s = 100;
@@ -645,21 +645,21 @@ TEST_F(JobManagerTest, TimeoutTimerIsCancelledWhenTheJobFinishes) {
   EXPECT_TRUE(channel_.sent.empty());
 }
 
-TEST_F(JobManagerTest, StopKillsEveryTaskAndEndsStoppedOnceTheyAreGone) {
+TEST_F(JobLayerTest, StopKillsEveryTaskAndEndsStoppedOnceTheyAreGone) {
   add_node("node_a", 8);
   std::string id = submit(spec(3));
   start_all(channel_.take<api::Launch>());
-  ASSERT_TRUE(jobs_->stop(id).ok());
+  ASSERT_TRUE(stop(id).ok());
   EXPECT_EQ(channel_.take<api::Kill>().size(), 3u);
   EXPECT_EQ(job(id).state, JobState::kRunning);
   for (int i = 0; i < 3; ++i) report_exit({id, 0, i}, api::TaskExit{std::nullopt, 15, "", ""});
   EXPECT_EQ(job(id).state, JobState::kStopped);
-  Status again = jobs_->stop(id);
+  Status again = stop(id);
   EXPECT_EQ(again.error().code, ErrorCode::kConflict);
-  EXPECT_EQ(jobs_->stop("job_nope").error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(stop("job_nope").error().code, ErrorCode::kNotFound);
 }
 
-TEST_F(JobManagerTest, RecoverReloadsJobsAndTheirEvents) {
+TEST_F(JobLayerTest, RecoverReloadsJobsAndTheirEvents) {
   add_node("node_a");
   std::string done = submit(spec());
   start_all(channel_.take<api::Launch>());
@@ -673,25 +673,25 @@ TEST_F(JobManagerTest, RecoverReloadsJobsAndTheirEvents) {
   ASSERT_TRUE(jobs_->recover().ok());
   EXPECT_EQ(job(done).state, JobState::kSucceeded);
   EXPECT_EQ(job(running).state, JobState::kRunning);
-  EXPECT_FALSE(jobs_->events(done).empty());
+  EXPECT_FALSE(jobs_->table.events(done).empty());
   // The running job's node is waited for, not forgotten.
   ASSERT_NE(nodes_.find("node_a"), nullptr);
   EXPECT_EQ(nodes_.find("node_a")->state, NodeState::kDisconnected);
 }
 
-TEST_F(JobManagerTest, APendingReasonIsNotLoggedAgainAfterARestart) {
+TEST_F(JobLayerTest, APendingReasonIsNotLoggedAgainAfterARestart) {
   std::string id = submit(spec());
   ASSERT_EQ(job(id).pending_kind, sched::PendingKind::kNoNodes);
-  const size_t events = jobs_->events(id).size();
+  const size_t events = jobs_->table.events(id).size();
   jobs_.reset();
   make_manager();
   ASSERT_TRUE(jobs_->recover().ok());
   clock_.run_ready();
   EXPECT_EQ(job(id).pending_kind, sched::PendingKind::kNoNodes);
-  EXPECT_EQ(jobs_->events(id).size(), events);
+  EXPECT_EQ(jobs_->table.events(id).size(), events);
 }
 
-TEST_F(JobManagerTest, AStoredJobThisVersionRejectsIsKeptAsFailedNotDropped) {
+TEST_F(JobLayerTest, AStoredJobThisVersionRejectsIsKeptAsFailedNotDropped) {
   std::string id = submit(spec());
   // As if an older head had accepted a field this version refuses.
   auto stored = store_.get(store::kJobsTable, id);
@@ -714,16 +714,16 @@ TEST_F(JobManagerTest, AStoredJobThisVersionRejectsIsKeptAsFailedNotDropped) {
   make_manager();
   ASSERT_TRUE(jobs_->recover().ok());
   EXPECT_EQ(job(id).state, JobState::kFailed);
-  EXPECT_THAT(jobs_->events(id).back().message, HasSubstr("marked FAILED at restart"));
+  EXPECT_THAT(jobs_->table.events(id).back().message, HasSubstr("marked FAILED at restart"));
 }
 
-TEST_F(JobManagerTest, ADurableStopIsStoredBeforeItTakesEffectOrRefusedWithNothingChanged) {
+TEST_F(JobLayerTest, ADurableStopIsStoredBeforeItTakesEffectOrRefusedWithNothingChanged) {
   add_node("node_a");
   std::string id = submit(spec());
   start_all(channel_.take<api::Launch>());
   store_.fail_next_writes(1);
   std::optional<Status> refused;
-  jobs_->stop_durably(id, "alice", [&](Status s) { refused = std::move(s); });
+  jobs_->controller.stop(id, "alice", [&](Status s) { refused = std::move(s); });
   clock_.run_ready();
   ASSERT_TRUE(refused.has_value());
   EXPECT_EQ(refused->error().code, ErrorCode::kResourceExhausted);
@@ -732,7 +732,7 @@ TEST_F(JobManagerTest, ADurableStopIsStoredBeforeItTakesEffectOrRefusedWithNothi
   EXPECT_TRUE(channel_.take<api::Kill>().empty());
 
   std::optional<Status> stopped;
-  jobs_->stop_durably(id, "alice", [&](Status s) { stopped = std::move(s); });
+  jobs_->controller.stop(id, "alice", [&](Status s) { stopped = std::move(s); });
   clock_.run_ready();
   ASSERT_TRUE(stopped.has_value() && stopped->ok());
   EXPECT_TRUE(job(id).stop_requested);
@@ -743,11 +743,11 @@ TEST_F(JobManagerTest, ADurableStopIsStoredBeforeItTakesEffectOrRefusedWithNothi
   EXPECT_TRUE(nlohmann::json::parse(*stored.value())["stop_requested"].get<bool>());
 }
 
-TEST_F(JobManagerTest, WatchersAreWokenOnChange) {
+TEST_F(JobLayerTest, WatchersAreWokenOnChange) {
   add_node("node_a");
   std::string id = submit(spec());
   int woken = 0;
-  jobs_->watch(id, [&] { ++woken; });
+  watch_job(*jobs_, id, [&] { ++woken; });
   start_all(channel_.take<api::Launch>());
   EXPECT_EQ(woken, 1);
 }

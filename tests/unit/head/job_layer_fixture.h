@@ -1,6 +1,6 @@
-// The JobManager test fixture: a JobManager over a memory store, a node registry filled
+// The job layer's test fixture: a JobLayer over a memory store, a node registry filled
 // by hand, a fake worker channel and a fake clock, with helpers to submit jobs and play
-// a worker's part. Shared by job_manager_test.cc and job_gates_test.cc.
+// a worker's part. Shared by job_controller_test.cc and job_gates_test.cc.
 #pragma once
 
 #include <gmock/gmock.h>
@@ -18,14 +18,14 @@
 #include "fakes/fake_clock.h"
 #include "fakes/fake_worker_channel.h"
 #include "head/job_codec.h"
-#include "head/job_manager.h"
+#include "head/job_layer.h"
 #include "head/store/memory_store.h"
 
 namespace ag::head {
 
-class JobManagerTest : public ::testing::Test {
+class JobLayerTest : public ::testing::Test {
  protected:
-  JobManagerTest()
+  JobLayerTest()
       : log_dir_(std::filesystem::temp_directory_path() /
                  ("ag-jm-test-" + std::to_string(::getpid()) + "-" +
                   ::testing::UnitTest::GetInstance()->current_test_info()->name())),
@@ -33,13 +33,13 @@ class JobManagerTest : public ::testing::Test {
     config_.kill_grace_ms = 3000;
     make_manager();
   }
-  ~JobManagerTest() override {
+  ~JobLayerTest() override {
     jobs_.reset();
     std::filesystem::remove_all(log_dir_);
   }
 
   void make_manager() {
-    jobs_ = std::make_unique<JobManager>(JobManager::Deps{clock_, store_, nodes_, channel_, logs_, clock_}, config_);
+    jobs_ = std::make_unique<JobLayer>(JobLayer::Deps{clock_, store_, nodes_, channel_, logs_, clock_}, config_);
   }
 
   void add_node(const std::string& id, int cpus = 4, std::vector<int> gpus = {}) {
@@ -66,28 +66,37 @@ class JobManagerTest : public ::testing::Test {
   // Submits and lets the store's acknowledgement and the scheduling pass run.
   std::string submit(api::JobSpec s) {
     std::optional<Result<std::string>> result;
-    jobs_->submit(std::move(s), [&](Result<std::string> id) { result = std::move(id); });
+    jobs_->controller.submit(std::move(s), [&](Result<std::string> id) { result = std::move(id); });
     clock_.run_ready();
     EXPECT_TRUE(result.has_value());
     EXPECT_TRUE(result->ok()) << result->error().message;
     return result->ok() ? result->value() : "";
   }
 
+  // Stops the job (durably, as the API does) and lets the write land.
+  Status stop(const std::string& id, const std::string& by = "") {
+    std::optional<Status> result;
+    jobs_->controller.stop(id, by, [&](Status s) { result = std::move(s); });
+    clock_.run_ready();
+    EXPECT_TRUE(result.has_value());
+    return result ? *result : Status{};
+  }
+
   const Job& job(const std::string& id) {
-    const Job* j = jobs_->find(id);
+    const Job* j = jobs_->table.find(id);
     EXPECT_NE(j, nullptr);
     return *j;
   }
 
   std::vector<std::string> event_texts(const std::string& id) {
     std::vector<std::string> out;
-    for (const auto& e : jobs_->events(id)) out.push_back(e.message);
+    for (const auto& e : jobs_->table.events(id)) out.push_back(e.message);
     return out;
   }
 
   void start_all(const std::vector<std::pair<std::string, api::Launch>>& launches) {
     for (const auto& [node, launch] : launches) {
-      EXPECT_TRUE(jobs_->on_task_started(node, launch.task, 1000 + launch.task.task_index).ok());
+      EXPECT_TRUE(jobs_->controller.on_task_started(node, launch.task, 1000 + launch.task.task_index).ok());
     }
     clock_.run_ready();
   }
@@ -108,7 +117,7 @@ class JobManagerTest : public ::testing::Test {
 
   // The task's node reports its end.
   void report_exit(const api::TaskKey& task, const api::TaskExit& exit) {
-    EXPECT_TRUE(jobs_->on_task_exited(node_of(task), task, exit).ok());
+    EXPECT_TRUE(jobs_->controller.on_task_exited(node_of(task), task, exit).ok());
   }
 
   // A one-task job on node_a, stored, whose placement is not at first: neither its own
@@ -116,7 +125,7 @@ class JobManagerTest : public ::testing::Test {
   std::string submit_placed_but_unstored() {
     add_node("node_a");
     std::optional<Result<std::string>> result;
-    jobs_->submit(spec(), [&](Result<std::string> id) { result = std::move(id); });
+    jobs_->controller.submit(spec(), [&](Result<std::string> id) { result = std::move(id); });
     store_.fail_next_writes(2);
     clock_.run_ready();
     EXPECT_TRUE(result.has_value() && result->ok());
@@ -138,8 +147,8 @@ class JobManagerTest : public ::testing::Test {
   NodeRegistry nodes_;
   ::ag::testing::FakeWorkerChannel channel_;
   LogStore logs_;
-  JobManagerConfig config_;
-  std::unique_ptr<JobManager> jobs_;
+  JobConfig config_;
+  std::unique_ptr<JobLayer> jobs_;
 };
 
 }  // namespace ag::head
