@@ -25,9 +25,9 @@
 #include "bench_util.h"
 #include "fakes/fake_clock.h"
 #include "fakes/fake_worker_channel.h"
-#include "head/job_layer.h"
-#include "head/log_store.h"
-#include "head/node_registry.h"
+#include "head/jobs/job_layer.h"
+#include "head/logs/log_store.h"
+#include "head/nodes/node_registry.h"
 #include "head/store/memory_store.h"
 
 namespace {

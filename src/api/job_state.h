@@ -1,5 +1,5 @@
 // JobState and TaskState: the lifecycle states the head records and the REST API
-// reports. Shared by the head (which moves jobs through them, head/job_state_machine.h)
+// reports. Shared by the head (which moves jobs through them, head/jobs/job_state_machine.h)
 // and by clients such as the CLI (which wait for a terminal one), so that both read the
 // same upper-case wire names ("PENDING", "SUCCEEDED", ...) the same way.
 #pragma once

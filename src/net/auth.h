@@ -1,6 +1,6 @@
 // The HTTP side of authentication: where a request carries its credential, the
 // dashboard's session cookie, the CSRF rule, and token files. Which credential is
-// whose, and what it may do, is the head's (head/access_control.h).
+// whose, and what it may do, is the head's (head/auth/access_control.h).
 //
 // Two ways a request carries a credential:
 //   - "Authorization: Bearer <token>": the CLI, the SDK, workers, Prometheus.

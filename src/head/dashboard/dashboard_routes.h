@@ -20,8 +20,8 @@
 #include <string>
 
 #include "common/clock.h"
-#include "head/access_control.h"
-#include "head/audit_log.h"
+#include "head/auth/access_control.h"
+#include "head/auth/audit_log.h"
 #include "head/dashboard/event_hub.h"
 #include "head/dashboard/metrics.h"
 #include "net/http_types.h"

@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "head/job_codec.h"
-#include "head/node_codec.h"
+#include "head/jobs/job_codec.h"
+#include "head/nodes/node_codec.h"
 
 namespace ag::head::dashboard {
 namespace {

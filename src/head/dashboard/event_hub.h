@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "common/clock.h"
-#include "head/job.h"
-#include "head/job_layer.h"
-#include "head/node_registry.h"
+#include "head/jobs/job.h"
+#include "head/jobs/job_layer.h"
+#include "head/nodes/node_registry.h"
 #include "net/http_types.h"
 
 namespace ag::head::dashboard {

@@ -16,10 +16,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "head/job.h"
-#include "head/job_layer.h"
-#include "head/log_store.h"
-#include "head/node_registry.h"
+#include "head/jobs/job.h"
+#include "head/jobs/job_layer.h"
+#include "head/logs/log_store.h"
+#include "head/nodes/node_registry.h"
 #include "net/http_types.h"
 
 namespace ag::head::dashboard {

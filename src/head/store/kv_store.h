@@ -1,5 +1,5 @@
 // KvStore: the head's durable record store, a small table/key/value interface under
-// the typed job and event records (head/job_codec.h).
+// the typed job and event records (head/jobs/job_codec.h).
 //
 //   job manager --write(batch, done)--> queue --writer thread--> one transaction per group
 //                                                                 --> done(status) per batch

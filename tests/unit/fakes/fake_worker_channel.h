@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "head/worker_channel.h"
+#include "head/nodes/worker_channel.h"
 
 namespace ag::testing {
 

@@ -1,6 +1,6 @@
 // AccessControl over a memory store and a fake clock: what each credential proves,
 // that changes are durable and undone when the store fails, and the role policy.
-#include "head/access_control.h"
+#include "head/auth/access_control.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
 // Deadlines over a fake clock: a deadline fires once at its time; arming the same one
 // again keeps its timer, a new one replaces it, none or disarm cancels it; nothing
 // fires after the Deadlines are gone.
-#include "head/deadlines.h"
+#include "head/jobs/deadlines.h"
 
 #include <gtest/gtest.h>
 

@@ -1,12 +1,12 @@
 // GateIndex and ArrayThrottle: gated jobs indexed by the jobs they wait on and their
 // begin times (one timer, the earliest; only jobs still gated are due); an array's
 // places go to waiting elements by index as places come free.
-#include "head/gate_index.h"
+#include "head/jobs/gate_index.h"
 
 #include <gtest/gtest.h>
 
 #include "fakes/fake_clock.h"
-#include "head/array_throttle.h"
+#include "head/jobs/array_throttle.h"
 
 namespace ag::head {
 namespace {

@@ -1,5 +1,5 @@
 // Pre-pulls of an image: each node's state as it reports.
-#include "head/image_pulls.h"
+#include "head/nodes/image_pulls.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // node registry filled by hand, a fake worker channel and a fake clock. Each test
 // drives a job through the events a worker would send and checks what the head sends
 // back, what it records, and what it persists.
-#include "head/job_layer.h"
+#include "head/jobs/job_layer.h"
 
 #include "head/job_layer_fixture.h"
 

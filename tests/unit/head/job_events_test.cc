@@ -1,7 +1,7 @@
 // JobEvents: a watcher hears once, of its own job only, and may watch again from inside;
 // a cancelled watcher hears nothing; observers hear every change and removal observers
 // every removal.
-#include "head/job_events.h"
+#include "head/jobs/job_events.h"
 
 #include <gtest/gtest.h>
 

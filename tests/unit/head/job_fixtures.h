@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "head/job.h"
-#include "head/job_state_machine.h"
+#include "head/jobs/job.h"
+#include "head/jobs/job_state_machine.h"
 
 namespace ag::head::testing {
 

@@ -17,8 +17,8 @@
 
 #include "fakes/fake_clock.h"
 #include "fakes/fake_worker_channel.h"
-#include "head/job_codec.h"
-#include "head/job_layer.h"
+#include "head/jobs/job_codec.h"
+#include "head/jobs/job_layer.h"
 #include "head/store/memory_store.h"
 
 namespace ag::head {

@@ -1,5 +1,5 @@
 // Tests for the job state machine, through its public event functions only.
-#include "head/job_state_machine.h"
+#include "head/jobs/job_state_machine.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
 // JobUsage: per-job sums of the tasks' CPU and memory in 5-second buckets, bounded to
 // the last 15 minutes.
-#include "head/job_usage.h"
+#include "head/nodes/job_usage.h"
 
 #include <gtest/gtest.h>
 

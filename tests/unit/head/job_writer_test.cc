@@ -2,14 +2,14 @@
 // each job as it stands, with its new events; after_durable waits for it, and through a
 // failed write, which is tried again; a deletion lands after earlier writes and drops
 // the job once durable, or keeps it when it fails; write_now writes one job at once.
-#include "head/job_writer.h"
+#include "head/jobs/job_writer.h"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include "fakes/fake_clock.h"
-#include "head/job_codec.h"
+#include "head/jobs/job_codec.h"
 #include "head/store/memory_store.h"
 
 namespace ag::head {

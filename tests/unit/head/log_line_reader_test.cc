@@ -1,9 +1,9 @@
 // LogLineReader over a real LogStore in a temporary folder, and the merge of several
-// tasks' pages (head/log_lines.h) read the way GET /api/jobs/{id}/lines reads them:
+// tasks' pages (head/logs/log_lines.h) read the way GET /api/jobs/{id}/lines reads them:
 // lines with their receive times, pieces of lines longer than a page, where whole lines
 // end, --since and --tail starts, and page after page of a merge equal to one read of
 // the whole logs whatever the budget.
-#include "head/log_line_reader.h"
+#include "head/logs/log_line_reader.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "fakes/fake_clock.h"
-#include "head/log_lines.h"
+#include "head/logs/log_lines.h"
 
 namespace ag::head {
 namespace {

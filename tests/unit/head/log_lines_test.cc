@@ -1,7 +1,7 @@
 // merge_pages: several tasks' lines in the order the head received them (ties by task
 // index, then place in the log), each task's cursor, and the lines held back behind a
 // page that stopped at its budget.
-#include "head/log_lines.h"
+#include "head/logs/log_lines.h"
 
 #include <gtest/gtest.h>
 

@@ -1,9 +1,9 @@
 // LogStore over a real temporary folder: appends at offsets (resends skipped, gaps
 // refused), reads by range, completion, and the long-poll waiters woken by new bytes
 // or the log's end.
-#include "head/log_store.h"
+#include "head/logs/log_store.h"
 
-#include "head/log_line_reader.h"
+#include "head/logs/log_line_reader.h"
 
 #include <chrono>
 #include <thread>

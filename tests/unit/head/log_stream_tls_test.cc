@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "api/log_stream.h"
-#include "head/log_stream_reader.h"
+#include "head/logs/log_stream_reader.h"
 #include "net/auth.h"
 #include "net/http_server.h"
 #include "net/tls.h"

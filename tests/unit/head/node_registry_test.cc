@@ -1,6 +1,6 @@
 // NodeRegistry: nodes kept across reconnects, the channel each is reached through,
 // liveness (ALIVE -> DISCONNECTED -> DEAD) and the bounded usage history.
-#include "head/node_registry.h"
+#include "head/nodes/node_registry.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

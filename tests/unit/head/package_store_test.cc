@@ -1,6 +1,6 @@
 // PackageStore: the head's content-addressed store of working_dir packages, on a real
 // temporary folder.
-#include "head/package_store.h"
+#include "head/packages/package_store.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -2,7 +2,7 @@
 // a new store reads quotas and queues back, and the submit checks that depend on policy
 // alone: the priority cap, the queue (unknown, conflicting, its priority), --no-preempt
 // through a user's or a group's quota.
-#include "head/policy_store.h"
+#include "head/sharing/policy_store.h"
 
 #include <gtest/gtest.h>
 

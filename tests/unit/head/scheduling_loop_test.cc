@@ -2,7 +2,7 @@
 // timer keeps the earliest time; the window widens while passes place most of it and
 // chains a pass when full, and narrows again; set-aside jobs come back when the
 // cluster changes; nothing runs once the loop is gone.
-#include "head/scheduling_loop.h"
+#include "head/jobs/scheduling_loop.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // out only once it is stored (after the next batch when that write fails); a node
 // that re-registers meanwhile is not sent them twice; a launch to a node that is gone
 // is a start error; master ports avoid what the node reports busy.
-#include "head/task_dispatcher.h"
+#include "head/jobs/task_dispatcher.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // UsageLedger over a fake clock and a memory store: a job's owner is charged for its
 // gang from the first charge to the last, running jobs count in every answer, the tick
 // stores the usage and a new ledger reads it back; weights divide usage for the order.
-#include "head/usage_ledger.h"
+#include "head/sharing/usage_ledger.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // folder, a JobManager over a memory store) and a fake clock. Each test plays a
 // worker on a fake WebSocket: it sends what a worker sends and checks what the head
 // answers on the channel and what it records.
-#include "head/worker_gateway.h"
+#include "head/gateway/worker_gateway.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -18,11 +18,11 @@
 
 #include "fakes/fake_clock.h"
 #include "fakes/fake_ws_connection.h"
-#include "head/access_control.h"
-#include "head/audit_log.h"
-#include "head/job_layer.h"
-#include "head/log_store.h"
-#include "head/node_registry.h"
+#include "head/auth/access_control.h"
+#include "head/auth/audit_log.h"
+#include "head/jobs/job_layer.h"
+#include "head/logs/log_store.h"
+#include "head/nodes/node_registry.h"
 #include "head/store/memory_store.h"
 
 namespace ag::head {

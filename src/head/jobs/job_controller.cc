@@ -1,0 +1,439 @@
+#include "head/jobs/job_controller.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "common/ids.h"
+#include "head/jobs/admission.h"
+#include "head/jobs/reconcile.h"
+#include "head/scheduler/gates.h"
+#include "head/jobs/scheduling_view.h"
+
+namespace ag::head {
+namespace {
+
+// A failed task's last lines kept with its attempt (shown with the job's failure).
+constexpr int64_t kFailureTailBytes = 8 * 1024;
+constexpr int kFailureTailLines = 50;
+
+// The job's gang as fair share charges it: every task of its attempt.
+Gang gang_of(const Job& job) {
+  const AttemptRecord* attempt = job.current_attempt();
+  const int64_t tasks = attempt ? static_cast<int64_t>(attempt->tasks.size()) : 0;
+  const Resources per_task = job.spec.per_task();
+  return {job.id, job.owner, {per_task.cpu_millis * tasks, per_task.memory_bytes * tasks, per_task.gpus * tasks}};
+}
+
+Error no_such_job(const std::string& job_id) {
+  return not_found("no job with id '" + job_id + "'; list jobs with `ag list-jobs`");
+}
+
+}  // namespace
+
+Status JobController::recover() {
+  auto salvaged = u_.jobs.load(u_.store, u_.clock.now_ms());
+  if (!salvaged.ok()) return salvaged.error();
+  const int64_t steady = u_.clock.steady_ms();
+  std::vector<Job*> waiting;
+  for (const auto& [id, stored] : u_.jobs.all()) {
+    Job& job = *u_.jobs.find(id);
+    if (job.state == JobState::kPending) {
+      waiting.push_back(&job);
+    } else if (job.state == JobState::kRunning && job.current_attempt()) {
+      AttemptRecord& attempt = *job.current_attempt();
+      u_.jobs.activate(job);
+      u_.usage.charge(gang_of(job), false);  // charged from now: the head was away before
+      if (!attempt.tasks.empty()) u_.dispatcher.take_master_port(attempt.tasks.front().node_id, attempt.master_port);
+      // The nodes of a running attempt get until the node timeout to reconnect and
+      // report; the registry's expiry declares them lost otherwise.
+      for (const auto& task : attempt.tasks) {
+        if (task.terminal() || u_.nodes.find(task.node_id)) continue;
+        Node placeholder;
+        placeholder.node_id = task.node_id;
+        placeholder.address = task.node_address;
+        placeholder.state = NodeState::kDisconnected;
+        placeholder.last_heartbeat_steady_ms = steady;
+        u_.nodes.upsert(std::move(placeholder));
+      }
+      arm_timeout(job);
+    }
+  }
+  // Salvaged jobs are stored again in the form this version reads, with an event
+  // saying what happened.
+  for (const auto& id : salvaged.value()) {
+    const Job& job = *u_.jobs.find(id);
+    record(job, {job.message});
+  }
+  // Every job is loaded: gates can weigh their dependencies and arrays their elements
+  // (by index: ids order "_10" before "_2"). Running elements use their array's limit.
+  std::vector<const Job*> elements;
+  for (const auto& [id, job] : u_.jobs.all()) {
+    if (!job.array_id.empty()) elements.push_back(&job);
+  }
+  std::sort(elements.begin(), elements.end(),
+            [](const Job* a, const Job* b) { return a->array_index < b->array_index; });
+  for (const Job* job : elements) u_.arrays.add(*job, job->state == JobState::kRunning);
+  for (Job* job : waiting) admit(*job);
+  spdlog::info("recovered {} jobs ({} pending, {} running) from the store", u_.jobs.all().size(),
+               u_.loop.queue().size(), u_.jobs.active().size());
+  u_.loop.request();
+  return {};
+}
+
+void JobController::submit(api::JobSpec spec, std::function<void(Result<std::string>)> done, const Submitter& by) {
+  std::vector<api::JobSpec> specs;
+  specs.push_back(std::move(spec));
+  submit_all(std::move(specs), [done = std::move(done)](const Result<std::vector<std::string>>& ids) {
+    if (!ids.ok()) return done(ids.error());
+    done(ids.value().front());
+  }, by);
+}
+
+void JobController::submit_all(std::vector<api::JobSpec> specs,
+                               std::function<void(Result<std::vector<std::string>>)> done, const Submitter& by) {
+  const AdmissionView view{u_.jobs, u_.arrays, u_.policy, u_.nodes,
+                           [this](const std::string& id) { return u_.writer.removing(id); }};
+  if (auto refused = check_submit(specs, by.owner, by.admin, view)) return done(*refused);
+  struct Accepted {
+    Job job;
+    JobEvent event;
+  };
+  auto accepted = std::make_shared<std::vector<Accepted>>();
+  std::vector<std::string> ids;
+  std::vector<std::string> reserved;  // submission ids kept for jobs not yet stored
+  std::vector<store::Mutation> batch;
+  const int64_t now = u_.clock.now_ms();
+  for (auto& spec : specs) {
+    // A retried submit (same client-chosen id) returns the job it created before.
+    // Per owner: one user's submission id never finds another's job.
+    if (std::string earlier = u_.jobs.submission(by.owner, spec.submission_id); !earlier.empty()) {
+      const Job* job = u_.jobs.find(earlier);
+      ids.push_back(job && !job->array_id.empty() ? job->array_id : earlier);
+      continue;
+    }
+    // One job, or one per index of an array ("ARRAY_INDEX", in index order).
+    const std::string id = new_job_id();
+    std::vector<std::pair<std::string, int>> made;
+    if (spec.array) {
+      for (int index : spec.array->indices) made.emplace_back(id + "_" + std::to_string(index), index);
+    } else {
+      made.emplace_back(id, -1);
+    }
+    for (const auto& [job_id, index] : made) {
+      Job job;
+      job.id = job_id;
+      job.spec = spec;
+      job.owner = by.owner;
+      job.submitted_from = by.from;
+      job.submitted_ms = now;
+      job.queue_seq = u_.jobs.next_seq();
+      if (index >= 0) {
+        job.array_id = id;
+        job.array_index = index;
+      }
+      if (job.spec.hold) job.held_by = by.owner.empty() ? "user" : by.owner;
+      // Until a scheduling pass says more: a pass looks at the oldest pending jobs only,
+      // so a job far back in a long queue still says why it waits.
+      job.message = "queued behind jobs submitted before it";
+      JobEvent event{now, "submitted" + (by.owner.empty() ? "" : " by " + by.owner) +
+                              (by.from.empty() ? "" : " from " + by.from) + ": " +
+                              (index >= 0 ? "element " + std::to_string(index) + " of array " + id + ", " : "") +
+                              std::to_string(job.spec.num_workers) + " task(s), entrypoint: " + job.spec.entrypoint};
+      for (auto& mutation : JobWriter::records(job, {event})) batch.push_back(std::move(mutation));
+      accepted->push_back({std::move(job), event});
+    }
+    if (!spec.submission_id.empty()) {
+      u_.jobs.reserve_submission(by.owner, spec.submission_id, made.front().first);
+      reserved.push_back(spec.submission_id);
+    }
+    ids.push_back(id);
+  }
+  if (accepted->empty()) return done(ids);
+  // The jobs become visible only once durable: acknowledging first could lose them.
+  u_.writer.write_then(
+      std::move(batch),
+      [this, accepted] {
+        std::vector<Job*> added;
+        for (auto& a : *accepted) {
+          u_.arrays.add(a.job);
+          Job& job = u_.jobs.add(std::move(a.job), a.event);
+          u_.listeners.added(job);
+          added.push_back(&job);
+        }
+        for (Job* job : added) admit(*job);
+      },
+      [this, ids, done = std::move(done), reserved, owner = by.owner](const Status& status) {
+        if (!status) {
+          for (const auto& sid : reserved) u_.jobs.release_submission(owner, sid);
+          return done(status.error());
+        }
+        done(ids);
+        u_.loop.request();
+      });
+}
+
+void JobController::stop(const std::string& job_id, const std::string& by, std::function<void(Status)> done) {
+  const Job* job = u_.jobs.find(job_id);
+  if (!job) return done(no_such_job(job_id));
+  if (job->terminal()) {
+    return done(Error{ErrorCode::kConflict, "job " + job_id + " already finished (" + to_string(job->state) + ")"});
+  }
+  // The stopped job is written first, from a draft; only once it is durable does the
+  // stop take effect (and is written again as it then stands).
+  Job draft = *job;
+  on_stop_requested(draft, u_.clock.now_ms(), by);
+  u_.writer.write_then(JobWriter::records(draft, {}), [this, job_id, by] {
+    Job* job = u_.jobs.find(job_id);
+    if (job && !job->terminal()) apply(*job, on_stop_requested(*job, u_.clock.now_ms(), by));
+  }, std::move(done));
+}
+
+void JobController::set_hold(const std::string& job_id, bool hold, const std::string& by,
+                             std::function<void(Status)> done) {
+  Job* found = u_.jobs.find(job_id);
+  if (!found) return done(no_such_job(job_id));
+  Job& job = *found;
+  if (job.state != JobState::kPending) {
+    return done(Error{ErrorCode::kConflict,
+                      "job " + job_id + " is " + to_string(job.state) + "; only a pending job can be " +
+                          (hold ? "held" : "released") +
+                          (job.terminal() ? "" : " (stop it with `ag stop-job " + job_id + "`)")});
+  }
+  if (!hold && job.held_by.empty()) {
+    return done(Error{ErrorCode::kConflict, "job " + job_id + " is not held; it is pending: " + job.message});
+  }
+  const auto when_stored = [this, done = std::move(done)] { u_.writer.after_durable([done] { done({}); }); };
+  if (hold && !job.held_by.empty()) return when_stored();  // held already
+  const std::string who = by.empty() ? "user" : by;
+  job.held_by = hold ? who : "";
+  Effects fx;
+  fx.changed = true;
+  if (hold) fx.events.push_back("held by " + who);
+  apply(job, fx);
+  admit(job, "released by " + who);
+  when_stored();
+}
+
+void JobController::on_node_registered(const std::string& node_id, const std::vector<api::RunningTask>& running,
+                                       const std::vector<api::TaskKey>& ended) {
+  Reconciliation plan = reconcile_node(u_.jobs.all(), u_.jobs.active(), node_id, running, ended, config_.kill_grace_ms);
+  for (const auto& kill : plan.kill) u_.workers.send(node_id, kill);
+  for (const auto& task : plan.adopt) task_started(task.task, task.pid);
+  for (const auto& ref : plan.relaunch) u_.dispatcher.relaunch(*u_.jobs.find(ref.task.job_id), ref);
+  const Node* node = u_.nodes.find(node_id);
+  const std::string label = node ? node->label() : node_id;
+  for (const auto& ref : plan.lost) {
+    api::TaskExit exit;
+    exit.lost = "node " + label + " reconnected without it";
+    task_ended(ref.task, exit);
+  }
+  u_.loop.cluster_changed();
+  u_.loop.request();
+}
+
+Status JobController::on_task_started(const std::string& node_id, const api::TaskKey& task, int64_t pid) {
+  Status allowed = check_reporter(u_.jobs.all(), node_id, task);
+  if (allowed) task_started(task, pid);
+  return allowed;
+}
+
+Status JobController::on_task_exited(const std::string& node_id, const api::TaskKey& task,
+                                     const api::TaskExit& exit) {
+  Status allowed = check_reporter(u_.jobs.all(), node_id, task);
+  if (allowed) task_ended(task, exit);
+  return allowed;
+}
+
+void JobController::on_node_dead(const std::string& node_id) {
+  u_.loop.cluster_changed();
+  const Node* node = u_.nodes.find(node_id);
+  const std::string label = node ? node->label() : node_id;
+  std::vector<Job*> affected;
+  for (const auto& [_, job] : u_.jobs.active()) affected.push_back(job);
+  for (Job* job : affected) {
+    Effects fx = on_node_lost(*job, node_id, label, u_.clock.now_ms());
+    if (const AttemptRecord* attempt = job->current_attempt()) {
+      for (const auto& task : attempt->tasks) {
+        if (task.node_id == node_id) u_.logs.close({job->id, attempt->number, task.index});
+      }
+    }
+    apply(*job, fx);
+  }
+  u_.loop.request();
+}
+
+void JobController::task_started(const api::TaskKey& task, int64_t pid) {
+  Job* job = u_.jobs.find(task.job_id);
+  if (job) apply(*job, head::on_task_started(*job, task.attempt, task.task_index, pid, u_.clock.now_ms()));
+}
+
+void JobController::task_ended(const api::TaskKey& task, const api::TaskExit& exit) {
+  u_.logs.close(task);
+  Job* job = u_.jobs.find(task.job_id);
+  if (!job) return;
+  apply(*job, head::on_task_exited(*job, task.attempt, task.task_index, exit, u_.clock.now_ms()));
+  // Any task that ended freed capacity: let queued jobs have it now. (A start, a
+  // placement or a new pending reason frees nothing; a pass after them would only
+  // look at the same queue again.)
+  if (!u_.loop.queue().empty()) u_.loop.request();
+}
+
+void JobController::deadline_passed(const std::string& job_id, const Deadline& deadline) {
+  if (Job* job = u_.jobs.find(job_id)) apply(*job, on_deadline(*job, deadline, u_.clock.now_ms()));
+}
+
+void JobController::begin_times_came(const std::vector<std::string>& job_ids) {
+  for (const auto& id : job_ids) {
+    Job* job = u_.jobs.find(id);
+    if (job && u_.gates.gated(id)) admit(*job, "its begin time came; queued");
+  }
+}
+
+void JobController::run_pass() {
+  if (u_.loop.queue().empty()) return;
+  PassPlan pass = plan_pass({u_.jobs, u_.nodes, u_.policy, u_.usage, u_.loop, u_.clock.now_ms()});
+  if (pass.next_retry_ms != 0) u_.loop.at(pass.next_retry_ms);
+  for (const auto& placement : pass.plan.placements) {
+    Job& job = *u_.jobs.find(placement.job_id);
+    std::vector<PlacedTask> tasks;
+    for (const auto& t : placement.tasks) {
+      const Node* node = u_.nodes.find(t.node_id);
+      tasks.push_back({t.node_id, node ? node->address : "", t.gpu_ids});
+    }
+    u_.loop.queue().remove(queue_entry(job));
+    u_.jobs.activate(job);
+    const int port = u_.dispatcher.allocate_master_port(tasks.empty() ? "" : tasks.front().node_id);
+    apply(job, on_placed(job, tasks, port, u_.clock.now_ms()));
+    u_.usage.charge(gang_of(job), false);
+    arm_timeout(job);
+  }
+  // Nodes left out because an admin drained them are named in every reason.
+  int draining = 0;
+  for (const auto& [_, node] : u_.nodes.nodes()) draining += node.state == NodeState::kAlive && node.draining;
+  const std::string drained_note =
+      draining == 0 ? "" : "; " + std::to_string(draining) + " node(s) draining take no new tasks (`ag resume NODE`)";
+  for (const auto& reason : pass.plan.pending) {
+    Job& job = *u_.jobs.find(reason.job_id);
+    if (reason.infeasible()) u_.loop.set_aside_job(job.id);
+    apply(job, on_pending(job, reason.kind, reason.reason + drained_note, u_.clock.now_ms()));
+  }
+  for (const auto& preemption : pass.plan.preemptions) preempt(preemption);
+  u_.loop.passed(pass.weighed, pass.plan.placements.size());
+}
+
+void JobController::report_problem(const std::string& job_id, const std::string& message) {
+  if (const Job* job = u_.jobs.find(job_id)) record(*job, {message});
+}
+
+void JobController::preempt(const sched::Preemption& preemption) {
+  Job* winner = u_.jobs.find(preemption.job_id);
+  if (!winner) return;
+  const std::string who = "preempted by job " + winner->id + " (priority " + std::to_string(winner->spec.priority) +
+                          (winner->spec.queue.empty() ? "" : ", queue " + winner->spec.queue) +
+                          (winner->owner.empty() ? "" : ", " + winner->owner) + "), which needs what it holds";
+  std::string victims;
+  for (const auto& id : preemption.victims) {
+    Job* victim = u_.jobs.find(id);
+    if (!victim) continue;
+    victims += (victims.empty() ? "" : ", ") + id;
+    apply(*victim, on_preempted(*victim, who, config_.preempt_grace_ms, u_.clock.now_ms()));
+  }
+  if (victims.empty()) return;
+  Effects fx;
+  fx.events.push_back("preempting " + victims + " (lower priority) to make room; it starts once they have stopped");
+  apply(*winner, fx);
+}
+
+void JobController::admit(Job& job, const std::string& opened_by) {
+  if (job.state != JobState::kPending || u_.jobs.active().count(job.id)) return;
+  const int64_t now = u_.clock.now_ms();
+  const sched::GateDecision decision = sched::check_gates(gates_of(job, u_.jobs, u_.arrays), now);
+  using Verdict = sched::GateDecision::Verdict;
+  if (decision.verdict == Verdict::kNever) {
+    apply(job, on_dependency_never_met(job, decision.reason, now));
+    return;
+  }
+  if (decision.verdict == Verdict::kOpen) {
+    const bool was_gated = u_.gates.gated(job.id);
+    ungate(job);
+    u_.arrays.queued(job);
+    u_.loop.queue().add(queue_entry(job));
+    apply(job, on_queued(job, was_gated ? opened_by : ""));
+    u_.loop.request();
+    return;
+  }
+  u_.loop.queue().remove(queue_entry(job));
+  u_.loop.take_back(job.id);
+  // Every dependency, ended or not: one that ended is kept (not deleted) while the job
+  // waits, since its outcome is what lets the job start once released.
+  u_.gates.gate(job.id, dependency_ids(job.spec, u_.arrays), decision.wake_at_ms);
+  u_.arrays.waits(job, decision.kind == sched::PendingKind::kArrayLimit,
+                  [this](const std::string& next) { admit_next_element(next); });
+  apply(job, on_pending(job, decision.kind, decision.reason, now));
+}
+
+void JobController::admit_next_element(const std::string& job_id) {
+  if (Job* element = u_.jobs.find(job_id)) admit(*element, "a place under the array's limit came free; queued");
+}
+
+void JobController::ungate(const Job& job) {
+  u_.gates.ungate(job.id, dependency_ids(job.spec, u_.arrays), job.spec.begin_ms);
+}
+
+void JobController::release_dependents(const Job& ended) {
+  const std::set<std::string> waiting = u_.gates.dependents(ended.id);
+  const std::string why = "dependency " + ended.id + " ended " + to_string(ended.state);
+  for (const auto& id : waiting) {
+    Job* job = u_.jobs.find(id);
+    if (job && u_.gates.gated(id)) admit(*job, why + "; queued");
+  }
+}
+
+void JobController::leave_array_slot(const Job& job) {
+  u_.arrays.leave(job, [this](const std::string& next) { admit_next_element(next); });
+}
+
+void JobController::record(const Job& job, const std::vector<std::string>& messages) {
+  const size_t first_new = u_.jobs.events(job.id).size();
+  const int64_t now = u_.clock.now_ms();
+  for (const auto& message : messages) u_.jobs.add_event(job.id, {now, message});
+  u_.writer.changed(job.id, first_new);
+}
+
+void JobController::apply(Job& job, const Effects& fx) {
+  // The task that failed an attempt: its last lines, while the head holds its log whole
+  // (a task's exit follows its last byte), kept with the attempt.
+  if (AttemptRecord* failed = job.current_attempt(); failed && failed->failed_task >= 0 && !failed->failure_tail) {
+    failed->failure_tail =
+        u_.logs.tail({job.id, failed->number, failed->failed_task}, kFailureTailBytes, kFailureTailLines);
+  }
+  if (fx.changed || !fx.events.empty()) record(job, fx.events);
+  if (!fx.launch.empty()) u_.dispatcher.launch_when_stored(job, fx.launch);
+  for (const auto& ref : fx.kill) {
+    u_.dispatcher.kill(ref, fx.kill_grace_ms > 0 ? fx.kill_grace_ms : config_.kill_grace_ms);
+  }
+  const AttemptRecord* attempt = job.current_attempt();
+  if (fx.requeue || fx.finished) {
+    if (attempt && !attempt->tasks.empty()) {
+      u_.dispatcher.release_master_port(attempt->tasks.front().node_id, attempt->master_port);
+    }
+    u_.usage.charge(gang_of(job), true);
+    u_.jobs.deactivate(job.id);
+  }
+  if (fx.requeue) u_.loop.queue().add(queue_entry(job));
+  if (fx.finished) {
+    u_.loop.queue().remove(queue_entry(job));
+    ungate(job);
+    leave_array_slot(job);
+    u_.deadlines.disarm(job.id);
+  }
+  if (fx.changed || fx.finished) u_.listeners.changed(job);
+  // A job that ended or went back to the queue: queued jobs may have what it held.
+  if ((fx.finished || fx.requeue) && !u_.loop.queue().empty()) u_.loop.request();
+  if (fx.finished) release_dependents(job);
+}
+
+void JobController::arm_timeout(const Job& job) { u_.deadlines.arm(job.id, timeout_deadline(job)); }
+
+}  // namespace ag::head

@@ -1,0 +1,52 @@
+#include "head/jobs/policy_changes.h"
+
+#include <set>
+
+namespace ag::head {
+
+void PolicyChanges::set_quota(bool group, const std::string& name, const sched::Limits& limits,
+                              std::function<void(Status)> done) {
+  auto change = u_.policy.set_quota(group, name, limits);
+  u_.writer.write_then(std::move(change.batch), [this, apply = std::move(change.apply)] {
+    apply();
+    // Jobs over the old quota may fit the new one (and every pending reason is redone).
+    u_.loop.request();
+  }, std::move(done));
+}
+
+void PolicyChanges::set_queue(const std::string& name, std::optional<QueueDef> queue,
+                              std::function<void(Status)> done) {
+  if (!queue) {
+    if (!u_.policy.queue(name)) {
+      return done(not_found("no queue '" + name + "'; `ag queue list` shows the queues"));
+    }
+    if (int using_it = u_.jobs.live_in_queue(name); using_it > 0) {
+      return done(Error{ErrorCode::kConflict, "queue " + name + " still has " + std::to_string(using_it) +
+                                                   " pending or running job(s); stop them or let them end, then "
+                                                   "remove it (nothing was changed)"});
+    }
+  }
+  // A job names its queue at submit; the queue is looked up again at every pass, so the
+  // change applies to the jobs already waiting in it (other nodes, other limits).
+  auto change = u_.policy.set_queue(name, std::move(queue));
+  u_.writer.write_then(std::move(change.batch), [this, apply = std::move(change.apply)] {
+    apply();
+    u_.loop.cluster_changed();
+    u_.loop.request();
+  }, std::move(done));
+}
+
+void PolicyChanges::set_draining(const std::string& node_id, bool draining, std::function<void(Status)> done) {
+  if (!u_.nodes.find(node_id)) {
+    return done(not_found("no node with id '" + node_id + "'; list nodes with `ag list-nodes`"));
+  }
+  std::set<std::string> drained;
+  auto batch = u_.nodes.drain_record(node_id, draining, &drained);
+  u_.writer.write_then(std::move(batch), [this, drained] {
+    u_.nodes.set_drained(drained);
+    u_.loop.cluster_changed();
+    u_.loop.request();
+  }, std::move(done));
+}
+
+}  // namespace ag::head

@@ -1,0 +1,172 @@
+#include "head/jobs/scheduling_view.h"
+
+#include <algorithm>
+#include <set>
+
+namespace ag::head {
+namespace {
+
+// Jobs of one owner over quota a pass looks at (and renews the reason of) before it may
+// leave out the rest of that owner's jobs.
+constexpr int kOverQuotaLookedAt = 8;
+
+// Every node with what live tasks leave free of it.
+std::vector<sched::NodeView> free_capacity(const NodeRegistry& registry, const JobTable& jobs) {
+  std::map<std::string, sched::NodeView> views = node_capacity(registry);
+  for (const auto& [_, active] : jobs.active()) {
+    const Job& job = *active;
+    const AttemptRecord* attempt = job.current_attempt();
+    if (!attempt) continue;
+    Resources per_task = job.spec.per_task();
+    for (const auto& task : attempt->tasks) {
+      if (task.terminal()) continue;
+      auto v = views.find(task.node_id);
+      if (v == views.end()) continue;
+      // A node an exclusive job runs on has nothing free for anyone else.
+      if (job.spec.exclusive) v->second.free_gpu_ids.clear();
+      v->second.free -= job.spec.exclusive ? v->second.free : per_task;
+      auto& ids = v->second.free_gpu_ids;
+      for (int g : task.gpu_ids) ids.erase(std::remove(ids.begin(), ids.end(), g), ids.end());
+    }
+  }
+  std::vector<sched::NodeView> nodes;
+  nodes.reserve(views.size());
+  for (auto& [_, v] : views) {
+    v.free.cpu_millis = std::max<int64_t>(0, v.free.cpu_millis);
+    v.free.memory_bytes = std::max<int64_t>(0, v.free.memory_bytes);
+    v.free.gpus = static_cast<int64_t>(v.free_gpu_ids.size());
+    nodes.push_back(std::move(v));
+  }
+  return nodes;
+}
+
+}  // namespace
+
+std::map<std::string, sched::NodeView> node_capacity(const NodeRegistry& nodes, bool draining_schedulable) {
+  std::map<std::string, sched::NodeView> views;
+  for (const auto& [id, node] : nodes.nodes()) {
+    sched::NodeView v;
+    v.node_id = id;
+    v.total = node.total;
+    v.free = node.total;
+    v.free_gpu_ids = node.gpu_ids;
+    v.schedulable = node.state == NodeState::kAlive && (draining_schedulable || !node.draining);
+    v.labels = node.labels;
+    v.containers = !node.container_engine.empty();
+    v.mount_prefixes = node.allowed_mounts;
+    views[id] = std::move(v);
+  }
+  return views;
+}
+
+sched::PendingJob pending_job(const std::string& id, const api::JobSpec& spec, const PolicyStore& policy) {
+  sched::PendingJob job{id, spec.num_workers, spec.per_task(),
+          spec.placement == api::Placement::kSpread ? sched::PlacementPolicy::kSpread : sched::PlacementPolicy::kPack,
+          spec.constraints};
+  job.needs_containers = !spec.runtime_env.image.empty();
+  job.exclusive = spec.exclusive;
+  job.priority = spec.priority;
+  job.queue = spec.queue;
+  if (const QueueDef* queue = spec.queue.empty() ? nullptr : policy.queue(spec.queue)) {
+    for (const auto& [label, wanted] : queue->nodes_with) job.constraints[label] = wanted;
+    job.may_preempt = queue->preempt;
+  }
+  for (const auto& mount : spec.runtime_env.mounts) job.mount_sources.push_back(mount.source);
+  return job;
+}
+
+std::vector<sched::RunningJob> running_for_preemption(const JobTable& jobs, const NodeRegistry& nodes) {
+  std::vector<sched::RunningJob> running;
+  for (const auto& [id, active] : jobs.active()) {
+    const Job& job = *active;
+    const AttemptRecord* attempt = job.current_attempt();
+    if (!attempt || attempt->finished()) continue;
+    sched::RunningJob view;
+    view.job_id = id;
+    view.priority = job.spec.priority;
+    view.preemptible = !job.spec.no_preempt;
+    view.stopping = attempt->ending || job.stop_requested || job.timed_out;
+    view.started_ms = attempt->started_ms;
+    for (const auto& task : attempt->tasks) {
+      if (task.terminal()) continue;
+      Resources held = job.spec.per_task();
+      // An exclusive job holds its nodes whole.
+      if (job.spec.exclusive) {
+        if (auto node = nodes.nodes().find(task.node_id); node != nodes.nodes().end()) held = node->second.total;
+      }
+      view.tasks.push_back({task.node_id, held, task.gpu_ids});
+    }
+    if (!view.tasks.empty()) running.push_back(std::move(view));
+  }
+  return running;
+}
+
+PassPlan plan_pass(const PassState& state) {
+  PassPlan out;
+  const sched::PendingQueue& pending = state.loop.queue();
+  std::vector<sched::NodeView> nodes = free_capacity(state.nodes, state.jobs);
+  std::vector<sched::PendingJob> queue;
+  // One pass looks at the oldest jobs only: a pass runs after every event that frees
+  // capacity, and walking a queue of thousands each time would cost more than it
+  // places. Jobs further back move into the window as those ahead are placed.
+  queue.reserve(std::min(pending.size(), state.loop.window()));
+  // Jobs whose owner holds all their quota allows wait with that reason and take no
+  // place in the window (it only grows during the pass), so one user's backlog never
+  // stops the others'.
+  std::map<std::string, sched::Use> use = state.jobs.use_by_owner();
+  std::set<std::string> owners;  // whose groups group quotas need
+  if (!state.policy.group_quotas().empty()) {
+    for (const auto& [owner, _] : use) owners.insert(owner);
+    for (const auto& owner : pending.owners()) owners.insert(owner);
+  }
+  sched::PassInput input;
+  input.quotas = state.policy.quota_policy(owners);
+  input.queue_use = state.jobs.use_by_queue();
+  input.now_ms = state.now_ms;
+  input.max_blocked = SchedulingLoop::kMaxJobsPerPass;  // as many as a narrow pass weighs in all
+  const sched::QuotaLedger ledger(input.quotas, use, input.queue_use);
+  bool may_preempt = false;
+  std::vector<sched::PendingReason> over_quota;
+  std::map<std::string, int> over_quota_seen;  // owner -> their jobs found over quota
+  const auto least_job = [&pending](const std::string& owner) {  // needs no more than any of theirs
+    sched::PendingJob least;
+    least.owner = owner;
+    least.per_task = pending.least_need(owner);
+    return least;
+  };
+  using Visit = sched::PendingQueue::Visit;
+  const auto usage_now = state.usage.usage_now(state.policy.share_weights());
+  pending.walk_owners(usage_now, [&](const std::string& owner, const std::string& id) {
+    if (queue.size() >= state.loop.window()) return Visit::kStop;
+    // Jobs no node of this cluster can hold wait aside (with their reason) until the
+    // cluster changes: otherwise a window full of them would stop everything behind.
+    if (state.loop.set_aside(id)) return Visit::kNext;
+    const Job& job = *state.jobs.find(id);
+    // Jobs waiting out their retry delay are looked at again when it ends.
+    if (job.retry_at_ms > state.now_ms) {
+      out.next_retry_ms = out.next_retry_ms == 0 ? job.retry_at_ms : std::min(out.next_retry_ms, job.retry_at_ms);
+      return Visit::kNext;
+    }
+    sched::PendingJob candidate = pending_job(id, job.spec, state.policy);
+    candidate.owner = job.owner;
+    if (auto why = ledger.over_quota(candidate)) {
+      over_quota.push_back({id, sched::PendingKind::kQuota, std::move(*why)});
+      // An owner over quota even for the least any job of theirs needs has nothing that
+      // fits this pass: after a few (whose reasons are renewed) the walk leaves out the
+      // rest, so a long backlog behind a quota costs a pass nothing.
+      if (++over_quota_seen[owner] < kOverQuotaLookedAt) return Visit::kNext;
+      return ledger.over_quota(least_job(owner)) ? Visit::kSkipOwner : Visit::kNext;
+    }
+    may_preempt = may_preempt || candidate.may_preempt;
+    queue.push_back(std::move(candidate));
+    return Visit::kNext;
+  });
+  if (may_preempt) input.running = running_for_preemption(state.jobs, state.nodes);
+  input.use = std::move(use);
+  out.plan = sched::schedule(nodes, queue, input);
+  out.plan.pending.insert(out.plan.pending.end(), over_quota.begin(), over_quota.end());
+  out.weighed = queue.size();
+  return out;
+}
+
+}  // namespace ag::head

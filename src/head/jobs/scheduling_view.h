@@ -1,0 +1,55 @@
+// The scheduler's view of the head's state, and one pass's plan. Free functions, read
+// only: they turn the node registry, the job table and the sharing policy into the
+// pure scheduler's input (head/scheduler/scheduler.h) and ask it for a plan; the job
+// controller carries the plan out.
+//
+//   plan_pass: capacity minus what live tasks hold --> the queue's window in order
+//   (priority, fair share, submit order; owners over quota left out, jobs set aside or
+//   waiting out a retry delay skipped) --> sched::schedule --> placements, reasons,
+//   preemptions
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "api/job_spec.h"
+#include "head/jobs/job_table.h"
+#include "head/nodes/node_registry.h"
+#include "head/sharing/policy_store.h"
+#include "head/scheduler/scheduler.h"
+#include "head/jobs/scheduling_loop.h"
+#include "head/sharing/usage_ledger.h"
+
+namespace ag::head {
+
+// Every node with its whole capacity free (before running tasks are taken off);
+// `draining_schedulable`: whether draining nodes count (they take tasks again later).
+std::map<std::string, sched::NodeView> node_capacity(const NodeRegistry& nodes, bool draining_schedulable = false);
+
+// The scheduler's view of a job: its spec with its queue's nodes and preemption.
+sched::PendingJob pending_job(const std::string& id, const api::JobSpec& spec, const PolicyStore& policy);
+
+// Running jobs as preemption weighs them (what each task holds; stopping or not).
+std::vector<sched::RunningJob> running_for_preemption(const JobTable& jobs, const NodeRegistry& nodes);
+
+struct PassState {
+  const JobTable& jobs;
+  const NodeRegistry& nodes;
+  const PolicyStore& policy;
+  const UsageLedger& usage;
+  const SchedulingLoop& loop;  // the queue, its window and the jobs set aside
+  int64_t now_ms;
+};
+
+struct PassPlan {
+  sched::Plan plan;            // pending reasons include those over quota
+  size_t weighed = 0;          // queued jobs the scheduler weighed
+  int64_t next_retry_ms = 0;   // the earliest retry delay still running, or 0
+};
+
+// One scheduling pass's plan over the head's state as it is.
+PassPlan plan_pass(const PassState& state);
+
+}  // namespace ag::head

@@ -1,0 +1,164 @@
+// LogStore: every byte each task wrote, one file per (job, attempt, task) under
+// <data_dir>/logs/<job_id>/, readable by offset while the job runs and after, and a
+// list of readers waiting for bytes past an offset (long polls) that are woken the
+// moment bytes arrive or the log is closed. At most `max_open_files` logs are kept
+// open for writing (the least recently written is closed first), so a gang of
+// thousands of tasks costs no descriptor per task. A closed log is made durable
+// (fsync) on a thread of its own when the store has one (`io` given): a 200 MiB log
+// takes the disk a third of a second, which the io thread spends serving instead.
+// Io thread only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <memory>
+#include <optional>
+
+#include "api/protocol.h"
+#include "common/clock.h"
+#include "common/result.h"
+#include "common/timers.h"
+
+namespace ag::head {
+
+class LogStore {
+ public:
+  // With `io`, syncs run on a background thread and their ends are posted to `io`;
+  // without it, close() syncs before it returns.
+  // Receive times come from `clock` (the system's when null).
+  explicit LogStore(std::string root_dir, size_t max_open_files = 128, Timers* io = nullptr,
+                    const Clock* clock = nullptr);
+  ~LogStore();
+
+  // Appends bytes at `offset`. Bytes before the current end (a resend) are skipped.
+  // Errors: kConflict when `offset` is past the end (bytes in between are missing: the
+  // worker resends them on the head's request); kResourceExhausted / kInternal when
+  // the file cannot be written.
+  Status append(const api::TaskKey& key, int64_t offset, std::string_view data);
+  // As append, with the `bytes` bytes read from `from_fd` (a pipe: moved into the file
+  // with splice(2), never through this process's memory). Bytes the call does not take
+  // (on an error) stay in the pipe for the caller to drop.
+  Status append_from(const api::TaskKey& key, int64_t offset, int from_fd, size_t bytes);
+
+  // Marks the log complete (the task ended), wakes its waiters and makes its bytes
+  // durable (see after_synced).
+  void close(const api::TaskKey& key);
+
+  // Runs `fn` on the io thread once every close() of the log so far has reached the
+  // disk (at once when none is under way): what the head acknowledges to a worker,
+  // which then lets go of its copy, must not be lost in a crash.
+  void after_synced(const api::TaskKey& key, std::function<void()> fn);
+
+  int64_t size(const api::TaskKey& key);
+  bool closed(const api::TaskKey& key) const;
+
+  // The file that holds the log (its first size() bytes are the log), for serving
+  // from disk.
+  std::string path(const api::TaskKey& key) const { return path_for(key); }
+
+  // The last `max_lines` lines within the last `max_bytes` of the log, from the start
+  // of a line where the bytes allow; "" when there are none or they cannot be read.
+  std::string tail(const api::TaskKey& key, int64_t max_bytes, int max_lines);
+
+  // A line's time is the time of the bytes that begin it, to within this (see
+  // head/logs/log_line_reader.h, which reads logs as lines).
+  static constexpr int64_t kLineTimeGranularityMs = 100;
+  // Receive times: (offset, ms) from which on bytes arrived at that time, ascending. Those
+  // not yet written to the file at times_path() (head/logs/log_times.h reads both).
+  using TimeNote = std::pair<int64_t, int64_t>;
+  const std::vector<TimeNote>& unsaved_times(const api::TaskKey& key);
+  std::string times_path(const api::TaskKey& key) const;
+
+  // Up to `max_bytes` from `offset`. Errors: kInternal when the file cannot be read.
+  Result<std::string> read(const api::TaskKey& key, int64_t offset, int64_t max_bytes);
+
+  // Calls `ready` once the log has bytes past `offset` or is closed (immediately when
+  // it already does). Returns an id usable with cancel_wait.
+  uint64_t wait(const api::TaskKey& key, int64_t offset, std::function<void()> ready);
+  void cancel_wait(uint64_t id);
+
+  // At most this many bytes of one task's log are kept on disk (0: no cap): past it the
+  // oldest part is dropped (its blocks freed, offsets kept), so the newest always stays.
+  // Reads of the dropped part get drop_marker().
+  void set_max_log_bytes(int64_t bytes) { max_log_bytes_ = bytes; }
+  // Where the kept part of the log begins (0 when nothing was dropped).
+  int64_t dropped(const api::TaskKey& key) { return open(key).dropped; }
+  // The line shown in place of the dropped part.
+  std::string drop_marker(const api::TaskKey& key);
+
+  // Forgets every log of a deleted job and removes its folder (on the store's own
+  // thread when it has one); readers waiting on them are answered.
+  void remove_job(const std::string& job_id);
+
+  // Bytes ingested since start (for metrics and benchmarks).
+  int64_t bytes_ingested() const { return bytes_ingested_; }
+  // Log files open for writing now (at most max_open_files).
+  size_t open_files() const { return open_order_.size(); }
+
+ private:
+  struct OpenLog {
+    int fd = -1;
+    int64_t size = 0;
+    bool closed = false;
+    int syncs_pending = 0;                        // close() syncs not yet done
+    int64_t dropped = 0;                          // bytes before this offset were dropped
+    bool cap_failed = false;                      // the file system cannot drop them
+    // Receive times: (offset, ms) from which on bytes arrived at that time, not yet in
+    // the log's .times file; written there in batches and at close.
+    std::vector<TimeNote> unsaved_times;
+    int64_t last_time_ms = INT64_MIN;
+    std::vector<std::function<void()>> synced;    // after_synced callbacks waiting on them
+    std::list<api::TaskKey>::iterator lru;  // its place in open_order_ while fd >= 0
+  };
+  struct Waiter {
+    api::TaskKey key;
+    int64_t offset;
+    std::function<void()> ready;
+  };
+  std::string path_for(const api::TaskKey& key) const;
+  OpenLog& open(const api::TaskKey& key);
+  // The log's file, open for appending (opened, closing the least recently used one
+  // when max_open_files are open). Errors: kInternal with the path and the reason.
+  Result<int> writable(const api::TaskKey& key, OpenLog& log);
+  void close_file(OpenLog& log);
+  Status gap(const api::TaskKey& key, const OpenLog& log, int64_t offset) const;
+  // Why a write failed (from errno); the file is closed so that the next try opens it afresh.
+  Error write_failed(const api::TaskKey& key, OpenLog& log);
+  // After `written` bytes went into the log at its end.
+  void wrote(const api::TaskKey& key, OpenLog& log, int64_t written);
+  void wake(const api::TaskKey& key);
+  // fsync on the background thread (or here without one), then synced(key).
+  void sync(const api::TaskKey& key, int fd);
+  void synced(const api::TaskKey& key);
+  // Notes that the bytes from `offset` on arrived now (at most one note per
+  // kLineTimeGranularityMs), and writes the notes out in batches.
+  void note_time(const api::TaskKey& key, OpenLog& log, int64_t offset);
+  // Frees the oldest part of a log over max_log_bytes_, keeping three quarters of it.
+  void drop_oldest(const api::TaskKey& key, OpenLog& log, int fd);
+  void save_times(const api::TaskKey& key, OpenLog& log);
+  struct Syncer;  // the background thread
+
+  std::string root_;
+  size_t max_open_files_;
+  std::map<api::TaskKey, OpenLog> logs_;
+  std::list<api::TaskKey> open_order_;  // logs with an open file, least recently written first
+  // By log, then id: an append wakes only its own log's readers (a follower of a gang
+  // of thousands waits on each of its logs).
+  std::map<std::pair<api::TaskKey, uint64_t>, Waiter> waiters_;
+  std::map<uint64_t, api::TaskKey> waiter_keys_;
+  uint64_t next_waiter_ = 1;
+  int64_t bytes_ingested_ = 0;
+  int64_t max_log_bytes_ = 0;
+  Timers* io_;
+  SystemClock system_clock_;
+  const Clock* clock_;
+  std::unique_ptr<Syncer> syncer_;  // last: joined before the rest goes
+};
+
+}  // namespace ag::head

@@ -1,0 +1,118 @@
+#include "head/nodes/node_registry.h"
+
+#include <nlohmann/json.hpp>
+
+namespace ag::head {
+
+const char* to_string(NodeState state) {
+  switch (state) {
+    case NodeState::kAlive: return "ALIVE";
+    case NodeState::kDisconnected: return "DISCONNECTED";
+    case NodeState::kDead: return "DEAD";
+  }
+  return "UNKNOWN";
+}
+
+Node& NodeRegistry::upsert(Node node) {
+  auto it = nodes_.find(node.node_id);
+  if (it != nodes_.end() && it->second.channel && it->second.channel != node.channel) {
+    // The same worker reconnected before its old channel was noticed as closed.
+    it->second.channel->close();
+  }
+  std::string id = node.node_id;
+  if (it != nodes_.end() && node.usage.empty()) node.usage = std::move(it->second.usage);  // keep the history
+  node.draining = drained_.count(id) > 0;
+  nodes_[id] = std::move(node);
+  return nodes_[id];
+}
+
+namespace {
+
+// The meta table's record of drained nodes (a JSON list of ids).
+constexpr const char* kDrainedNodesKey = "drained_nodes";
+
+}  // namespace
+
+Status NodeRegistry::recover_drained(store::KvStore& store) {
+  auto stored = store.get(store::kMetaTable, kDrainedNodesKey);
+  if (!stored.ok()) return stored.error();
+  if (!stored.value()) return {};
+  auto list = nlohmann::json::parse(*stored.value(), nullptr, false);
+  std::set<std::string> ids;
+  if (list.is_array()) {
+    for (const auto& id : list) {
+      if (id.is_string()) ids.insert(id.get<std::string>());
+    }
+  }
+  set_drained(std::move(ids));
+  return {};
+}
+
+std::vector<store::Mutation> NodeRegistry::drain_record(const std::string& node_id, bool draining,
+                                                        std::set<std::string>* next) const {
+  *next = drained_;
+  if (draining) {
+    next->insert(node_id);
+  } else {
+    next->erase(node_id);
+  }
+  return {{store::kMetaTable, kDrainedNodesKey, nlohmann::json(*next).dump()}};
+}
+
+void NodeRegistry::set_drained(std::set<std::string> drained) {
+  drained_ = std::move(drained);
+  for (auto& [id, node] : nodes_) node.draining = drained_.count(id) > 0;
+}
+
+Node* NodeRegistry::find(const std::string& node_id) {
+  auto it = nodes_.find(node_id);
+  return it == nodes_.end() ? nullptr : &it->second;
+}
+
+bool NodeRegistry::send(const std::string& node_id, const api::HeadMessage& message) {
+  Node* node = find(node_id);
+  if (!node || !node->channel) return false;
+  node->channel->send(api::encode(message), /*binary=*/false);
+  return true;
+}
+
+void NodeRegistry::record_usage(const std::string& node_id, UsageSample sample) {
+  Node* node = find(node_id);
+  if (!node) return;
+  node->usage.push_back(std::move(sample));
+  int64_t oldest = node->usage.back().time_ms - kUsageHistoryMs;
+  while (!node->usage.empty() && node->usage.front().time_ms < oldest) node->usage.pop_front();
+}
+
+void NodeRegistry::disconnected(const std::string& node_id, const net::WsConnection* channel) {
+  Node* node = find(node_id);
+  if (!node || node->channel.get() != channel) return;
+  node->channel.reset();
+  if (node->state == NodeState::kAlive) node->state = NodeState::kDisconnected;
+}
+
+bool NodeRegistry::mark_dead(const std::string& node_id) {
+  Node* node = find(node_id);
+  if (!node) return false;
+  bool was_live = node->state != NodeState::kDead;
+  node->state = NodeState::kDead;
+  if (node->channel) node->channel->close();
+  node->channel.reset();
+  return was_live;
+}
+
+std::vector<std::string> NodeRegistry::expire(int64_t steady_now_ms, int64_t timeout_ms) {
+  std::vector<std::string> dead;
+  for (auto& [id, node] : nodes_) {
+    if (node.state == NodeState::kDead) continue;
+    if (steady_now_ms - node.last_heartbeat_steady_ms > timeout_ms) {
+      node.state = NodeState::kDead;
+      if (node.channel) node.channel->close();
+      node.channel.reset();
+      dead.push_back(id);
+    }
+  }
+  return dead;
+}
+
+}  // namespace ag::head

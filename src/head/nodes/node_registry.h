@@ -1,0 +1,102 @@
+// NodeRegistry: the workers the head knows, their resources and liveness, and the
+// channel to each. Nodes are kept in memory; a restarted head learns them again as
+// workers reconnect.
+//
+// States: ALIVE (connected, heart-beating) -> DISCONNECTED (channel closed; its tasks
+// may still run and the worker may come back) -> DEAD (no heartbeat for the node
+// timeout). A DEAD node that registers again becomes ALIVE. Io thread only.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "api/protocol.h"
+#include "common/resources.h"
+#include "common/result.h"
+#include "head/store/kv_store.h"
+#include "head/nodes/worker_channel.h"
+#include "net/ws_connection.h"
+
+namespace ag::head {
+
+enum class NodeState { kAlive, kDisconnected, kDead };
+const char* to_string(NodeState state);
+
+// One heartbeat's report of what a node uses, stamped with the head's time.
+struct UsageSample {
+  int64_t time_ms = 0;
+  double cpu_percent = 0;
+  int64_t memory_used_bytes = 0;
+  std::vector<api::GpuUsage> gpus;
+};
+
+// How much usage history a node keeps: the last 15 minutes.
+inline constexpr int64_t kUsageHistoryMs = 15 * 60 * 1000;
+
+struct Node {
+  std::string node_id;
+  std::string address;   // the worker's --node-ip-address
+  std::string hostname;
+  std::string network_interface;  // the interface holding `address` on the node ("" from older workers)
+  Resources total;
+  std::vector<int> gpu_ids;  // all GPU indices of the node
+  NodeState state = NodeState::kAlive;
+  int64_t registered_ms = 0;
+  int64_t last_heartbeat_steady_ms = 0;
+  std::shared_ptr<net::WsConnection> channel;  // null unless ALIVE
+  std::deque<UsageSample> usage;               // oldest first, bounded by kUsageHistoryMs
+  std::set<int> busy_ports;  // master-port range ports held on the node (last report)
+  bool draining = false;     // no new tasks; those running finish (ag drain / ag resume)
+  std::map<std::string, std::string> labels;  // ag start-worker --label, for job constraints
+  std::string limits;                         // which task caps the node enforces (Register.limits)
+  std::string container_engine;               // "podman 4.3.1", "" when the node runs no containers
+  std::vector<std::string> allowed_mounts;    // node paths jobs may mount (--allow-mount)
+
+  // "node_ab12 (127.0.0.2)"
+  std::string label() const { return node_id + " (" + address + ")"; }
+};
+
+class NodeRegistry final : public WorkerChannel {
+ public:
+  // Adds or refreshes a node from its registration; returns it.
+  Node& upsert(Node node);
+  // The nodes an admin drained, kept across registrations and head restarts: read
+  // from the meta table at start (a record that does not parse drains nothing).
+  // Errors: the store's.
+  Status recover_drained(store::KvStore& store);
+  const std::set<std::string>& drained() const { return drained_; }
+  // The record that stores `node_id` drained (or resumed): write it, then set_drained
+  // with `next` once it is durable.
+  std::vector<store::Mutation> drain_record(const std::string& node_id, bool draining,
+                                            std::set<std::string>* next) const;
+  void set_drained(std::set<std::string> drained);
+  Node* find(const std::string& node_id);
+  const std::map<std::string, Node>& nodes() const { return nodes_; }
+
+  // Sends a control message to a node; returns false when it has no open channel.
+  bool send(const std::string& node_id, const api::HeadMessage& message) override;
+
+  // Appends a usage sample and drops those older than kUsageHistoryMs.
+  void record_usage(const std::string& node_id, UsageSample sample);
+
+  // Marks the node's channel closed (keeps the node; it may come back).
+  void disconnected(const std::string& node_id, const net::WsConnection* channel);
+
+  // Marks the node DEAD and closes its channel (`ag remove-node`); returns whether it
+  // was live before. erase() then forgets it.
+  bool mark_dead(const std::string& node_id);
+  void erase(const std::string& node_id) { nodes_.erase(node_id); }
+
+  // Nodes whose last heartbeat is older than `timeout_ms`, newly marked DEAD.
+  std::vector<std::string> expire(int64_t steady_now_ms, int64_t timeout_ms);
+
+ private:
+  std::set<std::string> drained_;
+  std::map<std::string, Node> nodes_;
+};
+
+}  // namespace ag::head

@@ -1,0 +1,158 @@
+// GET /api/jobs: one page of the job list.
+//   state     only jobs in this state
+//   q         only jobs whose id, name, submission id, owner, entrypoint or a label
+//             (KEY=VALUE) contains this text, case-insensitively
+//   sort      submitted, name, owner, state or duration, ascending; a leading '-'
+//             descending. Without it: newest first (-submitted).
+//   limit, offset / after   the page
+// Answer: {"jobs": [summary...], "total", "offset", "limit", "next"}. A PENDING job's
+// summary has "queue_position" (1: the next the scheduler weighs).
+#include <algorithm>
+#include <cctype>
+#include <nlohmann/json.hpp>
+
+#include "head/rest/api_routes.h"
+#include "head/jobs/job_codec.h"
+#include "head/rest/route_helpers.h"
+
+namespace ag::head {
+namespace {
+
+using json = nlohmann::json;
+
+std::string lower(std::string text) {
+  for (auto& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+bool contains(const std::string& haystack, const std::string& lowered_needle) {
+  return lower(haystack).find(lowered_needle) != std::string::npos;
+}
+
+bool matches_search(const Job& job, const std::string& needle) {
+  if (contains(job.id, needle) || contains(job.spec.name, needle) || contains(job.spec.submission_id, needle) ||
+      contains(job.owner, needle) || contains(job.spec.entrypoint, needle)) {
+    return true;
+  }
+  std::string label;
+  for (const auto& [key, value] : job.spec.labels) {
+    label.assign(key).append("=").append(value);
+    if (contains(label, needle)) return true;
+  }
+  return false;
+}
+
+// How long the job ran (so far, for a running one); -1 when it never started.
+int64_t run_ms(const Job& job, int64_t now_ms) {
+  if (job.started_ms <= 0) return -1;
+  return (job.finished_ms > 0 ? job.finished_ms : now_ms) - job.started_ms;
+}
+
+// Orders for `sort`, each ascending; ties fall back to newest first.
+using Less = bool (*)(const Job*, const Job*, int64_t now_ms);
+std::optional<Less> sort_order(const std::string& key) {
+  if (key == "submitted") {
+    return [](const Job* a, const Job* b, int64_t) { return a->queue_seq < b->queue_seq; };
+  }
+  if (key == "name") return [](const Job* a, const Job* b, int64_t) { return a->spec.name < b->spec.name; };
+  if (key == "owner") return [](const Job* a, const Job* b, int64_t) { return a->owner < b->owner; };
+  if (key == "state") {
+    return [](const Job* a, const Job* b, int64_t) { return to_string(a->state) < to_string(b->state); };
+  }
+  if (key == "duration") {
+    return [](const Job* a, const Job* b, int64_t now) { return run_ms(*a, now) < run_ms(*b, now); };
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void ApiRoutes::handle_list_jobs(const net::HttpRequest& req, net::Respond respond) {
+  // A page is bounded: a list of every job would hold the io thread for seconds.
+  // Pages follow each other by offset, or by cursor (`after`: the previous page's
+  // `next`), which stays right while new jobs arrive.
+  int64_t limit = 1000, offset = 0;
+  if (!query_int(req, "limit", 1, 1000, &limit, respond) ||
+      !query_int(req, "offset", 0, INT64_MAX, &offset, respond)) {
+    return;
+  }
+  std::optional<uint64_t> before_seq;
+  if (auto it = req.query.find("after"); it != req.query.end() && !it->second.empty()) {
+    if (offset != 0) return respond(error_response(400, "give either 'after' or 'offset', not both"));
+    const Job* from = deps_.jobs.table.find(it->second);
+    if (!from) {
+      return respond(error_response(400, "'after': no job with id '" + it->second +
+                                             "'; pass the 'next' of the previous page"));
+    }
+    before_seq = from->queue_seq;
+  }
+  std::optional<JobState> state;
+  if (auto it = req.query.find("state"); it != req.query.end() && !it->second.empty()) {
+    std::string upper = it->second;
+    for (auto& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    state = parse_job_state(upper);
+    if (!state) return respond(error_response(400, "unknown state '" + it->second + "'; use PENDING, RUNNING, SUCCEEDED, FAILED or STOPPED"));
+  }
+  std::string needle;
+  if (auto it = req.query.find("q"); it != req.query.end()) {
+    if (it->second.size() > 200) return respond(error_response(400, "'q' is longer than 200 characters"));
+    needle = lower(it->second);
+  }
+  std::optional<Less> order;
+  bool descending = false;
+  if (auto it = req.query.find("sort"); it != req.query.end() && !it->second.empty()) {
+    std::string key = it->second;
+    descending = key[0] == '-';
+    if (descending) key.erase(0, 1);
+    order = sort_order(key);
+    if (!order) {
+      return respond(error_response(400, "unknown sort '" + it->second +
+                                             "'; use submitted, name, owner, state or duration, with a leading '-' "
+                                             "for the reverse order"));
+    }
+    if (before_seq) return respond(error_response(400, "'after' pages the newest-first order only; use 'offset' with 'sort'"));
+  }
+  // Only the page is serialized; the rest is counted (10,000 jobs cost a pass over
+  // pointers, not 10,000 JSON documents). Newest first unless sorted.
+  std::vector<const Job*> listed = deps_.jobs.table.list();
+  if (state || !needle.empty()) {
+    std::erase_if(listed, [&](const Job* job) {
+      return (state && job->state != *state) || (!needle.empty() && !matches_search(*job, needle));
+    });
+  }
+  if (order) {
+    const int64_t now = deps_.clock.now_ms();
+    std::stable_sort(listed.begin(), listed.end(), [&](const Job* a, const Job* b) {
+      return descending ? (*order)(b, a, now) : (*order)(a, b, now);
+    });
+  }
+  json jobs = json::array();
+  int64_t total = 0, skipped = 0;
+  bool more = false;
+  std::string last;
+  std::optional<std::map<uint64_t, int64_t>> positions;
+  for (const Job* job : listed) {
+    ++total;
+    if (before_seq && job->queue_seq >= *before_seq) continue;
+    if (skipped++ < offset) continue;
+    if (static_cast<int64_t>(jobs.size()) >= limit) {
+      more = true;
+      continue;
+    }
+    json summary = job_summary_json(*job);
+    if (job->state == JobState::kPending) {
+      if (!positions) positions = queue_positions(deps_.jobs);
+      auto at = positions->find(job->queue_seq);
+      if (at != positions->end()) summary["queue_position"] = at->second;
+    }
+    jobs.push_back(std::move(summary));
+    last = job->id;
+  }
+  respond(json_response(200, {{"jobs", jobs},
+                              {"total", total},
+                              {"offset", offset},
+                              {"limit", limit},
+                              {"next", more && !order ? json(last) : json(nullptr)}}));
+}
+
+}  // namespace ag::head

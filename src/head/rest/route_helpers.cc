@@ -1,0 +1,36 @@
+#include "head/rest/route_helpers.h"
+
+#include <charconv>
+#include <nlohmann/json.hpp>
+
+namespace ag::head {
+
+net::HttpResponse json_response(int status, const nlohmann::json& body) {
+  return {status, "application/json", body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
+}
+
+net::HttpResponse error_response(int status, const std::string& message) {
+  return json_response(status, nlohmann::json{{"error", message}});
+}
+
+net::HttpResponse error_response(const Error& error) {
+  return error_response(http_status_for(error.code), error.message);
+}
+
+bool query_int(const net::HttpRequest& req, const std::string& name, int64_t min, int64_t max,
+               int64_t* out, net::Respond& respond) {
+  auto it = req.query.find(name);
+  if (it == req.query.end()) return true;
+  const std::string& text = it->second;
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (!text.empty() && ec == std::errc() && end == text.data() + text.size() && v >= min && v <= max) {
+    *out = v;
+    return true;
+  }
+  respond(error_response(400, "query parameter '" + name + "' must be a whole number between " +
+                                  std::to_string(min) + " and " + std::to_string(max) + ", got '" + text + "'"));
+  return false;
+}
+
+}  // namespace ag::head
