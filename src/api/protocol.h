@@ -3,7 +3,7 @@
 // frames, each an object with a "type"; task output travels in binary log frames.
 // This header is the whole protocol: one struct per message, encode() to the wire,
 // decode_*() back with an error that names the field. The head (head/gateway/worker_gateway.cc,
-// head/job_manager.cc) and the agent (worker/agent.cc) speak only through these.
+// head/jobs/task_dispatcher.cc) and the agent (worker/agent.cc) speak only through these.
 //
 //   worker                                   head
 //     register {node, running[], exited[]} ->

@@ -1,4 +1,4 @@
-// The head daemon's composition root: builds the store, registries, job manager,
+// The head daemon's composition root: builds the store, registries, job layer,
 // gateway and routes, wires them together and runs the io loop until SIGTERM/SIGINT.
 #pragma once
 

@@ -1,7 +1,7 @@
 // Metrics: what GET /metrics exports in the Prometheus text format (version 0.0.4).
 //
 // Gauges (nodes and jobs by state, running tasks, capacity and allocation) are read
-// from the job manager, node registry and log store at scrape time, so they always
+// from the job layer, node registry and log store at scrape time, so they always
 // equal what the REST API shows. What only exists as a stream of events is kept here:
 // the scheduling and start latency histograms (fed by the JobEvents observer) and the
 // API request counter (fed by count_request around every response).

@@ -1,6 +1,6 @@
 // ArrayThrottle: job arrays (`ag submit --array 0-99%8`) as the head keeps them: each
 // array's elements, and for an array with a limit, the elements holding a place under
-// it (queued or running) and those waiting for one, by index. The job manager asks it
+// it (queued or running) and those waiting for one, by index. The job controller asks it
 // for an element's gate and tells it when an element is queued, waits or leaves its
 // place; a place that comes free goes to the waiting element with the lowest index.
 // Io thread only.

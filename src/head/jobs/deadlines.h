@@ -1,5 +1,5 @@
 // Deadlines: the run and attempt timeouts of running jobs (job_state_machine.h's
-// Deadline), one timer each. The job manager arms a job's deadline whenever it may have
+// Deadline), one timer each. The job controller arms a job's deadline whenever it may have
 // changed (placement, recovery) and disarms it when the job finishes; when a deadline
 // passes, `on_due` gets the job and the deadline (the state machine decides whether it
 // still applies). Io thread only.

@@ -2,7 +2,7 @@
 // time, dependencies, an array's limit; head/scheduler/gates.h decides), indexed by
 // what could open one: the jobs each waits on (a reverse index), and begin times with
 // one timer for the first. A pending job is in exactly one of the queue or this index,
-// so a thousand held jobs cost a scheduling pass nothing. The job manager gates and
+// so a thousand held jobs cost a scheduling pass nothing. The job controller gates and
 // ungates jobs; the index tells it when begin times come (on_due). Io thread only.
 #pragma once
 

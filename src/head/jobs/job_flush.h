@@ -1,5 +1,5 @@
 // What the JobWriter's next write of changed jobs carries, and where that write stands
-// (head/job_persistence.cc): changes are batched and written at most every interval.
+// (JobWriter): changes are batched and written at most every interval.
 #pragma once
 
 #include <cstdint>

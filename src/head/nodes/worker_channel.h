@@ -1,4 +1,4 @@
-// WorkerChannel: what the head's job manager sends to workers through. The product's
+// WorkerChannel: what the head's job layer sends to workers through. The product's
 // is the NodeRegistry (each node's WebSocket); unit tests pass a fake that records.
 #pragma once
 

@@ -6,7 +6,7 @@
 // the store's own thread).
 //
 // The store holds at most `quota_bytes`. A package no pending or running job uses
-// (`in_use`, from the job manager) may be removed: the least recently used first when
+// (`in_use`, from the job table) may be removed: the least recently used first when
 // an upload needs room, and any left unused for a week by remove_unused(). A client
 // that submits a job with a removed package simply uploads it again (HEAD says 404).
 #pragma once

@@ -33,4 +33,21 @@ bool query_int(const net::HttpRequest& req, const std::string& name, int64_t min
   return false;
 }
 
+bool may_act_on(const AccessControl& access, const Principal& who, const Job& job) {
+  return may_act_on_job(who, job.owner, access.groups_of(job.owner));
+}
+
+net::HttpResponse not_your_job(const Job& job, const std::string& what) {
+  return error_response(403, "job " + job.id + " belongs to " + (job.owner.empty() ? "no user" : job.owner) +
+                                 "; only its owner, members of the owner's groups and admins can " + what);
+}
+
+const char* const kAdminOnly = "only an admin can do this; ask one, or use an admin's token";
+
+net::HttpResponse admin_only(const std::string& what) { return error_response(403, what + ": " + kAdminOnly); }
+
+net::HttpResponse viewer_cannot(const Principal& who, const std::string& what) {
+  return error_response(403, "user " + who.name + " is a viewer: viewers cannot " + what);
+}
+
 }  // namespace ag::head

@@ -1,9 +1,9 @@
 // PolicyStore: the sharing policy an admin sets: quotas per user and per group, queues
 // (partitions), and where a user's groups come from. It keeps them in the meta table
 // so that they hold across restarts: a change is a batch to write and what to make of
-// it once durable (the job manager writes it in order with its own writes, and then
+// it once durable (the JobWriter writes it in order with its own writes, and then
 // weighs the queue again). It answers the submit checks that depend on policy alone;
-// what jobs use of it is the job manager's. Io thread only.
+// what jobs use of it is the job table's. Io thread only.
 #pragma once
 
 #include <functional>

@@ -2,7 +2,7 @@
 // order from it). It owns each user's decayed usage and, for every job that holds a
 // gang now, its owner, what the gang costs per second and when it was last charged.
 // Every kUsageTickMs it charges all of them and stores the usage in the meta table, so
-// that a restart keeps it. The job manager tells it when a job starts or stops holding
+// that a restart keeps it. The job controller tells it when a job starts or stops holding
 // a gang (charge); the ledger knows jobs only by id, owner and what their gang holds.
 // Io thread only.
 #pragma once

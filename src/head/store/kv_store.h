@@ -1,7 +1,7 @@
 // KvStore: the head's durable record store, a small table/key/value interface under
 // the typed job and event records (head/jobs/job_codec.h).
 //
-//   job manager --write(batch, done)--> queue --writer thread--> one transaction per group
+//   JobWriter --write(batch, done)--> queue --writer thread--> one transaction per group
 //                                                                 --> done(status) per batch
 //
 // Writes are grouped: every batch queued while the previous transaction committed goes

@@ -1,4 +1,4 @@
-// FakeWorkerChannel: a head::WorkerChannel that records what the job manager sends
+// FakeWorkerChannel: a head::WorkerChannel that records what the job layer sends
 // to each node, and that can treat a node as unreachable.
 #pragma once
 

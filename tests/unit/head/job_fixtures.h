@@ -14,7 +14,7 @@ namespace ag::head::testing {
 inline constexpr int kMasterPort = 29500;
 inline constexpr int64_t kPlacedAtMs = 1'000;
 
-// A PENDING job of `num_workers` tasks, as the job manager holds it after submit.
+// A PENDING job of `num_workers` tasks, as the job table holds it after submit.
 inline Job make_job(int num_workers = 2, int max_retries = 0, std::optional<double> timeout_s = std::nullopt) {
   Job job;
   job.id = "job_0123456789ab";

@@ -756,7 +756,7 @@ TEST(NodeLostTest, NodeLostWhileStoppingMarksItsTasksStopped) {
 }
 
 // A node loss that fails a task while others still run changes the job, so watchers
-// of the job must be told (JobManager notifies on `changed`).
+// of the job must be told (JobController notifies on `changed`).
 TEST(NodeLostTest, FailingATaskMarksTheJobChanged) {
   Job job = make_job(3);
   place_and_start(job);

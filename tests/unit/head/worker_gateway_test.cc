@@ -1,5 +1,5 @@
 // WorkerGateway over its real collaborators (a NodeRegistry, a LogStore on a temporary
-// folder, a JobManager over a memory store) and a fake clock. Each test plays a
+// folder, a JobLayer over a memory store) and a fake clock. Each test plays a
 // worker on a fake WebSocket: it sends what a worker sends and checks what the head
 // answers on the channel and what it records.
 #include "head/gateway/worker_gateway.h"
@@ -758,7 +758,7 @@ TEST_F(WorkerGatewayTest, HeartbeatsKeepANodeAlive) {
   EXPECT_EQ(nodes_.find("node_a")->state, NodeState::kDead);
 }
 
-TEST_F(WorkerGatewayTest, ADeadNodesTasksAreEndedByTheJobManager) {
+TEST_F(WorkerGatewayTest, ADeadNodesTasksAreEndedByTheJobController) {
   gateway_->start();
   const std::string job_id = submit_job();
   auto [channel, key] = register_and_place("node_a");

@@ -1,17 +1,8 @@
-// GET /api/jobs: one page of the job list.
-//   state     only jobs in this state
-//   q         only jobs whose id, name, submission id, owner, entrypoint or a label
-//             (KEY=VALUE) contains this text, case-insensitively
-//   sort      submitted, name, owner, state or duration, ascending; a leading '-'
-//             descending. Without it: newest first (-submitted).
-//   limit, offset / after   the page
-// Answer: {"jobs": [summary...], "total", "offset", "limit", "next"}. A PENDING job's
-// summary has "queue_position" (1: the next the scheduler weighs).
 #include <algorithm>
 #include <cctype>
 #include <nlohmann/json.hpp>
 
-#include "head/rest/api_routes.h"
+#include "head/rest/job_list.h"
 #include "head/jobs/job_codec.h"
 #include "head/rest/route_helpers.h"
 
@@ -67,7 +58,7 @@ std::optional<Less> sort_order(const std::string& key) {
 
 }  // namespace
 
-void ApiRoutes::handle_list_jobs(const net::HttpRequest& req, net::Respond respond) {
+void list_jobs(const JobLayer& jobs, int64_t now_ms, const net::HttpRequest& req, net::Respond respond) {
   // A page is bounded: a list of every job would hold the io thread for seconds.
   // Pages follow each other by offset, or by cursor (`after`: the previous page's
   // `next`), which stays right while new jobs arrive.
@@ -79,7 +70,7 @@ void ApiRoutes::handle_list_jobs(const net::HttpRequest& req, net::Respond respo
   std::optional<uint64_t> before_seq;
   if (auto it = req.query.find("after"); it != req.query.end() && !it->second.empty()) {
     if (offset != 0) return respond(error_response(400, "give either 'after' or 'offset', not both"));
-    const Job* from = deps_.jobs.table.find(it->second);
+    const Job* from = jobs.table.find(it->second);
     if (!from) {
       return respond(error_response(400, "'after': no job with id '" + it->second +
                                              "'; pass the 'next' of the previous page"));
@@ -114,19 +105,19 @@ void ApiRoutes::handle_list_jobs(const net::HttpRequest& req, net::Respond respo
   }
   // Only the page is serialized; the rest is counted (10,000 jobs cost a pass over
   // pointers, not 10,000 JSON documents). Newest first unless sorted.
-  std::vector<const Job*> listed = deps_.jobs.table.list();
+  std::vector<const Job*> listed = jobs.table.list();
   if (state || !needle.empty()) {
     std::erase_if(listed, [&](const Job* job) {
       return (state && job->state != *state) || (!needle.empty() && !matches_search(*job, needle));
     });
   }
   if (order) {
-    const int64_t now = deps_.clock.now_ms();
+    const int64_t now = now_ms;
     std::stable_sort(listed.begin(), listed.end(), [&](const Job* a, const Job* b) {
       return descending ? (*order)(b, a, now) : (*order)(a, b, now);
     });
   }
-  json jobs = json::array();
+  json page = json::array();
   int64_t total = 0, skipped = 0;
   bool more = false;
   std::string last;
@@ -135,20 +126,20 @@ void ApiRoutes::handle_list_jobs(const net::HttpRequest& req, net::Respond respo
     ++total;
     if (before_seq && job->queue_seq >= *before_seq) continue;
     if (skipped++ < offset) continue;
-    if (static_cast<int64_t>(jobs.size()) >= limit) {
+    if (static_cast<int64_t>(page.size()) >= limit) {
       more = true;
       continue;
     }
     json summary = job_summary_json(*job);
     if (job->state == JobState::kPending) {
-      if (!positions) positions = queue_positions(deps_.jobs);
+      if (!positions) positions = queue_positions(jobs);
       auto at = positions->find(job->queue_seq);
       if (at != positions->end()) summary["queue_position"] = at->second;
     }
-    jobs.push_back(std::move(summary));
+    page.push_back(std::move(summary));
     last = job->id;
   }
-  respond(json_response(200, {{"jobs", jobs},
+  respond(json_response(200, {{"jobs", page},
                               {"total", total},
                               {"offset", offset},
                               {"limit", limit},

@@ -1,16 +1,7 @@
-// A job array as a whole, under its id (`ag submit --array`): each element is a job
-// "ARRAY_INDEX" with routes of its own; these act on every element at once.
-//
-//   GET    /api/jobs/{array_id}          {"array_id", "size", "max_running", "state",
-//                                         "counts": {state: n}, "elements": [summary...]}
-//   POST   /api/jobs/{array_id}/stop     stops every element not finished
-//   POST   /api/jobs/{array_id}/hold     holds every pending element
-//   POST   /api/jobs/{array_id}/release  releases every held element
-//   DELETE /api/jobs/{array_id}          deletes every element, once all have finished
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "head/rest/api_routes.h"
+#include "head/rest/array_routes.h"
 #include "head/jobs/job_codec.h"
 #include "head/rest/route_helpers.h"
 
@@ -39,8 +30,10 @@ struct Tally {
 
 }  // namespace
 
-void ApiRoutes::handle_array(const net::HttpRequest& req, const Principal& who, const JobArray& array,
-                             const std::string& array_id, const std::string& action, const net::Respond& respond) {
+void ArrayRoutes::handle(const Call& call, const JobArray& array, const std::string& action, net::Respond respond) {
+  const net::HttpRequest& req = call.req;
+  const Principal& who = call.who;
+  const std::string& array_id = call.param("job");
   std::vector<const Job*> elements;
   for (const auto& id : array.elements) {
     if (const Job* job = deps_.jobs.table.find(id)) elements.push_back(job);
@@ -67,8 +60,7 @@ void ApiRoutes::handle_array(const net::HttpRequest& req, const Principal& who, 
                                            " (an array takes GET, DELETE, and POST stop, hold or release; "
                                            "give an element, like " + first.id + ", for the rest)"));
   }
-  if (!remove && req.method != "POST") return respond(error_response(405, "use POST to " + action + " an array"));
-  if (!may_act_on(who, first)) {
+  if (!may_act_on(deps_.access, who, first)) {
     return respond(error_response(403, "array " + array_id + " belongs to " + (first.owner.empty() ? "no user" : first.owner) +
                                            "; only its owner, members of the owner's groups and admins can " +
                                            (remove ? "delete" : action) + " it"));

@@ -1,13 +1,7 @@
-// POST /api/images/pull and GET /api/images/pulls/{id}: pre-pulling a container image
-// on the cluster's nodes (`ag pull IMAGE [--nodes ...]`).
-//
-//   POST /api/images/pull {"image": "train:1.4", "nodes": ["node_a"]}   (nodes: all that run containers)
-//     -> 202 {"pull_id": "pull_...", "image", "nodes": [{"node_id", "state", "message"}]}
-//   GET  /api/images/pulls/{id} -> the same, as the nodes report
 #include <nlohmann/json.hpp>
 
 #include "api/container_spec.h"
-#include "head/rest/api_routes.h"
+#include "head/rest/image_routes.h"
 #include "head/rest/route_helpers.h"
 
 namespace ag::head {
@@ -35,21 +29,18 @@ json pull_json(const ImagePulls::Pull& pull, const NodeRegistry& nodes) {
 
 }  // namespace
 
-void ApiRoutes::handle_images(const net::HttpRequest& req, const Principal& who, const net::Respond& respond) {
-  static const std::string kPulls = "/api/images/pulls/";
-  if (req.path.rfind(kPulls, 0) == 0) {
-    if (req.method != "GET") return respond(error_response(405, "use GET for " + req.path));
-    const ImagePulls::Pull* pull = deps_.pulls.find(req.path.substr(kPulls.size()));
-    if (!pull) {
-      return respond(error_response(404, "no pull with id '" + req.path.substr(kPulls.size()) +
-                                             "' (the head keeps the last " +
-                                             std::to_string(ImagePulls::kKeptPulls) + " pulls while it runs)"));
-    }
-    return respond(json_response(200, pull_json(*pull, deps_.nodes)));
+void ImageRoutes::pull_status(const Call& call, net::Respond respond) {
+  const ImagePulls::Pull* pull = deps_.pulls.find(call.param("pull"));
+  if (!pull) {
+    return respond(error_response(404, "no pull with id '" + call.param("pull") + "' (the head keeps the last " +
+                                           std::to_string(ImagePulls::kKeptPulls) + " pulls while it runs)"));
   }
-  if (req.path != "/api/images/pull") return respond(error_response(404, "no route for " + req.method + " " + req.path));
-  if (req.method != "POST") return respond(error_response(405, "use POST to pull an image"));
-  if (!may_submit(who)) return respond(error_response(403, "user " + who.name + " is a viewer: viewers cannot pull images"));
+  respond(json_response(200, pull_json(*pull, deps_.nodes)));
+}
+
+void ImageRoutes::pull(const Call& call, net::Respond respond) {
+  const net::HttpRequest& req = call.req;
+  const Principal& who = call.who;
   json body = json::parse(req.body, nullptr, false);
   if (!body.is_object() || !body.contains("image") || !body["image"].is_string()) {
     return respond(error_response(400, "send {\"image\": \"REGISTRY/NAME:TAG\"} (and \"nodes\": [NODE_ID, ...] for "

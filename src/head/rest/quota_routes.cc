@@ -1,19 +1,9 @@
-// Quotas (head/scheduler/quotas.h): what each user, or group of users, may hold at once.
-//
-//   GET    /api/quotas                    {"users": {name: {limits, "use"}}, "groups": {...}}
-//                                         (anyone may read them: users want to know theirs)
-//   PUT    /api/quotas/users/{name}       {"max_gpus": 8, "max_cpus": 64, "max_memory": bytes,
-//   PUT    /api/quotas/groups/{name}       "max_running_jobs": 10} (admin; absent or null: no
-//                                         limit; no limit at all removes the quota)
-//   DELETE /api/quotas/users|groups/{name}  (admin)
-//   GET    /api/share                     fair share: each user's decayed usage (GPU-
-//                                         equivalent seconds), part, share and factor
 #include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "api/job_spec.h"
 #include "head/auth/access_control.h"
-#include "head/rest/api_routes.h"
+#include "head/rest/quota_routes.h"
 #include "head/rest/route_helpers.h"
 
 namespace ag::head {
@@ -85,8 +75,7 @@ Result<sched::Limits> parse_limits(const json& body) {
 
 }  // namespace
 
-void ApiRoutes::handle_share(const net::HttpRequest& req, const net::Respond& respond) {
-  if (req.method != "GET") return respond(error_response(405, "use GET for /api/share"));
+void QuotaRoutes::share(const Call&, net::Respond respond) {
   std::map<std::string, std::pair<int, int>> jobs;  // user -> (running, pending)
   for (const Job* job : deps_.jobs.table.list()) {
     if (job->state == JobState::kRunning) ++jobs[job->owner].first;
@@ -101,44 +90,35 @@ void ApiRoutes::handle_share(const net::HttpRequest& req, const net::Respond& re
   respond(json_response(200, {{"users", users}}));
 }
 
-void ApiRoutes::handle_quotas(const net::HttpRequest& req, const Principal& who, const std::string& rest,
-                              const net::Respond& respond) {
-  if (rest.empty()) {
-    if (req.method != "GET") return respond(error_response(405, "use GET for /api/quotas"));
-    const auto use = deps_.jobs.table.use_by_owner();
-    json out = {{"users", json::object()}, {"groups", json::object()}};
-    for (const auto& [name, limits] : deps_.jobs.policy.user_quotas()) {
-      json entry = quota_limits_json(limits);
-      auto held = use.find(name);
-      entry["use"] = use_json(held == use.end() ? sched::Use{} : held->second);
-      out["users"][name] = std::move(entry);
-    }
-    for (const auto& [name, limits] : deps_.jobs.policy.group_quotas()) {
-      sched::Use sum;
-      for (const auto& [user, held] : use) {
-        for (const auto& group : deps_.access.groups_of(user)) {
-          if (group != name) continue;
-          sum.held += held.held;
-          sum.running_jobs += held.running_jobs;
-        }
+void QuotaRoutes::list(const Call&, net::Respond respond) {
+  const auto use = deps_.jobs.table.use_by_owner();
+  json out = {{"users", json::object()}, {"groups", json::object()}};
+  for (const auto& [name, limits] : deps_.jobs.policy.user_quotas()) {
+    json entry = quota_limits_json(limits);
+    auto held = use.find(name);
+    entry["use"] = use_json(held == use.end() ? sched::Use{} : held->second);
+    out["users"][name] = std::move(entry);
+  }
+  for (const auto& [name, limits] : deps_.jobs.policy.group_quotas()) {
+    sched::Use sum;
+    for (const auto& [user, held] : use) {
+      for (const auto& group : deps_.access.groups_of(user)) {
+        if (group != name) continue;
+        sum.held += held.held;
+        sum.running_jobs += held.running_jobs;
       }
-      json entry = quota_limits_json(limits);
-      entry["use"] = use_json(sum);
-      out["groups"][name] = std::move(entry);
     }
-    return respond(json_response(200, out));
+    json entry = quota_limits_json(limits);
+    entry["use"] = use_json(sum);
+    out["groups"][name] = std::move(entry);
   }
-  const size_t slash = rest.find('/');
-  const std::string kind = rest.substr(0, slash);
-  const std::string name = slash == std::string::npos ? "" : rest.substr(slash + 1);
-  if ((kind != "users" && kind != "groups") || name.empty()) {
-    return respond(error_response(404, "no route for " + req.method + " " + req.path +
-                                           "; quotas are at /api/quotas/users/NAME and /api/quotas/groups/NAME"));
-  }
-  if (req.method != "PUT" && req.method != "DELETE") {
-    return respond(error_response(405, "use PUT to set a quota and DELETE to remove it"));
-  }
-  if (!who.is_admin()) return respond(error_response(403, "setting quotas: only an admin can do this; ask one"));
+  respond(json_response(200, out));
+}
+
+void QuotaRoutes::set(const Call& call, net::Respond respond) {
+  const net::HttpRequest& req = call.req;
+  const std::string kind = req.path.rfind("/api/quotas/groups/", 0) == 0 ? "groups" : "users";
+  const std::string& name = call.param("name");
   if (Status s = check_account_name(kind == "users" ? "user name" : "group name", name); !s) {
     return respond(error_response(s.error()));
   }

@@ -1,0 +1,145 @@
+#include "head/rest/admin_routes.h"
+
+#include <nlohmann/json.hpp>
+
+#include "head/rest/route_helpers.h"
+
+namespace ag::head {
+namespace {
+
+using nlohmann::json;
+
+json user_json(const UserRecord& u) {
+  return {{"name", u.name},         {"role", to_string(u.role)}, {"groups", u.groups},
+          {"disabled", u.disabled}, {"created_ms", u.created_ms}, {"token_issued_ms", u.token_issued_ms},
+          {"created_by", u.created_by}};
+}
+
+json token_json(const JoinTokenRecord& t, int64_t now) {
+  return {{"id", t.id},
+          {"kind", "join"},
+          {"created_ms", t.created_ms},
+          {"expires_ms", t.expires_ms},
+          {"expired", t.expires_ms != 0 && t.expires_ms <= now},
+          {"created_by", t.created_by}};
+}
+
+// Reads {"groups": ["a", ...]} (optional). Returns false with a 400 on bad input.
+bool read_groups(const json& body, std::vector<std::string>* groups, const net::Respond& respond) {
+  if (!body.contains("groups") || body["groups"].is_null()) return true;
+  const json& g = body["groups"];
+  if (!g.is_array() || g.size() > 32) {
+    respond(error_response(400, "field 'groups': expected a list of at most 32 group names"));
+    return false;
+  }
+  for (const auto& name : g) {
+    if (!name.is_string()) {
+      respond(error_response(400, "field 'groups': expected a list of group names (strings)"));
+      return false;
+    }
+    groups->push_back(name.get<std::string>());
+  }
+  return true;
+}
+
+}  // namespace
+
+void AdminRoutes::list_users(const Call&, net::Respond respond) {
+  json users = json::array();
+  for (const auto& u : deps_.access.users()) users.push_back(user_json(u));
+  respond(json_response(200, {{"users", users}}));
+}
+
+void AdminRoutes::add_user(const Call& call, net::Respond respond) {
+  json body = json::parse(call.req.body, nullptr, false);
+  if (!body.is_object() || !body.contains("name") || !body["name"].is_string()) {
+    return respond(error_response(400, "send {\"name\": \"alice\", \"role\": \"user\", \"groups\": [...]}"));
+  }
+  UserRecord user;
+  user.name = body["name"].get<std::string>();
+  std::string role = body.value("role", std::string("user"));
+  auto parsed = body.contains("role") && !body["role"].is_string() ? std::nullopt : parse_role(role);
+  if (!parsed) return respond(error_response(400, "field 'role': use admin, user or viewer"));
+  user.role = *parsed;
+  if (!read_groups(body, &user.groups, respond)) return;
+  user.created_by = call.who.name;
+  UserRecord shown = user;
+  deps_.access.add_user(std::move(user), [respond, shown](Result<std::string> token) {
+    if (!token.ok()) return respond(error_response(token.error()));
+    json out = user_json(shown);
+    out["token"] = token.value();
+    respond(json_response(201, out));
+  });
+}
+
+void AdminRoutes::show_user(const Call& call, net::Respond respond) {
+  const UserRecord* user = deps_.access.find_user(call.param("name"));
+  if (!user) return respond(error_response(404, "no user '" + call.param("name") + "'; see `ag user list`"));
+  respond(json_response(200, user_json(*user)));
+}
+
+void AdminRoutes::rotate_user(const Call& call, net::Respond respond) {
+  deps_.access.rotate_user(call.param("name"), [respond, name = call.param("name")](Result<std::string> token) {
+    if (!token.ok()) return respond(error_response(token.error()));
+    respond(json_response(200, {{"name", name}, {"token", token.value()}}));
+  });
+}
+
+void AdminRoutes::set_user_disabled(const Call& call, net::Respond respond) {
+  const bool disable = call.req.path.ends_with("/disable");
+  deps_.access.set_user_disabled(call.param("name"), disable,
+                                 [respond, name = call.param("name"), disable](const Result<bool>& done) {
+                                   if (!done.ok()) return respond(error_response(done.error()));
+                                   respond(json_response(200, {{"name", name}, {"disabled", disable}}));
+                                 });
+}
+
+void AdminRoutes::list_tokens(const Call&, net::Respond respond) {
+  json tokens = json::array();
+  const int64_t now = deps_.clock.now_ms();
+  for (const auto& t : deps_.access.join_tokens()) tokens.push_back(token_json(t, now));
+  respond(json_response(200, {{"tokens", tokens}}));
+}
+
+void AdminRoutes::create_token(const Call& call, net::Respond respond) {
+  json body = json::parse(call.req.body, nullptr, false);
+  if (!body.is_object() || body.value("kind", std::string("join")) != "join") {
+    return respond(error_response(400, "send {\"kind\": \"join\", \"ttl_s\": SECONDS}; only join tokens are made "
+                                       "here (user tokens come with `ag user add`)"));
+  }
+  int64_t ttl_s = 0;
+  if (body.contains("ttl_s")) {
+    const json& ttl = body["ttl_s"];
+    if (!ttl.is_number_integer() || ttl.get<int64_t>() < 0 || ttl.get<int64_t>() > 10LL * 365 * 24 * 3600) {
+      return respond(error_response(400, "field 'ttl_s': expected whole seconds from 0 (never expires) to 10 years"));
+    }
+    ttl_s = ttl.get<int64_t>();
+  }
+  deps_.access.create_join_token(
+      ttl_s * 1000, call.who.name, [this, respond](Result<AccessControl::NewJoinToken> made) {
+        if (!made.ok()) return respond(error_response(made.error()));
+        json out = token_json(made->record, deps_.clock.now_ms());
+        out["token"] = made->token;
+        respond(json_response(201, out));
+      });
+}
+
+void AdminRoutes::revoke_token(const Call& call, net::Respond respond) {
+  deps_.access.revoke_join_token(call.param("token"), [respond, id = call.param("token")](const Result<bool>& done) {
+    if (!done.ok()) return respond(error_response(done.error()));
+    respond(json_response(200, {{"id", id}, {"revoked", true}}));
+  });
+}
+
+void AdminRoutes::audit(const Call& call, net::Respond respond) {
+  int64_t limit = 100;
+  if (!query_int(call.req, "limit", 1, static_cast<int64_t>(AuditLog::kKeep), &limit, respond)) return;
+  json entries = json::array();
+  for (const auto& e : deps_.audit.recent(static_cast<size_t>(limit))) {
+    entries.push_back(
+        {{"time_ms", e.time_ms}, {"actor", e.actor}, {"from", e.from}, {"action", e.action}, {"outcome", e.outcome}});
+  }
+  respond(json_response(200, {{"entries", entries}}));
+}
+
+}  // namespace ag::head
