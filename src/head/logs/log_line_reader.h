@@ -1,5 +1,5 @@
 // A task's log read as lines, each with the time the head received it (the time of the
-// bytes that begin it, to within LogStore::kLineTimeGranularityMs): what
+// bytes that begin it, to within TimeNoteWriter::kGranularityMs): what
 // GET /api/jobs/{id}/lines pages through for `ag logs` (every rank interleaved,
 // --tail, --since, --timestamps) and the SDK's get_logs. Reads go to the files of a
 // LogStore; every call stands alone (no state between pages: the client holds the

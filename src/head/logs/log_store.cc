@@ -11,8 +11,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include <boost/asio/post.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <spdlog/spdlog.h>
 
 namespace ag::head {
@@ -21,43 +19,56 @@ namespace {
 // Beside "<attempt>.<task>.log": when its bytes arrived, and where its kept part begins.
 std::string dropped_path(const std::string& log_path) { return log_path.substr(0, log_path.size() - 4) + ".dropped"; }
 
-}  // namespace
-
-std::string LogStore::times_path(const api::TaskKey& key) const {
-  const std::string log = path_for(key);
-  return log.substr(0, log.size() - 4) + ".times";
+Status gap(const api::TaskKey& key, int64_t size, int64_t offset) {
+  return Error{ErrorCode::kConflict, "log of " + key.job_id + " task " + std::to_string(key.task_index) +
+                                         " has a gap: have " + std::to_string(size) + " bytes, got offset " +
+                                         std::to_string(offset)};
 }
 
-const std::vector<LogStore::TimeNote>& LogStore::unsaved_times(const api::TaskKey& key) { return open(key).unsaved_times; }
+Error write_failed(const std::string& path) {
+  ErrorCode code = errno == ENOSPC || errno == EDQUOT ? ErrorCode::kResourceExhausted : ErrorCode::kInternal;
+  return Error{code, "cannot write log file " + path + ": " + std::strerror(errno)};
+}
 
-struct LogStore::Syncer {
-  boost::asio::thread_pool pool{1};
-};
+// Frees the oldest part of a log `size` bytes long (whole blocks, keeping three
+// quarters of `cap`), its bytes before `dropped` gone already. Returns where the kept
+// part now begins, or -1 when the file system cannot free blocks.
+int64_t drop_oldest(int fd, int64_t size, int64_t dropped, int64_t cap) {
+  const int64_t keep = cap - cap / 4;
+  const int64_t until = (size - keep) / 4096 * 4096;
+  if (until <= dropped) return dropped;
+  if (::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, dropped, until - dropped) != 0) return -1;
+  return until;
+}
+
+}  // namespace
 
 LogStore::LogStore(std::string root_dir, size_t max_open_files, Timers* io, const Clock* clock)
     : root_(std::move(root_dir)),
       max_open_files_(std::max<size_t>(1, max_open_files)),
-      io_(io),
-      clock_(clock ? clock : &system_clock_) {
+      clock_(clock ? clock : &system_clock_),
+      syncer_(std::make_unique<LogSyncer>(io)) {
   // A folder that cannot be made fails each append with the path and the reason.
   std::error_code ec;
   std::filesystem::create_directories(root_, ec);
-  if (io_) syncer_ = std::make_unique<Syncer>();
 }
 
 LogStore::~LogStore() {
-  // Syncs under way finish (their ends, posted to an io thread that no longer runs,
-  // are dropped with it).
-  if (syncer_) syncer_->pool.join();
+  syncer_.reset();  // the work under way finishes first
   for (auto& [key, log] : logs_) {
-    save_times(key, log);
+    log.times.save(times_path(key));
     if (log.fd >= 0) ::close(log.fd);
   }
 }
 
-std::string LogStore::path_for(const api::TaskKey& key) const {
+std::string LogStore::path(const api::TaskKey& key) const {
   return root_ + "/" + key.job_id + "/" + std::to_string(key.attempt) + "." +
          std::to_string(key.task_index) + ".log";
+}
+
+std::string LogStore::times_path(const api::TaskKey& key) const {
+  const std::string log = path(key);
+  return log.substr(0, log.size() - 4) + ".times";
 }
 
 LogStore::OpenLog& LogStore::open(const api::TaskKey& key) {
@@ -65,8 +76,8 @@ LogStore::OpenLog& LogStore::open(const api::TaskKey& key) {
   OpenLog& log = it->second;
   if (inserted) {
     struct stat st{};
-    if (::stat(path_for(key).c_str(), &st) == 0) log.size = st.st_size;
-    std::ifstream in(dropped_path(path_for(key)));
+    if (::stat(path(key).c_str(), &st) == 0) log.size = st.st_size;
+    std::ifstream in(dropped_path(path(key)));
     in >> log.dropped;
   }
   return log;
@@ -75,7 +86,7 @@ LogStore::OpenLog& LogStore::open(const api::TaskKey& key) {
 Status LogStore::append(const api::TaskKey& key, int64_t offset, std::string_view data) {
   OpenLog& log = open(key);
   if (offset + static_cast<int64_t>(data.size()) <= log.size) return {};  // already have it
-  if (offset > log.size) return gap(key, log, offset);
+  if (offset > log.size) return gap(key, log.size, offset);
   data.remove_prefix(static_cast<size_t>(log.size - offset));
   auto fd = writable(key, log);
   if (!fd.ok()) return fd.error();
@@ -86,7 +97,8 @@ Status LogStore::append(const api::TaskKey& key, int64_t offset, std::string_vie
                          static_cast<off_t>(log.size) + static_cast<off_t>(written));
     if (n < 0) {
       if (errno == EINTR) continue;
-      status = write_failed(key, log);
+      status = write_failed(path(key));
+      close_file(log);  // the next try opens the file afresh
       break;
     }
     written += static_cast<size_t>(n);
@@ -98,7 +110,7 @@ Status LogStore::append(const api::TaskKey& key, int64_t offset, std::string_vie
 Status LogStore::append_from(const api::TaskKey& key, int64_t offset, int from_fd, size_t bytes) {
   OpenLog& log = open(key);
   if (offset + static_cast<int64_t>(bytes) <= log.size) return {};  // already have it
-  if (offset > log.size) return gap(key, log, offset);
+  if (offset > log.size) return gap(key, log.size, offset);
   // A resend's first part is here already: read past it.
   for (int64_t skip = log.size - offset; skip > 0;) {
     char scratch[16384];
@@ -116,7 +128,8 @@ Status LogStore::append_from(const api::TaskKey& key, int64_t offset, int from_f
     ssize_t n = ::splice(from_fd, nullptr, fd.value(), &at, want - written, SPLICE_F_MOVE);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      status = n == 0 ? internal_error("log bytes ended early") : write_failed(key, log);
+      status = n == 0 ? internal_error("log bytes ended early") : write_failed(path(key));
+      if (n < 0) close_file(log);  // the next try opens the file afresh
       break;
     }
     written += static_cast<size_t>(n);
@@ -125,26 +138,23 @@ Status LogStore::append_from(const api::TaskKey& key, int64_t offset, int from_f
   return status;
 }
 
-Status LogStore::gap(const api::TaskKey& key, const OpenLog& log, int64_t offset) const {
-  return Error{ErrorCode::kConflict, "log of " + key.job_id + " task " + std::to_string(key.task_index) +
-                                         " has a gap: have " + std::to_string(log.size) + " bytes, got offset " +
-                                         std::to_string(offset)};
-}
-
-Error LogStore::write_failed(const api::TaskKey& key, OpenLog& log) {
-  ErrorCode code = errno == ENOSPC || errno == EDQUOT ? ErrorCode::kResourceExhausted : ErrorCode::kInternal;
-  Error error{code, "cannot write log file " + path_for(key) + ": " + std::strerror(errno)};
-  // Closed, so that the next try opens the file afresh.
-  close_file(log);
-  return error;
-}
-
 void LogStore::wrote(const api::TaskKey& key, OpenLog& log, int64_t written) {
-  if (written > 0) note_time(key, log, log.size);
+  if (written > 0 && log.times.note(log.size, clock_->now_ms())) log.times.save(times_path(key));
   log.size += written;
   bytes_ingested_ += written;
-  if (max_log_bytes_ > 0 && log.fd >= 0 && log.size - log.dropped > max_log_bytes_) drop_oldest(key, log, log.fd);
-  if (written > 0) wake(key);
+  if (max_log_bytes_ > 0 && log.fd >= 0 && log.size - log.dropped > max_log_bytes_ && !log.cap_failed) {
+    const int64_t dropped = drop_oldest(log.fd, log.size, log.dropped, max_log_bytes_);
+    if (dropped < 0) {
+      log.cap_failed = true;
+      spdlog::warn("log of {} task {} is over its cap but its oldest part cannot be dropped here ({}); it keeps "
+                   "growing", key.job_id, key.task_index, std::strerror(errno));
+    } else if (dropped > log.dropped) {
+      log.dropped = dropped;
+      std::ofstream out(dropped_path(path(key)), std::ios::trunc);
+      out << log.dropped << "\n";
+    }
+  }
+  if (written > 0) waiters_.wake(key, log.size, log.closed);
 }
 
 Result<int> LogStore::writable(const api::TaskKey& key, OpenLog& log) {
@@ -156,8 +166,8 @@ Result<int> LogStore::writable(const api::TaskKey& key, OpenLog& log) {
   std::error_code ec;
   std::filesystem::create_directories(root_ + "/" + key.job_id, ec);
   // Written at the log's size (pwrite, splice): splice(2) refuses a file opened to append.
-  log.fd = ::open(path_for(key).c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0640);
-  if (log.fd < 0) return internal_error("cannot open log file " + path_for(key) + ": " + std::strerror(errno));
+  log.fd = ::open(path(key).c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0640);
+  if (log.fd < 0) return internal_error("cannot open log file " + path(key) + ": " + std::strerror(errno));
   log.lru = open_order_.insert(open_order_.end(), key);
   return log.fd;
 }
@@ -172,7 +182,7 @@ void LogStore::close_file(OpenLog& log) {
 void LogStore::close(const api::TaskKey& key) {
   OpenLog& log = open(key);
   log.closed = true;
-  save_times(key, log);
+  log.times.save(times_path(key));
   int fd = -1;
   if (log.fd >= 0) {
     fd = log.fd;  // the sync closes it
@@ -180,66 +190,26 @@ void LogStore::close(const api::TaskKey& key) {
     open_order_.erase(log.lru);
   } else if (log.size > 0) {
     // Closed earlier to keep within max_open_files: made durable all the same.
-    fd = ::open(path_for(key).c_str(), O_WRONLY | O_CLOEXEC);
+    fd = ::open(path(key).c_str(), O_WRONLY | O_CLOEXEC);
   }
-  wake(key);
-  if (fd >= 0) sync(key, fd);
-}
-
-void LogStore::sync(const api::TaskKey& key, int fd) {
-  logs_[key].syncs_pending++;
-  if (!syncer_) {
-    ::fsync(fd);
-    ::close(fd);
-    return synced(key);
-  }
-  boost::asio::post(syncer_->pool, [this, key, fd] {
-    ::fsync(fd);
-    ::close(fd);
-    io_->post([this, key] { synced(key); });
-  });
-}
-
-void LogStore::synced(const api::TaskKey& key) {
-  auto it = logs_.find(key);
-  if (it == logs_.end()) return;  // its job was deleted meanwhile
-  OpenLog& log = it->second;
-  if (--log.syncs_pending > 0) return;
-  auto callbacks = std::move(log.synced);
-  log.synced.clear();
-  for (auto& fn : callbacks) fn();
-}
-
-void LogStore::after_synced(const api::TaskKey& key, std::function<void()> fn) {
-  auto it = logs_.find(key);
-  if (it == logs_.end() || it->second.syncs_pending == 0) return fn();
-  it->second.synced.push_back(std::move(fn));
+  waiters_.wake(key, log.size, true);
+  if (fd >= 0) syncer_->sync(key, fd);
 }
 
 int64_t LogStore::size(const api::TaskKey& key) { return open(key).size; }
 
 void LogStore::remove_job(const std::string& job_id) {
   const api::TaskKey first{job_id, INT_MIN, INT_MIN};
-  std::vector<std::function<void()>> callbacks;
   for (auto it = logs_.lower_bound(first); it != logs_.end() && it->first.job_id == job_id;) {
     close_file(it->second);
-    for (auto& fn : it->second.synced) callbacks.push_back(std::move(fn));
     it = logs_.erase(it);
   }
-  for (auto it = waiters_.lower_bound({first, 0}); it != waiters_.end() && it->first.first.job_id == job_id;) {
-    callbacks.push_back(std::move(it->second.ready));
-    waiter_keys_.erase(it->first.second);
-    it = waiters_.erase(it);
-  }
-  auto remove = [dir = root_ + "/" + job_id] {
+  std::vector<std::function<void()>> callbacks = syncer_->take_job(job_id);
+  for (auto& fn : waiters_.take_job(job_id)) callbacks.push_back(std::move(fn));
+  syncer_->run([dir = root_ + "/" + job_id] {
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
-  };
-  if (syncer_) {
-    boost::asio::post(syncer_->pool, remove);
-  } else {
-    remove();
-  }
+  });
   for (auto& fn : callbacks) fn();
 }
 
@@ -252,12 +222,12 @@ Result<std::string> LogStore::read(const api::TaskKey& key, int64_t offset, int6
   int64_t end = size(key);
   if (offset >= end) return std::string();
   int64_t n = std::min(max_bytes, end - offset);
-  int fd = ::open(path_for(key).c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return internal_error("cannot read log file " + path_for(key) + ": " + std::strerror(errno));
+  int fd = ::open(path(key).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return internal_error("cannot read log file " + path(key) + ": " + std::strerror(errno));
   std::string out(static_cast<size_t>(n), '\0');
   ssize_t got = ::pread(fd, out.data(), out.size(), offset);
   ::close(fd);
-  if (got < 0) return internal_error("cannot read log file " + path_for(key) + ": " + std::strerror(errno));
+  if (got < 0) return internal_error("cannot read log file " + path(key) + ": " + std::strerror(errno));
   out.resize(static_cast<size_t>(got));
   return out;
 }
@@ -285,55 +255,10 @@ std::string LogStore::tail(const api::TaskKey& key, int64_t max_bytes, int max_l
   return text;
 }
 
-namespace {
-
-constexpr size_t kTimesBatch = 32;
-
-}  // namespace
-
-void LogStore::drop_oldest(const api::TaskKey& key, OpenLog& log, int fd) {
-  if (log.cap_failed) return;
-  const int64_t keep = max_log_bytes_ - max_log_bytes_ / 4;
-  const int64_t until = (log.size - keep) / 4096 * 4096;  // whole blocks
-  if (until <= log.dropped) return;
-  if (::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, log.dropped, until - log.dropped) != 0) {
-    log.cap_failed = true;
-    spdlog::warn("log of {} task {} is over its cap but its oldest part cannot be dropped here ({}); it keeps growing",
-                 key.job_id, key.task_index, std::strerror(errno));
-    return;
-  }
-  log.dropped = until;
-  std::ofstream out(dropped_path(path_for(key)), std::ios::trunc);
-  out << log.dropped << "\n";
-}
-
 std::string LogStore::drop_marker(const api::TaskKey& key) {
   const int64_t dropped = open(key).dropped;
   return "[... " + std::to_string(dropped) + " bytes of this task's output were dropped: its log passed the head's cap of " +
          std::to_string(max_log_bytes_ >> 20) + " MiB (ag start-head --max-task-log-mb); the newest part is kept ...]";
-}
-
-void LogStore::note_time(const api::TaskKey& key, OpenLog& log, int64_t offset) {
-  const int64_t now = clock_->now_ms();
-  if (log.last_time_ms != INT64_MIN && now - log.last_time_ms < kLineTimeGranularityMs) return;
-  log.last_time_ms = now;
-  log.unsaved_times.emplace_back(offset, now);
-  if (log.unsaved_times.size() >= kTimesBatch) save_times(key, log);
-}
-
-void LogStore::save_times(const api::TaskKey& key, OpenLog& log) {
-  if (log.unsaved_times.empty()) return;
-  // Lost only in a crash, and then the lines concerned show the time noted before them.
-  int fd = ::open(times_path(key).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-  if (fd < 0) return;
-  std::vector<int64_t> flat;
-  for (const auto& [offset, ms] : log.unsaved_times) {
-    flat.push_back(offset);
-    flat.push_back(ms);
-  }
-  const auto bytes = static_cast<ssize_t>(flat.size() * sizeof(int64_t));
-  if (::write(fd, flat.data(), static_cast<size_t>(bytes)) == bytes) log.unsaved_times.clear();
-  ::close(fd);
 }
 
 uint64_t LogStore::wait(const api::TaskKey& key, int64_t offset, std::function<void()> ready) {
@@ -341,35 +266,7 @@ uint64_t LogStore::wait(const api::TaskKey& key, int64_t offset, std::function<v
     ready();
     return 0;
   }
-  uint64_t id = next_waiter_++;
-  waiters_[{key, id}] = Waiter{key, offset, std::move(ready)};
-  waiter_keys_[id] = key;
-  return id;
-}
-
-void LogStore::cancel_wait(uint64_t id) {
-  auto it = waiter_keys_.find(id);
-  if (it == waiter_keys_.end()) return;
-  waiters_.erase({it->second, id});
-  waiter_keys_.erase(it);
-}
-
-void LogStore::wake(const api::TaskKey& key) {
-  // Only those whose offset the log has now passed (or every one, once it is closed):
-  // a reader past the end must not be woken by bytes that stop short of it.
-  const int64_t now = size(key);
-  const bool done = closed(key);
-  std::vector<std::function<void()>> ready;
-  for (auto it = waiters_.lower_bound({key, 0}); it != waiters_.end() && it->first.first == key;) {
-    if (done || now > it->second.offset) {
-      ready.push_back(std::move(it->second.ready));
-      waiter_keys_.erase(it->first.second);
-      it = waiters_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  for (auto& fn : ready) fn();
+  return waiters_.add(key, offset, std::move(ready));
 }
 
 }  // namespace ag::head

@@ -1,12 +1,12 @@
 // LogStore: every byte each task wrote, one file per (job, attempt, task) under
 // <data_dir>/logs/<job_id>/, readable by offset while the job runs and after, and a
 // list of readers waiting for bytes past an offset (long polls) that are woken the
-// moment bytes arrive or the log is closed. At most `max_open_files` logs are kept
-// open for writing (the least recently written is closed first), so a gang of
-// thousands of tasks costs no descriptor per task. A closed log is made durable
-// (fsync) on a thread of its own when the store has one (`io` given): a 200 MiB log
-// takes the disk a third of a second, which the io thread spends serving instead.
-// Io thread only.
+// moment bytes arrive or the log is closed (LogWaiters). At most `max_open_files` logs
+// are kept open for writing (the least recently written is closed first), so a gang of
+// thousands of tasks costs no descriptor per task. A closed log is made durable (fsync)
+// by the LogSyncer, on a thread of its own when `io` is given. Receive times go to a
+// .times file beside each log (TimeNoteWriter); a log over the cap loses its oldest
+// part. Io thread only.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +24,9 @@
 #include "common/clock.h"
 #include "common/result.h"
 #include "common/timers.h"
+#include "head/logs/log_syncer.h"
+#include "head/logs/log_times.h"
+#include "head/logs/log_waiters.h"
 
 namespace ag::head {
 
@@ -53,26 +56,23 @@ class LogStore {
   // Runs `fn` on the io thread once every close() of the log so far has reached the
   // disk (at once when none is under way): what the head acknowledges to a worker,
   // which then lets go of its copy, must not be lost in a crash.
-  void after_synced(const api::TaskKey& key, std::function<void()> fn);
+  void after_synced(const api::TaskKey& key, std::function<void()> fn) { syncer_->after_synced(key, std::move(fn)); }
 
   int64_t size(const api::TaskKey& key);
   bool closed(const api::TaskKey& key) const;
 
   // The file that holds the log (its first size() bytes are the log), for serving
   // from disk.
-  std::string path(const api::TaskKey& key) const { return path_for(key); }
+  std::string path(const api::TaskKey& key) const;
 
   // The last `max_lines` lines within the last `max_bytes` of the log, from the start
   // of a line where the bytes allow; "" when there are none or they cannot be read.
   std::string tail(const api::TaskKey& key, int64_t max_bytes, int max_lines);
 
-  // A line's time is the time of the bytes that begin it, to within this (see
-  // head/logs/log_line_reader.h, which reads logs as lines).
-  static constexpr int64_t kLineTimeGranularityMs = 100;
   // Receive times: (offset, ms) from which on bytes arrived at that time, ascending. Those
   // not yet written to the file at times_path() (head/logs/log_times.h reads both).
-  using TimeNote = std::pair<int64_t, int64_t>;
-  const std::vector<TimeNote>& unsaved_times(const api::TaskKey& key);
+  using TimeNote = TimeNoteWriter::Note;
+  const std::vector<TimeNote>& unsaved_times(const api::TaskKey& key) { return open(key).times.unsaved(); }
   std::string times_path(const api::TaskKey& key) const;
 
   // Up to `max_bytes` from `offset`. Errors: kInternal when the file cannot be read.
@@ -81,7 +81,7 @@ class LogStore {
   // Calls `ready` once the log has bytes past `offset` or is closed (immediately when
   // it already does). Returns an id usable with cancel_wait.
   uint64_t wait(const api::TaskKey& key, int64_t offset, std::function<void()> ready);
-  void cancel_wait(uint64_t id);
+  void cancel_wait(uint64_t id) { waiters_.cancel(id); }
 
   // At most this many bytes of one task's log are kept on disk (0: no cap): past it the
   // oldest part is dropped (its blocks freed, offsets kept), so the newest always stays.
@@ -106,59 +106,28 @@ class LogStore {
     int fd = -1;
     int64_t size = 0;
     bool closed = false;
-    int syncs_pending = 0;                        // close() syncs not yet done
-    int64_t dropped = 0;                          // bytes before this offset were dropped
-    bool cap_failed = false;                      // the file system cannot drop them
-    // Receive times: (offset, ms) from which on bytes arrived at that time, not yet in
-    // the log's .times file; written there in batches and at close.
-    std::vector<TimeNote> unsaved_times;
-    int64_t last_time_ms = INT64_MIN;
-    std::vector<std::function<void()>> synced;    // after_synced callbacks waiting on them
+    int64_t dropped = 0;       // bytes before this offset were dropped
+    bool cap_failed = false;   // the file system cannot drop them
+    TimeNoteWriter times;
     std::list<api::TaskKey>::iterator lru;  // its place in open_order_ while fd >= 0
   };
-  struct Waiter {
-    api::TaskKey key;
-    int64_t offset;
-    std::function<void()> ready;
-  };
-  std::string path_for(const api::TaskKey& key) const;
   OpenLog& open(const api::TaskKey& key);
-  // The log's file, open for appending (opened, closing the least recently used one
-  // when max_open_files are open). Errors: kInternal with the path and the reason.
+  // The log's file open for writing (opened, and another closed, when it is not).
   Result<int> writable(const api::TaskKey& key, OpenLog& log);
   void close_file(OpenLog& log);
-  Status gap(const api::TaskKey& key, const OpenLog& log, int64_t offset) const;
-  // Why a write failed (from errno); the file is closed so that the next try opens it afresh.
-  Error write_failed(const api::TaskKey& key, OpenLog& log);
-  // After `written` bytes went into the log at its end.
+  // `written` bytes went in at the log's end: noted, capped, and its readers woken.
   void wrote(const api::TaskKey& key, OpenLog& log, int64_t written);
-  void wake(const api::TaskKey& key);
-  // fsync on the background thread (or here without one), then synced(key).
-  void sync(const api::TaskKey& key, int fd);
-  void synced(const api::TaskKey& key);
-  // Notes that the bytes from `offset` on arrived now (at most one note per
-  // kLineTimeGranularityMs), and writes the notes out in batches.
-  void note_time(const api::TaskKey& key, OpenLog& log, int64_t offset);
-  // Frees the oldest part of a log over max_log_bytes_, keeping three quarters of it.
-  void drop_oldest(const api::TaskKey& key, OpenLog& log, int fd);
-  void save_times(const api::TaskKey& key, OpenLog& log);
-  struct Syncer;  // the background thread
 
   std::string root_;
   size_t max_open_files_;
   std::map<api::TaskKey, OpenLog> logs_;
   std::list<api::TaskKey> open_order_;  // logs with an open file, least recently written first
-  // By log, then id: an append wakes only its own log's readers (a follower of a gang
-  // of thousands waits on each of its logs).
-  std::map<std::pair<api::TaskKey, uint64_t>, Waiter> waiters_;
-  std::map<uint64_t, api::TaskKey> waiter_keys_;
-  uint64_t next_waiter_ = 1;
+  LogWaiters waiters_;
   int64_t bytes_ingested_ = 0;
   int64_t max_log_bytes_ = 0;
-  Timers* io_;
   SystemClock system_clock_;
   const Clock* clock_;
-  std::unique_ptr<Syncer> syncer_;  // last: joined before the rest goes
+  std::unique_ptr<LogSyncer> syncer_;  // last: its thread joined before the rest goes
 };
 
 }  // namespace ag::head

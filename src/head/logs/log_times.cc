@@ -9,6 +9,27 @@
 
 namespace ag::head {
 
+bool TimeNoteWriter::note(int64_t offset, int64_t now_ms) {
+  if (last_ms_ != INT64_MIN && now_ms - last_ms_ < kGranularityMs) return false;
+  last_ms_ = now_ms;
+  unsaved_.emplace_back(offset, now_ms);
+  return unsaved_.size() >= kBatch;
+}
+
+void TimeNoteWriter::save(const std::string& path) {
+  if (unsaved_.empty()) return;
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  if (fd < 0) return;
+  std::vector<int64_t> flat;
+  for (const auto& [offset, ms] : unsaved_) {
+    flat.push_back(offset);
+    flat.push_back(ms);
+  }
+  const auto bytes = static_cast<ssize_t>(flat.size() * sizeof(int64_t));
+  if (::write(fd, flat.data(), static_cast<size_t>(bytes)) == bytes) unsaved_.clear();
+  ::close(fd);
+}
+
 TimeNotes::TimeNotes(const std::string& path, const std::vector<Note>& unsaved) : unsaved_(unsaved) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   struct stat st{};

@@ -1,9 +1,11 @@
 // When the bytes of a task's log arrived: its receive-time notes, (offset, ms)
-// ascending in both, from the log's .times file (which grows with the log, so it is
-// searched, never read whole) and then those the LogStore has not written yet. A page
-// of lines reads only the notes that time its bytes.
+// ascending in both. TimeNoteWriter takes them as bytes arrive and appends them to the
+// log's .times file in batches; TimeNotes reads them back, from that file (which grows
+// with the log, so it is searched, never read whole) and then those not written yet. A
+// page of lines reads only the notes that time its bytes.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -11,6 +13,28 @@
 #include <vector>
 
 namespace ag::head {
+
+// The notes of one log not yet in its .times file: one at most every kGranularityMs,
+// written out kBatch at a time and when the log closes. Io thread only.
+class TimeNoteWriter {
+ public:
+  using Note = std::pair<int64_t, int64_t>;
+  // A line's time is the time of the bytes that begin it, to within this.
+  static constexpr int64_t kGranularityMs = 100;
+  static constexpr size_t kBatch = 32;
+
+  // The bytes from `offset` on arrived at `now_ms`. True when a batch is due (save()).
+  bool note(int64_t offset, int64_t now_ms);
+  // Appends the notes not yet written to the file at `path` (kept to try again when the
+  // write fails; lost only in a crash, and then the lines concerned show the time noted
+  // before them).
+  void save(const std::string& path);
+  const std::vector<Note>& unsaved() const { return unsaved_; }
+
+ private:
+  std::vector<Note> unsaved_;
+  int64_t last_ms_ = INT64_MIN;
+};
 
 class TimeNotes {
  public:
