@@ -71,23 +71,26 @@ std::optional<api::TaskExit> parse_exit_record(const std::string& text) {
 }
 
 Result<std::unique_ptr<TaskRunner>> TaskRunner::create(asio::io_context& io, std::string data_dir,
-                                                      std::string cgroup_root, LimitRoots limits) {
+                                                      std::string cgroup_root, LimitRoots limits,
+                                                      std::string supervisor) {
   std::error_code ec;
   fs::create_directories(data_dir + "/tasks", ec);
   if (ec) return internal_error("cannot create " + data_dir + "/tasks: " + ec.message());
   spread_subdirectories(data_dir + "/tasks");
   int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (fd < 0) return internal_error(std::string("cannot follow task output: inotify_init1: ") + std::strerror(errno));
-  return std::unique_ptr<TaskRunner>(new TaskRunner(io, std::move(data_dir), std::move(cgroup_root), std::move(limits), fd));
+  return std::unique_ptr<TaskRunner>(
+      new TaskRunner(io, std::move(data_dir), std::move(cgroup_root), std::move(limits), std::move(supervisor), fd));
 }
 
 TaskRunner::TaskRunner(asio::io_context& io, std::string data_dir, std::string cgroup_root, LimitRoots limits,
-                       int inotify_fd)
+                       std::string supervisor, int inotify_fd)
     : io_(io),
       data_dir_(std::move(data_dir)),
       cgroup_root_(std::move(cgroup_root)),
       limits_(std::move(limits)),
-      sigchld_(io, SIGCHLD) {
+      sigchld_(io, SIGCHLD),
+      supervisor_(std::move(supervisor)) {
   inotify_ = std::make_unique<asio::posix::stream_descriptor>(io_, inotify_fd);
   read_inotify();
   sigchld_.async_wait([this](const boost::system::error_code& ec, int) {

@@ -43,10 +43,12 @@ class TaskRunner final : public TaskLauncher {
   // Task folders live under <data_dir>/tasks; supervisors read <data_dir>/agent.pid
   // (written by the worker daemon) to know whether an agent is alive.
   // `cgroup_root`: where per-task control groups go ("" for none; task_cgroup.h);
-  // `limits`: where the groups that cap tasks go (task_limits.h).
+  // `limits`: where the groups that cap tasks go (task_limits.h); `supervisor`: the
+  // binary that runs `ag __task-supervisor` (this one; a test names the ag it built).
   // Errors: kInternal when the tasks folder or the inotify instance cannot be made.
   static Result<std::unique_ptr<TaskRunner>> create(boost::asio::io_context& io, std::string data_dir,
-                                                    std::string cgroup_root, LimitRoots limits = {});
+                                                    std::string cgroup_root, LimitRoots limits = {},
+                                                    std::string supervisor = "/proc/self/exe");
   ~TaskRunner() override;
 
   // Tasks launched from now on run as the account `accounts` gives their job's owner
@@ -73,7 +75,7 @@ class TaskRunner final : public TaskLauncher {
 
  private:
   TaskRunner(boost::asio::io_context& io, std::string data_dir, std::string cgroup_root, LimitRoots limits,
-             int inotify_fd);
+             std::string supervisor, int inotify_fd);
   // Where a task's output is kept.
   std::string log_path(const api::TaskKey& id) const;
   struct Task;

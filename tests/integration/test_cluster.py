@@ -219,7 +219,8 @@ def test_a_head_killed_right_after_placing_runs_each_job_exactly_once(cluster, t
 
 def test_pending_job_says_why_and_can_be_stopped(cluster):
     job_id, _ = cluster.submit("--num-gpus", 4, "--allow-unschedulable", "--no-wait", "--", "true")
-    time.sleep(0.5)
+    # A scheduling pass has weighed it once its message is the scheduler's reason.
+    wait_until(lambda: "needs 4 GPUs" in cluster.job(job_id)["message"], 10, message="the pass's reason")
     assert cluster.job(job_id)["state"] == "PENDING"
     out = cluster.ag("status", job_id, "-v").stdout
     assert "PENDING" in out

@@ -400,7 +400,9 @@ def test_the_user_who_used_the_cluster_least_goes_first_and_ag_share_shows_why(c
     bob = _add_user(c, "bob")
     busy = _submit_as(c, alice, "--num-cpus", 2, "--", "sleep 3")
     wait_until(lambda: c.job(busy)["state"] == "RUNNING", 20, message="alice's first job to run")
-    time.sleep(1)
+    # Until her running job shows as usage (charged from its placement on).
+    wait_until(lambda: any(u["user"] == "alice" and u["usage"] > 0 for u in c.api("GET", "/api/share")[1]["users"]),
+               20, message="alice's usage")
     hers = _submit_as(c, alice, "--num-cpus", 2, "--", "true")
     his = _submit_as(c, bob, "--num-cpus", 2, "--", "true")
     # Same priority, bob submitted last, but alice has used the node: bob is next.

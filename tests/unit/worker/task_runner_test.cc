@@ -1,0 +1,128 @@
+// TaskRunner over a real task supervisor (the ag this build made) in a temporary data
+// dir, without cgroups: a task's output is followed as it is written and read back by
+// offset, its exit code or signal is reported once, a second launch of the same task is
+// refused, a kill ends it, and a new runner (a restarted agent) adopts a task that still
+// runs, with its pid, and reports its end.
+#include "worker/task_runner.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <fstream>
+#include <optional>
+
+#include "fs_fixtures.h"
+
+namespace ag::worker {
+namespace {
+
+using ::ag::testing::TempDir;
+
+class TaskRunnerTest : public ::testing::Test {
+ protected:
+  TaskRunnerTest() {
+    // The supervisor ends tasks whose agent is gone: this test is their agent.
+    std::ofstream(dir_.path() / "agent.pid") << ::getpid() << "\n";
+    runner_ = make_runner();
+  }
+  ~TaskRunnerTest() override {
+    if (runner_) runner_->kill_all(0);
+    run_until([this] { return !runner_ || runner_->idle(); });
+  }
+
+  std::unique_ptr<TaskRunner> make_runner() {
+    auto runner = TaskRunner::create(io_, dir_.path().string(), "", {}, AG_BINARY);
+    EXPECT_TRUE(runner.ok()) << runner.error().message;
+    if (!runner.ok()) return nullptr;
+    runner.value()->set_events({[this](const api::TaskKey&) { ++outputs_; },
+                                [this](const api::TaskKey& id, const api::TaskExit& exit) { exits_[id] = exit; }});
+    return std::move(runner.value());
+  }
+
+  LaunchSpec spec(int index, const std::string& command) {
+    LaunchSpec s;
+    s.id = {"job_0123456789ab", 0, index};
+    s.entrypoint = command;
+    s.env = {{"PATH", "/usr/bin:/bin"}, {"GREETING", "hello"}};
+    s.working_dir = (dir_.path() / "work" / std::to_string(index)).string();
+    s.orphan_timeout_ms = 5000;
+    return s;
+  }
+
+  // Runs the io loop until `done` or 10 s pass.
+  bool run_until(const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      io_.restart();
+      io_.run_for(std::chrono::milliseconds(20));
+    }
+    return true;
+  }
+
+  std::string output(const api::TaskKey& id) {
+    std::string out;
+    auto n = runner_->read_output(id, 0, 1 << 20, out);
+    return n.ok() ? out : "(" + n.error().message + ")";
+  }
+
+  TempDir dir_;
+  boost::asio::io_context io_;
+  std::unique_ptr<TaskRunner> runner_;
+  int outputs_ = 0;
+  std::map<api::TaskKey, api::TaskExit> exits_;
+};
+
+TEST_F(TaskRunnerTest, OutputIsFollowedAndTheExitReportedOnce) {
+  const LaunchSpec task = spec(0, "printf \"$GREETING from $(pwd)\"; exit 3");
+  auto pid = runner_->launch(task);
+  ASSERT_TRUE(pid.ok()) << pid.error().message;
+  EXPECT_GT(pid.value(), 0);
+  EXPECT_EQ(runner_->launch(task).error().code, ErrorCode::kConflict) << "the same task twice";
+  ASSERT_TRUE(run_until([&] { return exits_.count(task.id) > 0; }));
+  EXPECT_EQ(exits_.at(task.id).exit_code, 3);
+  EXPECT_GT(outputs_, 0);
+  EXPECT_EQ(output(task.id), "hello from " + task.working_dir);
+  EXPECT_EQ(runner_->output_size(task.id), static_cast<int64_t>(output(task.id).size()));
+  std::string from_offset;
+  ASSERT_TRUE(runner_->read_output(task.id, 6, 4, from_offset).ok());
+  EXPECT_EQ(from_offset, "from");
+  runner_->forget(task.id);
+  EXPECT_FALSE(runner_->runs(task.id));
+  EXPECT_TRUE(runner_->idle());
+}
+
+TEST_F(TaskRunnerTest, AKillEndsTheTaskWithItsSignal) {
+  const LaunchSpec task = spec(1, "exec sleep 30");
+  ASSERT_TRUE(runner_->launch(task).ok());
+  EXPECT_TRUE(runner_->runs(task.id));
+  runner_->kill(task.id, 2000);
+  ASSERT_TRUE(run_until([&] { return exits_.count(task.id) > 0; }));
+  EXPECT_EQ(exits_.at(task.id).signal, 15);
+  EXPECT_FALSE(exits_.at(task.id).exit_code.has_value());
+}
+
+TEST_F(TaskRunnerTest, ARestartedAgentAdoptsARunningTaskAndHearsItsEnd) {
+  const LaunchSpec task = spec(2, "echo started; exec sleep 30");
+  auto pid = runner_->launch(task);
+  ASSERT_TRUE(pid.ok()) << pid.error().message;
+  ASSERT_TRUE(run_until([&] { return output(task.id) == "started\n"; }));
+  runner_.reset();  // the agent goes; the supervisor and the task stay
+
+  runner_ = make_runner();
+  auto recovered = runner_->recover();
+  ASSERT_EQ(recovered.size(), 1u);
+  EXPECT_EQ(recovered[0].id, task.id);
+  EXPECT_EQ(recovered[0].pid, pid.value());
+  EXPECT_FALSE(recovered[0].exit.has_value());
+  EXPECT_TRUE(runner_->runs(task.id));
+  EXPECT_EQ(output(task.id), "started\n") << "the whole output, from its file";
+  runner_->kill(task.id, 2000);
+  ASSERT_TRUE(run_until([&] { return exits_.count(task.id) > 0; }));
+  EXPECT_EQ(exits_.at(task.id).signal, 15);
+}
+
+}  // namespace
+}  // namespace ag::worker
