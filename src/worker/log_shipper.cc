@@ -132,7 +132,7 @@ void LogShipper::resume(const api::TaskKey& task, int64_t from_offset) {
 
 void LogShipper::task_output(const api::TaskKey& task) {
   want(task);
-  if (batch_timer_) return;
+  if (batch_timer_ || stopped_) return;
   batch_timer_ = deps_.timers.start(kLogBatchMs, [this] {
     batch_timer_ = 0;
     pump();
@@ -173,6 +173,7 @@ std::vector<api::TaskExited> LogShipper::unacknowledged_exits() const {
 }
 
 void LogShipper::stop() {
+  stopped_ = true;
   if (batch_timer_) deps_.timers.cancel(batch_timer_);
   batch_timer_ = 0;
 }

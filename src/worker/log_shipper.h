@@ -68,7 +68,8 @@ class LogShipper {
   bool unacknowledged(const api::TaskKey& task) const { return unacked_.count(task) > 0; }
   std::vector<api::TaskExited> unacknowledged_exits() const;
 
-  // Shutting down: no more batches.
+  // Shutting down: output written from now on waits for a channel or a pump already due
+  // (no new batch timer).
   void stop();
 
  private:
@@ -103,6 +104,7 @@ class LogShipper {
   Cursors cursors_;
   std::deque<api::TaskKey> ready_;  // tasks that may have output to send, in turn
   Timers::Id batch_timer_ = 0;
+  bool stopped_ = false;  // stop(): no more batch timers
   std::map<api::TaskKey, api::TaskExited> unacked_;  // exits the head has not acknowledged
 };
 

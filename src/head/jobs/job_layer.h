@@ -65,9 +65,9 @@ struct JobLayer {
   // Errors: the store's.
   Status recover();
 
-  // Declared in the order they are built: each may use those before it. Those that
-  // write through the writer go before it, and it before the table, writing what is
-  // left of it as it goes.
+  // Declared in the order they are built: each may use those before it, and is
+  // destroyed before them. The units that write through the writer are declared after
+  // it (destroyed first); the writer goes before the table, writing what is left of it.
   Deps deps;
   PolicyStore policy;
   UsageLedger usage;

@@ -25,9 +25,9 @@ Status gap(const api::TaskKey& key, int64_t size, int64_t offset) {
                                          std::to_string(offset)};
 }
 
-Error write_failed(const std::string& path) {
-  ErrorCode code = errno == ENOSPC || errno == EDQUOT ? ErrorCode::kResourceExhausted : ErrorCode::kInternal;
-  return Error{code, "cannot write log file " + path + ": " + std::strerror(errno)};
+Error write_failed(const std::string& path, int err) {
+  ErrorCode code = err == ENOSPC || err == EDQUOT ? ErrorCode::kResourceExhausted : ErrorCode::kInternal;
+  return Error{code, "cannot write log file " + path + ": " + std::strerror(err)};
 }
 
 // Frees the oldest part of a log `size` bytes long (whole blocks, keeping three
@@ -97,7 +97,8 @@ Status LogStore::append(const api::TaskKey& key, int64_t offset, std::string_vie
                          static_cast<off_t>(log.size) + static_cast<off_t>(written));
     if (n < 0) {
       if (errno == EINTR) continue;
-      status = write_failed(path(key));
+      const int err = errno;
+      status = write_failed(path(key), err);
       close_file(log);  // the next try opens the file afresh
       break;
     }
@@ -128,7 +129,8 @@ Status LogStore::append_from(const api::TaskKey& key, int64_t offset, int from_f
     ssize_t n = ::splice(from_fd, nullptr, fd.value(), &at, want - written, SPLICE_F_MOVE);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      status = n == 0 ? internal_error("log bytes ended early") : write_failed(path(key));
+      const int err = errno;
+      status = n == 0 ? internal_error("log bytes ended early") : write_failed(path(key), err);
       if (n < 0) close_file(log);  // the next try opens the file afresh
       break;
     }

@@ -1,6 +1,7 @@
 #include "head/rest/api_routes.h"
 
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "head/rest/route_helpers.h"
 #include "net/auth.h"
@@ -9,6 +10,12 @@ namespace ag::head {
 namespace {
 
 using nlohmann::json;
+
+// The path routes are matched on: one trailing slash ("/api/jobs/ID/") is no part of it.
+std::string_view route_path(std::string_view path) {
+  if (path.size() > 1 && path.back() == '/') path.remove_suffix(1);
+  return path;
+}
 
 // "GET", "GET or POST", "GET, PUT or DELETE".
 std::string either(const std::vector<std::string>& methods) {
@@ -184,7 +191,7 @@ void ApiRoutes::handle(const net::HttpRequest& req, net::Respond respond) {
   }
   respond = audited(req, who, std::move(respond));
   if (deps_.dashboard.handle(req, who, respond)) return;
-  RouteTable::Match match = table_.find(req.method, req.path);
+  RouteTable::Match match = table_.find(req.method, route_path(req.path));
   if (match.kind == RouteTable::Match::Kind::kNoRoute) {
     return respond(error_response(404, "no route for " + req.method + " " + req.path));
   }
@@ -232,9 +239,10 @@ std::optional<net::HttpResponse> ApiRoutes::refuse_access(const Route& route, Ca
 }
 
 net::BodyPlan ApiRoutes::plan_body(const net::HttpRequest& req) {
-  RouteTable::Match match = table_.find(req.method, req.path);
-  const bool upload = match.kind == RouteTable::Match::Kind::kFound && req.method == "PUT" &&
-                      match.route->pattern == "/api/packages/{hash}";
+  RouteTable::Match match = table_.find(req.method, route_path(req.path));
+  // Any PUT under /api/packages/ is an upload: one to a path that names no package is
+  // refused before a byte of it is read.
+  const bool upload = req.method == "PUT" && req.path.rfind("/api/packages/", 0) == 0;
   if (!upload) {
     // Any other body is read only from a caller with a valid credential: a stranger's
     // megabytes are never held (the sign-in page's own POST is the one exception).
@@ -247,6 +255,10 @@ net::BodyPlan ApiRoutes::plan_body(const net::HttpRequest& req) {
   // Checked before a byte of the upload is taken: a refused upload is never stored.
   Principal who = authenticate(req);
   if (auto refusal = refuse_unauthorized(req, who)) return {nullptr, std::move(refusal)};
+  if (match.kind != RouteTable::Match::Kind::kFound) {
+    return {nullptr, error_response(400, "'" + req.path.substr(std::string("/api/packages/").size()) +
+                                             "' is not a package hash; expected 64 lowercase hex digits")};
+  }
   Call call{req, who, std::move(match.params)};
   if (auto refusal = refuse_access(*match.route, call)) return {nullptr, std::move(refusal)};
   return packages_.plan_upload(req.path);

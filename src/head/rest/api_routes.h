@@ -8,8 +8,8 @@
 //       for anything but fetching packages
 //   audited: every state-changing call is recorded once answered (AuditLog)
 //   the dashboard's own routes (pages, live stream, /metrics: dashboard/)
-//   the route table (route_table.h): 404 for no route, 405 with the methods a path
-//       takes; a {job} is resolved (a submission id stands for its job; 404 when it
+//   the route table (route_table.h; a trailing slash is no part of the path): 404 for
+//       no route, 405 with the methods a path takes; a {job} is resolved (a submission id stands for its job; 404 when it
 //       names no job or array); then the route's Access (403 saying who may), then
 //       its handler
 //

@@ -249,7 +249,9 @@ TEST_F(ApiRoutesTest, UnknownRoutesAre404AndOtherMethods405) {
   res = call("alice", "GET", "/api/jobs/job_nope");
   EXPECT_EQ(res.status, 404);
   EXPECT_EQ(error_of(res), "no job with id 'job_nope'; list jobs with `ag list-jobs`");
-  EXPECT_EQ(call("admin", "PUT", "/api/queues/").status, 404);
+  EXPECT_EQ(call("admin", "PUT", "/api/queues/").status, 405) << "a trailing slash is no part of the path";
+  EXPECT_EQ(call("alice", "GET", "/api/queues/").status, 200);
+  EXPECT_EQ(call("alice", "GET", "/api/queues//").status, 404);
 }
 
 TEST_F(ApiRoutesTest, OnlyAJobsOwnerStopsItAndTheirSubmissionIdStandsForIt) {
