@@ -1,5 +1,6 @@
 // ag user, ag token, ag remove-node, ag audit, ag whoami: who may use the cluster.
 #include <charconv>
+#include <cmath>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -12,6 +13,7 @@
 
 #include "cli/api_client.h"
 #include "cli/commands.h"
+#include "cli/units.h"
 #include "cli/table.h"
 #include "common/amounts.h"
 #include "common/private_dir.h"
@@ -67,17 +69,16 @@ int print_or_fail(const ConnectionOptions& options, const Result<json>& res, con
 
 }  // namespace
 
-Result<int64_t> parse_duration_s(const std::string& text) {
-  if (text == "0") return int64_t{0};
-  int64_t n = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  std::string unit(end, text.data() + text.size());
-  int64_t scale = unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : unit == "d" ? 86400 : 0;
-  if (ec != std::errc() || n <= 0 || scale == 0 || n > 3650 * 86400 / scale) {
-    return invalid_argument("'" + text + "' is not a duration: use a whole number with s, m, h or d (e.g. 24h), or 0 "
-                            "for none");
+Result<int64_t> parse_lifetime_s(const std::string& flag, const std::string& text) {
+  auto seconds = parse_duration_s(flag, text);
+  if (!seconds.ok()) return seconds.error();
+  if (seconds.value() > 3650.0 * 86400) {
+    return invalid_argument(flag + ": " + text + " is too long: give at most 3650d (or 0 for no end)");
   }
-  return n * scale;
+  if (seconds.value() != 0 && seconds.value() < 1) {
+    return invalid_argument(flag + ": " + text + " is too short: give 1s or more (or 0 for no end)");
+  }
+  return static_cast<int64_t>(std::llround(seconds.value()));
 }
 
 int user_add(const ConnectionOptions& options, const std::string& name, const std::string& role,
@@ -131,10 +132,8 @@ int user_rotate(const ConnectionOptions& options, const std::string& name) {
 }
 
 int token_create_join(const ConnectionOptions& options, const std::string& ttl) {
-  auto ttl_s = parse_duration_s(ttl);
-  if (!ttl_s.ok()) {
-    return usage_error("--ttl: " + ttl_s.error().message);
-  }
+  auto ttl_s = parse_lifetime_s("--ttl", ttl);
+  if (!ttl_s.ok()) return usage_error(ttl_s.error().message);
   auto res = call(options, "POST", "/api/tokens", json{{"kind", "join"}, {"ttl_s", ttl_s.value()}});
   if (!res.ok()) return fail(res.error());
   if (json_output(options)) {

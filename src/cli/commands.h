@@ -137,7 +137,8 @@ int audit(const ConnectionOptions& conn, int limit);
 int whoami(const ConnectionOptions& conn);
 // ag config [--address HOST:PORT] [--ca-fingerprint sha256:...]: pins a head's CA.
 int config(const ConnectionOptions& conn, const std::string& ca_fingerprint);
-// "24h", "30m", "7d", "90s" or "0" (never) in seconds. Errors: kInvalidArgument.
-Result<int64_t> parse_duration_s(const std::string& text);
+// A lifetime: "24h", "30m", "7d", "90s" (units.h's durations, whole seconds) or "0"
+// (never ends), at most 10 years. Errors: kInvalidArgument naming `flag`.
+Result<int64_t> parse_lifetime_s(const std::string& flag, const std::string& text);
 
 }  // namespace ag::cli

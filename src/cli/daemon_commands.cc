@@ -149,9 +149,9 @@ int start_head(const StartHeadOptions& options) {
   config.verbose = options.verbose;
   config.max_package_bytes = static_cast<int64_t>(options.max_package_mb * (1 << 20));
   config.package_store_bytes = static_cast<int64_t>(options.package_store_gb * (1 << 30));
-  auto retention_s = parse_duration_s(options.job_retention);
+  auto retention_s = parse_lifetime_s("--job-retention", options.job_retention);
   if (!retention_s.ok()) {
-    std::cerr << "error: --job-retention: " << retention_s.error().message << "\n";
+    std::cerr << "error: " << retention_s.error().message << "\n";
     return 2;
   }
   config.job_retention_ms = retention_s.value() * 1000;

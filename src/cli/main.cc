@@ -22,6 +22,7 @@
 #include "cli/config_file.h"
 #include "cli/doctor.h"
 #include "cli/install_service.h"
+#include "cli/unit_flags.h"
 #include "cli/units.h"
 #include "cli/usage_hints.h"
 #include "common/version.h"
@@ -80,25 +81,25 @@ int run(int argc, char** argv) {
   start_head_cmd->add_option("--port", head.port, "Cluster/API port")->capture_default_str()->check(CLI::Range(1, 65535));
   start_head_cmd->add_option("--dashboard-port", head.dashboard_port, "Dashboard port")->capture_default_str()->check(CLI::Range(1, 65535));
   start_head_cmd->add_option("--data-dir", head.data_dir, "Where the head keeps its database, logs and token");
-  start_head_cmd->add_option("--node-timeout", head.node_timeout_s, "Seconds without heartbeat before a node is dead")->capture_default_str()->check(CLI::Range(0.2, 3600.0));
-  start_head_cmd->add_option("--kill-grace", head.kill_grace_s, "Seconds between SIGTERM and SIGKILL when stopping tasks")->capture_default_str()->check(CLI::Range(0.0, 3600.0));
+  start_head_cmd->add_option("--node-timeout", head.node_timeout_s, "How long a node may go without a heartbeat before it is dead (15s, 1m)")->capture_default_str()->transform(ag::cli::duration_flag(0.2, 3600));
+  start_head_cmd->add_option("--kill-grace", head.kill_grace_s, "Time between SIGTERM and SIGKILL when stopping tasks (10s)")->capture_default_str()->transform(ag::cli::duration_flag(0, 3600));
   start_head_cmd->add_option("--preempt-grace", head.preempt_grace_s,
-                             "Seconds a preempted job's tasks get between SIGTERM and SIGKILL (AG_PREEMPT_GRACE_S)")
+                             "Time a preempted job's tasks get between SIGTERM and SIGKILL (30s; AG_PREEMPT_GRACE_S)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 3600.0));
+      ->transform(ag::cli::duration_flag(0, 3600));
   start_head_cmd->add_option("--usage-half-life", head.usage_half_life_days,
                              "Fair share: days after which a user's past usage counts half")
       ->capture_default_str()
       ->check(CLI::Range(0.01, 3650.0));
-  start_head_cmd->add_option("--max-package-mb", head.max_package_mb, "Largest working_dir package accepted, MiB")->capture_default_str()->check(CLI::Range(1.0, 1e6));
+  start_head_cmd->add_option("--max-package-mb", head.max_package_mb, "Largest working_dir package accepted, MiB (or 2G, ...)")->capture_default_str()->transform(ag::cli::size_flag(1 << 20, "MiB", 1, 1e6));
   start_head_cmd->add_option("--max-task-log-mb", head.max_task_log_mb,
-                             "Most of one task's log kept, MiB; past it the oldest part is dropped (a marker line says so)")
+                             "Most of one task's log kept, MiB (or 2G, ...); past it the oldest part is dropped (a marker line says so)")
       ->capture_default_str()
-      ->check(CLI::Range(1.0, 1e7));
+      ->transform(ag::cli::size_flag(1 << 20, "MiB", 1, 1e7));
   start_head_cmd->add_option("--job-retention", head.job_retention,
                              "Delete finished jobs (record, events, logs) this long after they end, e.g. 30d (default 0: keep them)")
       ->capture_default_str();
-  start_head_cmd->add_option("--package-store-gb", head.package_store_gb, "Most the stored working_dir packages may take, GiB (packages no pending or running job uses make room)")->capture_default_str()->check(CLI::Range(0.001, 1e6));
+  start_head_cmd->add_option("--package-store-gb", head.package_store_gb, "Most the stored working_dir packages may take, GiB (or 500M, ...; packages no pending or running job uses make room)")->capture_default_str()->transform(ag::cli::size_flag(int64_t{1} << 30, "GiB", 0.001, 1e6));
   start_head_cmd->add_option("--tls-cert", head.tls_cert, "Certificate chain (PEM) for the dashboard port, e.g. your CA's");
   start_head_cmd->add_option("--tls-key", head.tls_key, "Private key (PEM, mode 0600) of --tls-cert");
   start_head_cmd->add_option("--advertise-address", head.advertise, "Another name or address clients use for the head (repeatable; goes in its certificate)");
@@ -120,9 +121,9 @@ int run(int argc, char** argv) {
   start_worker_cmd->add_option("--num-cpus", worker.num_cpus, "CPUs to offer (default: detected)")->check(CLI::Range(0.0, ag::api::kMaxNodeCpuMillis / 1000.0));
   start_worker_cmd->add_option("--label", worker.labels, "Node label KEY=VALUE for job constraints (repeatable)");
   start_worker_cmd->add_option("--num-gpus", worker.num_gpus, "GPUs to offer (default: detected with NVML)")->check(CLI::Range(0, ag::api::kMaxNodeGpus));
-  start_worker_cmd->add_option("--memory", worker.memory_gb, "Memory to offer, GiB (default: detected)")->check(CLI::Range(0.0, static_cast<double>(ag::api::kMaxNodeMemoryBytes >> 30)));
+  start_worker_cmd->add_option("--memory", worker.memory_gb, "Memory to offer, GiB (or 512M, 64G, ...; default: detected)")->transform(ag::cli::size_flag(int64_t{1} << 30, "GiB", 0, static_cast<double>(ag::api::kMaxNodeMemoryBytes >> 30)));
   start_worker_cmd->add_option("--data-dir", worker.data_dir, "Where the worker keeps task dirs and logs");
-  start_worker_cmd->add_option("--kill-grace", worker.kill_grace_s, "Seconds between SIGTERM and SIGKILL at shutdown")->capture_default_str()->check(CLI::Range(0.0, 3600.0));
+  start_worker_cmd->add_option("--kill-grace", worker.kill_grace_s, "Time between SIGTERM and SIGKILL at shutdown (10s)")->capture_default_str()->transform(ag::cli::duration_flag(0, 3600));
   start_worker_cmd->add_option("--allow-mount", worker.allowed_mounts,
                                "Node folder jobs may mount into their containers, with all below it (repeatable; "
                                "none by default)");
@@ -134,7 +135,7 @@ int run(int argc, char** argv) {
                              "Run tasks without memory and CPU caps (their requests still count for placement)");
   start_worker_cmd->add_flag("--wait-for-head", worker.wait_for_head,
                              "Keep trying a head that cannot be reached yet (default: fail with the reason)");
-  start_worker_cmd->add_option("--package-cache-gb", worker.package_cache_gb, "Disk budget for cached working_dir packages, GiB")->capture_default_str()->check(CLI::Range(0.0, 1e6));
+  start_worker_cmd->add_option("--package-cache-gb", worker.package_cache_gb, "Disk budget for cached working_dir packages, GiB (or 500M, ...)")->capture_default_str()->transform(ag::cli::size_flag(int64_t{1} << 30, "GiB", 0, 1e6));
   start_worker_cmd->add_option("--token-file", worker.token_file,
                                "File holding a join token (mode 0600; default: AG_TOKEN_FILE); keeps it out of `ps`");
   start_worker_cmd->add_option("--task-user", worker.task_user,
@@ -152,7 +153,7 @@ int run(int argc, char** argv) {
 
   double stop_timeout = 30;
   auto* stop_cmd = app.add_subcommand("stop", "Stop the daemons started from this machine");
-  stop_cmd->add_option("--timeout", stop_timeout, "Seconds to wait for each daemon before SIGKILL")->capture_default_str();
+  stop_cmd->add_option("--timeout", stop_timeout, "How long to wait for each daemon before SIGKILL (30s)")->capture_default_str()->transform(ag::cli::duration_flag(0, 3600));
 
   std::string status_job;
   bool status_verbose = false;
@@ -233,7 +234,7 @@ int run(int argc, char** argv) {
   }
   quota_set_cmd->add_option("--max-gpus", quota.max_gpus, "GPUs held at once")->check(CLI::NonNegativeNumber);
   quota_set_cmd->add_option("--max-cpus", quota.max_cpus, "CPUs held at once")->check(CLI::NonNegativeNumber);
-  quota_set_cmd->add_option("--max-memory", quota.max_memory_gb, "Memory held at once, GiB")->check(CLI::NonNegativeNumber);
+  quota_set_cmd->add_option("--max-memory", quota.max_memory_gb, "Memory held at once, GiB (or 512M, 64G, ...)")->transform(ag::cli::size_flag(int64_t{1} << 30, "GiB", 0, 1e9));
   quota_set_cmd->add_option("--max-running-jobs", quota.max_running_jobs, "Jobs running at once")
       ->check(CLI::NonNegativeNumber);
   quota_set_cmd->add_option("--max-priority", quota.max_priority, "Highest --priority its jobs may have")
@@ -258,8 +259,9 @@ int run(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   queue_create_cmd->add_option("--max-cpus-per-user", queue.max_cpus_per_user, "CPUs one user may hold in it")
       ->check(CLI::NonNegativeNumber);
-  queue_create_cmd->add_option("--max-memory-per-user", queue.max_memory_gb_per_user, "Memory one user may hold in it, GiB")
-      ->check(CLI::NonNegativeNumber);
+  queue_create_cmd->add_option("--max-memory-per-user", queue.max_memory_gb_per_user,
+                               "Memory one user may hold in it, GiB (or 512M, 64G, ...)")
+      ->transform(ag::cli::size_flag(int64_t{1} << 30, "GiB", 0, 1e9));
   queue_create_cmd->add_option("--max-running-jobs-per-user", queue.max_running_jobs_per_user,
                                "Jobs one user may run in it at once")
       ->check(CLI::NonNegativeNumber);
@@ -284,7 +286,7 @@ int run(int argc, char** argv) {
   auto* pull_cmd = app.add_subcommand("pull", "Pull a container image on the nodes ahead of the jobs that use it");
   pull_cmd->add_option("image", pull_image_ref, "Image, e.g. registry.example/team/train:1.4")->required();
   pull_cmd->add_option("--nodes", pull_nodes, "Only these nodes (ids from `ag list-nodes`, comma-separated or repeated)");
-  pull_cmd->add_option("--timeout", pull_timeout_s, "Seconds to wait for every node")->capture_default_str()->check(CLI::Range(1.0, 86400.0));
+  pull_cmd->add_option("--timeout", pull_timeout_s, "How long to wait for every node (10m, 1h)")->capture_default_str()->transform(ag::cli::duration_flag(1, 86400));
   auto* drain_cmd = app.add_subcommand("drain", "Drain a node: no new tasks, those running finish (admin)");
   drain_cmd->add_option("node_id", drain_node_id, "Node id (from `ag list-nodes`)")->required();
   auto* resume_cmd = app.add_subcommand("resume", "Let a drained node take new tasks again (admin)");
@@ -305,9 +307,9 @@ int run(int argc, char** argv) {
   doctor_cmd->add_option("--nodes", doctor_options.nodes, "Run the probe across this many nodes (0: none)")
       ->check(CLI::Range(0, 4096));
   doctor_cmd->add_flag("--gpus", doctor_options.gpus, "The probe takes a GPU a rank and checks torch, CUDA and NCCL");
-  doctor_cmd->add_option("--timeout", doctor_options.timeout_s, "Seconds the probe may take to start and run")
+  doctor_cmd->add_option("--timeout", doctor_options.timeout_s, "How long the probe may take to start and run (60s, 5m)")
       ->capture_default_str()
-      ->check(CLI::Range(5.0, 3600.0));
+      ->transform(ag::cli::duration_flag(5, 3600));
   std::string config_fingerprint;
   auto* config_cmd = app.add_subcommand("config", "Pin a head's cluster CA and make it the default: ag config --address HOST:PORT --ca-fingerprint sha256:...");
   config_cmd->add_option("--ca-fingerprint", config_fingerprint, "The head's cluster CA fingerprint (`ag start-head` prints it)");
@@ -360,11 +362,9 @@ int run(int argc, char** argv) {
     if (ag::cli::json_requested(argc, argv)) {
       std::cout << nlohmann::json{{"error", message + hint}}.dump() << "\n";
     }
-    if (message != e.what()) {
-      std::cerr << "error: " << message << "\n";
-    } else {
-      app.exit(e);
-    }
+    // One line that says what was wrong (the flag's own words where a value was), then
+    // any hint: never the parser's banner.
+    std::cerr << "error: " << message << "\n";
     if (!hint.empty()) std::cerr << hint.substr(1) << "\n";
     return 2;
   }

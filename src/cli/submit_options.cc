@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/time_args.h"
+#include "cli/unit_flags.h"
 
 namespace ag::cli {
 namespace {
@@ -36,7 +37,7 @@ CLI::App* add_submit_command(CLI::App& app, SubmitOptions& options) {
   command->add_option("--num-workers,-n", options.num_workers, "Tasks in the gang")->capture_default_str()->check(CLI::Range(1, 4096));
   command->add_option("--num-cpus", options.num_cpus, "CPUs per task (default 1)")->check(CLI::Range(0.0, 1024.0));
   command->add_option("--num-gpus", options.num_gpus, "GPUs per task (default 0)")->check(CLI::Range(0, 64));
-  command->add_option("--memory", options.memory_gb, "Memory per task, GiB")->check(CLI::Range(0.0, 1e6));
+  command->add_option("--memory", options.memory_gb, "Memory per task, GiB (or 512M, 4G, 1.5GiB)")->transform(size_flag(int64_t{1} << 30, "GiB", 0, 1e6));
   command->add_flag("--gpu-isolation", options.gpu_isolation,
                        "Each task sees only its own GPUs (default: all its gang's GPUs on the node, its own from index LOCAL_RANK x num_gpus)");
   command->add_option("--placement", options.placement, "pack (fewest nodes) or spread")->capture_default_str()->check(CLI::IsMember({"pack", "spread"}));
@@ -53,12 +54,13 @@ CLI::App* add_submit_command(CLI::App& app, SubmitOptions& options) {
                          "Place before jobs of lower priority: low, normal (default), high, urgent, or -1000..1000");
   command->add_option("--max-retries", options.max_retries, "Whole-gang retries after a failure")->capture_default_str()->check(CLI::Range(0, 100));
   command->add_option("--retry-delay", options.retry_delay_s,
-                         "Seconds before the first retry, doubling for each next one up to 600 (default 3)")
-      ->check(CLI::Range(0.0, 600.0));
+                         "Time before the first retry, doubling for each next one up to 10m (default 3s)")
+      ->transform(duration_flag(0, api::kMaxRetryDelaySeconds));
   command->add_option("--retry-on", options.retry_on,
                          "Which failures are retried: any (default), node-lost, or exit codes like 3,137 "
                          "(and lost nodes)");
-  command->add_option("--timeout", options.timeout_s, "Seconds the job may run before it is stopped and FAILED")->check(CLI::PositiveNumber);
+  command->add_option("--timeout", options.timeout_s, "How long the job may run before it is stopped and FAILED (2h, 90m)")
+      ->transform(duration_flag(1, api::kMaxTimeoutSeconds, "leave --timeout out for no limit"));
   command->add_flag("--timeout-per-attempt", options.timeout_per_attempt, "Restart the --timeout with every retry");
   command->add_option("--constraint", options.constraints,
                          "Run only on nodes with this label KEY=VALUE (repeatable; see ag start-worker --label)");

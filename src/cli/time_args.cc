@@ -1,31 +1,26 @@
 #include "cli/time_args.h"
 
+#include <cctype>
 #include <charconv>
+#include <cmath>
 #include <ctime>
 #include <optional>
 #include <string_view>
+
+#include "cli/units.h"
 
 namespace ag::cli {
 namespace {
 
 constexpr int64_t kDayMs = 24 * 3600 * 1000;
 
-// "90s", "10m", "2h", "1d" in ms; nullopt for anything else (or an amount so large it
-// would pass `limit_ms`).
+// "90s", "10m", "2h", "1d" (units.h's durations, with their unit) in ms; nullopt for
+// anything else (or an amount so large it would pass `limit_ms`).
 std::optional<int64_t> duration_ms(std::string_view text, int64_t limit_ms) {
-  int64_t amount = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), amount);
-  if (ec != std::errc() || amount < 0 || end + 1 != text.data() + text.size()) return std::nullopt;
-  int64_t unit = 0;
-  switch (*end) {
-    case 's': unit = 1000; break;
-    case 'm': unit = 60 * 1000; break;
-    case 'h': unit = 3600 * 1000; break;
-    case 'd': unit = kDayMs; break;
-    default: return std::nullopt;
-  }
-  if (amount > limit_ms / unit) return std::nullopt;
-  return amount * unit;
+  if (text.empty() || !std::isalpha(static_cast<unsigned char>(text.back()))) return std::nullopt;
+  auto seconds = parse_duration_s("", std::string(text));
+  if (!seconds.ok() || seconds.value() * 1000 > static_cast<double>(limit_ms)) return std::nullopt;
+  return static_cast<int64_t>(std::llround(seconds.value() * 1000));
 }
 
 // "2026-12-01T11:00:00" with an optional "Z", read as UTC.

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <sstream>
 
 namespace ag::cli {
 
@@ -42,6 +43,54 @@ Result<int64_t> parse_size(const std::string& flag, const std::string& text) {
   if (bytes > std::ldexp(1.0, 62)) return invalid_argument(flag + ": '" + text + "' is more than this can count");
   if (shift == 0 && number.find('.') != std::string::npos) return bad();  // a fraction of a byte
   return static_cast<int64_t>(std::llround(bytes));
+}
+
+Result<double> parse_duration_s(const std::string& flag, const std::string& text) {
+  const auto bad = [&] {
+    return invalid_argument(flag + ": '" + text + "' is not a duration: use 90s, 15m, 2h or 1d (a number alone is "
+                                               "seconds)");
+  };
+  size_t digits = 0;
+  while (digits < text.size() && (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.')) {
+    ++digits;
+  }
+  if (digits == 0) return bad();
+  const std::string number = text.substr(0, digits);
+  char* end = nullptr;
+  const double amount = std::strtod(number.c_str(), &end);
+  if (end != number.c_str() + number.size() || !std::isfinite(amount)) return bad();
+  const std::string unit = text.substr(digits);
+  double scale = 0;
+  if (unit.empty() || unit == "s") {
+    scale = 1;
+  } else if (unit == "ms") {
+    scale = 0.001;
+  } else if (unit == "m") {
+    scale = 60;
+  } else if (unit == "h") {
+    scale = 3600;
+  } else if (unit == "d") {
+    scale = 86400;
+  } else {
+    return bad();
+  }
+  const double seconds = amount * scale;
+  if (seconds > 100.0 * 365 * 86400) return invalid_argument(flag + ": '" + text + "' is more than 100 years");
+  return seconds;
+}
+
+std::string format_duration(double seconds) {
+  const auto in = [&](double unit, const char* name) {
+    std::ostringstream out;
+    out << seconds / unit << name;
+    return out.str();
+  };
+  if (seconds > 0 && seconds < 1) return in(0.001, "ms");
+  // The largest unit that shows it whole: 90s, not 1.5m; 36h, not 1.5d.
+  if (seconds >= 86400 && std::fmod(seconds, 86400) == 0) return in(86400, "d");
+  if (seconds >= 3600 && std::fmod(seconds, 3600) == 0) return in(3600, "h");
+  if (seconds >= 60 && std::fmod(seconds, 60) == 0) return in(60, "m");
+  return in(1, "s");
 }
 
 }  // namespace ag::cli

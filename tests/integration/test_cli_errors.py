@@ -29,3 +29,27 @@ def test_a_job_id_given_to_ag_stop_points_to_stop_job_and_stops_nothing(cluster)
                            f"to stop a job: ag stop-job {job_id}\n"), proc.stderr
     assert cluster.head_pid() is not None and {n["state"] for n in cluster.nodes()} == {"ALIVE"}
     cluster.wait_state(job_id, "RUNNING")
+
+
+def test_durations_and_sizes_take_units_and_a_bad_one_is_one_line(head_only):
+    # Units wherever a duration or a size is typed; a number alone keeps the flag's unit.
+    job_id, _ = head_only.submit("--timeout", "2h", "--retry-delay", "1.5s", "--memory", "512Mi",
+                                 "--allow-unschedulable", "--no-wait", "--", "true")
+    spec = head_only.job(job_id)["spec"]
+    assert spec["timeout"] == 7200 and spec["retry_delay"] == 1.5, spec
+    assert spec["task_options"]["memory"] == 512 << 20, spec
+    head_only.ag("stop-job", job_id)
+    before = head_only.api("GET", "/api/jobs")[1]["total"]
+    for flags, said in (
+            (["--timeout", "2x"], "--timeout: '2x' is not a duration: use 90s, 15m, 2h or 1d (a number alone is "
+                                  "seconds)"),
+            (["--timeout", "0"], "--timeout: 0 is too short: give from 1s to 90d (leave --timeout out for no limit)"),
+            (["--retry-delay", "1h"], "--retry-delay: 1h is too long: give from 0s to 10m"),
+            (["--memory", "4x"], "--memory: '4x' is not a size: use bytes or a number with K, M, G or T (1048576, "
+                                 "512K, 100M, 1.5G; powers of 1024)")):
+        proc = head_only.ag("submit", *flags, "--", "true", check=False)
+        assert proc.returncode == 2, proc
+        assert proc.stderr == f"error: {said}\n", proc.stderr
+    assert head_only.api("GET", "/api/jobs")[1]["total"] == before, "nothing was submitted"
+    proc = head_only.ag("token", "create", "--join", "--ttl", "3x", check=False)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: --ttl: '3x' is not a duration"), proc.stderr
