@@ -297,16 +297,32 @@ class Client:
         # A submission_id works too: the Job carries the id the head answers with.
         return Job(self, Job(self, job_id).info()["job_id"])
 
-    def list_jobs(self, state=None):
+    def list_jobs(self, state=None, user=None, name=None, queue=None, since=None, limit=None):
         """The jobs as summary dicts (job_id, name, owner, state, message, ...), newest
-        first as the head orders them; `state` filters on one state. All of them: the
-        head answers in pages (of at most 1,000), which this follows."""
-        query = {"state": state} if state else {}
+        first as the head orders them. Filters, each optional: `state` (one state),
+        `user` (whose jobs), `name` (a shell pattern, "train-*"), `queue`, `since` (a
+        datetime, a timedelta back from now, or seconds since the epoch). All matching
+        jobs, or the newest `limit` of them: the head answers in pages (of at most
+        1,000), which this follows."""
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise AGValidationError("limit must be a whole number of 1 or more (or None for every job), got {!r}"
+                                    .format(limit), field="limit")
+        query = {}
+        for key, value in (("state", state), ("owner", user), ("name", name), ("queue", queue)):
+            if value is not None:
+                if not isinstance(value, str):
+                    raise AGValidationError("{} must be a string, got {}".format(
+                        "user" if key == "owner" else key, type(value).__name__), field=key)
+                query[key] = value
+        if since is not None:
+            query["since_ms"] = str(_since_ms(since))
         jobs = []
         while True:
+            if limit is not None:
+                query["limit"] = str(min(1000, limit - len(jobs)))
             page = self._transport.request("GET", "/api/jobs", query=query or None).json()
             jobs.extend(page.get("jobs", []))
-            if not page.get("next"):
+            if not page.get("next") or (limit is not None and len(jobs) >= limit):
                 return jobs
             query = dict(query, after=page["next"])
 
@@ -317,6 +333,24 @@ class Client:
     def cluster(self):
         """The cluster summary: nodes alive/total, resources, allocated, jobs by state."""
         return self._transport.request("GET", "/api/cluster").json()
+
+
+def _since_ms(since):
+    """`since` (a datetime, a timedelta back from now, or epoch seconds) as epoch ms."""
+    if isinstance(since, datetime.datetime):
+        if since.tzinfo is None:
+            since = since.replace(tzinfo=datetime.timezone.utc)
+        seconds = since.timestamp()
+    elif isinstance(since, datetime.timedelta):
+        seconds = time.time() - since.total_seconds()
+    elif isinstance(since, (int, float)) and not isinstance(since, bool):
+        seconds = float(since)
+    else:
+        raise AGValidationError("since must be a datetime, a timedelta or epoch seconds, got {}".format(
+            type(since).__name__), field="since")
+    if seconds > time.time():
+        raise AGValidationError("since is in the future: give a time already past", field="since")
+    return max(0, int(seconds * 1000))
 
 
 def _job_ids(name, jobs):

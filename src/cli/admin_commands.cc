@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/units.h"
 #include "cli/table.h"
+#include "cli/time_args.h"
 #include "common/amounts.h"
 #include "common/private_dir.h"
 #include "net/auth.h"
@@ -185,8 +186,23 @@ int set_draining(const ConnectionOptions& options, const std::string& node_id, b
                                 : "Node " + node_id + " takes new tasks again.");
 }
 
-int audit(const ConnectionOptions& options, int limit) {
-  auto res = call(options, "GET", "/api/audit?limit=" + std::to_string(limit));
+int audit(const ConnectionOptions& options, const AuditOptions& asked) {
+  std::string target = "/api/audit?limit=" + std::to_string(asked.limit);
+  if (!asked.user.empty()) target += "&actor=" + net::url_encode(asked.user);
+  if (!asked.action.empty()) target += "&action=" + net::url_encode(asked.action);
+  if (!asked.since.empty()) {
+    const auto now_ms = static_cast<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                 std::chrono::system_clock::now().time_since_epoch())
+                                                 .count());
+    auto since_ms = parse_since(asked.since, now_ms);
+    if (!since_ms.ok()) return usage_error(since_ms.error().message);
+    if (since_ms.value() > now_ms) {
+      return usage_error("--since " + asked.since + " is in the future: give a time ago (1d) or a UTC time already "
+                                                    "past");
+    }
+    target += "&since_ms=" + std::to_string(since_ms.value());
+  }
+  auto res = call(options, "GET", target);
   if (!res.ok()) return fail(res.error());
   if (json_output(options)) {
     std::cout << res.value().dump(2) << "\n";

@@ -70,7 +70,29 @@ int cluster_status(const ConnectionOptions& conn);
 int job_status(const ConnectionOptions& conn, const std::string& job_id, bool verbose);
 // `verbose`: with each node's network interface.
 int list_nodes(const ConnectionOptions& conn, bool verbose);
-int list_jobs(const ConnectionOptions& conn, const std::string& state);
+// ag list-jobs: newest first, filtered; `limit` jobs (0: every job, --all). Says on
+// stderr how many it did not show.
+struct ListJobsOptions {
+  std::string state;
+  std::string user;   // --user, or the caller's own name with --mine
+  bool mine = false;
+  std::string name;   // a shell pattern
+  std::string queue;
+  std::string since;  // as typed: 1d, 2026-12-01T00:00:00
+  int64_t limit = 1000;
+  bool all = false;
+};
+int list_jobs(const ConnectionOptions& conn, const ListJobsOptions& options);
+// ag stop-job ID [ID...] | --mine [--state S] | --state S: stops the jobs named, or every
+// unfinished job chosen (after a count and a confirmation, unless `yes`). Exits 1 when
+// one could not be stopped, 2 for a command line that does not say which.
+struct StopJobsOptions {
+  std::vector<std::string> job_ids;
+  bool mine = false;
+  std::string state;  // PENDING or RUNNING
+  bool yes = false;
+};
+int stop_jobs(const ConnectionOptions& conn, const StopJobsOptions& options);
 // One task's output as its bytes (--task-index without --tail/--since/--timestamps),
 // else as lines (cli/log_lines.h): all ranks interleaved, each prefixed "[rank N]".
 // `since` is --since as typed. Control characters are escaped (terminal_safe) unless
@@ -133,7 +155,14 @@ int set_draining(const ConnectionOptions& conn, const std::string& node_id, bool
 // showing each node's progress; exit 1 when a node could not pull it.
 int pull_image(const ConnectionOptions& conn, const std::string& image, const std::vector<std::string>& nodes,
                double timeout_s);
-int audit(const ConnectionOptions& conn, int limit);
+// ag audit: the newest `limit` entries, only `user`'s, with `action` in them, `since`.
+struct AuditOptions {
+  int limit = 100;
+  std::string user;
+  std::string action;
+  std::string since;  // as typed
+};
+int audit(const ConnectionOptions& conn, const AuditOptions& options);
 int whoami(const ConnectionOptions& conn);
 // ag config [--address HOST:PORT] [--ca-fingerprint sha256:...]: pins a head's CA.
 int config(const ConnectionOptions& conn, const std::string& ca_fingerprint);

@@ -450,41 +450,6 @@ int list_nodes(const ConnectionOptions& options, bool verbose) {
   return 0;
 }
 
-int list_jobs(const ConnectionOptions& options, const std::string& state) {
-  auto conn = resolve_connection(options);
-  if (!conn.ok()) return fail(conn.error());
-  std::string target = "/api/jobs";
-  if (!state.empty()) target += "?state=" + net::url_encode(state);
-  auto jobs = call_json(conn.value(), "GET", target);
-  if (!jobs.ok()) return fail(jobs.error());
-  if (json_output(options)) {
-    std::cout << jobs.value().dump(2) << "\n";
-    return 0;
-  }
-  Table table({"JOB", "NAME", "OWNER", "QUEUE", "STATE", "PRIORITY", "TASKS", "SUBMITTED", "DURATION", "ENTRYPOINT"});
-  for (const auto& j : jobs.value()["jobs"]) {
-    int64_t started = j["started_ms"].get<int64_t>(), finished = j["finished_ms"].get<int64_t>();
-    std::string entry = j["entrypoint"].get<std::string>();
-    if (entry.size() > 48) entry = entry.substr(0, 45) + "...";
-    // A pending job's place in the queue: "PENDING #2".
-    std::string state = j["state"].get<std::string>();
-    if (j.contains("queue_position")) state += " #" + j["queue_position"].dump();
-    // Out of the queue until a gate opens: "PENDING (held)", "(after)", "(begin)".
-    const std::string kind = j.contains("pending_kind") && j["pending_kind"].is_string() ? j["pending_kind"].get<std::string>() : "";
-    if (kind == "held") state += " (held)";
-    if (kind == "dependency") state += " (after)";
-    if (kind == "begin_time") state += " (begin)";
-    if (kind == "preempting") state += " (preempting)";
-    const std::string queue = j.contains("queue") && j["queue"].is_string() ? j["queue"].get<std::string>() : "-";
-    table.add({j["job_id"].get<std::string>(), str(j, "name"), str(j, "owner"), queue, state,
-               j.contains("priority") ? j["priority"].dump() : "0", j["num_workers"].dump(),
-               format_time_ms(j["submitted_ms"].get<int64_t>()),
-               started && finished ? format_duration_ms(finished - started) : "-", entry});
-  }
-  table.print(std::cout);
-  return 0;
-}
-
 int logs(const ConnectionOptions& options, const std::string& job_id, const LinesOptions& lines,
          const std::string& since) {
   LinesOptions asked = lines;

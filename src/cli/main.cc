@@ -164,9 +164,18 @@ int run(int argc, char** argv) {
   bool list_nodes_verbose = false;
   app.add_subcommand("list-nodes", "List the cluster's nodes")
       ->add_flag("-v,--verbose", list_nodes_verbose, "Add each node's network interface (what tasks' collectives use)");
-  std::string list_state;
+  ag::cli::ListJobsOptions list_opts;
   auto* list_jobs_cmd = app.add_subcommand("list-jobs", "List jobs, newest first");
-  list_jobs_cmd->add_option("--state", list_state, "Only jobs in this state");
+  list_jobs_cmd->add_option("--state", list_opts.state, "Only jobs in this state");
+  list_jobs_cmd->add_option("--user", list_opts.user, "Only this user's jobs");
+  list_jobs_cmd->add_flag("--mine", list_opts.mine, "Only your own jobs");
+  list_jobs_cmd->add_option("--name", list_opts.name, "Only jobs whose name matches this pattern (train-*)");
+  list_jobs_cmd->add_option("--queue", list_opts.queue, "Only jobs of this queue");
+  list_jobs_cmd->add_option("--since", list_opts.since, "Only jobs submitted since: a time ago (1d, 2h) or a UTC time");
+  list_jobs_cmd->add_option("--limit", list_opts.limit, "Show at most this many, newest first")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
+  list_jobs_cmd->add_flag("--all", list_opts.all, "Show every job (in pages of 1000)");
 
   std::string logs_job;
   ag::cli::LinesOptions logs_lines;
@@ -192,9 +201,12 @@ int run(int argc, char** argv) {
   SubmitOptions submit_opts;
   auto* submit_cmd = ag::cli::add_submit_command(app, submit_opts);
 
-  std::string stop_job_id;
-  auto* stop_job_cmd = app.add_subcommand("stop-job", "Stop a job: every process of every task");
-  stop_job_cmd->add_option("job_id", stop_job_id, "Job id")->required();
+  ag::cli::StopJobsOptions stop_jobs_opts;
+  auto* stop_job_cmd = app.add_subcommand("stop-job", "Stop jobs: every process of every task");
+  stop_job_cmd->add_option("job_id", stop_jobs_opts.job_ids, "Job ids (or an array's id)");
+  stop_job_cmd->add_flag("--mine", stop_jobs_opts.mine, "Every unfinished job of yours");
+  stop_job_cmd->add_option("--state", stop_jobs_opts.state, "Every job in this state (PENDING or RUNNING; yours with --mine)");
+  stop_job_cmd->add_flag("-y,--yes", stop_jobs_opts.yes, "Stop the jobs chosen without asking");
   std::vector<std::string> hold_job_ids, release_job_ids;
   auto* hold_cmd = app.add_subcommand("hold", "Hold pending jobs: they leave the queue until released");
   hold_cmd->add_option("job_ids", hold_job_ids, "Job ids")->required();
@@ -292,9 +304,12 @@ int run(int argc, char** argv) {
   auto* resume_cmd = app.add_subcommand("resume", "Let a drained node take new tasks again (admin)");
   resume_cmd->add_option("node_id", resume_node_id, "Node id (from `ag list-nodes`)")->required();
 
-  int audit_limit = 100;
+  ag::cli::AuditOptions audit_opts;
   auto* audit_cmd = app.add_subcommand("audit", "Who changed what, when, from where (admin)");
-  audit_cmd->add_option("--limit", audit_limit, "Newest entries to show")->capture_default_str()->check(CLI::Range(1, 10000));
+  audit_cmd->add_option("--limit", audit_opts.limit, "Newest entries to show")->capture_default_str()->check(CLI::Range(1, 10000));
+  audit_cmd->add_option("--user", audit_opts.user, "Only what this user did");
+  audit_cmd->add_option("--action", audit_opts.action, "Only actions containing this text (stop, /api/users, /api/queues)");
+  audit_cmd->add_option("--since", audit_opts.since, "Only since: a time ago (1d, 2h) or a UTC time");
   auto* whoami_cmd = app.add_subcommand("whoami", "The user your token belongs to, and its role");
   auto* tls_cmd = app.add_subcommand("tls", "The cluster's TLS: ag tls ca-cert > aethergrid-ca.crt");
   tls_cmd->require_subcommand(1);
@@ -413,7 +428,7 @@ int run(int argc, char** argv) {
   if (*stop_cmd) return stop_daemons(stop_timeout);
   if (*status_cmd) return status_job.empty() ? cluster_status(conn) : job_status(conn, status_job, status_verbose);
   if (app.got_subcommand("list-nodes")) return list_nodes(conn, list_nodes_verbose);
-  if (*list_jobs_cmd) return list_jobs(conn, list_state);
+  if (*list_jobs_cmd) return list_jobs(conn, list_opts);
   if (*logs_cmd) {
     if (logs_head) return head_logs();
     if (logs_job.empty()) {
@@ -426,7 +441,7 @@ int run(int argc, char** argv) {
     return logs(conn, logs_job, logs_lines, logs_since);
   }
   if (*submit_cmd) return submit(conn, submit_opts);
-  if (*stop_job_cmd) return stop_job(conn, stop_job_id);
+  if (*stop_job_cmd) return stop_jobs(conn, stop_jobs_opts);
   if (*delete_job_cmd) return delete_job(conn, delete_job_id);
   if (*hold_cmd) return set_held(conn, hold_job_ids, true);
   if (*release_cmd) return set_held(conn, release_job_ids, false);
@@ -449,7 +464,7 @@ int run(int argc, char** argv) {
   if (*drain_cmd) return set_draining(conn, drain_node_id, true);
   if (*pull_cmd) return pull_image(conn, pull_image_ref, pull_nodes, pull_timeout_s);
   if (*resume_cmd) return set_draining(conn, resume_node_id, false);
-  if (*audit_cmd) return audit(conn, audit_limit);
+  if (*audit_cmd) return audit(conn, audit_opts);
   if (*whoami_cmd) return whoami(conn);
   if (*tls_ca_cmd) return tls_ca_cert(conn);
   if (*doctor_cmd) return ag::cli::doctor(conn, doctor_options);

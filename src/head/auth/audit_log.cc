@@ -56,15 +56,17 @@ void AuditLog::record(AuditEntry entry) {
   });
 }
 
-std::vector<AuditEntry> AuditLog::recent(size_t limit) const {
+std::vector<AuditEntry> AuditLog::recent(size_t limit, const AuditFilter& filter) const {
   std::vector<AuditEntry> out;
-  for (auto it = entries_.rbegin(); it != entries_.rend() && out.size() < limit; ++it) out.push_back(it->second);
+  for (auto it = entries_.rbegin(); it != entries_.rend() && out.size() < limit; ++it) {
+    if (filter.matches(it->second)) out.push_back(it->second);
+  }
   // Submissions, from the jobs (newest first too); then both lists merge by time.
   std::vector<AuditEntry> submits;
   for (const Job* job : jobs_.list()) {
-    if (submits.size() >= limit) break;
-    submits.push_back({job->submitted_ms, job->owner, job->submitted_from, "submit " + job->id,
-                       "ok"});
+    if (submits.size() >= limit || job->submitted_ms < filter.since_ms) break;
+    AuditEntry entry{job->submitted_ms, job->owner, job->submitted_from, "submit " + job->id, "ok"};
+    if (filter.matches(entry)) submits.push_back(std::move(entry));
   }
   std::vector<AuditEntry> merged;
   merged.reserve(std::min(limit, out.size() + submits.size()));

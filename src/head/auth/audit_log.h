@@ -26,6 +26,17 @@ struct AuditEntry {
   std::string outcome;  // "ok", or the refusal / error sent back
 };
 
+// Which entries a reader wants: every field given must hold.
+struct AuditFilter {
+  std::string actor;     // exactly this user
+  std::string action;    // the action contains this ("stop", "/api/users", "submit")
+  int64_t since_ms = 0;  // at or after
+  bool matches(const AuditEntry& entry) const {
+    return (actor.empty() || entry.actor == actor) && entry.time_ms >= since_ms &&
+           (action.empty() || entry.action.find(action) != std::string::npos);
+  }
+};
+
 class AuditLog {
  public:
   static constexpr size_t kKeep = 10000;
@@ -38,8 +49,8 @@ class AuditLog {
   // Records `entry` (written in the background; a failed write is logged).
   void record(AuditEntry entry);
 
-  // The newest `limit` entries, submissions included, newest first.
-  std::vector<AuditEntry> recent(size_t limit) const;
+  // The newest `limit` entries `filter` takes, submissions included, newest first.
+  std::vector<AuditEntry> recent(size_t limit, const AuditFilter& filter = {}) const;
 
  private:
   store::KvStore& store_;

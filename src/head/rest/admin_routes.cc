@@ -133,9 +133,18 @@ void AdminRoutes::revoke_token(const Call& call, net::Respond respond) {
 
 void AdminRoutes::audit(const Call& call, net::Respond respond) {
   int64_t limit = 100;
-  if (!query_int(call.req, "limit", 1, static_cast<int64_t>(AuditLog::kKeep), &limit, respond)) return;
+  AuditFilter filter;
+  if (!query_int(call.req, "limit", 1, static_cast<int64_t>(AuditLog::kKeep), &limit, respond) ||
+      !query_int(call.req, "since_ms", 0, INT64_MAX, &filter.since_ms, respond)) {
+    return;
+  }
+  if (filter.since_ms > deps_.clock.now_ms()) {
+    return respond(error_response(400, "'since_ms' is in the future: give a time already past"));
+  }
+  if (auto it = call.req.query.find("actor"); it != call.req.query.end()) filter.actor = it->second;
+  if (auto it = call.req.query.find("action"); it != call.req.query.end()) filter.action = it->second;
   json entries = json::array();
-  for (const auto& e : deps_.audit.recent(static_cast<size_t>(limit))) {
+  for (const auto& e : deps_.audit.recent(static_cast<size_t>(limit), filter)) {
     entries.push_back(
         {{"time_ms", e.time_ms}, {"actor", e.actor}, {"from", e.from}, {"action", e.action}, {"outcome", e.outcome}});
   }

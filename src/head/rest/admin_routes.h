@@ -7,7 +7,9 @@
 //   POST     /api/users/{name}/disable|enable
 //   GET|POST /api/tokens                   join tokens: list / make {"kind": "join", "ttl_s"}
 //   DELETE   /api/tokens/{token}           revoke a join token
-//   GET      /api/audit?limit=N            who changed what, newest first
+//   GET      /api/audit?limit=N[&actor=U&action=TEXT&since_ms=T]   who changed what,
+//                                          newest first; only one user's, actions
+//                                          containing TEXT, since T
 // Io thread only.
 #pragma once
 

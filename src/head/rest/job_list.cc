@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cctype>
+#include <fnmatch.h>
 #include <nlohmann/json.hpp>
 
 #include "head/rest/job_list.h"
@@ -56,6 +57,59 @@ std::optional<Less> sort_order(const std::string& key) {
   return std::nullopt;
 }
 
+// Which jobs a page lists: every parameter given must hold.
+struct Filter {
+  std::optional<JobState> state;
+  std::string needle;  // `q`, lowercased
+  std::string owner;   // exactly
+  std::string queue;   // exactly
+  std::string name;    // a shell pattern ("train-*")
+  int64_t since_ms = 0;  // submitted at or after
+
+  bool any() const {
+    return state || !needle.empty() || !owner.empty() || !queue.empty() || !name.empty() || since_ms > 0;
+  }
+  bool matches(const Job& job) const {
+    return (!state || job.state == *state) && (needle.empty() || matches_search(job, needle)) &&
+           (owner.empty() || job.owner == owner) && (queue.empty() || job.spec.queue == queue) &&
+           (name.empty() || ::fnmatch(name.c_str(), job.spec.name.c_str(), 0) == 0) && job.submitted_ms >= since_ms;
+  }
+};
+
+// Reads the filter's parameters (state, q, owner, queue, name, since_ms); false after
+// answering 400 for one that is wrong.
+bool read_filter(const net::HttpRequest& req, int64_t now_ms, Filter* filter, net::Respond& respond) {
+  const auto text = [&req](const char* name) {
+    auto it = req.query.find(name);
+    return it == req.query.end() ? std::string() : it->second;
+  };
+  if (const std::string state = text("state"); !state.empty()) {
+    std::string upper = state;
+    for (auto& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    filter->state = parse_job_state(upper);
+    if (!filter->state) {
+      respond(error_response(400, "unknown state '" + state + "'; use PENDING, RUNNING, SUCCEEDED, FAILED or STOPPED"));
+      return false;
+    }
+  }
+  for (const char* name : {"q", "owner", "queue", "name"}) {
+    if (text(name).size() > 200) {
+      respond(error_response(400, std::string("'") + name + "' is longer than 200 characters"));
+      return false;
+    }
+  }
+  filter->needle = lower(text("q"));
+  filter->owner = text("owner");
+  filter->queue = text("queue");
+  filter->name = text("name");
+  if (!query_int(req, "since_ms", 0, INT64_MAX, &filter->since_ms, respond)) return false;
+  if (filter->since_ms > now_ms) {
+    respond(error_response(400, "'since_ms' is in the future: give a time already past"));
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void list_jobs(const JobLayer& jobs, int64_t now_ms, const net::HttpRequest& req, net::Respond respond) {
@@ -77,18 +131,8 @@ void list_jobs(const JobLayer& jobs, int64_t now_ms, const net::HttpRequest& req
     }
     before_seq = from->queue_seq;
   }
-  std::optional<JobState> state;
-  if (auto it = req.query.find("state"); it != req.query.end() && !it->second.empty()) {
-    std::string upper = it->second;
-    for (auto& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    state = parse_job_state(upper);
-    if (!state) return respond(error_response(400, "unknown state '" + it->second + "'; use PENDING, RUNNING, SUCCEEDED, FAILED or STOPPED"));
-  }
-  std::string needle;
-  if (auto it = req.query.find("q"); it != req.query.end()) {
-    if (it->second.size() > 200) return respond(error_response(400, "'q' is longer than 200 characters"));
-    needle = lower(it->second);
-  }
+  Filter filter;
+  if (!read_filter(req, now_ms, &filter, respond)) return;
   std::optional<Less> order;
   bool descending = false;
   if (auto it = req.query.find("sort"); it != req.query.end() && !it->second.empty()) {
@@ -106,10 +150,8 @@ void list_jobs(const JobLayer& jobs, int64_t now_ms, const net::HttpRequest& req
   // Only the page is serialized; the rest is counted (10,000 jobs cost a pass over
   // pointers, not 10,000 JSON documents). Newest first unless sorted.
   std::vector<const Job*> listed = jobs.table.list();
-  if (state || !needle.empty()) {
-    std::erase_if(listed, [&](const Job* job) {
-      return (state && job->state != *state) || (!needle.empty() && !matches_search(*job, needle));
-    });
+  if (filter.any()) {
+    std::erase_if(listed, [&](const Job* job) { return !filter.matches(*job); });
   }
   if (order) {
     const int64_t now = now_ms;

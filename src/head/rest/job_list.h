@@ -2,6 +2,10 @@
 //   state     only jobs in this state
 //   q         only jobs whose id, name, submission id, owner, entrypoint or a label
 //             (KEY=VALUE) contains this text, case-insensitively
+//   owner, queue   only jobs of this user, of this queue
+//   name      only jobs whose name matches this shell pattern ("train-*")
+//   since_ms  only jobs submitted at or after this time (ms since the epoch; not in the
+//             future)
 //   sort      submitted, name, owner, state or duration, ascending; a leading '-'
 //             descending. Without it: newest first (-submitted).
 //   limit, offset / after   the page
