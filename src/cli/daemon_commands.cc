@@ -73,7 +73,9 @@ Launch daemonize(const std::string& log_path, double wait_s, Body body) {
     ::dup2(log >= 0 ? log : devnull, 2);
     int report_fd = fds[1];
     auto report = [report_fd](bool ok, const std::string& text) {
+      // One line on the pipe: the text's own line breaks travel as \x1e.
       std::string line = (ok ? "OK " : "ERR ") + text + "\n";
+      std::replace(line.begin(), line.end() - 1, '\n', '\x1e');
       ssize_t ignored = ::write(report_fd, line.data(), line.size());
       (void)ignored;
       ::close(report_fd);
@@ -99,6 +101,7 @@ Launch daemonize(const std::string& log_path, double wait_s, Body body) {
     }
   }
   ::close(fds[0]);
+  std::replace(line.begin(), line.end(), '\x1e', '\n');
   if (line.rfind("OK ", 0) == 0) return {true, pid, line.substr(3)};
   if (line.rfind("ERR ", 0) == 0) return {false, pid, line.substr(4)};
   return {false, pid, ""};

@@ -21,6 +21,7 @@
 #include "cli/package_builder.h"
 #include "cli/time_args.h"
 #include "cli/table.h"
+#include "cli/units.h"
 #include "common/ids.h"
 #include "net/http_types.h"
 #include "net/tls.h"
@@ -135,11 +136,21 @@ Result<std::string> upload_working_dir(const Connection& conn, const std::string
                             " MiB. Exclude what the job does not need (--exclude PATTERN or .gitignore). "
                             "Largest files:" + biggest);
   }
+  const std::string what = std::to_string(package->files) + " files, " +
+                           format_size(static_cast<int64_t>(package->bytes.size()));
+  const std::string skipped = package->skipped_files == 0
+                                  ? ""
+                                  : "; skipped " + std::to_string(package->skipped_files) + " files (" +
+                                        format_size(package->skipped_bytes) + ") by .gitignore/--exclude";
   auto present = call_raw(conn, "HEAD", "/api/packages/" + hash);
-  if (present.ok()) return "sha256:" + hash;  // uploaded before: nothing to send
+  if (present.ok()) {  // uploaded before: nothing to send
+    std::cerr << "working_dir " << dir << " unchanged: reusing sha256:" << hash.substr(0, 12) << " (" << what
+              << skipped << ")\n";
+    return "sha256:" + hash;
+  }
   if (present.error().code != ErrorCode::kNotFound) return present.error();
-  std::cerr << "Uploading working_dir " << dir << " (" << package->files << " files, "
-            << (package->bytes.size() >> 10) << " KiB, sha256:" << hash.substr(0, 12) << ")\n";
+  std::cerr << "Uploading working_dir " << dir << " (" << what << ", sha256:" << hash.substr(0, 12) << skipped
+            << ")\n";
   UploadProgress bar(package->bytes.size());
   auto stored = upload_json(conn, "PUT", "/api/packages/" + hash, package->bytes, 10 * 60 * 1000,
                             [&bar](size_t sent) { bar.update(sent); });

@@ -43,8 +43,27 @@ std::vector<std::string> read_lines(const fs::path& file) {
                               "(--exclude '" + rel + "' or .gitignore) or replace it with what it points to");
 }
 
+// Adds what `path` holds (a file, or every file below a folder) to the package's skipped
+// counts.
+void count_skipped(const fs::directory_entry& entry, Package& package) {
+  std::error_code ec;
+  if (entry.is_regular_file(ec)) {
+    ++package.skipped_files;
+    package.skipped_bytes += static_cast<int64_t>(entry.file_size(ec));
+    return;
+  }
+  if (!entry.is_directory(ec) || entry.is_symlink(ec)) return;
+  for (auto it = fs::recursive_directory_iterator(entry.path(), fs::directory_options::skip_permission_denied, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_regular_file(ec) && !it->is_symlink(ec)) {
+      ++package.skipped_files;
+      package.skipped_bytes += static_cast<int64_t>(it->file_size(ec));
+    }
+  }
+}
+
 void walk(const fs::path& root, const std::string& rel_dir, IgnoreRules& rules, const IgnoreRules& excludes,
-          std::vector<Item>& out) {
+          std::vector<Item>& out, Package& package) {
   fs::path dir = rel_dir.empty() ? root : root / rel_dir;
   if (fs::exists(dir / ".gitignore")) rules.add(rel_dir, read_lines(dir / ".gitignore"));
   std::vector<fs::directory_entry> entries;
@@ -58,7 +77,11 @@ void walk(const fs::path& root, const std::string& rel_dir, IgnoreRules& rules, 
     rel += name;
     fs::file_type type = entry.symlink_status().type();
     bool is_dir = type == fs::file_type::directory;
-    if (name == ".git" || name == "__pycache__" || rules.ignored(rel, is_dir) || excludes.ignored(rel, is_dir)) continue;
+    if (name == ".git" || name == "__pycache__") continue;
+    if (rules.ignored(rel, is_dir) || excludes.ignored(rel, is_dir)) {
+      count_skipped(entry, package);
+      continue;
+    }
     if (type != fs::file_type::regular && type != fs::file_type::directory && type != fs::file_type::symlink) continue;
     if (type == fs::file_type::symlink) {
       // Workers unpack links only when they point downwards inside the folder; say so
@@ -71,7 +94,7 @@ void walk(const fs::path& root, const std::string& rel_dir, IgnoreRules& rules, 
       }
     }
     out.push_back({rel, entry.path(), type});
-    if (is_dir) walk(root, rel, rules, excludes, out);
+    if (is_dir) walk(root, rel, rules, excludes, out, package);
   }
 }
 
@@ -196,8 +219,9 @@ Result<Package> pack_directory(const std::string& dir, const std::vector<std::st
   IgnoreRules rules, excluded;
   excluded.add("", excludes);
   std::vector<Item> items;
+  Package package;
   try {
-    walk(fs::path(dir), "", rules, excluded, items);
+    walk(fs::path(dir), "", rules, excluded, items, package);
   } catch (const fs::filesystem_error& e) {
     return internal_error(std::string("cannot read working_dir: ") + e.what());
   } catch (const std::invalid_argument& e) {
@@ -208,7 +232,6 @@ Result<Package> pack_directory(const std::string& dir, const std::vector<std::st
   // bytes, so it uploads once whichever of them submits it.
   std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.rel < b.rel; });
 
-  Package package;
   // Room for the whole tar up front (file bytes plus an allowance per entry for
   // headers and padding): growing a large string copies it again and again.
   size_t estimate = 2 * kTarRecord;

@@ -18,6 +18,10 @@ struct Package {
   std::string sha256;  // hex
   int64_t files = 0;
   std::vector<std::pair<std::string, int64_t>> biggest;  // up to 5 largest files, largest first
+  // What .gitignore files and the user's excludes left out (.git and __pycache__ are
+  // not counted): files, and their bytes.
+  int64_t skipped_files = 0;
+  int64_t skipped_bytes = 0;
 };
 
 // Errors: kInvalidArgument when `dir` is missing or not a folder; kInternal when a

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <iterator>
 #include <sstream>
 
 namespace ag::cli {
@@ -77,6 +78,22 @@ Result<double> parse_duration_s(const std::string& flag, const std::string& text
   const double seconds = amount * scale;
   if (seconds > 100.0 * 365 * 86400) return invalid_argument(flag + ": '" + text + "' is more than 100 years");
   return seconds;
+}
+
+std::string format_size(int64_t bytes) {
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  double amount = static_cast<double>(bytes) / 1024;
+  size_t unit = 0;
+  while (amount >= 1024 && unit + 1 < std::size(kUnits)) {
+    amount /= 1024;
+    ++unit;
+  }
+  std::ostringstream out;
+  out.setf(std::ios::fixed);
+  out.precision(1);
+  out << amount << " " << kUnits[unit];
+  return out.str();
 }
 
 std::string format_duration(double seconds) {

@@ -23,6 +23,9 @@ Result<int64_t> parse_size(const std::string& flag, const std::string& text);
 // more than 100 years.
 Result<double> parse_duration_s(const std::string& flag, const std::string& text);
 
+// "512 B", "12.3 KiB", "4.0 MiB", "1.5 GiB": `bytes` for people (powers of 1024).
+std::string format_size(int64_t bytes);
+
 // "90s", "15m", "2h", "36h", "500ms": `seconds` in the largest unit that shows it whole.
 std::string format_duration(double seconds);
 

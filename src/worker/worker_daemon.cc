@@ -122,8 +122,7 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
       }
     }
   }
-  spdlog::log(task_user_note.rfind("WARNING", 0) == 0 ? spdlog::level::warn : spdlog::level::info, "{}",
-              task_user_note);
+  spdlog::info("{}", task_user_note);
   raise_descriptor_limit();
   // Orphaned grandchildren of tasks are re-parented to this process, so they are
   // reaped here and stay findable for kills.
@@ -246,7 +245,8 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
   bool ready_reported = false;
   Agent agent(std::move(deps), agent_config, [&](const Status& status) {
     ready_reported = true;
-    on_ready(status, "node " + node_id.value() + " (" + config.node_ip + "): " + summary);
+    // Who tasks run as is said where the worker was started, not only in its log.
+    on_ready(status, "node " + node_id.value() + " (" + config.node_ip + "): " + summary + "\n  " + task_user_note);
   });
   // SIGTERM, SIGINT: stop every task, then exit (`ag stop`, `systemctl stop`).
   // SIGUSR2: exit now and leave the tasks running for the next agent, which adopts them

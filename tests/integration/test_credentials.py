@@ -74,6 +74,10 @@ def test_a_worker_joins_with_a_private_token_file_and_refuses_a_shared_one(clust
     os.chmod(token_file, 0o600)
     joined = c.ag(*base, "--token-file", token_file)
     assert "joined the cluster" in joined.stdout
+    # Who its tasks run as is said on the terminal, on a line of its own.
+    who = ("each user's tasks run as an account of their own" if os.geteuid() == 0
+           else "tasks run as this worker's own user")
+    assert f"\n  {who}" in joined.stdout, joined.stdout
     assert [n["state"] for n in c.nodes()] == ["ALIVE"]
 
 

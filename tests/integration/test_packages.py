@@ -212,10 +212,18 @@ def test_cli_shows_upload_progress_on_a_terminal_only(cluster, tmp_path):
     (code / "weights.bin").write_bytes(os.urandom(12 << 20))
     from conftest import AG_BIN
     args = [AG_BIN, "submit", "--no-wait", "--working-dir", str(code), "--", "true"]
-    # Through a pipe: the one "Uploading" line, no bar.
+    (code / ".gitignore").write_text("*.ckpt\n")
+    (code / "old.ckpt").write_bytes(b"x" * (3 << 20))
+    # Through a pipe: the one "Uploading" line with sizes for people, no bar.
     piped = subprocess.run(args, env=cluster.env, capture_output=True, text=True, timeout=60)
     assert piped.returncode == 0, piped.stderr
     assert "Uploading working_dir" in piped.stderr and "%" not in piped.stderr
+    assert "(2 files, 12.0 MiB, sha256:" in piped.stderr, piped.stderr
+    assert "skipped 1 files (3.0 MiB) by .gitignore/--exclude" in piped.stderr, piped.stderr
+    # The same folder again: nothing to upload, and it says so.
+    again = subprocess.run(args, env=cluster.env, capture_output=True, text=True, timeout=60)
+    assert f"working_dir {code} unchanged: reusing sha256:" in again.stderr, again.stderr
+    assert "Uploading" not in again.stderr
     # On a terminal (a new folder, so that it uploads again): the bar reaches 100%.
     (code / "weights.bin").write_bytes(os.urandom(12 << 20))
     leader, follower = pty.openpty()

@@ -263,6 +263,14 @@ TEST(PackageBuilderTest, LeavesOutGitPycacheAndGitignoredPaths) {
   EXPECT_THAT(archive_paths(package.bytes), ElementsAre(".gitignore", "lib/", "lib/build/", "lib/build/kept.txt",
                                                         "lib/util.py", "main.py", "run.sh"));
   EXPECT_EQ(package.files, 5);
+  // What .gitignore left out is counted (app.log, lib/deep.log, build/out.o), not .git
+  // or __pycache__.
+  EXPECT_EQ(package.skipped_files, 3);
+  EXPECT_EQ(package.skipped_bytes, 9 + 9 + 6);
+  const Package excluding = pack_ok(dir.path(), {"lib/"});
+  // Everything below an excluded folder counts: lib/util.py, lib/deep.log (once),
+  // lib/build/kept.txt and lib/__pycache__'s file, with app.log and build/out.o.
+  EXPECT_EQ(excluding.skipped_files, 6);
 }
 
 TEST(PackageBuilderTest, GitignoreInASubfolderAppliesOnlyThereAndRelativeToIt) {

@@ -45,6 +45,14 @@ TEST(DurationTest, SecondsAreShownTheWayAUserWritesThem) {
   EXPECT_EQ(format_duration(90 * 86400), "90d");
 }
 
+TEST(SizeTest, BytesAreShownInTheUnitThatFits) {
+  EXPECT_EQ(format_size(0), "0 B");
+  EXPECT_EQ(format_size(1023), "1023 B");
+  EXPECT_EQ(format_size(1536), "1.5 KiB");
+  EXPECT_EQ(format_size(int64_t{100} << 20), "100.0 MiB");
+  EXPECT_EQ(format_size(int64_t{3} << 30), "3.0 GiB");
+}
+
 // Parses `args` for one option holding a double, with `validator`; the error or "".
 std::string parse_one(CLI::Validator validator, const std::vector<std::string>& args, double* out) {
   CLI::App app;
