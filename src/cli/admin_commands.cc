@@ -120,6 +120,33 @@ int user_set_enabled(const ConnectionOptions& options, const std::string& name, 
                                                                  "longer work."));
 }
 
+int user_set(const ConnectionOptions& options, const std::string& name, const std::string& role,
+             const std::vector<std::string>& add_groups, const std::vector<std::string>& remove_groups) {
+  json body = json::object();
+  if (!role.empty()) body["role"] = role;
+  if (!add_groups.empty()) body["add_groups"] = add_groups;
+  if (!remove_groups.empty()) body["remove_groups"] = remove_groups;
+  if (body.empty()) return usage_error("say what to change: --role ROLE, --group GROUP or --remove-group GROUP");
+  auto res = call(options, "PATCH", "/api/users/" + net::url_encode(name), body);
+  if (!res.ok()) return fail(res.error());
+  if (json_output(options)) {
+    std::cout << res.value().dump(2) << "\n";
+    return 0;
+  }
+  std::string groups;
+  for (const auto& g : res.value()["groups"]) groups += (groups.empty() ? "" : ", ") + g.get<std::string>();
+  std::cout << "User " << name << " is now " << res.value()["role"].get<std::string>()
+            << (groups.empty() ? ", in no group" : ", in groups " + groups) << "\n";
+  return 0;
+}
+
+int user_delete(const ConnectionOptions& options, const std::string& name) {
+  auto res = call(options, "DELETE", "/api/users/" + net::url_encode(name));
+  return print_or_fail(options, res,
+                       "User " + name + " deleted: their token and dashboard sessions no longer work; their jobs keep " +
+                           name + " as owner.");
+}
+
 int user_rotate(const ConnectionOptions& options, const std::string& name) {
   auto res = call(options, "POST", "/api/users/" + net::url_encode(name) + "/rotate");
   if (!res.ok()) return fail(res.error());

@@ -112,6 +112,10 @@ int user_add(const ConnectionOptions& conn, const std::string& name, const std::
 int user_list(const ConnectionOptions& conn);
 int user_set_enabled(const ConnectionOptions& conn, const std::string& name, bool enabled);
 int user_rotate(const ConnectionOptions& conn, const std::string& name);
+// ag user set NAME [--role R] [--group G]... [--remove-group G]...: at least one change.
+int user_set(const ConnectionOptions& conn, const std::string& name, const std::string& role,
+             const std::vector<std::string>& add_groups, const std::vector<std::string>& remove_groups);
+int user_delete(const ConnectionOptions& conn, const std::string& name);
 int token_create_join(const ConnectionOptions& conn, const std::string& ttl);
 int token_list(const ConnectionOptions& conn);
 

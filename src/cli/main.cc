@@ -232,6 +232,16 @@ int run(int argc, char** argv) {
   user_enable_cmd->add_option("name", user_name, "User name")->required();
   auto* user_rotate_cmd = user_cmd->add_subcommand("rotate", "Give a user a new token; the old one stops working");
   user_rotate_cmd->add_option("name", user_name, "User name")->required();
+  std::string user_new_role;
+  std::vector<std::string> user_removed_groups;
+  auto* user_set_cmd = user_cmd->add_subcommand("set", "Change a user's role or groups");
+  user_set_cmd->add_option("name", user_name, "User name")->required();
+  user_set_cmd->add_option("--role", user_new_role, "admin, user or viewer")->check(CLI::IsMember({"admin", "user", "viewer"}));
+  user_set_cmd->add_option("--group", user_groups, "Add them to this group (repeatable)");
+  user_set_cmd->add_option("--remove-group", user_removed_groups, "Take them out of this group (repeatable)");
+  auto* user_delete_cmd =
+      user_cmd->add_subcommand("delete", "Delete a user: their token and sessions stop working; their jobs keep their name");
+  user_delete_cmd->add_option("name", user_name, "User name")->required();
 
   std::string token_ttl = "24h", token_id;
   bool token_join = false;
@@ -450,6 +460,8 @@ int run(int argc, char** argv) {
   if (*user_disable_cmd) return user_set_enabled(conn, user_name, false);
   if (*user_enable_cmd) return user_set_enabled(conn, user_name, true);
   if (*user_rotate_cmd) return user_rotate(conn, user_name);
+  if (*user_set_cmd) return user_set(conn, user_name, user_new_role, user_groups, user_removed_groups);
+  if (*user_delete_cmd) return user_delete(conn, user_name);
   if (*quota_set_cmd) return quota_set(conn, quota);
   if (*quota_remove_cmd) return quota_remove(conn, quota);
   if (*quota_list_cmd) return quota_list(conn);

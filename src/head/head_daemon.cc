@@ -103,7 +103,7 @@ int run_head(const HeadConfig& config, const std::function<void(const Status&, c
   job_config.preempt_grace_ms = config.preempt_grace_ms;
   job_config.usage_half_life_ms = config.usage_half_life_ms;
   JobLayer jobs({timers, *store.value(), nodes, nodes, logs, clock}, job_config);
-  jobs.policy.set_groups_of([&access](const std::string& user) { return access.groups_of(user); });
+  jobs.policy.set_groups_of([&access](const std::string& user) { return groups_of(access, user); });
   if (Status s = jobs.recover(); !s) {
     on_ready(s, "");
     return 1;

@@ -241,3 +241,39 @@ def test_the_audit_log_records_who_changed_what_and_only_admins_read_it(cluster)
     c.start_head()
     again = [(e["actor"], e["action"]) for e in c.ag_json("audit")["entries"]]
     assert ("alice", f"POST /api/jobs/{job_id}/stop") in again
+
+
+def test_user_set_and_delete_change_roles_and_groups_and_end_access_at_once(head_only):
+    c = head_only
+    alice = add_user(c, "alice")
+    bob = add_user(c, "bob", "--group", "vision")
+    job_id = as_user(c, alice, "submit", "--no-wait", "--", "true", check=True).stdout.strip().splitlines()[-1]
+    # A role change holds on the next request: a viewer submits nothing.
+    out = c.ag("user", "set", "alice", "--role", "viewer", "--group", "vision").stdout
+    assert out == "User alice is now viewer, in groups vision\n", out
+    proc = as_user(c, alice, "submit", "--", "true")
+    assert proc.returncode == 1 and "viewers cannot submit jobs" in proc.stderr, proc
+    users = {u["name"]: u for u in c.ag_json("user", "list")["users"]}
+    assert users["alice"]["groups"] == ["vision"] and users["alice"]["role"] == "viewer"
+    assert users["alice"]["created_ms"] > 0 and users["alice"]["token_issued_ms"] >= users["alice"]["created_ms"]
+    c.ag("user", "set", "alice", "--remove-group", "vision", "--role", "user")
+    # Deleting ends the token at once; the job keeps its owner's name.
+    out = c.ag("user", "delete", "alice").stdout
+    assert "their jobs keep alice as owner" in out, out
+    proc = as_user(c, alice, "list-jobs")
+    assert proc.returncode == 1 and "refused the credential" in proc.stderr, proc
+    assert c.job(job_id)["owner"] == "alice"
+    assert "alice" not in {u["name"] for u in c.ag_json("user", "list")["users"]}
+
+    for args, code, said in ((["set", "nobody", "--role", "user"], 1, "no user 'nobody'"),
+                             (["set", "bob"], 2, "say what to change"),
+                             (["set", "bob", "--remove-group", "speech"], 1, "user 'bob' is not in group 'speech'"),
+                             (["set", "bob", "--group", "Bad Group"], 1, "group name"),
+                             (["delete", "admin"], 1, "last enabled admin"),
+                             (["set", "admin", "--role", "user"], 1, "last enabled admin"),
+                             (["delete", "nobody"], 1, "no user 'nobody'")):
+        proc = c.ag("user", *args, check=False)
+        assert proc.returncode == code and proc.stderr.startswith("error: ") and said in proc.stderr, (args, proc)
+    assert {u["name"]: u["groups"] for u in c.ag_json("user", "list")["users"]}["bob"] == ["vision"]
+    proc = as_user(c, bob, "user", "delete", "admin")
+    assert proc.returncode == 1 and "only an admin" in proc.stderr, proc

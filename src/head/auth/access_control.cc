@@ -326,19 +326,59 @@ void AccessControl::rotate_user(const std::string& name, const Done<std::string>
          });
 }
 
-void AccessControl::set_user_disabled(const std::string& name, bool disabled, const Done<bool>& done) {
+void AccessControl::update_user(const std::string& name, const UserUpdate& update, const Done<UserRecord>& done) {
   auto it = users_.find(name);
   if (it == users_.end()) return done(not_found("no user '" + name + "'; see `ag user list`"));
-  if (disabled && it->second.role == Role::kAdmin && !it->second.disabled && enabled_admins() <= 1) {
+  UserRecord after = it->second;
+  if (update.disabled) after.disabled = *update.disabled;
+  if (update.role) after.role = *update.role;
+  for (const auto& group : update.add_groups) {
+    if (Status s = check_account_name("group name", group); !s) return done(s.error());
+    if (std::find(after.groups.begin(), after.groups.end(), group) == after.groups.end()) after.groups.push_back(group);
+  }
+  for (const auto& group : update.remove_groups) {
+    auto held = std::find(after.groups.begin(), after.groups.end(), group);
+    if (held == after.groups.end()) {
+      return done(invalid_argument("user '" + name + "' is not in group '" + group + "' (nothing was changed)"));
+    }
+    after.groups.erase(held);
+  }
+  const UserRecord before = it->second;
+  const bool was_admin = before.role == Role::kAdmin && !before.disabled;
+  const bool is_admin = after.role == Role::kAdmin && !after.disabled;
+  if (was_admin && !is_admin && enabled_admins() <= 1) {
     return done(Error{ErrorCode::kConflict, "user '" + name +
                                                 "' is the last enabled admin; add another admin first "
                                                 "(`ag user add NAME --role admin`)"});
   }
-  bool before = it->second.disabled;
-  it->second.disabled = disabled;
-  std::vector<store::Mutation> batch{user_mutation(it->second)};
-  if (disabled) end_sessions_of(name, &batch);
-  commit(std::move(batch), [this, name, before] { users_[name].disabled = before; },
+  it->second = after;
+  std::vector<store::Mutation> batch{user_mutation(after)};
+  if (after.disabled && !before.disabled) end_sessions_of(name, &batch);
+  commit(std::move(batch), [this, before] { users_[before.name] = before; },
+         [done, after](const Status& s) {
+           if (!s) return done(s.error());
+           done(after);
+         });
+}
+
+void AccessControl::delete_user(const std::string& name, const Done<bool>& done) {
+  auto it = users_.find(name);
+  if (it == users_.end()) return done(not_found("no user '" + name + "'; see `ag user list`"));
+  const UserRecord before = it->second;
+  if (before.role == Role::kAdmin && !before.disabled && enabled_admins() <= 1) {
+    return done(Error{ErrorCode::kConflict, "user '" + name +
+                                                "' is the last enabled admin and cannot be deleted; add another admin "
+                                                "first (`ag user add NAME --role admin`)"});
+  }
+  std::vector<store::Mutation> batch{{kUsersTable, name, std::nullopt}};
+  end_sessions_of(name, &batch);
+  by_hash_.erase(before.token_hash);
+  users_.erase(it);
+  commit(std::move(batch),
+         [this, before] {
+           users_[before.name] = before;
+           index_user(before);
+         },
          [done](const Status& s) {
            if (!s) return done(s.error());
            done(true);
@@ -356,8 +396,8 @@ const UserRecord* AccessControl::find_user(const std::string& name) const {
   return it == users_.end() ? nullptr : &it->second;
 }
 
-std::vector<std::string> AccessControl::groups_of(const std::string& name) const {
-  const UserRecord* user = find_user(name);
+std::vector<std::string> groups_of(const AccessControl& access, const std::string& name) {
+  const UserRecord* user = access.find_user(name);
   return user ? user->groups : std::vector<std::string>{};
 }
 

@@ -89,6 +89,10 @@ bool may_read_status(const Principal& who);
 // `owner_groups`: the groups of the job's owner now.
 bool may_act_on_job(const Principal& who, const std::string& owner, const std::vector<std::string>& owner_groups);
 
+class AccessControl;
+// The groups of user `name` (none for an unknown user).
+std::vector<std::string> groups_of(const AccessControl& access, const std::string& name);
+
 // A user name or group name: [a-z][a-z0-9_-]{0,31}. Errors: kInvalidArgument saying so.
 Status check_account_name(const std::string& what, const std::string& name);
 
@@ -119,15 +123,23 @@ class AccessControl {
   template <typename T>
   using Done = std::function<void(Result<T>)>;
 
-  // Users. Errors: kInvalidArgument (bad name/group), kConflict (the name is taken;
-  // the last enabled admin cannot be disabled), kNotFound, the store's error.
+  // Users. Errors: kInvalidArgument (bad name/group, a group to remove they are not
+  // in), kConflict (the name is taken; the last enabled admin cannot be disabled,
+  // demoted or deleted), kNotFound, the store's error. A disabled or deleted user's
+  // sessions end at once, as do a rotated token's.
   void add_user(UserRecord user, const Done<std::string>& done);  // -> the new token
   void rotate_user(const std::string& name, const Done<std::string>& done);  // -> the new token
-  void set_user_disabled(const std::string& name, bool disabled, const Done<bool>& done);
+  struct UserUpdate {
+    std::optional<bool> disabled;
+    std::optional<Role> role;
+    std::vector<std::string> add_groups;
+    std::vector<std::string> remove_groups;
+  };
+  void update_user(const std::string& name, const UserUpdate& update, const Done<UserRecord>& done);  // -> as now
+  // Their token and sessions stop working; their jobs keep their name as owner.
+  void delete_user(const std::string& name, const Done<bool>& done);
   std::vector<UserRecord> users() const;
   const UserRecord* find_user(const std::string& name) const;
-  // The groups of user `name` (none for an unknown user).
-  std::vector<std::string> groups_of(const std::string& name) const;
 
   // Join tokens. `ttl_ms` 0: until revoked.
   struct NewJoinToken {

@@ -87,11 +87,48 @@ void AdminRoutes::rotate_user(const Call& call, net::Respond respond) {
 
 void AdminRoutes::set_user_disabled(const Call& call, net::Respond respond) {
   const bool disable = call.req.path.ends_with("/disable");
-  deps_.access.set_user_disabled(call.param("name"), disable,
-                                 [respond, name = call.param("name"), disable](const Result<bool>& done) {
-                                   if (!done.ok()) return respond(error_response(done.error()));
-                                   respond(json_response(200, {{"name", name}, {"disabled", disable}}));
-                                 });
+  AccessControl::UserUpdate update;
+  update.disabled = disable;
+  deps_.access.update_user(call.param("name"), update,
+                           [respond, name = call.param("name"), disable](const Result<UserRecord>& done) {
+                             if (!done.ok()) return respond(error_response(done.error()));
+                             respond(json_response(200, {{"name", name}, {"disabled", disable}}));
+                           });
+}
+
+void AdminRoutes::change_user(const Call& call, net::Respond respond) {
+  json body = json::parse(call.req.body, nullptr, false);
+  const auto bad = [&respond] {
+    respond(error_response(400, "send {\"role\": \"user\", \"add_groups\": [...], \"remove_groups\": [...]} (at least "
+                                "one of them)"));
+  };
+  if (!body.is_object() || body.empty()) return bad();
+  AccessControl::UserUpdate update;
+  for (const auto& [key, value] : body.items()) {
+    if (key == "role") {
+      auto role = value.is_string() ? parse_role(value.get<std::string>()) : std::nullopt;
+      if (!role) return respond(error_response(400, "field 'role': use admin, user or viewer"));
+      update.role = *role;
+    } else if (key == "add_groups" || key == "remove_groups") {
+      auto& into = key == "add_groups" ? update.add_groups : update.remove_groups;
+      json wrapped = {{"groups", value}};
+      if (!read_groups(wrapped, &into, respond)) return;
+    } else {
+      return respond(error_response(400, "unknown field '" + key.substr(0, 64) +
+                                             "'; a user change takes role, add_groups and remove_groups"));
+    }
+  }
+  deps_.access.update_user(call.param("name"), update, [respond](const Result<UserRecord>& user) {
+    if (!user.ok()) return respond(error_response(user.error()));
+    respond(json_response(200, user_json(user.value())));
+  });
+}
+
+void AdminRoutes::delete_user(const Call& call, net::Respond respond) {
+  deps_.access.delete_user(call.param("name"), [respond, name = call.param("name")](const Result<bool>& done) {
+    if (!done.ok()) return respond(error_response(done.error()));
+    respond(json_response(200, {{"name", name}, {"deleted", true}}));
+  });
 }
 
 void AdminRoutes::list_tokens(const Call&, net::Respond respond) {

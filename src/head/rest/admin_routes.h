@@ -3,6 +3,8 @@
 //
 //   GET|POST /api/users                    list / add {"name", "role", "groups"} -> the token
 //   GET      /api/users/{name}
+//   PATCH    /api/users/{name}              {"role", "add_groups": [...], "remove_groups": [...]}
+//   DELETE   /api/users/{name}              their token and sessions end; jobs keep their name
 //   POST     /api/users/{name}/rotate      a new token (the old one stops working)
 //   POST     /api/users/{name}/disable|enable
 //   GET|POST /api/tokens                   join tokens: list / make {"kind": "join", "ttl_s"}
@@ -27,6 +29,8 @@ class AdminRoutes {
   void show_user(const Call& call, net::Respond respond);
   void rotate_user(const Call& call, net::Respond respond);
   void set_user_disabled(const Call& call, net::Respond respond);  // disable or enable, as the path says
+  void change_user(const Call& call, net::Respond respond);
+  void delete_user(const Call& call, net::Respond respond);
   void list_tokens(const Call& call, net::Respond respond);
   void create_token(const Call& call, net::Respond respond);
   void revoke_token(const Call& call, net::Respond respond);

@@ -97,6 +97,8 @@ void ApiRoutes::add_routes() {
   add("GET", "/api/users", A::kAdmin, "managing users", to(&admin_, &AdminRoutes::list_users));
   add("POST", "/api/users", A::kAdmin, "managing users", to(&admin_, &AdminRoutes::add_user));
   add("GET", "/api/users/{name}", A::kAdmin, "managing users", to(&admin_, &AdminRoutes::show_user));
+  add("PATCH", "/api/users/{name}", A::kAdmin, "managing users", to(&admin_, &AdminRoutes::change_user));
+  add("DELETE", "/api/users/{name}", A::kAdmin, "managing users", to(&admin_, &AdminRoutes::delete_user));
   add("POST", "/api/users/{name}/rotate", A::kSelfOrAdmin, "managing users", to(&admin_, &AdminRoutes::rotate_user));
   add("POST", "/api/users/{name}/disable", A::kAdmin, "managing users", to(&admin_, &AdminRoutes::set_user_disabled));
   add("POST", "/api/users/{name}/enable", A::kAdmin, "managing users", to(&admin_, &AdminRoutes::set_user_disabled));

@@ -102,7 +102,7 @@ void QuotaRoutes::list(const Call&, net::Respond respond) {
   for (const auto& [name, limits] : deps_.jobs.policy.group_quotas()) {
     sched::Use sum;
     for (const auto& [user, held] : use) {
-      for (const auto& group : deps_.access.groups_of(user)) {
+      for (const auto& group : groups_of(deps_.access, user)) {
         if (group != name) continue;
         sum.held += held.held;
         sum.running_jobs += held.running_jobs;

@@ -34,7 +34,7 @@ bool query_int(const net::HttpRequest& req, const std::string& name, int64_t min
 }
 
 bool may_act_on(const AccessControl& access, const Principal& who, const Job& job) {
-  return may_act_on_job(who, job.owner, access.groups_of(job.owner));
+  return may_act_on_job(who, job.owner, groups_of(access, job.owner));
 }
 
 net::HttpResponse not_your_job(const Job& job, const std::string& what) {

@@ -36,6 +36,15 @@ class AccessControlTest : public ::testing::Test {
     return token.ok() ? token.value() : "";
   }
 
+  Result<UserRecord> update(const std::string& name, const AccessControl::UserUpdate& change) {
+    return wait<UserRecord>([&](auto done) { access_.update_user(name, change, done); });
+  }
+  Result<UserRecord> set_disabled(const std::string& name, bool disabled) {
+    AccessControl::UserUpdate change;
+    change.disabled = disabled;
+    return update(name, change);
+  }
+
   static constexpr const char* kAdminToken = "agu_first-admin";
   static constexpr const char* kJoinToken = "agj_first-join";
   FakeClock clock_;
@@ -118,10 +127,10 @@ TEST_F(AccessControlTest, DisablingOrRotatingEndsTheUsersSessions) {
   auto s1 = wait<std::string>([&](auto done) { access_.create_session("alice", 60'000, done); });
   ASSERT_TRUE(s1.ok());
   EXPECT_THAT(s1.value(), StartsWith("ags_"));
-  ASSERT_TRUE(wait<bool>([&](auto done) { access_.set_user_disabled("alice", true, done); }).ok());
+  ASSERT_TRUE(set_disabled("alice", true).ok());
   EXPECT_EQ(access_.authenticate_session(s1.value()).kind, Principal::Kind::kNone);
   EXPECT_THAT(access_.authenticate_token(alice).refusal, HasSubstr("is disabled"));
-  ASSERT_TRUE(wait<bool>([&](auto done) { access_.set_user_disabled("alice", false, done); }).ok());
+  ASSERT_TRUE(set_disabled("alice", false).ok());
 
   auto s2 = wait<std::string>([&](auto done) { access_.create_session("alice", 60'000, done); });
   ASSERT_TRUE(wait<std::string>([&](auto done) { access_.rotate_user("alice", done); }).ok());
@@ -155,11 +164,11 @@ TEST_F(AccessControlTest, AUserHoldsABoundedNumberOfSessionsTheOldestGoingFirst)
 }
 
 TEST_F(AccessControlTest, TheLastEnabledAdminCannotBeDisabled) {
-  auto refused = wait<bool>([&](auto done) { access_.set_user_disabled("admin", true, done); });
+  auto refused = set_disabled("admin", true);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code, ErrorCode::kConflict);
   add_user("root2", Role::kAdmin);
-  EXPECT_TRUE(wait<bool>([&](auto done) { access_.set_user_disabled("admin", true, done); }).ok());
+  EXPECT_TRUE(set_disabled("admin", true).ok());
 }
 
 TEST_F(AccessControlTest, NamesAreChecked) {
@@ -217,6 +226,57 @@ TEST(AccessPolicy, WhoMaySubmitAndRead) {
   join.kind = Principal::Kind::kJoin;
   EXPECT_FALSE(may_submit(join));
   EXPECT_FALSE(may_read_status(join));
+}
+
+TEST_F(AccessControlTest, AUsersRoleAndGroupsChangeAndTheLastAdminStays) {
+  const std::string token = add_user("alice", Role::kUser, {"vision"});
+  AccessControl::UserUpdate change;
+  change.role = Role::kViewer;
+  change.add_groups = {"speech", "vision"};
+  auto changed = update("alice", change);
+  ASSERT_TRUE(changed.ok()) << changed.error().message;
+  EXPECT_EQ(changed.value().groups, (std::vector<std::string>{"vision", "speech"})) << "a group held is not added twice";
+  EXPECT_EQ(access_.authenticate_token(token).role, Role::kViewer) << "at once, on the next request";
+  AccessControl::UserUpdate drop;
+  drop.remove_groups = {"vision"};
+  EXPECT_EQ(update("alice", drop).value().groups, std::vector<std::string>{"speech"});
+  // Bad input changes nothing.
+  auto not_in = update("alice", drop);
+  ASSERT_FALSE(not_in.ok());
+  EXPECT_EQ(not_in.error().message, "user 'alice' is not in group 'vision' (nothing was changed)");
+  AccessControl::UserUpdate bad_group;
+  bad_group.add_groups = {"Bad Group"};
+  bad_group.role = Role::kAdmin;
+  EXPECT_EQ(update("alice", bad_group).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(access_.find_user("alice")->role, Role::kViewer);
+  EXPECT_EQ(update("nobody", drop).error().code, ErrorCode::kNotFound);
+  AccessControl::UserUpdate demote;
+  demote.role = Role::kUser;
+  EXPECT_EQ(update("admin", demote).error().code, ErrorCode::kConflict) << "the last enabled admin";
+}
+
+TEST_F(AccessControlTest, ADeletedUsersTokenAndSessionsEndAndTheLastAdminIsKept) {
+  const std::string token = add_user("bob", Role::kUser);
+  auto session = wait<std::string>([&](auto done) { access_.create_session("bob", 60'000, done); });
+  ASSERT_TRUE(session.ok());
+  ASSERT_TRUE(wait<bool>([&](auto done) { access_.delete_user("bob", done); }).ok());
+  EXPECT_EQ(access_.find_user("bob"), nullptr);
+  EXPECT_EQ(access_.authenticate_token(token).kind, Principal::Kind::kNone);
+  EXPECT_EQ(access_.authenticate_session(session.value()).kind, Principal::Kind::kNone);
+  EXPECT_EQ(wait<bool>([&](auto done) { access_.delete_user("bob", done); }).error().code, ErrorCode::kNotFound);
+  auto last = wait<bool>([&](auto done) { access_.delete_user("admin", done); });
+  ASSERT_FALSE(last.ok());
+  EXPECT_EQ(last.error().code, ErrorCode::kConflict);
+  // Gone for a new AccessControl over the same store too.
+  AccessControl again({store_, clock_, clock_});
+  ASSERT_TRUE(again.recover().ok());
+  EXPECT_EQ(again.find_user("bob"), nullptr);
+  EXPECT_NE(again.find_user("admin"), nullptr);
+  // A store that refuses the write keeps the user.
+  add_user("carol", Role::kUser);
+  store_.fail_next_writes(1);
+  EXPECT_FALSE(wait<bool>([&](auto done) { access_.delete_user("carol", done); }).ok());
+  EXPECT_NE(access_.find_user("carol"), nullptr);
 }
 
 }  // namespace

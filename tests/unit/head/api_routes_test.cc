@@ -191,6 +191,8 @@ TEST_F(ApiRoutesTest, EveryRouteNeedsTheAccessListedHere) {
       {"GET /api/users", Access::kAdmin},
       {"POST /api/users", Access::kAdmin},
       {"GET /api/users/{name}", Access::kAdmin},
+      {"PATCH /api/users/{name}", Access::kAdmin},
+      {"DELETE /api/users/{name}", Access::kAdmin},
       {"POST /api/users/{name}/rotate", Access::kSelfOrAdmin},
       {"POST /api/users/{name}/disable", Access::kAdmin},
       {"POST /api/users/{name}/enable", Access::kAdmin},
