@@ -1,7 +1,13 @@
 #include "cli/api_client.h"
 
+#include <algorithm>
+
+#include <regex>
+
+#include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <regex>
 #include <thread>
 
 #include "net/http_client.h"
@@ -125,9 +131,25 @@ int usage_error(const std::string& message) {
   return 2;
 }
 
+std::string in_cli_terms(const std::string& message) {
+  // The head names its query parameters; the CLI's user typed flags.
+  static const std::regex range(R"(query parameter '(\w+)' must be a whole number between (-?\d+) and (-?\d+), got '(.*)')");
+  std::smatch m;
+  if (!std::regex_search(message, m, range)) return message;
+  std::string flag = "--" + std::string(m[1]);
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  const std::string said = m[1] == "task_index"
+                               ? flag + ": the job has tasks " + std::string(m[2]) + "-" + std::string(m[3]) +
+                                     " (got " + std::string(m[4]) + ")"
+                               : flag + ": give a whole number from " + std::string(m[2]) + " to " +
+                                     std::string(m[3]) + " (got " + std::string(m[4]) + ")";
+  return m.prefix().str() + said + m.suffix().str();
+}
+
 int fail(const Error& error) {
-  if (json_errors) std::cout << nlohmann::json{{"error", error.message}}.dump() << "\n";
-  std::cerr << "error: " << error.message << "\n";
+  const std::string message = in_cli_terms(error.message);
+  if (json_errors) std::cout << nlohmann::json{{"error", message}}.dump() << "\n";
+  std::cerr << "error: " << message << "\n";
   return 1;
 }
 

@@ -37,8 +37,13 @@ std::string header_value(const net::HttpResponse& res, const std::string& name);
 Result<net::HttpResponse> call_raw_retrying(const Connection& conn, const std::string& method,
                                             const std::string& target, int timeout_ms, double window_s);
 
-// Prints "error: <message>" (to stderr; with set_json_errors also {"error": message}
-// to stdout, so that -o json output is JSON whatever happens) and returns 1.
+// The head's message in the CLI's terms: a query parameter it names becomes the flag
+// the user typed ("query parameter 'task_index' must be ... between 0 and 1, got '5'"
+// -> "--task-index: the job has tasks 0-1 (got 5)").
+std::string in_cli_terms(const std::string& message);
+// Prints "error: <message>" in the CLI's terms (to stderr; with set_json_errors also
+// {"error": message} to stdout, so that -o json output is JSON whatever happens) and
+// returns 1.
 int fail(const Error& error);
 // The same for a command line that cannot be run as given; returns 2.
 int usage_error(const std::string& message);

@@ -425,8 +425,48 @@ int start_worker(const StartWorkerOptions& options) {
   return 1;
 }
 
+namespace {
+
+// A worker daemon's data dir: the --data-dir it was started with, else the session's.
+std::string worker_data_dir(const DaemonRecord& daemon) {
+  std::ifstream in("/proc/" + std::to_string(daemon.pid) + "/cmdline", std::ios::binary);
+  std::vector<std::string> args;
+  for (std::string arg; std::getline(in, arg, '\0');) args.push_back(arg);
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--data-dir" && i + 1 < args.size()) return absolute(args[i + 1]);
+    if (args[i].rfind("--data-dir=", 0) == 0) return absolute(args[i].substr(11));
+  }
+  return session_dir() + "/" + daemon.name;
+}
+
+// Tasks a worker runs now: task folders without an exit record yet.
+int running_tasks(const std::string& data_dir) {
+  int running = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(data_dir + "/tasks", ec)) {
+    running += entry.is_directory(ec) && !std::filesystem::exists(entry.path() / "exit", ec);
+  }
+  return running;
+}
+
+}  // namespace
+
 int stop_daemons(double timeout_s) {
   auto daemons = recorded_daemons();
+  // Said first: `ag stop` ends this machine's daemons, and the tasks its workers run.
+  int live = 0, tasks = 0;
+  std::string names;
+  for (const auto& d : daemons) {
+    if (!process_alive(d.pid) || !is_our_daemon(d.pid)) continue;
+    ++live;
+    names += (names.empty() ? "" : ", ") + d.name;
+    if (d.name != "head") tasks += running_tasks(worker_data_dir(d));
+  }
+  if (live > 0) {
+    std::cerr << "stopping the " << live << " AetherGrid daemon(s) started from this machine (" << names << ")"
+              << (tasks > 0 ? "; their " + std::to_string(tasks) + " running task(s) are stopped with them" : "")
+              << "; to stop one job instead: ag stop-job JOB_ID\n";
+  }
   // Workers first, so that they can report their tasks' ends to a head still running.
   std::stable_partition(daemons.begin(), daemons.end(), [](const DaemonRecord& d) { return d.name != "head"; });
   int stopped = 0;

@@ -383,14 +383,20 @@ int run(int argc, char** argv) {
     bool saw_double_dash = false;
     for (int i = 1; i < argc; ++i) saw_double_dash = saw_double_dash || std::strcmp(argv[i], "--") == 0;
     std::string hint = ag::cli::usage_hint(app, e, saw_double_dash);
-    const std::string message = ag::cli::plain_value_error(e.what());
-    if (ag::cli::json_requested(argc, argv)) {
-      std::cout << nlohmann::json{{"error", message + hint}}.dump() << "\n";
+    // One line that says what was wrong (the flag's own words where a value was; an
+    // unknown option's nearest match), then any hint: never the parser's banner.
+    std::string line = ag::cli::plain_value_error(e.what());
+    std::string rest = hint.empty() ? "" : hint.substr(1);
+    if (rest.rfind("unknown option", 0) == 0) {
+      const size_t end = rest.find('\n');
+      line = rest.substr(0, end);
+      rest = end == std::string::npos ? "" : rest.substr(end + 1);
     }
-    // One line that says what was wrong (the flag's own words where a value was), then
-    // any hint: never the parser's banner.
-    std::cerr << "error: " << message << "\n";
-    if (!hint.empty()) std::cerr << hint.substr(1) << "\n";
+    if (ag::cli::json_requested(argc, argv)) {
+      std::cout << nlohmann::json{{"error", line + (rest.empty() ? "" : "\n" + rest)}}.dump() << "\n";
+    }
+    std::cerr << "error: " << line << "\n";
+    if (!rest.empty()) std::cerr << rest << "\n";
     return 2;
   }
   ag::cli::set_json_errors(conn.output == "json");

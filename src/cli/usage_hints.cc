@@ -111,13 +111,19 @@ std::string usage_hint(CLI::App& app, const CLI::ParseError& /*error*/, bool saw
   for (const auto& extra : extras) {
     if (extra.rfind("--", 0) != 0) continue;
     const std::string flag = extra.substr(0, extra.find('='));
-    std::string guess = closest(flag, flags);
-    if (!guess.empty()) {
-      hint = "\nunknown option '";
-      hint += flag;
-      hint += "': did you mean `" + guess + "`?";
-      break;
+    // Options of the whole command line (--address, -o, ...) are known everywhere.
+    if (std::find(flags.begin(), flags.end(), flag) != flags.end()) continue;
+    bool global = false;
+    for (const CLI::Option* option : app.get_options()) {
+      for (const auto& name : option->get_lnames()) global = global || "--" + name == flag;
     }
+    if (global) continue;
+    std::string guess = closest(flag, flags);
+    hint = "\nunknown option '";
+    hint += flag;
+    hint += guess.empty() ? "': `ag " + std::string(sub ? sub->get_name() + " " : "") + "--help` lists the options"
+                          : "': did you mean `" + guess + "`?";
+    break;
   }
   if (sub && sub->get_name() == "submit" && !saw_double_dash) {
     hint += "\nthe task's command goes after `--`, options before it: ag submit -n 2 -- python train.py --epochs 3";

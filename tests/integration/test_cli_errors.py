@@ -53,3 +53,21 @@ def test_durations_and_sizes_take_units_and_a_bad_one_is_one_line(head_only):
     assert head_only.api("GET", "/api/jobs")[1]["total"] == before, "nothing was submitted"
     proc = head_only.ag("token", "create", "--join", "--ttl", "3x", check=False)
     assert proc.returncode == 2 and proc.stderr.startswith("error: --ttl: '3x' is not a duration"), proc.stderr
+
+
+def test_ag_stop_says_it_stops_this_machines_daemons_and_their_tasks(cluster_factory):
+    c = cluster_factory("stop-warns")
+    job_id, _ = c.submit("--no-wait", "--", "sleep 60")
+    c.wait_state(job_id, "RUNNING")
+    proc = c.ag("stop", "--timeout", "10")
+    assert proc.stderr.startswith("stopping the 3 AetherGrid daemon(s) started from this machine ("), proc.stderr
+    assert "; their 1 running task(s) are stopped with them; to stop one job instead: ag stop-job JOB_ID" \
+        in proc.stderr, proc.stderr
+    assert "stopped head" in proc.stdout
+
+
+def test_a_rest_parameter_error_is_said_in_the_flags_terms(cluster):
+    job_id, _ = cluster.submit("-n", "2", "--", "echo hi")
+    proc = cluster.ag("logs", job_id, "--task-index", "5", check=False)
+    assert proc.returncode == 1, proc
+    assert proc.stderr == "error: --task-index: the job has tasks 0-1 (got 5)\n", proc.stderr

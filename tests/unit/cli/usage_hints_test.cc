@@ -1,8 +1,11 @@
 // closest(): the subcommand or flag a mistyped word most likely meant, only when it is
-// near enough to be a typo.
+// near enough to be a typo; plain_value_error() and in_cli_terms(): a parser's or the
+// head's message in the flag's own terms.
 #include "cli/usage_hints.h"
 
 #include <gtest/gtest.h>
+
+#include "cli/api_client.h"
 
 namespace ag::cli {
 namespace {
@@ -46,6 +49,14 @@ TEST(PlainValueError, SaysWhatIsWrongWithTheValueAndWhatToGive) {
   // Anything else is left as the parser said it.
   EXPECT_EQ(plain_value_error("The following argument was not expected: --bogus"),
             "The following argument was not expected: --bogus");
+}
+
+TEST(InCliTermsTest, AQueryParameterTheHeadNamesBecomesTheFlag) {
+  EXPECT_EQ(in_cli_terms("query parameter 'task_index' must be a whole number between 0 and 1, got '5'"),
+            "--task-index: the job has tasks 0-1 (got 5)");
+  EXPECT_EQ(in_cli_terms("query parameter 'max_bytes' must be a whole number between 1 and 4194304, got 'x'"),
+            "--max-bytes: give a whole number from 1 to 4194304 (got x)");
+  EXPECT_EQ(in_cli_terms("no job with id 'job_x'"), "no job with id 'job_x'");
 }
 
 }  // namespace
