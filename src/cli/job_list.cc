@@ -30,6 +30,9 @@ std::string text_of(const json& j, const char* key) {
   return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
 }
 
+// A table cell: "-" for nothing, so that every row has every column.
+std::string cell(std::string text) { return text.empty() ? "-" : text; }
+
 // "PENDING #2", "PENDING (held)", "PENDING (array)", ...
 std::string state_column(const json& j) {
   std::string state = text_of(j, "state");
@@ -129,10 +132,10 @@ int list_jobs(const ConnectionOptions& options, const ListJobsOptions& asked) {
       std::string entry = text_of(j, "entrypoint");
       if (entry.size() > 48) entry = entry.substr(0, 45) + "...";
       const std::string queue = text_of(j, "queue");
-      table.add({text_of(j, "job_id"), text_of(j, "name"), text_of(j, "owner"), queue.empty() ? "-" : queue,
+      table.add({text_of(j, "job_id"), cell(text_of(j, "name")), cell(text_of(j, "owner")), cell(queue),
                  state_column(j), j.contains("priority") ? j["priority"].dump() : "0", j["num_workers"].dump(),
                  format_time_ms(j["submitted_ms"].get<int64_t>()),
-                 started && finished ? format_duration_ms(finished - started) : "-", message_column(j), entry});
+                 started && finished ? format_duration_ms(finished - started) : "-", cell(message_column(j)), entry});
     }
     table.print(std::cout);
   }
