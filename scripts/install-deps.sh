@@ -8,6 +8,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libboost-dev libboost-system-dev
   nlohmann-json3-dev libsqlite3-dev libcli11-dev libspdlog-dev libfmt-dev
+  libpq-dev postgresql    # the PostgreSQL store (libpq); the tests start their own server (initdb, pg_ctl)
   libarchive-dev libssl-dev
   libacl1-dev             # libacl.a: the portable `ag` links libarchive statically (scripts/build-portable.sh)
   libgtest-dev libgmock-dev libbenchmark-dev googletest

@@ -1,5 +1,6 @@
 // Fixture helpers for KvStore tests: backends the contract suite runs against, each
-// opened fresh per test, and a way to wait for one write's outcome.
+// opened fresh per test (why_not: why a backend cannot be had here, for a skip), and a
+// way to wait for one write's outcome.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -13,7 +14,9 @@
 
 #include "head/store/kv_store.h"
 #include "head/store/memory_store.h"
+#include "head/store/postgres_store.h"
 #include "head/store/sqlite_store.h"
+#include "store/postgres_server.h"
 
 namespace ag::store::testing {
 
@@ -42,6 +45,7 @@ class TempDir {
 struct SqliteBackend {
   TempDir dir;
   std::unique_ptr<SqliteStore> store;
+  std::string why_not;
 
   SqliteBackend() {
     auto opened = SqliteStore::open(dir.file("head.db"));
@@ -57,7 +61,30 @@ struct SqliteBackend {
 // The unit-test backend.
 struct MemoryBackend {
   MemoryStore store;
+  std::string why_not;
   KvStore& get() { return store; }
+};
+
+// The shared store: a fresh database on the tests' PostgreSQL server (postgres_server.h).
+struct PostgresBackend {
+  std::unique_ptr<PostgresStore> store;
+  std::string why_not;  // set when there is no store: the test skips, saying this
+
+  PostgresBackend() {
+    PostgresServer& server = PostgresServer::get();
+    if (!server.ready()) {
+      why_not = server.why();
+      return;
+    }
+    auto opened = PostgresStore::open(server.new_database());
+    if (!opened.ok()) {
+      ADD_FAILURE() << "could not open store: " << opened.error().message;
+      why_not = opened.error().message;
+      return;
+    }
+    store = std::move(opened).value();
+  }
+  KvStore& get() { return *store; }
 };
 
 inline Mutation put(std::string table, std::string key, std::string value) {

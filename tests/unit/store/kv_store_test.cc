@@ -1,4 +1,5 @@
-// The KvStore contract, run against every backend (SqliteStore and MemoryStore), plus
+// The KvStore contract, run against every backend (SqliteStore, MemoryStore and
+// PostgresStore on a server the test starts: postgres_server.h), plus
 // the behaviour only one backend has: SQLite's durability and group commit, and the
 // memory store's injected write failures.
 #include "head/store/kv_store.h"
@@ -31,19 +32,23 @@ using ::testing::Pair;
 template <typename Backend>
 class KvStoreContractTest : public ::testing::Test {
  protected:
+  void SetUp() override {
+    if (!backend_.why_not.empty()) GTEST_SKIP() << backend_.why_not;
+  }
   KvStore& store() { return backend_.get(); }
 
  private:
   Backend backend_;
 };
 
-using Backends = ::testing::Types<SqliteBackend, MemoryBackend>;
+using Backends = ::testing::Types<SqliteBackend, MemoryBackend, PostgresBackend>;
 
 class BackendNames {
  public:
   template <typename T>
   static std::string GetName(int) {
-    return std::is_same_v<T, SqliteBackend> ? "Sqlite" : "Memory";
+    if (std::is_same_v<T, SqliteBackend>) return "Sqlite";
+    return std::is_same_v<T, PostgresBackend> ? "Postgres" : "Memory";
   }
 };
 
@@ -277,6 +282,69 @@ TEST(SqliteStoreTest, OpeningAFileThatIsNotADatabaseFails) {
 }
 
 // --- MemoryStore only ------------------------------------------------------------
+
+// --- PostgreSQL: what only a shared, networked store has --------------------------
+
+class PostgresStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!PostgresServer::get().ready()) GTEST_SKIP() << PostgresServer::get().why();
+    conninfo_ = PostgresServer::get().new_database();
+    ASSERT_FALSE(conninfo_.empty());
+  }
+  std::string conninfo_;
+};
+
+TEST_F(PostgresStoreTest, ASecondStoreOnTheSameDatabaseSeesEveryWriteAndDrainsOnClose) {
+  std::atomic<int> done_calls{0};
+  {
+    auto store = PostgresStore::open(conninfo_);
+    ASSERT_TRUE(store.ok()) << store.error().message;
+    ASSERT_TRUE(write_and_wait(**store, {put(kJobsTable, "job_1", "v1"), put(kJobsTable, "job_2", "v2")}).ok());
+    ASSERT_TRUE(write_and_wait(**store, {erase(kJobsTable, "job_2"), put(kJobsTable, "job_1", "v1b")}).ok());
+    for (int i = 0; i < 50; ++i) {
+      (*store)->write({put(kEventsTable, "e" + std::to_string(100 + i), "x")}, [&](Status) { done_calls++; });
+    }
+  }  // no flush: the destructor must not drop them
+  auto other = PostgresStore::open(conninfo_);
+  ASSERT_TRUE(other.ok()) << other.error().message;
+  EXPECT_THAT(scan_table(**other, kJobsTable), ElementsAre(Pair("job_1", "v1b")));
+  EXPECT_EQ(done_calls.load(), 50);
+  EXPECT_EQ(scan_table(**other, kEventsTable).size(), 50u);
+}
+
+TEST_F(PostgresStoreTest, GroupCommitUsesFarFewerTransactionsThanBatches) {
+  auto store = PostgresStore::open(conninfo_);
+  ASSERT_TRUE(store.ok()) << store.error().message;
+  constexpr int kBatches = 2000;
+  for (int i = 0; i < kBatches; ++i) {
+    (*store)->write({put(kJobsTable, "job_" + std::to_string(10000 + i), "v")}, [](Status) {});
+  }
+  (*store)->flush();
+  EXPECT_LT((*store)->commits(), static_cast<uint64_t>(kBatches / 20));
+  EXPECT_EQ(scan_table(**store, kJobsTable).size(), static_cast<size_t>(kBatches));
+}
+
+TEST_F(PostgresStoreTest, KeysSortBytewiseAsSqliteSortsThem) {
+  auto store = PostgresStore::open(conninfo_);
+  ASSERT_TRUE(store.ok()) << store.error().message;
+  ASSERT_TRUE(write_and_wait(**store, {put(kJobsTable, "b", "1"), put(kJobsTable, "B", "2"), put(kJobsTable, "a_2", "3"),
+                                       put(kJobsTable, "a-1", "4")})
+                  .ok());
+  std::vector<std::string> keys;
+  for (const auto& [key, _] : scan_table(**store, kJobsTable)) keys.push_back(key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"B", "a-1", "a_2", "b"}));
+}
+
+TEST(PostgresStoreOpenTest, AStoreThatCannotBeReachedSaysSo) {
+  auto store = PostgresStore::open("host=/nonexistent-dir port=1 user=ag dbname=ag connect_timeout=2");
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.error().code, ErrorCode::kUnavailable);
+  EXPECT_THAT(store.error().message, HasSubstr("cannot reach the store"));
+  auto garbage = PostgresStore::open("this is not a connection string");
+  ASSERT_FALSE(garbage.ok());
+  EXPECT_THAT(garbage.error().message, HasSubstr("cannot reach the store"));
+}
 
 TEST(MemoryStoreTest, FailedWriteReportsResourceExhaustedAndAppliesNothing) {
   MemoryStore store;

@@ -1,0 +1,219 @@
+#include "head/store/postgres_store.h"
+
+#include <libpq-fe.h>
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+namespace ag::store {
+namespace {
+
+// A query's result that clears itself.
+class PgResult {
+ public:
+  explicit PgResult(PGresult* result) : result_(result) {}
+  ~PgResult() { PQclear(result_); }
+  PgResult(const PgResult&) = delete;
+  PgResult& operator=(const PgResult&) = delete;
+  PGresult* get() const { return result_; }
+  bool ok() const {
+    const ExecStatusType status = PQresultStatus(result_);
+    return status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
+  }
+
+ private:
+  PGresult* result_;
+};
+
+Error pg_error(PGconn* conn, const std::string& what) {
+  std::string message = PQerrorMessage(conn);
+  while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
+  // A connection gone is the store being unreachable; a full disk on the server says so.
+  const bool gone = PQstatus(conn) != CONNECTION_OK;
+  const bool full = message.find("No space left") != std::string::npos ||
+                    message.find("could not extend file") != std::string::npos;
+  return {gone ? ErrorCode::kUnavailable : full ? ErrorCode::kResourceExhausted : ErrorCode::kInternal,
+          what + ": " + message};
+}
+
+// Runs `sql` with text parameters (a nullopt one as NULL; `binary` ones as bytea).
+PgResult run(PGconn* conn, const char* sql, const std::vector<const std::string*>& params,
+             const std::vector<int>& binary = {}) {
+  std::vector<const char*> values;
+  std::vector<int> lengths, formats;
+  for (size_t i = 0; i < params.size(); ++i) {
+    values.push_back(params[i] ? params[i]->data() : nullptr);
+    lengths.push_back(params[i] ? static_cast<int>(params[i]->size()) : 0);
+    formats.push_back(i < binary.size() ? binary[i] : 0);
+  }
+  // Binary results: bytea values come back as their bytes, text as text.
+  return PgResult(PQexecParams(conn, sql, static_cast<int>(params.size()), nullptr, values.data(), lengths.data(),
+                               formats.data(), 1));
+}
+
+std::string column(PGresult* result, int row, int col) {
+  return std::string(PQgetvalue(result, row, col), static_cast<size_t>(PQgetlength(result, row, col)));
+}
+
+Status exec(PGconn* conn, const char* sql) {
+  PgResult result(PQexec(conn, sql));
+  if (!result.ok()) return pg_error(conn, sql);
+  return {};
+}
+
+constexpr const char* kUpsert =
+    "INSERT INTO records(tbl, key, value) VALUES($1, $2, $3) "
+    "ON CONFLICT (tbl, key) DO UPDATE SET value = excluded.value";
+constexpr const char* kDelete = "DELETE FROM records WHERE tbl = $1 AND key = $2";
+
+}  // namespace
+
+struct PostgresStore::Impl {
+  struct Pending {
+    std::vector<Mutation> batch;
+    std::function<void(Status)> done;
+  };
+
+  PGconn* writer_conn = nullptr;  // the writer thread's only
+  PGconn* reader_conn = nullptr;  // guarded by reader_mu
+  std::mutex reader_mu;
+
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  std::condition_variable drained_cv;
+  std::deque<Pending> queue;
+  bool writing = false;
+  bool stopping = false;
+  uint64_t commit_count = 0;
+  std::thread writer;
+
+  ~Impl() {
+    {
+      std::lock_guard lock(mu);
+      stopping = true;
+    }
+    cv.notify_all();
+    if (writer.joinable()) writer.join();
+    if (reader_conn) PQfinish(reader_conn);
+    if (writer_conn) PQfinish(writer_conn);
+  }
+
+  Status apply(const std::vector<Mutation>& batch) {
+    for (const auto& m : batch) {
+      PgResult result = m.value ? run(writer_conn, kUpsert, {&m.table, &m.key, &*m.value}, {0, 0, 1})
+                                : run(writer_conn, kDelete, {&m.table, &m.key});
+      if (!result.ok()) return pg_error(writer_conn, "writing " + m.table + "/" + m.key);
+    }
+    return {};
+  }
+
+  // Applies `group` in one transaction; its status is every batch's.
+  Status commit_group(const std::deque<Pending>& group) {
+    if (PQstatus(writer_conn) != CONNECTION_OK) PQreset(writer_conn);  // a server back after a restart
+    if (Status s = exec(writer_conn, "BEGIN"); !s) return s;
+    for (const auto& p : group) {
+      if (Status s = apply(p.batch); !s) {
+        (void)exec(writer_conn, "ROLLBACK");
+        return s;
+      }
+    }
+    if (Status s = exec(writer_conn, "COMMIT"); !s) {
+      (void)exec(writer_conn, "ROLLBACK");
+      return s;
+    }
+    return {};
+  }
+
+  void run_writer() {
+    for (;;) {
+      std::deque<Pending> group;
+      {
+        std::unique_lock lock(mu);
+        cv.wait(lock, [&] { return stopping || !queue.empty(); });
+        if (queue.empty()) return;  // stopping and drained
+        group.swap(queue);
+        writing = true;
+      }
+      Status status = commit_group(group);
+      if (status) {
+        for (auto& p : group) p.done(status);
+      } else {
+        // One bad batch must not fail its neighbours: retry each on its own.
+        for (auto& p : group) {
+          std::deque<Pending> single;
+          single.push_back({p.batch, nullptr});
+          p.done(commit_group(single));
+        }
+      }
+      {
+        std::lock_guard lock(mu);
+        ++commit_count;
+        writing = false;
+      }
+      drained_cv.notify_all();
+    }
+  }
+};
+
+PostgresStore::PostgresStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+PostgresStore::~PostgresStore() = default;
+
+Result<std::unique_ptr<PostgresStore>> PostgresStore::open(const std::string& conninfo) {
+  auto impl = std::make_unique<Impl>();
+  for (PGconn** conn : {&impl->writer_conn, &impl->reader_conn}) {
+    *conn = PQconnectdb(conninfo.c_str());
+    if (PQstatus(*conn) != CONNECTION_OK) {
+      return Error{ErrorCode::kUnavailable, "cannot reach the store: " + pg_error(*conn, "connecting").message};
+    }
+  }
+  if (Status s = exec(impl->writer_conn,
+                      "CREATE TABLE IF NOT EXISTS records(tbl TEXT COLLATE \"C\" NOT NULL, "
+                      "key TEXT COLLATE \"C\" NOT NULL, value BYTEA NOT NULL, PRIMARY KEY(tbl, key))");
+      !s) {
+    return Error{ErrorCode::kInternal, "preparing the store: " + s.error().message};
+  }
+  Impl* raw = impl.get();
+  impl->writer = std::thread([raw] { raw->run_writer(); });
+  return std::unique_ptr<PostgresStore>(new PostgresStore(std::move(impl)));
+}
+
+void PostgresStore::write(std::vector<Mutation> batch, std::function<void(Status)> done) {
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->queue.push_back({std::move(batch), std::move(done)});
+  }
+  impl_->cv.notify_one();
+}
+
+Result<std::vector<Record>> PostgresStore::scan(const std::string& table) {
+  std::lock_guard lock(impl_->reader_mu);
+  PgResult result = run(impl_->reader_conn, "SELECT key, value FROM records WHERE tbl = $1 ORDER BY key", {&table});
+  if (!result.ok()) return pg_error(impl_->reader_conn, "scanning " + table);
+  std::vector<Record> out;
+  const int rows = PQntuples(result.get());
+  out.reserve(static_cast<size_t>(rows));
+  for (int i = 0; i < rows; ++i) out.emplace_back(column(result.get(), i, 0), column(result.get(), i, 1));
+  return out;
+}
+
+Result<std::optional<std::string>> PostgresStore::get(const std::string& table, const std::string& key) {
+  std::lock_guard lock(impl_->reader_mu);
+  PgResult result = run(impl_->reader_conn, "SELECT value FROM records WHERE tbl = $1 AND key = $2", {&table, &key});
+  if (!result.ok()) return pg_error(impl_->reader_conn, "reading " + table + "/" + key);
+  if (PQntuples(result.get()) == 0) return std::optional<std::string>();
+  return std::optional<std::string>(column(result.get(), 0, 0));
+}
+
+void PostgresStore::flush() {
+  std::unique_lock lock(impl_->mu);
+  impl_->drained_cv.wait(lock, [&] { return impl_->queue.empty() && !impl_->writing; });
+}
+
+uint64_t PostgresStore::commits() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->commit_count;
+}
+
+}  // namespace ag::store

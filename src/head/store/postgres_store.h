@@ -1,0 +1,42 @@
+// PostgresStore: KvStore on a PostgreSQL database (libpq), for heads that share one
+// store. The records live in one table, records(tbl, key, value bytea), keys ordered
+// bytewise ("C" collation) as SQLite orders them. One writer thread with its own
+// connection commits queued batches in groups (one transaction for every batch queued
+// while the last one committed); reads take a second connection. A batch that fails in
+// a group is retried on its own so that it fails alone.
+//
+// Lifecycle: open() connects (libpq's connection string or URI; the password from the
+// string, PGPASSWORD or ~/.pgpass), creates the table if missing and starts the writer;
+// the destructor drains the queue and stops it. Every method is thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "head/store/kv_store.h"
+
+namespace ag::store {
+
+class PostgresStore final : public KvStore {
+ public:
+  // Errors: kUnavailable when the server cannot be reached or refuses the login (the
+  // message is the server's, without the password); kInternal when the table cannot be
+  // made.
+  static Result<std::unique_ptr<PostgresStore>> open(const std::string& conninfo);
+  ~PostgresStore() override;
+
+  void write(std::vector<Mutation> batch, std::function<void(Status)> done) override;
+  Result<std::vector<Record>> scan(const std::string& table) override;
+  Result<std::optional<std::string>> get(const std::string& table, const std::string& key) override;
+  void flush() override;
+
+  // Number of transactions committed so far (group commit makes this < batches).
+  uint64_t commits() const;
+
+ private:
+  struct Impl;
+  explicit PostgresStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ag::store
