@@ -2,10 +2,10 @@
 
 #include <libpq-fe.h>
 
-#include <condition_variable>
-#include <deque>
+#include <memory>
 #include <mutex>
-#include <thread>
+
+#include "head/store/group_writer.h"
 
 namespace ag::store {
 namespace {
@@ -71,31 +71,13 @@ constexpr const char* kDelete = "DELETE FROM records WHERE tbl = $1 AND key = $2
 }  // namespace
 
 struct PostgresStore::Impl {
-  struct Pending {
-    std::vector<Mutation> batch;
-    std::function<void(Status)> done;
-  };
-
-  PGconn* writer_conn = nullptr;  // the writer thread's only
+  PGconn* writer_conn = nullptr;  // the writer thread's only (after open)
   PGconn* reader_conn = nullptr;  // guarded by reader_mu
   std::mutex reader_mu;
-
-  mutable std::mutex mu;
-  std::condition_variable cv;
-  std::condition_variable drained_cv;
-  std::deque<Pending> queue;
-  bool writing = false;
-  bool stopping = false;
-  uint64_t commit_count = 0;
-  std::thread writer;
+  std::unique_ptr<GroupWriter> writer;
 
   ~Impl() {
-    {
-      std::lock_guard lock(mu);
-      stopping = true;
-    }
-    cv.notify_all();
-    if (writer.joinable()) writer.join();
+    writer.reset();  // drains the queue first
     if (reader_conn) PQfinish(reader_conn);
     if (writer_conn) PQfinish(writer_conn);
   }
@@ -109,12 +91,12 @@ struct PostgresStore::Impl {
     return {};
   }
 
-  // Applies `group` in one transaction; its status is every batch's.
-  Status commit_group(const std::deque<Pending>& group) {
+  // GroupWriter's commit: every batch in one transaction.
+  Status commit(const std::vector<const std::vector<Mutation>*>& batches) {
     if (PQstatus(writer_conn) != CONNECTION_OK) PQreset(writer_conn);  // a server back after a restart
     if (Status s = exec(writer_conn, "BEGIN"); !s) return s;
-    for (const auto& p : group) {
-      if (Status s = apply(p.batch); !s) {
+    for (const auto* batch : batches) {
+      if (Status s = apply(*batch); !s) {
         (void)exec(writer_conn, "ROLLBACK");
         return s;
       }
@@ -124,36 +106,6 @@ struct PostgresStore::Impl {
       return s;
     }
     return {};
-  }
-
-  void run_writer() {
-    for (;;) {
-      std::deque<Pending> group;
-      {
-        std::unique_lock lock(mu);
-        cv.wait(lock, [&] { return stopping || !queue.empty(); });
-        if (queue.empty()) return;  // stopping and drained
-        group.swap(queue);
-        writing = true;
-      }
-      Status status = commit_group(group);
-      if (status) {
-        for (auto& p : group) p.done(status);
-      } else {
-        // One bad batch must not fail its neighbours: retry each on its own.
-        for (auto& p : group) {
-          std::deque<Pending> single;
-          single.push_back({p.batch, nullptr});
-          p.done(commit_group(single));
-        }
-      }
-      {
-        std::lock_guard lock(mu);
-        ++commit_count;
-        writing = false;
-      }
-      drained_cv.notify_all();
-    }
   }
 };
 
@@ -175,16 +127,12 @@ Result<std::unique_ptr<PostgresStore>> PostgresStore::open(const std::string& co
     return Error{ErrorCode::kInternal, "preparing the store: " + s.error().message};
   }
   Impl* raw = impl.get();
-  impl->writer = std::thread([raw] { raw->run_writer(); });
+  impl->writer = std::make_unique<GroupWriter>([raw](const auto& batches) { return raw->commit(batches); });
   return std::unique_ptr<PostgresStore>(new PostgresStore(std::move(impl)));
 }
 
 void PostgresStore::write(std::vector<Mutation> batch, std::function<void(Status)> done) {
-  {
-    std::lock_guard lock(impl_->mu);
-    impl_->queue.push_back({std::move(batch), std::move(done)});
-  }
-  impl_->cv.notify_one();
+  impl_->writer->write(std::move(batch), std::move(done));
 }
 
 Result<std::vector<Record>> PostgresStore::scan(const std::string& table) {
@@ -206,14 +154,8 @@ Result<std::optional<std::string>> PostgresStore::get(const std::string& table, 
   return std::optional<std::string>(column(result.get(), 0, 0));
 }
 
-void PostgresStore::flush() {
-  std::unique_lock lock(impl_->mu);
-  impl_->drained_cv.wait(lock, [&] { return impl_->queue.empty() && !impl_->writing; });
-}
+void PostgresStore::flush() { impl_->writer->flush(); }
 
-uint64_t PostgresStore::commits() const {
-  std::lock_guard lock(impl_->mu);
-  return impl_->commit_count;
-}
+uint64_t PostgresStore::commits() const { return impl_->writer->commits(); }
 
 }  // namespace ag::store

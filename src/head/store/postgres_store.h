@@ -1,9 +1,7 @@
 // PostgresStore: KvStore on a PostgreSQL database (libpq), for heads that share one
 // store. The records live in one table, records(tbl, key, value bytea), keys ordered
-// bytewise ("C" collation) as SQLite orders them. One writer thread with its own
-// connection commits queued batches in groups (one transaction for every batch queued
-// while the last one committed); reads take a second connection. A batch that fails in
-// a group is retried on its own so that it fails alone.
+// bytewise ("C" collation) as SQLite orders them. Writes go through a GroupWriter
+// (group_writer.h) on a connection of their own; reads take a second connection.
 //
 // Lifecycle: open() connects (libpq's connection string or URI; the password from the
 // string, PGPASSWORD or ~/.pgpass), creates the table if missing and starts the writer;

@@ -2,10 +2,10 @@
 
 #include <sqlite3.h>
 
-#include <condition_variable>
-#include <deque>
+#include <memory>
 #include <mutex>
-#include <thread>
+
+#include "head/store/group_writer.h"
 
 namespace ag::store {
 namespace {
@@ -51,31 +51,17 @@ std::string column_text(sqlite3_stmt* stmt, int index) {
 }  // namespace
 
 struct SqliteStore::Impl {
-  struct Pending {
-    std::vector<Mutation> batch;
-    std::function<void(Status)> done;
-  };
-
-  sqlite3* writer_db = nullptr;  // used by the writer thread only
+  sqlite3* writer_db = nullptr;  // used by the writer thread only (after open)
   sqlite3* reader_db = nullptr;  // guarded by reader_mu
   std::mutex reader_mu;
-
-  std::mutex mu;
-  std::condition_variable cv;
-  std::condition_variable drained_cv;
-  std::deque<Pending> queue;
-  bool writing = false;
-  bool stopping = false;
-  uint64_t commit_count = 0;
-  std::thread writer;
+  std::unique_ptr<Statement> upsert;
+  std::unique_ptr<Statement> remove;
+  std::unique_ptr<GroupWriter> writer;
 
   ~Impl() {
-    {
-      std::lock_guard lock(mu);
-      stopping = true;
-    }
-    cv.notify_all();
-    if (writer.joinable()) writer.join();
+    writer.reset();  // drains the queue first
+    upsert.reset();
+    remove.reset();
     sqlite3_close(reader_db);
     sqlite3_close(writer_db);
   }
@@ -91,9 +77,9 @@ struct SqliteStore::Impl {
     return {};
   }
 
-  Status apply(const std::vector<Mutation>& batch, sqlite3_stmt* upsert, sqlite3_stmt* remove) {
+  Status apply(const std::vector<Mutation>& batch) {
     for (const auto& m : batch) {
-      sqlite3_stmt* stmt = m.value ? upsert : remove;
+      sqlite3_stmt* stmt = m.value ? upsert->get() : remove->get();
       sqlite3_reset(stmt);
       bind_text(stmt, 1, m.table);
       bind_text(stmt, 2, m.key);
@@ -106,11 +92,11 @@ struct SqliteStore::Impl {
     return {};
   }
 
-  // Applies `group` in one transaction; returns the status for every batch.
-  Status commit_group(const std::deque<Pending>& group, sqlite3_stmt* upsert, sqlite3_stmt* remove) {
+  // GroupWriter's commit: every batch in one transaction.
+  Status commit(const std::vector<const std::vector<Mutation>*>& batches) {
     if (Status s = exec("BEGIN IMMEDIATE"); !s) return s;
-    for (const auto& p : group) {
-      if (Status s = apply(p.batch, upsert, remove); !s) {
+    for (const auto* batch : batches) {
+      if (Status s = apply(*batch); !s) {
         (void)exec("ROLLBACK");  // the failed write's status is the one to report
         return s;
       }
@@ -120,40 +106,6 @@ struct SqliteStore::Impl {
       return s;
     }
     return {};
-  }
-
-  void run_writer() {
-    Statement upsert(writer_db,
-                     "INSERT INTO records(tbl, key, value) VALUES(?1, ?2, ?3) "
-                     "ON CONFLICT(tbl, key) DO UPDATE SET value = excluded.value");
-    Statement remove(writer_db, "DELETE FROM records WHERE tbl = ?1 AND key = ?2");
-    for (;;) {
-      std::deque<Pending> group;
-      {
-        std::unique_lock lock(mu);
-        cv.wait(lock, [&] { return stopping || !queue.empty(); });
-        if (queue.empty()) return;  // stopping and drained
-        group.swap(queue);
-        writing = true;
-      }
-      Status status = commit_group(group, upsert.get(), remove.get());
-      if (status) {
-        for (auto& p : group) p.done(status);
-      } else {
-        // One bad batch must not fail its neighbours: retry each on its own.
-        for (auto& p : group) {
-          std::deque<Pending> single;
-          single.push_back({p.batch, nullptr});
-          p.done(commit_group(single, upsert.get(), remove.get()));
-        }
-      }
-      {
-        std::lock_guard lock(mu);
-        ++commit_count;
-        writing = false;
-      }
-      drained_cv.notify_all();
-    }
   }
 };
 
@@ -174,17 +126,17 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const std::string& path) 
   rc = sqlite3_open_v2(path.c_str(), &impl->reader_db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) return sqlite_error(impl->reader_db, rc, "opening " + path + " for reading");
   sqlite3_busy_timeout(impl->reader_db, 5000);
+  impl->upsert = std::make_unique<Statement>(impl->writer_db,
+                                             "INSERT INTO records(tbl, key, value) VALUES(?1, ?2, ?3) "
+                                             "ON CONFLICT(tbl, key) DO UPDATE SET value = excluded.value");
+  impl->remove = std::make_unique<Statement>(impl->writer_db, "DELETE FROM records WHERE tbl = ?1 AND key = ?2");
   Impl* raw = impl.get();
-  impl->writer = std::thread([raw] { raw->run_writer(); });
+  impl->writer = std::make_unique<GroupWriter>([raw](const auto& batches) { return raw->commit(batches); });
   return std::unique_ptr<SqliteStore>(new SqliteStore(std::move(impl)));
 }
 
 void SqliteStore::write(std::vector<Mutation> batch, std::function<void(Status)> done) {
-  {
-    std::lock_guard lock(impl_->mu);
-    impl_->queue.push_back({std::move(batch), std::move(done)});
-  }
-  impl_->cv.notify_one();
+  impl_->writer->write(std::move(batch), std::move(done));
 }
 
 Result<std::vector<Record>> SqliteStore::scan(const std::string& table) {
@@ -213,14 +165,8 @@ Result<std::optional<std::string>> SqliteStore::get(const std::string& table, co
   return sqlite_error(impl_->reader_db, rc, "reading " + table + "/" + key);
 }
 
-void SqliteStore::flush() {
-  std::unique_lock lock(impl_->mu);
-  impl_->drained_cv.wait(lock, [&] { return impl_->queue.empty() && !impl_->writing; });
-}
+void SqliteStore::flush() { impl_->writer->flush(); }
 
-uint64_t SqliteStore::commits() const {
-  std::lock_guard lock(impl_->mu);
-  return impl_->commit_count;
-}
+uint64_t SqliteStore::commits() const { return impl_->writer->commits(); }
 
 }  // namespace ag::store

@@ -1,5 +1,5 @@
 // SqliteStore: KvStore on an SQLite database in WAL mode with synchronous=FULL, written
-// by one writer thread that commits queued batches in groups.
+// by one writer thread that commits queued batches in groups (group_writer.h).
 //
 // Lifecycle: open() creates or opens the file and starts the writer thread; the
 // destructor drains the queue and stops it. Every method is thread-safe.
