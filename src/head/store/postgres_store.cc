@@ -4,6 +4,8 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <utility>
 
 #include "head/store/group_writer.h"
 
@@ -67,6 +69,17 @@ constexpr const char* kUpsert =
     "INSERT INTO records(tbl, key, value) VALUES($1, $2, $3) "
     "ON CONFLICT (tbl, key) DO UPDATE SET value = excluded.value";
 constexpr const char* kDelete = "DELETE FROM records WHERE tbl = $1 AND key = $2";
+constexpr const char* kAcquire =
+    "INSERT INTO lease(name, holder, epoch, expires_at) "
+    "VALUES('head', $1, 1, now() + $2::bigint * interval '1 millisecond') "
+    "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, epoch = lease.epoch + 1, "
+    "expires_at = excluded.expires_at WHERE lease.expires_at <= now() RETURNING epoch::text";
+constexpr const char* kRenew =
+    "UPDATE lease SET expires_at = now() + $3::bigint * interval '1 millisecond' "
+    "WHERE name = 'head' AND holder = $1 AND epoch = $2::bigint AND expires_at > now() RETURNING epoch::text";
+constexpr const char* kHolds =
+    "SELECT epoch FROM lease WHERE name = 'head' AND holder = $1 AND epoch = $2::bigint AND expires_at > now() "
+    "FOR SHARE";
 
 }  // namespace
 
@@ -74,6 +87,8 @@ struct PostgresStore::Impl {
   PGconn* writer_conn = nullptr;  // the writer thread's only (after open)
   PGconn* reader_conn = nullptr;  // guarded by reader_mu
   std::mutex reader_mu;
+  std::mutex fence_mu;  // guards the fence
+  std::optional<std::pair<std::string, int64_t>> fence;  // (holder, epoch) every write must hold
   std::unique_ptr<GroupWriter> writer;
 
   ~Impl() {
@@ -91,10 +106,33 @@ struct PostgresStore::Impl {
     return {};
   }
 
+  // Inside the write's transaction: the lease this store was fenced with still holds
+  // (and stays locked until the transaction ends).
+  Status check_fence() {
+    std::optional<std::pair<std::string, int64_t>> mine;
+    {
+      std::lock_guard lock(fence_mu);
+      mine = fence;
+    }
+    if (!mine) return {};
+    const std::string epoch = std::to_string(mine->second);
+    PgResult held = run(writer_conn, kHolds, {&mine->first, &epoch});
+    if (!held.ok()) return pg_error(writer_conn, "checking the lease");
+    if (PQntuples(held.get()) == 0) {
+      return Error{ErrorCode::kUnavailable, "this head no longer leads the store (its lease, epoch " + epoch +
+                                                ", ran out or another head took it over); nothing was written"};
+    }
+    return {};
+  }
+
   // GroupWriter's commit: every batch in one transaction.
   Status commit(const std::vector<const std::vector<Mutation>*>& batches) {
     if (PQstatus(writer_conn) != CONNECTION_OK) PQreset(writer_conn);  // a server back after a restart
     if (Status s = exec(writer_conn, "BEGIN"); !s) return s;
+    if (Status s = check_fence(); !s) {
+      (void)exec(writer_conn, "ROLLBACK");
+      return s;
+    }
     for (const auto* batch : batches) {
       if (Status s = apply(*batch); !s) {
         (void)exec(writer_conn, "ROLLBACK");
@@ -119,10 +157,18 @@ Result<std::unique_ptr<PostgresStore>> PostgresStore::open(const std::string& co
     if (PQstatus(*conn) != CONNECTION_OK) {
       return Error{ErrorCode::kUnavailable, "cannot reach the store: " + pg_error(*conn, "connecting").message};
     }
+    // The server's notices ("relation already exists, skipping") are not for the head's log.
+    PQsetNoticeProcessor(*conn, [](void*, const char*) {}, nullptr);
   }
   if (Status s = exec(impl->writer_conn,
                       "CREATE TABLE IF NOT EXISTS records(tbl TEXT COLLATE \"C\" NOT NULL, "
                       "key TEXT COLLATE \"C\" NOT NULL, value BYTEA NOT NULL, PRIMARY KEY(tbl, key))");
+      !s) {
+    return Error{ErrorCode::kInternal, "preparing the store: " + s.error().message};
+  }
+  if (Status s = exec(impl->writer_conn,
+                      "CREATE TABLE IF NOT EXISTS lease(name TEXT PRIMARY KEY, holder TEXT NOT NULL, "
+                      "epoch BIGINT NOT NULL, expires_at TIMESTAMPTZ NOT NULL)");
       !s) {
     return Error{ErrorCode::kInternal, "preparing the store: " + s.error().message};
   }
@@ -157,5 +203,27 @@ Result<std::optional<std::string>> PostgresStore::get(const std::string& table, 
 void PostgresStore::flush() { impl_->writer->flush(); }
 
 uint64_t PostgresStore::commits() const { return impl_->writer->commits(); }
+
+Result<std::optional<int64_t>> PostgresStore::acquire_lease(const std::string& holder, int64_t ttl_ms) {
+  std::lock_guard lock(impl_->reader_mu);
+  const std::string ttl = std::to_string(ttl_ms);
+  PgResult result = run(impl_->reader_conn, kAcquire, {&holder, &ttl});
+  if (!result.ok()) return pg_error(impl_->reader_conn, "taking the lease");
+  if (PQntuples(result.get()) == 0) return std::optional<int64_t>();
+  return std::optional<int64_t>(std::stoll(column(result.get(), 0, 0)));
+}
+
+Result<bool> PostgresStore::renew_lease(const std::string& holder, int64_t epoch, int64_t ttl_ms) {
+  std::lock_guard lock(impl_->reader_mu);
+  const std::string epoch_text = std::to_string(epoch), ttl = std::to_string(ttl_ms);
+  PgResult result = run(impl_->reader_conn, kRenew, {&holder, &epoch_text, &ttl});
+  if (!result.ok()) return pg_error(impl_->reader_conn, "renewing the lease");
+  return PQntuples(result.get()) > 0;
+}
+
+void PostgresStore::fence(const std::string& holder, int64_t epoch) {
+  std::lock_guard lock(impl_->fence_mu);
+  impl_->fence = std::make_pair(holder, epoch);
+}
 
 }  // namespace ag::store

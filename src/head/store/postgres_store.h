@@ -31,6 +31,22 @@ class PostgresStore final : public KvStore {
   // Number of transactions committed so far (group commit makes this < batches).
   uint64_t commits() const;
 
+  // Leadership among the heads sharing the store: one lease row (holder, epoch, expiry
+  // on the database's clock, so that no head's clock matters). The epoch rises by one at
+  // every takeover: it is the fencing token.
+  //
+  // Takes the lease for `holder` for `ttl_ms` when nobody holds it or it ran out; the
+  // new epoch, or nullopt while another holds it. Errors: the store's (kUnavailable).
+  Result<std::optional<int64_t>> acquire_lease(const std::string& holder, int64_t ttl_ms);
+  // Extends the lease of (`holder`, `epoch`) by `ttl_ms` from now; false when it is no
+  // longer theirs (it ran out, or another head took it). Errors: the store's.
+  Result<bool> renew_lease(const std::string& holder, int64_t epoch, int64_t ttl_ms);
+  // From now on a write commits only if (`holder`, `epoch`) still holds a lease that has
+  // not run out, checked in the write's own transaction (the lease row locked until it
+  // commits, so a takeover waits for it); otherwise it fails kUnavailable and applies
+  // nothing.
+  void fence(const std::string& holder, int64_t epoch);
+
  private:
   struct Impl;
   explicit PostgresStore(std::unique_ptr<Impl> impl);

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <future>
 #include <memory>
@@ -334,6 +335,58 @@ TEST_F(PostgresStoreTest, KeysSortBytewiseAsSqliteSortsThem) {
   std::vector<std::string> keys;
   for (const auto& [key, _] : scan_table(**store, kJobsTable)) keys.push_back(key);
   EXPECT_EQ(keys, (std::vector<std::string>{"B", "a-1", "a_2", "b"}));
+}
+
+TEST_F(PostgresStoreTest, OneHeadHoldsTheLeaseARenewalKeepsItAndATakeoverRaisesTheEpoch) {
+  auto first = PostgresStore::open(conninfo_);
+  auto second = PostgresStore::open(conninfo_);
+  ASSERT_TRUE(first.ok() && second.ok());
+  auto epoch = (*first)->acquire_lease("head-a", 60'000);
+  ASSERT_TRUE(epoch.ok()) << epoch.error().message;
+  ASSERT_EQ(epoch.value(), std::optional<int64_t>(1));
+  auto refused = (*second)->acquire_lease("head-b", 60'000);
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ(refused.value(), std::nullopt) << "held and not run out";
+  EXPECT_TRUE((*first)->renew_lease("head-a", 1, 60'000).value());
+  EXPECT_FALSE((*second)->renew_lease("head-b", 1, 60'000).value()) << "not theirs";
+  // A short lease runs out on the database's clock; then another head takes it over.
+  ASSERT_TRUE((*first)->renew_lease("head-a", 1, 1).value());
+  std::optional<int64_t> taken;
+  for (int i = 0; i < 500 && !taken; ++i) {
+    auto attempt = (*second)->acquire_lease("head-b", 60'000);
+    ASSERT_TRUE(attempt.ok());
+    taken = attempt.value();
+    if (!taken) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(taken, std::optional<int64_t>(2)) << "the epoch rises at a takeover";
+  EXPECT_FALSE((*first)->renew_lease("head-a", 1, 60'000).value()) << "the old leader cannot renew";
+}
+
+TEST_F(PostgresStoreTest, AWriteOfAHeadWhoseLeaseWasTakenCommitsNothing) {
+  auto old_leader = PostgresStore::open(conninfo_);
+  auto new_leader = PostgresStore::open(conninfo_);
+  ASSERT_TRUE(old_leader.ok() && new_leader.ok());
+  ASSERT_EQ((*old_leader)->acquire_lease("head-a", 60'000).value(), std::optional<int64_t>(1));
+  (*old_leader)->fence("head-a", 1);
+  ASSERT_TRUE(write_and_wait(**old_leader, {put(kJobsTable, "job_1", "by a")}).ok());
+  // Its lease runs out and the other head takes over.
+  ASSERT_TRUE((*old_leader)->renew_lease("head-a", 1, 1).value());
+  std::optional<int64_t> taken;
+  for (int i = 0; i < 500 && !taken; ++i) {
+    taken = (*new_leader)->acquire_lease("head-b", 60'000).value();
+    if (!taken) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(taken, std::optional<int64_t>(2));
+  (*new_leader)->fence("head-b", 2);
+  // The old leader's writes, alone or in a group, are refused whole.
+  const Status late = write_and_wait(**old_leader, {put(kJobsTable, "job_1", "late"), put(kJobsTable, "job_2", "x")});
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.error().code, ErrorCode::kUnavailable);
+  EXPECT_THAT(late.error().message, HasSubstr("no longer leads the store"));
+  EXPECT_EQ(get_value(**new_leader, kJobsTable, "job_1"), "by a");
+  EXPECT_EQ(get_value(**new_leader, kJobsTable, "job_2"), std::nullopt);
+  ASSERT_TRUE(write_and_wait(**new_leader, {put(kJobsTable, "job_2", "by b")}).ok());
+  EXPECT_EQ(get_value(**old_leader, kJobsTable, "job_2"), "by b");
 }
 
 TEST(PostgresStoreOpenTest, AStoreThatCannotBeReachedSaysSo) {
