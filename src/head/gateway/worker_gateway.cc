@@ -262,7 +262,12 @@ void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel
                    // Acknowledged once the log and the end are on disk (the worker lets
                    // go of the task then), and also when the head no longer knows the task.
                    std::weak_ptr<net::WsConnection> weak = channel;
-                   deps_.logs.after_synced(m.task, [this, weak, task = m.task] {
+                   deps_.logs.after_synced(m.task, [this, weak, task = m.task, node = *node_id, bytes = m.log_bytes] {
+                     // A log that could not be made durable was emptied: taken again,
+                     // and the exit, which comes again after it, acknowledged then.
+                     if (bytes > deps_.logs.size(task) && may_report(deps_.jobs, node, task)) {
+                       return retry_log(node, task);
+                     }
                      deps_.jobs.writer.after_durable([weak, task] {
                        if (auto ch = weak.lock()) send(ch, api::ExitAck{task});
                      });

@@ -43,11 +43,12 @@ int64_t drop_oldest(int fd, int64_t size, int64_t dropped, int64_t cap) {
 
 }  // namespace
 
-LogStore::LogStore(std::string root_dir, size_t max_open_files, Timers* io, const Clock* clock)
+LogStore::LogStore(std::string root_dir, size_t max_open_files, Timers* io, const Clock* clock,
+                   LogSyncer::Fsync fsync)
     : root_(std::move(root_dir)),
       max_open_files_(std::max<size_t>(1, max_open_files)),
       clock_(clock ? clock : &system_clock_),
-      syncer_(std::make_unique<LogSyncer>(io)) {
+      syncer_(std::make_unique<LogSyncer>(io, [this](const api::TaskKey& key) { lost(key); }, std::move(fsync))) {
   // A folder that cannot be made fails each append with the path and the reason.
   std::error_code ec;
   std::filesystem::create_directories(root_, ec);
@@ -199,6 +200,27 @@ void LogStore::close(const api::TaskKey& key) {
 }
 
 int64_t LogStore::size(const api::TaskKey& key) { return open(key).size; }
+
+void LogStore::lost(const api::TaskKey& key) {
+  auto it = logs_.find(key);
+  if (it == logs_.end()) return;
+  OpenLog& log = it->second;
+  spdlog::error("log of {} task {}: its bytes could not be made durable (is the head's disk full?); it is taken "
+                "again from its worker",
+                key.job_id, key.task_index);
+  // Emptied, file and all: its worker still has every byte (its exit is not acknowledged
+  // before the log is durable) and sends them again from the start.
+  close_file(log);
+  if (::truncate(path(key).c_str(), 0) != 0 && errno != ENOENT) {
+    spdlog::error("cannot empty {}: {}", path(key), std::strerror(errno));
+  }
+  std::error_code ec;
+  std::filesystem::remove(dropped_path(path(key)), ec);
+  std::filesystem::remove(times_path(key), ec);
+  log.size = 0;
+  log.dropped = 0;
+  log.times = TimeNoteWriter{};
+}
 
 void LogStore::remove_job(const std::string& job_id) {
   const api::TaskKey first{job_id, INT_MIN, INT_MIN};

@@ -34,9 +34,10 @@ class LogStore {
  public:
   // With `io`, syncs run on a background thread and their ends are posted to `io`;
   // without it, close() syncs before it returns.
-  // Receive times come from `clock` (the system's when null).
+  // Receive times come from `clock` (the system's when null). `fsync`: how a closed log
+  // is made durable (a test gives one that fails).
   explicit LogStore(std::string root_dir, size_t max_open_files = 128, Timers* io = nullptr,
-                    const Clock* clock = nullptr);
+                    const Clock* clock = nullptr, LogSyncer::Fsync fsync = nullptr);
   ~LogStore();
 
   // Appends bytes at `offset`. Bytes before the current end (a resend) are skipped.
@@ -55,7 +56,9 @@ class LogStore {
 
   // Runs `fn` on the io thread once every close() of the log so far has reached the
   // disk (at once when none is under way): what the head acknowledges to a worker,
-  // which then lets go of its copy, must not be lost in a crash.
+  // which then lets go of its copy, must not be lost in a crash. A log whose bytes could
+  // not be made durable (a full disk) is emptied first: size() is 0 then, so that
+  // whoever waits sees it short and asks for it again.
   void after_synced(const api::TaskKey& key, std::function<void()> fn) { syncer_->after_synced(key, std::move(fn)); }
 
   int64_t size(const api::TaskKey& key);
@@ -117,6 +120,8 @@ class LogStore {
   void close_file(OpenLog& log);
   // `written` bytes went in at the log's end: noted, capped, and its readers woken.
   void wrote(const api::TaskKey& key, OpenLog& log, int64_t written);
+  // Its bytes could not be made durable: the log starts again, empty.
+  void lost(const api::TaskKey& key);
 
   std::string root_;
   size_t max_open_files_;

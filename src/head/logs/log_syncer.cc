@@ -8,7 +8,8 @@
 
 namespace ag::head {
 
-LogSyncer::LogSyncer(Timers* io) : io_(io) {
+LogSyncer::LogSyncer(Timers* io, std::function<void(const api::TaskKey&)> failed, Fsync fsync)
+    : io_(io), failed_(std::move(failed)), fsync_(fsync ? std::move(fsync) : Fsync([](int fd) { return ::fsync(fd); })) {
   if (io_) pool_ = std::make_unique<boost::asio::thread_pool>(1);
 }
 
@@ -19,20 +20,23 @@ LogSyncer::~LogSyncer() {
 void LogSyncer::sync(const api::TaskKey& key, int fd) {
   pending_[key].syncs++;
   if (!pool_) {
-    ::fsync(fd);
+    const bool ok = fsync_(fd) == 0;
     ::close(fd);
-    return synced(key);
+    return synced(key, ok);
   }
   boost::asio::post(*pool_, [this, key, fd] {
-    ::fsync(fd);
+    const bool ok = fsync_(fd) == 0;
     ::close(fd);
-    io_->post([this, key] { synced(key); });
+    io_->post([this, key, ok] { synced(key, ok); });
   });
 }
 
-void LogSyncer::synced(const api::TaskKey& key) {
+void LogSyncer::synced(const api::TaskKey& key, bool ok) {
   auto it = pending_.find(key);
   if (it == pending_.end()) return;  // its job was deleted meanwhile
+  // Bytes the kernel could not write back are gone whatever the page cache showed:
+  // the store hears it before anyone is told the log is durable.
+  if (!ok && failed_) failed_(key);
   if (--it->second.syncs > 0) return;
   auto callbacks = std::move(it->second.callbacks);
   pending_.erase(it);

@@ -23,7 +23,11 @@ namespace ag::head {
 
 class LogSyncer {
  public:
-  explicit LogSyncer(Timers* io);
+  // How a file is made durable (fsync(2); a test gives one that fails).
+  using Fsync = std::function<int(int fd)>;
+  // `failed`: runs on the io thread when a log's bytes could not be made durable (a disk
+  // that filled while the kernel wrote them back), before what waits for its syncs.
+  explicit LogSyncer(Timers* io, std::function<void(const api::TaskKey&)> failed = nullptr, Fsync fsync = nullptr);
   // Lets the work under way finish (their ends, posted to an io thread that no longer
   // runs, are dropped with it).
   ~LogSyncer();
@@ -40,13 +44,15 @@ class LogSyncer {
   std::vector<std::function<void()>> take_job(const std::string& job_id);
 
  private:
-  void synced(const api::TaskKey& key);
+  void synced(const api::TaskKey& key, bool ok);
 
   struct Pending {
     int syncs = 0;
     std::vector<std::function<void()>> callbacks;
   };
   Timers* io_;
+  std::function<void(const api::TaskKey&)> failed_;
+  Fsync fsync_;
   std::map<api::TaskKey, Pending> pending_;
   std::unique_ptr<boost::asio::thread_pool> pool_;  // last: joined before the rest goes
 };

@@ -221,6 +221,25 @@ TEST_F(LogStoreTest, WithoutAnIoThreadACloseIsSyncedBeforeItReturns) {
   EXPECT_EQ(acked, 1);
 }
 
+TEST_F(LogStoreTest, ALogWhoseBytesCouldNotBeMadeDurableIsEmptiedAndTakenAgain) {
+  // fsync fails as it does when the disk filled while the kernel wrote the bytes back.
+  LogStore logs((dir_ / "full").string(), 128, nullptr, nullptr, [](int) {
+    errno = ENOSPC;
+    return -1;
+  });
+  ASSERT_TRUE(logs.append(key_, 0, "eighteen megabytes\n"));
+  logs.close(key_);
+  int64_t seen_size = -1;
+  logs.after_synced(key_, [&] { seen_size = logs.size(key_); });
+  // Whoever waits for it sees the log short (and asks its worker again), never whole.
+  EXPECT_EQ(seen_size, 0);
+  EXPECT_EQ(std::filesystem::file_size(logs.path(key_)), 0u);
+  // The resend from the start is taken as a new log.
+  ASSERT_TRUE(logs.append(key_, 0, "eighteen megabytes\n"));
+  EXPECT_EQ(logs.read(key_, 0, 100).value(), "eighteen megabytes\n");
+  EXPECT_EQ(logs.size(key_), 19);
+}
+
 TEST_F(LogStoreTest, WithAnIoThreadTheSyncRunsAsideAndItsEndComesThroughTheIoThread) {
   testing::FakeClock io;
   LogStore logs((dir_ / "async").string(), 128, &io);
