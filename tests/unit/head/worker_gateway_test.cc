@@ -44,7 +44,11 @@ class WorkerGatewayTest : public ::testing::Test {
   WorkerGatewayTest()
       : dir_(fs::temp_directory_path() / ("ag-gateway-test-" + std::to_string(::getpid()) + "-" +
                                           ::testing::UnitTest::GetInstance()->current_test_info()->name())),
-        logs_((dir_ / "logs").string()) {
+        logs_((dir_ / "logs").string(), 128, nullptr, nullptr, [this](int fd) {
+          if (!fail_fsync_) return ::fsync(fd);
+          errno = ENOSPC;  // as when the disk filled while the kernel wrote the log back
+          return -1;
+        }) {
     JobConfig jobs_config;
     jobs_config.kill_grace_ms = kKillGraceMs;
     jobs_ = std::make_unique<JobLayer>(JobLayer::Deps{clock_, store_, nodes_, nodes_, logs_, clock_}, jobs_config);
@@ -172,6 +176,7 @@ class WorkerGatewayTest : public ::testing::Test {
   }
 
   fs::path dir_;
+  bool fail_fsync_ = false;  // the logs' fsync fails (read from the sync, inline here)
   const std::string admin_token_ = "agu_admin-token";
   const std::string join_token_ = "agj_join-token";
   FakeClock clock_;
@@ -467,6 +472,25 @@ TEST_F(WorkerGatewayTest, AnExitIsAcknowledgedOnlyOnceTheHeadHoldsEveryByteOfIts
   EXPECT_THAT(received(*channel), ElementsAre(api::HeadMessage{api::LogResume{key, 3}}));
   // The worker sends the rest and the exit again.
   channel->deliver_binary(api::encode_log_frame({key, 3}, "def"));
+  channel->deliver(api::encode(exited));
+  clock_.advance(20);
+  EXPECT_THAT(of_type<api::ExitAck>(received(*channel)), ElementsAre(api::ExitAck{key}));
+  EXPECT_EQ(read_log(key), "abcdef");
+}
+
+TEST_F(WorkerGatewayTest, AnExitWhoseLogDidNotReachTheDiskIsNotAcknowledgedAndTheLogIsTakenAgain) {
+  submit_job();
+  auto [channel, key] = register_and_place("node_a");
+  channel->deliver(api::encode(api::TaskStarted{key, 4321}));
+  channel->deliver_binary(api::encode_log_frame({key, 0}, "abcdef"));
+  fail_fsync_ = true;
+  api::TaskExited exited{key, api::TaskExit{0, std::nullopt, "", ""}, 6};
+  channel->deliver(api::encode(exited));
+  clock_.advance(1000);
+  // No acknowledgement: the worker keeps its copy and is asked for the log from the start.
+  EXPECT_THAT(received(*channel), ElementsAre(api::HeadMessage{api::LogResume{key, 0}}));
+  fail_fsync_ = false;
+  channel->deliver_binary(api::encode_log_frame({key, 0}, "abcdef"));
   channel->deliver(api::encode(exited));
   clock_.advance(20);
   EXPECT_THAT(of_type<api::ExitAck>(received(*channel)), ElementsAre(api::ExitAck{key}));
