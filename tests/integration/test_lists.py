@@ -92,6 +92,10 @@ def test_audit_filters_by_user_action_and_time(head_only):
     assert {e["actor"] for e in c.ag_json("audit", "--user", "admin")["entries"]} == {"admin"}
     assert c.ag_json("audit", "--user", "nobody")["entries"] == []
     assert len(c.ag_json("audit", "--since", "1h")["entries"]) >= 2
+    status, body = c.api("GET", "/api/audit?action=" + "x" * 201)
+    assert status == 400 and "'action' is longer than 200 characters" in body["error"], body
+    status, body = c.api("GET", "/api/jobs?name=" + "x" * 201)
+    assert status == 400 and "'name' is longer than 200 characters" in body["error"], body
     proc = c.ag("audit", "--since", "2999-01-01T00:00:00", check=False)
     assert proc.returncode == 2 and "is in the future" in proc.stderr, proc
     print(json.dumps(entries))

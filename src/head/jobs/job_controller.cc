@@ -49,12 +49,12 @@ Status JobController::recover() {
       // report; the registry's expiry declares them lost otherwise.
       for (const auto& task : attempt.tasks) {
         if (task.terminal() || u_.nodes.find(task.node_id)) continue;
-        Node placeholder;
-        placeholder.node_id = task.node_id;
-        placeholder.address = task.node_address;
-        placeholder.state = NodeState::kDisconnected;
-        placeholder.last_heartbeat_steady_ms = steady;
-        u_.nodes.upsert(std::move(placeholder));
+        Node awaited;  // known from the attempt until the node itself reconnects
+        awaited.node_id = task.node_id;
+        awaited.address = task.node_address;
+        awaited.state = NodeState::kDisconnected;
+        awaited.last_heartbeat_steady_ms = steady;
+        u_.nodes.upsert(std::move(awaited));
       }
       arm_timeout(job);
     }

@@ -178,8 +178,12 @@ void AdminRoutes::audit(const Call& call, net::Respond respond) {
   if (filter.since_ms > deps_.clock.now_ms()) {
     return respond(error_response(400, "'since_ms' is in the future: give a time already past"));
   }
-  if (auto it = call.req.query.find("actor"); it != call.req.query.end()) filter.actor = it->second;
-  if (auto it = call.req.query.find("action"); it != call.req.query.end()) filter.action = it->second;
+  for (auto [name, into] : {std::pair{"actor", &filter.actor}, {"action", &filter.action}}) {
+    auto it = call.req.query.find(name);
+    if (it == call.req.query.end()) continue;
+    if (it->second.size() > 200) return respond(error_response(400, std::string("'") + name + "' is longer than 200 characters"));
+    *into = it->second;
+  }
   json entries = json::array();
   for (const auto& e : deps_.audit.recent(static_cast<size_t>(limit), filter)) {
     entries.push_back(

@@ -217,7 +217,7 @@ TEST_F(ApiRoutesTest, EveryRouteNeedsTheAccessListedHere) {
   }
 }
 
-TEST_F(ApiRoutesTest, EachRoleIsRefusedWhatItMayNotDoWithWhatToDo) {
+TEST_F(ApiRoutesTest, EachRoleIsRefusedWhatItMayNotDoAndToldHow) {
   EXPECT_EQ(call("", "GET", "/api/jobs").status, 401);
   auto res = call("vera", "POST", "/api/jobs", R"({"entrypoint": "x"})");
   EXPECT_EQ(res.status, 403);

@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <filesystem>
+
 #include "fakes/fake_clock.h"
 
 namespace ag::head {
@@ -40,12 +42,8 @@ TEST(LogWaitersTest, AWaiterWakesOnlyOnceTheLogPassesItsOffsetOrCloses) {
   EXPECT_EQ(waiters.count(), 0u);
 }
 
-int scratch_fd() {
-  char path[] = "/tmp/ag-log-syncer-XXXXXX";
-  int fd = ::mkstemp(path);
-  ::unlink(path);
-  return fd;
-}
+// An unnamed file to sync (the syncer closes it).
+int scratch_fd() { return ::open(std::filesystem::temp_directory_path().c_str(), O_TMPFILE | O_RDWR, 0600); }
 
 TEST(LogSyncerTest, AfterSyncedWaitsForEverySyncOfThatLogOnTheIoQueue) {
   testing::FakeClock io;
