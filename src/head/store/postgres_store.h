@@ -1,11 +1,14 @@
-// PostgresStore: KvStore on a PostgreSQL database (libpq), for heads that share one
-// store. The records live in one table, records(tbl, key, value bytea), keys ordered
-// bytewise ("C" collation) as SQLite orders them. Writes go through a GroupWriter
-// (group_writer.h) on a connection of their own; reads take a second connection.
+// PostgresStore: KvStore on a PostgreSQL database, for heads that share one store. The
+// records live in one table, ag_records(tbl, key, value bytea), keys ordered bytewise
+// ("C" collation) as SQLite orders them; ag_lease holds the leader's lease and
+// ag_schema the layout's version. Writes go through a GroupWriter (group_writer.h) on a
+// connection of their own; reads and the lease take a second one. libpq is loaded at
+// run time (libpq.h).
 //
-// Lifecycle: open() connects (libpq's connection string or URI; the password from the
-// string, PGPASSWORD or ~/.pgpass), creates the table if missing and starts the writer;
-// the destructor drains the queue and stops it. Every method is thread-safe.
+// Lifecycle: open() connects, makes the tables on an empty database (or checks their
+// version) and starts the writer; the destructor drains the queue and stops it. Every
+// method is thread-safe. A connection lost (the server restarted) is made again on the
+// next call.
 #pragma once
 
 #include <memory>
@@ -15,12 +18,33 @@
 
 namespace ag::store {
 
+struct PostgresOptions {
+  std::string conninfo;   // a postgresql:// URL or a key=value string
+  std::string password;   // "" leaves it to libpq (PGPASSWORD, ~/.pgpass)
+  int connect_timeout_s = 5;
+  // A query on a connection that stopped answering fails after this long (TCP user
+  // timeout and keepalives), so that no thread waits on a dead network for hours.
+  int network_timeout_s = 10;
+};
+
+// The layout of the tables this version of AetherGrid reads and writes.
+inline constexpr int kPostgresSchemaVersion = 1;
+
+// Who holds the lease: its holder and epoch, and whether it has not yet run out (on the
+// database's clock). An empty holder: nobody ever took it.
+struct LeaseState {
+  std::string holder;
+  int64_t epoch = 0;
+  bool live = false;
+};
+
 class PostgresStore final : public KvStore {
  public:
-  // Errors: kUnavailable when the server cannot be reached or refuses the login (the
-  // message is the server's, without the password); kInternal when the table cannot be
+  // Errors: kUnavailable when libpq is missing, the server cannot be reached or refuses
+  // the login (the server's words, never the password); kConflict when the
+  // database holds another version of the layout; kInternal when the tables cannot be
   // made.
-  static Result<std::unique_ptr<PostgresStore>> open(const std::string& conninfo);
+  static Result<std::unique_ptr<PostgresStore>> open(const PostgresOptions& options);
   ~PostgresStore() override;
 
   void write(std::vector<Mutation> batch, std::function<void(Status)> done) override;
@@ -41,6 +65,8 @@ class PostgresStore final : public KvStore {
   // Extends the lease of (`holder`, `epoch`) by `ttl_ms` from now; false when it is no
   // longer theirs (it ran out, or another head took it). Errors: the store's.
   Result<bool> renew_lease(const std::string& holder, int64_t epoch, int64_t ttl_ms);
+  // The lease as the database sees it now. Errors: the store's.
+  Result<LeaseState> read_lease();
   // From now on a write commits only if (`holder`, `epoch`) still holds a lease that has
   // not run out, checked in the write's own transaction (the lease row locked until it
   // commits, so a takeover waits for it); otherwise it fails kUnavailable and applies

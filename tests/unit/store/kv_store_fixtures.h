@@ -76,7 +76,7 @@ struct PostgresBackend {
       why_not = server.why();
       return;
     }
-    auto opened = PostgresStore::open(server.new_database());
+    auto opened = PostgresStore::open({server.new_database()});
     if (!opened.ok()) {
       ADD_FAILURE() << "could not open store: " << opened.error().message;
       why_not = opened.error().message;

@@ -299,7 +299,7 @@ class PostgresStoreTest : public ::testing::Test {
 TEST_F(PostgresStoreTest, ASecondStoreOnTheSameDatabaseSeesEveryWriteAndDrainsOnClose) {
   std::atomic<int> done_calls{0};
   {
-    auto store = PostgresStore::open(conninfo_);
+    auto store = PostgresStore::open({conninfo_});
     ASSERT_TRUE(store.ok()) << store.error().message;
     ASSERT_TRUE(write_and_wait(**store, {put(kJobsTable, "job_1", "v1"), put(kJobsTable, "job_2", "v2")}).ok());
     ASSERT_TRUE(write_and_wait(**store, {erase(kJobsTable, "job_2"), put(kJobsTable, "job_1", "v1b")}).ok());
@@ -307,7 +307,7 @@ TEST_F(PostgresStoreTest, ASecondStoreOnTheSameDatabaseSeesEveryWriteAndDrainsOn
       (*store)->write({put(kEventsTable, "e" + std::to_string(100 + i), "x")}, [&](Status) { done_calls++; });
     }
   }  // no flush: the destructor must not drop them
-  auto other = PostgresStore::open(conninfo_);
+  auto other = PostgresStore::open({conninfo_});
   ASSERT_TRUE(other.ok()) << other.error().message;
   EXPECT_THAT(scan_table(**other, kJobsTable), ElementsAre(Pair("job_1", "v1b")));
   EXPECT_EQ(done_calls.load(), 50);
@@ -315,7 +315,7 @@ TEST_F(PostgresStoreTest, ASecondStoreOnTheSameDatabaseSeesEveryWriteAndDrainsOn
 }
 
 TEST_F(PostgresStoreTest, GroupCommitUsesFarFewerTransactionsThanBatches) {
-  auto store = PostgresStore::open(conninfo_);
+  auto store = PostgresStore::open({conninfo_});
   ASSERT_TRUE(store.ok()) << store.error().message;
   constexpr int kBatches = 2000;
   for (int i = 0; i < kBatches; ++i) {
@@ -327,7 +327,7 @@ TEST_F(PostgresStoreTest, GroupCommitUsesFarFewerTransactionsThanBatches) {
 }
 
 TEST_F(PostgresStoreTest, KeysSortBytewiseAsSqliteSortsThem) {
-  auto store = PostgresStore::open(conninfo_);
+  auto store = PostgresStore::open({conninfo_});
   ASSERT_TRUE(store.ok()) << store.error().message;
   ASSERT_TRUE(write_and_wait(**store, {put(kJobsTable, "b", "1"), put(kJobsTable, "B", "2"), put(kJobsTable, "a_2", "3"),
                                        put(kJobsTable, "a-1", "4")})
@@ -338,8 +338,8 @@ TEST_F(PostgresStoreTest, KeysSortBytewiseAsSqliteSortsThem) {
 }
 
 TEST_F(PostgresStoreTest, OneHeadHoldsTheLeaseARenewalKeepsItAndATakeoverRaisesTheEpoch) {
-  auto first = PostgresStore::open(conninfo_);
-  auto second = PostgresStore::open(conninfo_);
+  auto first = PostgresStore::open({conninfo_});
+  auto second = PostgresStore::open({conninfo_});
   ASSERT_TRUE(first.ok() && second.ok());
   auto epoch = (*first)->acquire_lease("head-a", 60'000);
   ASSERT_TRUE(epoch.ok()) << epoch.error().message;
@@ -363,8 +363,8 @@ TEST_F(PostgresStoreTest, OneHeadHoldsTheLeaseARenewalKeepsItAndATakeoverRaisesT
 }
 
 TEST_F(PostgresStoreTest, AWriteOfAHeadWhoseLeaseWasTakenCommitsNothing) {
-  auto old_leader = PostgresStore::open(conninfo_);
-  auto new_leader = PostgresStore::open(conninfo_);
+  auto old_leader = PostgresStore::open({conninfo_});
+  auto new_leader = PostgresStore::open({conninfo_});
   ASSERT_TRUE(old_leader.ok() && new_leader.ok());
   ASSERT_EQ((*old_leader)->acquire_lease("head-a", 60'000).value(), std::optional<int64_t>(1));
   (*old_leader)->fence("head-a", 1);
@@ -389,12 +389,55 @@ TEST_F(PostgresStoreTest, AWriteOfAHeadWhoseLeaseWasTakenCommitsNothing) {
   EXPECT_EQ(get_value(**old_leader, kJobsTable, "job_2"), "by b");
 }
 
+TEST_F(PostgresStoreTest, TheLeaseAsTheDatabaseSeesItNamesItsHolderAndEpoch) {
+  auto store = PostgresStore::open({conninfo_});
+  ASSERT_TRUE(store.ok()) << store.error().message;
+  auto never = (*store)->read_lease();
+  ASSERT_TRUE(never.ok()) << never.error().message;
+  EXPECT_EQ(never->holder, "");
+  EXPECT_FALSE(never->live);
+  ASSERT_EQ((*store)->acquire_lease("10.0.0.1:6379", 60'000).value(), std::optional<int64_t>(1));
+  auto held = (*store)->read_lease();
+  ASSERT_TRUE(held.ok());
+  EXPECT_EQ(held->holder, "10.0.0.1:6379");
+  EXPECT_EQ(held->epoch, 1);
+  EXPECT_TRUE(held->live);
+  ASSERT_TRUE((*store)->renew_lease("10.0.0.1:6379", 1, 1).value());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE((*store)->read_lease()->live) << "ran out on the database's clock";
+}
+
+TEST_F(PostgresStoreTest, ADatabaseOfAnotherLayoutVersionIsRefusedAndLeftAsItWas) {
+  {
+    auto store = PostgresStore::open({conninfo_});
+    ASSERT_TRUE(store.ok()) << store.error().message;
+    ASSERT_TRUE(write_and_wait(**store, {put(kJobsTable, "job_1", "v")}).ok());
+  }
+  ASSERT_TRUE(PostgresServer::get().execute(conninfo_, "UPDATE ag_schema SET version = 99"));
+  auto refused = PostgresStore::open({conninfo_});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::kConflict);
+  EXPECT_THAT(refused.error().message, HasSubstr("layout version 99"));
+  ASSERT_TRUE(PostgresServer::get().execute(conninfo_, "UPDATE ag_schema SET version = 1"));
+  auto again = PostgresStore::open({conninfo_});
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(get_value(**again, kJobsTable, "job_1"), "v");
+}
+
+TEST_F(PostgresStoreTest, TablesOfAnotherProgramInTheDatabaseAreLeftAlone) {
+  ASSERT_TRUE(PostgresServer::get().execute(conninfo_, "CREATE TABLE records(id INT); INSERT INTO records VALUES (7)"));
+  auto store = PostgresStore::open({conninfo_});
+  ASSERT_TRUE(store.ok()) << store.error().message;
+  ASSERT_TRUE(write_and_wait(**store, {put(kJobsTable, "job_1", "v")}).ok());
+  EXPECT_TRUE(PostgresServer::get().execute(conninfo_, "SELECT 1 FROM records WHERE id = 7"));
+}
+
 TEST(PostgresStoreOpenTest, AStoreThatCannotBeReachedSaysSo) {
-  auto store = PostgresStore::open("host=/nonexistent-dir port=1 user=ag dbname=ag connect_timeout=2");
+  auto store = PostgresStore::open({"host=/nonexistent-dir port=1 user=ag dbname=ag", "", 2});
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.error().code, ErrorCode::kUnavailable);
   EXPECT_THAT(store.error().message, HasSubstr("cannot reach the store"));
-  auto garbage = PostgresStore::open("this is not a connection string");
+  auto garbage = PostgresStore::open({"this is not a connection string"});
   ASSERT_FALSE(garbage.ok());
   EXPECT_THAT(garbage.error().message, HasSubstr("cannot reach the store"));
 }

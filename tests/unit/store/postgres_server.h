@@ -6,12 +6,13 @@
 // the tests that need one skip, saying so.
 #pragma once
 
-#include <libpq-fe.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+
+#include "head/store/libpq.h"
 
 namespace ag::store::testing {
 
@@ -28,15 +29,24 @@ class PostgresServer {
   std::string new_database() {
     if (!ready_) return "";
     const std::string name = "t" + std::to_string(next_db_++);
-    PGconn* conn = PQconnectdb(conninfo("postgres").c_str());
-    bool made = PQstatus(conn) == CONNECTION_OK;
-    if (made) {
-      PGresult* result = PQexec(conn, ("CREATE DATABASE " + name).c_str());
-      made = PQresultStatus(result) == PGRES_COMMAND_OK;
-      PQclear(result);
+    return execute(conninfo("postgres"), "CREATE DATABASE " + name) ? conninfo(name) : "";
+  }
+  // Runs `sql` on the database `conninfo` names; true when it succeeded.
+  static bool execute(const std::string& conninfo, const std::string& sql) {
+    auto loaded = libpq();
+    if (!loaded.ok()) return false;
+    const LibPq& pq = *loaded.value();
+    const char* keys[] = {"dbname", nullptr};
+    const char* values[] = {conninfo.c_str(), nullptr};
+    PGconn* conn = pq.PQconnectdbParams(keys, values, 1);
+    bool ok = pq.PQstatus(conn) == CONNECTION_OK;
+    if (ok) {
+      PGresult* result = pq.PQexec(conn, sql.c_str());
+      ok = pq.PQresultStatus(result) == PGRES_COMMAND_OK || pq.PQresultStatus(result) == PGRES_TUPLES_OK;
+      pq.PQclear(result);
     }
-    PQfinish(conn);
-    return made ? conninfo(name) : "";
+    pq.PQfinish(conn);
+    return ok;
   }
   std::string conninfo(const std::string& database) const {
     return "host=" + dir_ + " port=" + std::to_string(kPort) + " user=ag dbname=" + database;
@@ -46,6 +56,10 @@ class PostgresServer {
   static constexpr int kPort = 5432;  // names the socket only: no TCP
 
   PostgresServer() {
+    if (auto loaded = libpq(); !loaded.ok()) {
+      why_ = loaded.error().message;
+      return;
+    }
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator("/usr/lib/postgresql", ec)) {
       if (std::filesystem::exists(entry.path() / "bin/initdb")) bin_ = (entry.path() / "bin").string();
