@@ -98,8 +98,10 @@ whoami().then((me) => {
 // Which head this is, in the footer (what to quote in a bug report).
 getJson("/api/version").then((v) => {
   const footer = document.getElementById("version");
+  // Heads sharing a store: this one leads (a standby serves no dashboard), at this epoch.
+  const leads = v.store === "postgresql" ? " · head " + v.head + " leads (epoch " + v.epoch + ")" : "";
   footer.textContent = "AetherGrid " + v.version + (v.commit ? " · commit " + v.commit : "") +
-    (v.worker_protocol ? " · worker protocol " + v.worker_protocol : "");
+    (v.worker_protocol ? " · worker protocol " + v.worker_protocol : "") + leads;
 }).catch(() => {});
 window.addEventListener("hashchange", route);
 route();

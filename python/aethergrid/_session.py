@@ -1,7 +1,8 @@
 """Finds the head's address and the user's token the way the `ag` CLI does.
 
 Address: an explicit argument, then AG_ADDRESS, then this machine's session, then the
-user config's default head. Token: the `token` argument, then the `token_file` argument,
+user config's default head; any of them may name several heads of one cluster, separated
+by commas ("h1:6379,h2:6379"), as `ag config --address` writes them. Token: the `token` argument, then the `token_file` argument,
 then AG_TOKEN, then AG_TOKEN_FILE, then this machine's session. The session,
 $AG_SESSION_DIR (default /tmp/aethergrid-<uid>)/session.json, is written by
 `ag start-head` and holds {"address", "dashboard", "data_dir", "token_file", "ca_file"}.
@@ -129,7 +130,8 @@ def _from_file(source, path):
 
 def resolve_address(address):
     """`address`, else AG_ADDRESS, else the session's head address, else the user
-    config's default head, else None."""
+    config's default head, else None. The text is returned as is: one address, or
+    several separated by commas (parsed by _http.parse_addresses)."""
     if address:
         return address
     env = os.environ.get("AG_ADDRESS")

@@ -1,4 +1,4 @@
-"""Client: the connection to one AetherGrid head, and job submission."""
+"""Client: the connection to an AetherGrid head (or to a group of heads), and job submission."""
 import datetime
 import json
 import os
@@ -6,8 +6,8 @@ import time
 import uuid
 
 from . import _session, _tls
-from ._http import Transport, parse_address
-from .exceptions import AGValidationError
+from ._http import Head, Transport, parse_address, parse_addresses
+from .exceptions import AGConnectionError, AGValidationError
 from .job import Job, JobArray
 from .runtime_env import PackageUploader
 
@@ -26,13 +26,24 @@ class Client:
     started here), else the default head of the user config ($AG_CONFIG, default
     ~/.aethergrid/config.json, written by `ag config`).
 
+    Several heads of one cluster (a group sharing one store, where one leads and the
+    others stand by): every head's address, separated by commas ("h1:6379,h2:6379"; at
+    most 8, each once), here or in AG_ADDRESS or the config. Requests go to the head
+    that answered last as leader (the first at first); when it cannot be reached or
+    stands by, to the others, the leader a standby names first. A retryable request (a
+    read, a submit: it carries its submission_id) rides out a takeover within the same
+    window as a head restart. A malformed address or list raises AGValidationError,
+    which is then a ValueError too, naming the bad entry.
+
     TLS, chosen as the `ag` CLI chooses: `insecure=True` sends plain HTTP (the token in
     clear text; for a head started with --insecure); else the head is verified against
     its cluster CA: `ca_file` (a PEM file), else the CA the head serves whose fingerprint
     is `ca_fingerprint` ("sha256:...", as `ag start-head` prints it; fetched once, here,
-    with no token sent), else this machine's session's CA when the session's head is this
+    with no token sent; of several heads, from the first that answers: they share the
+    cluster CA), else this machine's session's CA when the session's head is this
     head, else the CA `ag config` pinned for HOST:PORT. A head on loopback with no CA
     known is spoken to in plain HTTP; a head on another machine with none is refused.
+    With several heads, each one's CA is chosen as if it were the only head.
     The scheme in `address` does not choose: "https://" only demands TLS. `scheme` says
     which is used.
 
@@ -51,7 +62,8 @@ class Client:
     `ca_fingerprint`, raises AGConnectionError when the head cannot be reached to fetch
     its CA.
 
-    Every method raises AGConnectionError (head unreachable; names the address),
+    Every method raises AGConnectionError (head unreachable, or every head stands by;
+    names the address, or every head tried and why each failed),
     AGValidationError (also: the head's certificate does not verify against the cluster
     CA, i.e. another head answered or someone is in between),
     AGAuthError (token missing, unknown, revoked or of a disabled user),
@@ -71,7 +83,7 @@ class Client:
                 "this machine with `ag start-head` (its session is read from {})".format(
                     _session.session_dir()))
         timeout = float(timeout)
-        scheme, host, port, display = parse_address(resolved)
+        addresses = parse_addresses(resolved)
         if ca_file is not None:
             ca_file = _path_argument("ca_file", ca_file)
         if ca_fingerprint is not None and not isinstance(ca_fingerprint, str):
@@ -80,24 +92,40 @@ class Client:
         session = _session.read_session()
         session_head = _display_or_empty(session.get("address"))
         session_ca = session.get("ca_file") if isinstance(session.get("ca_file"), str) else ""
-        source = _tls.choose_ca_source(
-            display, host, ca_file=ca_file, ca_fingerprint=ca_fingerprint, insecure=bool(insecure),
-            session_head=session_head, session_ca_file=session_ca,
-            pinned_ca_files=_session.read_user_config()["ca_files"])
-        if scheme == "https" and not source.tls:
-            raise AGValidationError(
-                "the address {!r} asks for TLS, but no cluster CA is known for the head at {}: "
-                "pass ca_fingerprint='sha256:...' (`ag start-head` prints it) or ca_file=".format(
-                    resolved, display))
-        ca_pem = _tls.load_ca_pem(source, host, port, display, timeout)
-        context = _tls.client_context(ca_pem, source) if ca_pem is not None else None
-        self._transport = Transport(resolved, resolved_token, timeout, ssl_context=context,
-                                    ca_description=source.describe())
+        pinned_ca_files = _session.read_user_config()["ca_files"]
+        # Each head's CA is chosen as for a client of that head alone.
+        sources = []
+        for scheme, host, port, display in addresses:
+            source = _tls.choose_ca_source(
+                display, host, ca_file=ca_file, ca_fingerprint=ca_fingerprint, insecure=bool(insecure),
+                session_head=session_head, session_ca_file=session_ca, pinned_ca_files=pinned_ca_files)
+            if scheme == "https" and not source.tls:
+                raise AGValidationError(
+                    "the address {!r} asks for TLS, but no cluster CA is known for the head at {}: "
+                    "pass ca_fingerprint='sha256:...' (`ag start-head` prints it) or ca_file=".format(
+                        resolved if len(addresses) == 1 else "https://" + display, display))
+            sources.append(source)
+        heads = []
+        contexts = {}  # one SSLContext for each CA
+        for address, source, ca_pem in zip(addresses, sources, _load_ca_pems(addresses, sources, timeout)):
+            context = None
+            if ca_pem is not None:
+                if ca_pem not in contexts:
+                    contexts[ca_pem] = _tls.client_context(ca_pem, source)
+                context = contexts[ca_pem]
+            heads.append(Head(address[3], ssl_context=context, ca_description=source.describe()))
+        self._transport = Transport(heads, resolved_token, timeout)
 
     @property
     def address(self):
-        """The head's address as HOST:PORT."""
+        """The head's address as HOST:PORT: of several, the one requests go to now (the
+        last that answered as leader)."""
         return self._transport.address
+
+    @property
+    def addresses(self):
+        """Every head's address as HOST:PORT, in the order given."""
+        return self._transport.addresses
 
     @property
     def scheme(self):
@@ -106,7 +134,7 @@ class Client:
         return self._transport.scheme
 
     def __repr__(self):
-        return "Client({!r})".format(self.address)
+        return "Client({!r})".format(",".join(self.addresses))
 
     # ---- submitting -------------------------------------------------------------------
     def submit_job(self, entrypoint, runtime_env=None, num_workers=1, task_options=None,
@@ -333,6 +361,38 @@ class Client:
     def cluster(self):
         """The cluster summary: nodes alive/total, resources, allocated, jobs by state."""
         return self._transport.request("GET", "/api/cluster").json()
+
+
+def _load_ca_pems(addresses, sources, timeout):
+    """The CA PEM (or None for plain HTTP) of each head, in order: `addresses` as
+    parse_addresses gives them, `sources` their CaSources. A CA file is read once
+    however many heads use it. A CA fetched for ca_fingerprint comes from the first
+    head that answers (every head of a cluster serves the one cluster CA).
+
+    Raises AGValidationError (unreadable CA file, another fingerprint) or
+    AGConnectionError (no head could be reached to fetch the CA: names each).
+    """
+    pems = {}
+    fetch_errors = []
+    for (_, host, port, display), source in zip(addresses, sources):
+        key = (source.kind, source.detail)
+        if key in pems:
+            continue
+        if source.kind == _tls.FINGERPRINT:
+            try:
+                pems[key] = _tls.load_ca_pem(source, host, port, display, timeout)
+            except AGConnectionError as e:
+                fetch_errors.append(e)
+        else:
+            pems[key] = _tls.load_ca_pem(source, host, port, display, timeout)
+    if any((source.kind, source.detail) not in pems for source in sources):
+        # Only a fetch fails without raising at once: no head gave the CA.
+        if len(fetch_errors) == 1:
+            raise fetch_errors[0]
+        raise AGConnectionError("cannot fetch the cluster CA from any of the heads {}: {}".format(
+            ", ".join(e.address for e in fetch_errors), "; ".join(e.message for e in fetch_errors)),
+            address=",".join(e.address for e in fetch_errors), reason=fetch_errors[-1].reason)
+    return [pems[(source.kind, source.detail)] for source in sources]
 
 
 def _since_ms(since):

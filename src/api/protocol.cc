@@ -330,6 +330,7 @@ std::string encode(const TaskNote& m) {
 std::string encode(const Registered& m) {
   json j{{"type", "registered"}, {"node_id", m.node_id}, {"node_timeout_ms", m.node_timeout_ms}};
   if (!m.node_credential.empty()) j["node_credential"] = m.node_credential;
+  if (m.epoch > 0) j["epoch"] = m.epoch;
   return dump(j);
 }
 
@@ -345,6 +346,7 @@ std::string encode(const Launch& m) {
   if (m.cpu_limit_millis > 0) j["cpu_limit_millis"] = m.cpu_limit_millis;
   if (!m.image.empty()) j["image"] = m.image;
   if (!m.owner.empty()) j["owner"] = m.owner;
+  if (m.epoch > 0) j["epoch"] = m.epoch;
   if (!m.mounts.empty()) {
     json mounts = json::array();
     for (const auto& mount : m.mounts) {
@@ -358,6 +360,7 @@ std::string encode(const Launch& m) {
 std::string encode(const Kill& m) {
   json j = key_json("kill", m.task);
   j["grace_ms"] = m.grace_ms;
+  if (m.epoch > 0) j["epoch"] = m.epoch;
   return dump(j);
 }
 
@@ -515,6 +518,7 @@ Result<HeadMessage> decode_head_message(std::string_view text) {
       f.id("node_id", &m.node_id);
       f.integer("node_timeout_ms", &m.node_timeout_ms, 1, kMaxInt64);
       f.string("node_credential", &m.node_credential, false);
+      f.integer("epoch", &m.epoch, 0, kMaxInt64, false);
       return m;
     });
   }
@@ -532,6 +536,7 @@ Result<HeadMessage> decode_head_message(std::string_view text) {
       f.integer("cpu_limit_millis", &m.cpu_limit_millis, 0, kMaxInt64, false);
       f.string("image", &m.image, false);
       f.string("owner", &m.owner, false);
+      f.integer("epoch", &m.epoch, 0, kMaxInt64, false);
       f.objects(
           "mounts",
           [&m](Fields& e) {
@@ -558,6 +563,7 @@ Result<HeadMessage> decode_head_message(std::string_view text) {
       Kill m;
       f.task_key(&m.task);
       f.integer("grace_ms", &m.grace_ms, 0, kMaxInt64);
+      f.integer("epoch", &m.epoch, 0, kMaxInt64, false);
       return m;
     });
   }

@@ -184,6 +184,9 @@ struct Registered {
   // The node's own credential, when this registration used a join token: the node
   // keeps it (and forgets the join token) and uses it for every later connection.
   std::string node_credential;
+  // The epoch of the head that leads (heads sharing a store; 0 for a lone head): the
+  // worker ignores launches and kills of any older epoch (a head that lost its lease).
+  int64_t epoch = 0;
   bool operator==(const Registered&) const = default;
 };
 
@@ -200,12 +203,14 @@ struct Launch {
   std::string image;               // container image the task runs in; "" for the node itself
   std::vector<Mount> mounts;       // node paths mounted into its container
   std::string owner;               // the user who submitted the job ("" before users): whose account it runs as
+  int64_t epoch = 0;               // the sending head's (Registered::epoch)
   bool operator==(const Launch&) const = default;
 };
 
 struct Kill {
   TaskKey task;
   int64_t grace_ms = 0;
+  int64_t epoch = 0;  // the sending head's (Registered::epoch)
   bool operator==(const Kill&) const = default;
 };
 

@@ -255,8 +255,9 @@ int tls_ca_cert(const ConnectionOptions& options) {
   }
   if (address.empty()) address = read_user_config().address;
   if (address.empty()) return usage_error("which head? give --address HOST:PORT (or run this on the head's machine)");
-  auto endpoint = net::parse_endpoint(address, 6379);
-  if (!endpoint.ok()) return usage_error("--address: " + endpoint.error().message);
+  auto heads = net::parse_endpoints(address, 6379);
+  if (!heads.ok()) return usage_error("--address: " + heads.error().message);
+  auto endpoint = Result<net::Endpoint>(heads->front());
   const std::string file = known_ca_file(endpoint.value());
   if (file.empty()) {
     return fail(Error{ErrorCode::kNotFound,
@@ -294,23 +295,28 @@ int config(const ConnectionOptions& options, const std::string& ca_fingerprint) 
   if (options.address.empty()) {
     return usage_error("give the head's --address HOST:PORT with --ca-fingerprint");
   }
-  auto endpoint = net::parse_endpoint(options.address, 6379);
-  if (!endpoint.ok()) {
-    return usage_error("--address: " + endpoint.error().message);
-  }
+  auto heads = net::parse_endpoints(options.address, 6379);
+  if (!heads.ok()) return usage_error("--address: " + heads.error().message);
   if (!ca_fingerprint.empty()) {
-    auto ca = net::fetch_pinned_ca(endpoint.value(), ca_fingerprint, 10000);
+    // Every head of a cluster hands out the one cluster CA: the first that answers.
+    auto ca = net::fetch_pinned_ca(heads->front(), ca_fingerprint, 10000);
+    for (size_t i = 1; i < heads->size() && !ca.ok() && ca.error().code == ErrorCode::kUnavailable; ++i) {
+      ca = net::fetch_pinned_ca((*heads)[i], ca_fingerprint, 10000);
+    }
     if (!ca.ok()) {
       if (ca.error().code == ErrorCode::kInvalidArgument) return usage_error("--ca-fingerprint: " + ca.error().message);
       return fail(Error{ca.error().code, "--ca-fingerprint: " + ca.error().message});
     }
     std::string dir = std::filesystem::path(user_config_path()).parent_path().string();
-    std::string file = dir + "/ca-" + endpoint->host + "-" + std::to_string(endpoint->port) + ".pem";
     if (Status s = ensure_private_dir(dir); !s) return fail(s.error());
-    if (Status s = net::write_token_file(file, ca.value()); !s) return fail(s.error());
-    config.ca_files[endpoint->to_string()] = file;
+    for (const auto& head : heads.value()) {
+      std::string file = dir + "/ca-" + head.host + "-" + std::to_string(head.port) + ".pem";
+      if (Status s = net::write_token_file(file, ca.value()); !s) return fail(s.error());
+      config.ca_files[head.to_string()] = file;
+    }
   }
-  config.address = endpoint->to_string();
+  config.address.clear();
+  for (const auto& head : heads.value()) config.address += (config.address.empty() ? "" : ",") + head.to_string();
   if (Status s = write_user_config(config); !s) return fail(s.error());
   std::cout << "Default head: " << config.address
             << (ca_fingerprint.empty() ? "" : " (its cluster CA is pinned: every call verifies the head)") << "\n";

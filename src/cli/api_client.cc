@@ -1,13 +1,10 @@
 #include "cli/api_client.h"
 
 #include <algorithm>
-
-#include <regex>
-
-#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <regex>
+#include <set>
 #include <thread>
 
 #include "net/http_client.h"
@@ -44,15 +41,58 @@ Error from_response(const Connection& conn, const net::HttpResponse& res) {
     code = ErrorCode::kInvalidArgument;
   } else if (res.status == 409) {
     code = ErrorCode::kConflict;
+  } else if (res.status == 503) {
+    code = ErrorCode::kUnavailable;  // a standby head, or a store away: worth another try
   }
   return {code, message};
+}
+
+// A standby head's answer names the head that leads ({"standby": true, "leader": ...}).
+std::optional<std::string> standby_names(const net::HttpResponse& res) {
+  if (res.status != 503) return std::nullopt;
+  auto body = nlohmann::json::parse(res.body, nullptr, false);
+  if (!body.is_object() || !body.value("standby", false)) return std::nullopt;
+  return body.value("leader", "");
+}
+
+// Runs `call` on the connection's head; when that one cannot be reached or stands by,
+// on the cluster's other heads (the leader a standby named first), each once. The head
+// that answered is the connection's from then on.
+template <typename Call>
+Result<net::HttpResponse> on_leader(const Connection& conn, const Call& call) {
+  auto res = call(conn.endpoint);
+  if (conn.heads.size() <= 1) return res;
+  std::set<std::string> tried{conn.endpoint.to_string()};
+  while (true) {
+    std::optional<std::string> named;
+    if (res.ok()) named = standby_names(res.value());
+    const bool unreachable = !res.ok() && res.error().code == ErrorCode::kUnavailable;
+    if (!unreachable && !named) return res;
+    const net::Endpoint* next = nullptr;
+    for (const auto& head : conn.heads) {
+      if (tried.count(head.to_string())) continue;
+      if (named && head.to_string() == *named) {
+        next = &head;
+        break;
+      }
+      if (!next) next = &head;
+    }
+    if (!next) return res;
+    tried.insert(next->to_string());
+    auto other = call(*next);
+    const bool answered = other.ok() && !standby_names(other.value());
+    if (answered) conn.endpoint = *next;
+    if (answered || !res.ok() || other.ok()) res = std::move(other);
+  }
 }
 
 }  // namespace
 
 Result<net::HttpResponse> call_raw(const Connection& conn, const std::string& method, const std::string& target,
                                    int timeout_ms) {
-  auto res = net::http_call(conn.endpoint, method, target, "", conn.token, timeout_ms);
+  auto res = on_leader(conn, [&](const net::Endpoint& to) {
+    return net::http_call(to, method, target, "", conn.token, timeout_ms);
+  });
   if (!res.ok()) return res.error();
   if (res->status / 100 != 2) return from_response(conn, res.value());
   return res;
@@ -60,7 +100,9 @@ Result<net::HttpResponse> call_raw(const Connection& conn, const std::string& me
 
 Result<nlohmann::json> call_json(const Connection& conn, const std::string& method, const std::string& target,
                                  const std::string& body, int timeout_ms) {
-  auto res = net::http_call(conn.endpoint, method, target, body, conn.token, timeout_ms);
+  auto res = on_leader(conn, [&](const net::Endpoint& to) {
+    return net::http_call(to, method, target, body, conn.token, timeout_ms);
+  });
   if (!res.ok()) return res.error();
   if (res->status / 100 != 2) return from_response(conn, res.value());
   auto json = nlohmann::json::parse(res->body, nullptr, false);
@@ -71,7 +113,9 @@ Result<nlohmann::json> call_json(const Connection& conn, const std::string& meth
 Result<nlohmann::json> upload_json(const Connection& conn, const std::string& method, const std::string& target,
                                    std::string_view body, int timeout_ms,
                                    const std::function<void(size_t sent)>& progress) {
-  auto res = net::http_upload(conn.endpoint, method, target, body, conn.token, timeout_ms, progress);
+  auto res = on_leader(conn, [&](const net::Endpoint& to) {
+    return net::http_upload(to, method, target, body, conn.token, timeout_ms, progress);
+  });
   if (!res.ok()) return res.error();
   if (res->status / 100 != 2) return from_response(conn, res.value());
   auto json = nlohmann::json::parse(res->body, nullptr, false);

@@ -29,10 +29,26 @@ struct StartHeadOptions {
   bool insecure = false;
   std::string tls_cert, tls_key;
   std::vector<std::string> advertise;
+  // Heads sharing one store (README, High availability).
+  std::string store;                // postgresql://USER@HOST:PORT/DB; "" keeps SQLite in the data dir
+  std::string store_password_file;  // the store's password, mode 0600
+  std::string shared_dir;           // what every head needs: CA, tokens, packages, logs
+  double leader_lease_s = 15;
+  bool node_timeout_given = false;  // --node-timeout on the command line or in --config
   bool block = false;
   bool verbose = false;
 };
 int start_head(const StartHeadOptions& options);
+
+// ag admin copy-store (copy_store.cc).
+struct CopyStoreOptions {
+  std::string from;           // a stopped lone head's --data-dir
+  std::string to;             // postgresql://...
+  std::string password_file;
+  std::string shared_dir;
+  bool force = false;         // replace what the store (and shared dir) hold
+};
+int copy_store(const CopyStoreOptions& options);
 
 struct StartWorkerOptions {
   std::string head_node;

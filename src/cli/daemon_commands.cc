@@ -16,11 +16,15 @@
 #include <set>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "api/container_spec.h"
 #include "cli/commands.h"
+#include "cli/store_url.h"
 #include "common/logging.h"
 #include "common/private_dir.h"
 #include "head/head_daemon.h"
+#include "head/leader/restart.h"
 #include "net/addresses.h"
 #include "net/auth.h"
 #include "net/http_client.h"
@@ -127,6 +131,56 @@ std::string absolute(const std::string& path) {
   return std::filesystem::absolute(path).lexically_normal().string();
 }
 
+// The --store options, checked and put in `config`; false (having said why) when they
+// are wrong.
+bool store_options(const StartHeadOptions& options, head::HeadConfig& config) {
+  if (options.store.empty()) {
+    for (const auto& [given, flag] : {std::pair{!options.shared_dir.empty(), "--shared-dir"},
+                                      {!options.store_password_file.empty(), "--store-password-file"}}) {
+      if (given) {
+        std::cerr << "error: " << flag << " is for heads sharing a store: give --store postgresql://... too\n";
+        return false;
+      }
+    }
+    return true;
+  }
+  const std::string& url = options.store;
+  if (std::string problem = store_url_problem(url); !problem.empty()) {
+    std::cerr << "error: " << problem << "\n";
+    return false;
+  }
+  if (options.shared_dir.empty()) {
+    std::cerr << "error: --store needs --shared-dir DIR: a directory every head mounts (e.g. NFS), for the cluster "
+                 "CA, the tokens, working_dir packages and task logs, so that a standby can take over (README, High "
+                 "availability)\n";
+    return false;
+  }
+  if (!options.store_password_file.empty()) {
+    auto password = net::read_private_token_file(options.store_password_file);
+    if (!password.ok()) {
+      std::cerr << "error: --store-password-file: " << password.error().message << "\n";
+      return false;
+    }
+    config.store_password = password.value();
+  }
+  config.store_url = url;
+  config.shared_dir = absolute(options.shared_dir);
+  config.leader_lease_ms = static_cast<int64_t>(options.leader_lease_s * 1000);
+  // A worker that hears from no head for the node timeout stops its tasks; a takeover
+  // takes up to the lease and a poll: the node timeout must outlast it.
+  const int64_t takeover_ms = config.leader_lease_ms + 5000;
+  if (config.node_timeout_ms < takeover_ms) {
+    if (options.node_timeout_given) {
+      std::cerr << "error: --node-timeout " << options.node_timeout_s << "s is shorter than a takeover (--leader-lease "
+                << options.leader_lease_s << "s + 5s): workers would stop their tasks while a standby takes over; "
+                << "give a --node-timeout of at least " << takeover_ms / 1000 << "s or a shorter --leader-lease\n";
+      return false;
+    }
+    config.node_timeout_ms = std::max<int64_t>(config.node_timeout_ms, 2 * config.leader_lease_ms);
+  }
+  return true;
+}
+
 }  // namespace
 
 int start_head(const StartHeadOptions& options) {
@@ -171,21 +225,24 @@ int start_head(const StartHeadOptions& options) {
     std::cerr << "error: give --tls-cert and --tls-key together\n";
     return 2;
   }
+  if (!store_options(options, config)) return 2;
   if (Status s = make_data_dir(config.data_dir); !s) {
     std::cerr << "error: " << s.error().message << "\n";
     return 1;
   }
   std::string address = shown + ":" + std::to_string(options.port);
+  config.address = address;
+  const std::string state = config.state_dir();
   std::string dashboard = std::string(options.insecure ? "http://" : "https://") + shown + ":" +
                           std::to_string(options.dashboard_port);
   // The CLI and SDK on this machine reach a head on every interface over loopback.
   std::string local_address = net::is_wildcard_address(config.node_ip) ? "127.0.0.1:" + std::to_string(options.port) : address;
 
-  auto announce = [&](const std::string& token, int pid) {
-    std::string ca_file = options.insecure ? "" : config.data_dir + "/tls/ca.crt";
-    warn_if_failed(write_session({local_address, dashboard, config.data_dir, config.data_dir + "/token", ca_file}),
+  auto announce = [&](const std::string& token, bool standby, int pid) {
+    std::string ca_file = options.insecure ? "" : state + "/tls/ca.crt";
+    warn_if_failed(write_session({local_address, dashboard, state, state + "/token", ca_file}),
                    "the CLI and SDK on this machine will not find the head by themselves");
-    auto join = net::read_private_token_file(config.data_dir + "/join-token");
+    auto join = net::read_private_token_file(state + "/join-token");
     std::string pin;
     if (!options.insecure) {
       std::ifstream ca_in(ca_file);
@@ -196,8 +253,13 @@ int start_head(const StartHeadOptions& options) {
     // Under a systemd unit stdout is the journal, which more people may read than the
     // token files: there the lines name the files instead of the tokens.
     const bool to_journal = is_journal_stream(STDOUT_FILENO);
-    std::cout << "AetherGrid head started at " << address << " (pid " << pid << ")\n"
-              << "  Dashboard and REST API: " << dashboard << "\n";
+    std::cout << "AetherGrid head started at " << address << " (pid " << pid << ")"
+              << (standby ? ", standing by: another head sharing the store leads; this one takes over if it stops" : "")
+              << "\n  Dashboard and REST API: " << dashboard << "\n";
+    if (!config.store_url.empty()) {
+      std::cout << "  Store: " << config.store_url << " (lease " << options.leader_lease_s << "s); shared dir "
+                << config.shared_dir << "\n";
+    }
     if (!to_journal && options.insecure) {
       std::cout << "  Sign in to the dashboard (as admin): " << dashboard << "/?token=" << token << "\n";
     } else if (!to_journal) {
@@ -208,11 +270,11 @@ int start_head(const StartHeadOptions& options) {
                 << "  From other machines: " << dashboard << "/?token=... once the browser trusts the cluster CA "
                 << "(ag tls ca-cert > aethergrid-ca.crt; README, Dashboard)\n";
     }
-    std::cout << "  Admin token: " << config.data_dir << "/token; add users with `ag user add NAME`\n"
+    std::cout << "  Admin token: " << state << "/token; add users with `ag user add NAME`\n"
               << "  Data dir: " << config.data_dir << "  (log: " << config.data_dir << "/head.log)\n\n"
               << "To add a worker on another machine, run there (the join token can only add nodes):\n";
     if (to_journal) {
-      std::cout << "  (copy the join token from " << config.data_dir << "/join-token into ~/.aethergrid-join-token, "
+      std::cout << "  (copy the join token from " << state << "/join-token into ~/.aethergrid-join-token, "
                 << "mode 0600)\n";
     } else {
       std::cout << "  (umask 077; echo " << (join.ok() ? join.value() : "JOIN_TOKEN") << " > ~/.aethergrid-join-token)\n";
@@ -227,25 +289,34 @@ int start_head(const StartHeadOptions& options) {
               << "Stop the daemons started here with `ag stop`.\n";
   };
 
+  if (std::getenv(head::kRestartedEnv) != nullptr) {
+    // A head that stopped leading, run again as a standby (head/leader/restart.h): already
+    // in the background with its log open, and nothing to announce.
+    init_logging({options.block ? config.data_dir + "/head.log" : "", true, options.verbose});
+    return head::run_head(config, [](const Status& status, const head::HeadStarted&) {
+      if (!status) spdlog::error("the head cannot go on: {}", status.error().message);
+    });
+  }
   if (options.block) {
     // In the foreground (a systemd unit): stderr (the journal) and the data dir's log.
     if (std::string problem = init_logging({config.data_dir + "/head.log", true, options.verbose}); !problem.empty()) {
       std::cerr << "warning: " << problem << "\n";
     }
-    return head::run_head(config, [&](const Status& status, const std::string& token) {
+    return head::run_head(config, [&](const Status& status, const head::HeadStarted& started) {
       if (!status) {
         std::cerr << "error: " << status.error().message << "\n";
         return;
       }
       warn_if_failed(record_daemon("head", ::getpid()), kNotStoppable);
-      announce(token, ::getpid());
+      announce(started.admin_token, started.standby, ::getpid());
       std::cout.flush();
     });
   }
   Launch launch = daemonize(config.data_dir + "/head.log", 30, [&](auto report) {
     init_logging({"", true, options.verbose});  // stderr is the log file now
-    return head::run_head(config, [&](const Status& status, const std::string& token) {
-      report(status.ok(), status.ok() ? token : status.error().message);
+    return head::run_head(config, [&](const Status& status, const head::HeadStarted& started) {
+      // Tokens hold no space: a standby's says so after one.
+      report(status.ok(), status.ok() ? started.admin_token + (started.standby ? " standby" : "") : status.error().message);
     });
   });
   if (!launch.ok) {
@@ -256,7 +327,8 @@ int start_head(const StartHeadOptions& options) {
     return 1;
   }
   warn_if_failed(record_daemon("head", launch.pid), kNotStoppable);
-  announce(launch.text, launch.pid);
+  const size_t space = launch.text.find(' ');
+  announce(launch.text.substr(0, space), space != std::string::npos, launch.pid);
   return 0;
 }
 
@@ -303,8 +375,9 @@ int start_worker(const StartWorkerOptions& options) {
   config.verbose = options.verbose;
   config.task_user = options.task_user;
   config.data_dir = absolute(options.data_dir.empty() ? session_dir() + "/worker-" + options.node_ip : options.data_dir);
-  if (auto ep = net::parse_endpoint(options.head_node, 6379); !ep.ok()) {
-    std::cerr << "error: --head-node: " << ep.error().message << "\n";
+  auto head_eps = net::parse_endpoints(options.head_node, 6379);
+  if (!head_eps.ok()) {
+    std::cerr << "error: --head-node: " << head_eps.error().message << "\n";
     return 2;
   }
   config.token = options.token;
@@ -340,17 +413,21 @@ int start_worker(const StartWorkerOptions& options) {
     }
   }
   const std::string pinned_path = config.data_dir + "/head-ca.pem";
-  auto head_ep = net::parse_endpoint(options.head_node, 6379);
+  const net::Endpoint& head_ep = head_eps->front();
   // Other machines' ranks reach this one at --node-ip-address (task 0's is MASTER_ADDR):
   // a loopback address is only right when the head, and so the cluster, is on this machine.
-  if (head_ep.ok() && !net::is_loopback_host(head_ep->host) && net::is_loopback_host(options.node_ip)) {
+  if (!net::is_loopback_host(head_ep.host) && net::is_loopback_host(options.node_ip)) {
     std::cerr << "WARNING: --node-ip-address " << options.node_ip << " is a loopback address, but the head at "
               << options.head_node << " is on another machine: ranks on other nodes cannot reach this one there. "
               << "Pass this machine's address (e.g. --node-ip-address $(hostname -I | cut -d' ' -f1)).\n";
   }
   if (!options.insecure) {
     if (!options.ca_fingerprint.empty()) {
-      auto ca = net::fetch_pinned_ca(head_ep.value(), options.ca_fingerprint, 10000);
+      // Any head of the cluster hands out its CA: the first that answers.
+      auto ca = net::fetch_pinned_ca(head_ep, options.ca_fingerprint, 10000);
+      for (size_t i = 1; i < head_eps->size() && !ca.ok() && ca.error().code == ErrorCode::kUnavailable; ++i) {
+        ca = net::fetch_pinned_ca((*head_eps)[i], options.ca_fingerprint, 10000);
+      }
       if (!ca.ok()) {
         std::cerr << "error: --ca-fingerprint: " << ca.error().message << "\n";
         return ca.error().code == ErrorCode::kInvalidArgument ? 2 : 1;
@@ -363,7 +440,7 @@ int start_worker(const StartWorkerOptions& options) {
     } else if (std::ifstream pinned(pinned_path); pinned) {
       config.head_ca_pem.assign(std::istreambuf_iterator<char>(pinned), std::istreambuf_iterator<char>());
     } else {
-      auto ca = head_ca_for(head_ep.value(), false);
+      auto ca = head_ca_for(head_ep, false);
       if (!ca.ok()) {
         std::cerr << "error: " << ca.error().message << " (for a worker: --ca-fingerprint)\n";
         return 2;

@@ -329,8 +329,14 @@ int cluster_status(const ConnectionOptions& options) {
                                                 : "on for other machines (this connection stays on this machine)";
   bool warn = !head_tls || clear_here;
   const bool color = warn && ::isatty(1);
-  std::cout << "Head: " << conn->endpoint.to_string() << (s.contains("version") ? ", " + str(s, "version") : "")
-            << "\n"
+  std::string role;
+  if (s.contains("head") && s["head"].value("store", "") == "postgresql") {
+    // Heads sharing a store: the one that answered leads (standbys refuse this call).
+    role = " (leads, epoch " + std::to_string(s["head"].value("epoch", int64_t{0})) + "; store shared with standby heads, lease " +
+           format_duration(s["head"].value("lease_ms", int64_t{0}) / 1000.0) + ")";
+  }
+  std::cout << "Head: " << conn->endpoint.to_string() << role
+            << (s.contains("version") ? ", " + str(s, "version") : "") << "\n"
             << "TLS: " << (color ? "\033[1;31m" : "") << security << (color ? "\033[0m" : "") << "\n"
             << "Nodes: " << s["nodes_alive"] << " alive of " << s["nodes_total"] << "\n"
             << "CPUs: " << cpus_text(s["allocated"]["num_cpus"].get<double>()) << " / "

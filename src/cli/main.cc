@@ -103,6 +103,20 @@ int run(int argc, char** argv) {
   start_head_cmd->add_option("--tls-cert", head.tls_cert, "Certificate chain (PEM) for the dashboard port, e.g. your CA's");
   start_head_cmd->add_option("--tls-key", head.tls_key, "Private key (PEM, mode 0600) of --tls-cert");
   start_head_cmd->add_option("--advertise-address", head.advertise, "Another name or address clients use for the head (repeatable; goes in its certificate)");
+  start_head_cmd->add_option("--store", head.store,
+                             "Share the cluster's state with standby heads in this PostgreSQL database: "
+                             "postgresql://USER@HOST:PORT/DB (the password from --store-password-file, PGPASSWORD "
+                             "or ~/.pgpass; never in the URL); default: SQLite in --data-dir");
+  start_head_cmd->add_option("--store-password-file", head.store_password_file,
+                             "File holding the --store password (mode 0600)");
+  start_head_cmd->add_option("--shared-dir", head.shared_dir,
+                             "With --store: a directory every head mounts (NFS) for the cluster CA, tokens, "
+                             "working_dir packages and task logs");
+  start_head_cmd->add_option("--leader-lease", head.leader_lease_s,
+                             "With --store: how long the leader's lease lasts (15s); it is renewed every third of "
+                             "it, and a standby takes over once it runs out")
+      ->capture_default_str()
+      ->transform(ag::cli::duration_flag(1, 600));
   std::string head_config;
   start_head_cmd->add_option("--config", head_config,
                              "Options from this file: KEY = VALUE lines, keys are these flags' long names "
@@ -315,6 +329,18 @@ int run(int argc, char** argv) {
   resume_cmd->add_option("node_id", resume_node_id, "Node id (from `ag list-nodes`)")->required();
 
   ag::cli::AuditOptions audit_opts;
+  auto* admin_cmd = app.add_subcommand("admin", "Cluster administration on the head's machine");
+  admin_cmd->require_subcommand(1);
+  ag::cli::CopyStoreOptions copy_store;
+  auto* copy_store_cmd = admin_cmd->add_subcommand(
+      "copy-store", "Move a stopped head's state into a PostgreSQL store for standby heads (README, High availability)");
+  copy_store_cmd->add_option("--from", copy_store.from, "The stopped head's --data-dir")->required();
+  copy_store_cmd->add_option("--to", copy_store.to, "postgresql://USER@HOST:PORT/DATABASE")->required();
+  copy_store_cmd->add_option("--store-password-file", copy_store.password_file, "File holding the store's password (mode 0600)");
+  copy_store_cmd->add_option("--shared-dir", copy_store.shared_dir,
+                             "The directory the heads will share: gets the CA, tokens, task logs and packages")
+      ->required();
+  copy_store_cmd->add_flag("--force", copy_store.force, "Replace what the store already holds");
   auto* audit_cmd = app.add_subcommand("audit", "Who changed what, when, from where (admin)");
   audit_cmd->add_option("--limit", audit_opts.limit, "Newest entries to show")->capture_default_str()->check(CLI::Range(1, 10000));
   audit_cmd->add_option("--user", audit_opts.user, "Only what this user did");
@@ -408,6 +434,7 @@ int run(int argc, char** argv) {
       return 2;
     }
     const auto& keys = applied.value();
+    if (std::find(keys.begin(), keys.end(), "node-timeout") != keys.end()) head.node_timeout_given = true;
     if (std::find(keys.begin(), keys.end(), "token-file") != keys.end()) {
       worker.token_file_flag = "token-file (config file " + *path + ")";
     }
@@ -432,7 +459,11 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (*install_cmd) return ag::cli::install_service(install);
-  if (*start_head_cmd) return start_head(head);
+  if (*copy_store_cmd) return ag::cli::copy_store(copy_store);
+  if (*start_head_cmd) {
+    if (start_head_cmd->get_option("--node-timeout")->count() > 0) head.node_timeout_given = true;
+    return start_head(head);
+  }
   if (*start_worker_cmd) {
     const char* env = std::getenv("AG_TOKEN");
     if (worker.token.empty() && worker.token_file.empty() && env && *env) worker.token = env;

@@ -164,12 +164,14 @@ Result<Connection> resolve_connection(const ConnectionOptions& options) {
   if (address.empty()) {
     return invalid_argument("no cluster found: start one with `ag start-head`, or pass --address HOST:PORT (or set AG_ADDRESS)");
   }
-  auto endpoint = net::parse_endpoint(address, 6379);
-  if (!endpoint.ok()) return endpoint.error();
-  auto ca = head_ca_for(endpoint.value(), options.insecure);
-  if (!ca.ok()) return ca.error();
-  endpoint->ca_pem = ca.value();
-  Connection conn{endpoint.value(), options.token};
+  auto heads = net::parse_endpoints(address, 6379);
+  if (!heads.ok()) return heads.error();
+  for (auto& head : heads.value()) {
+    auto ca = head_ca_for(head, options.insecure);
+    if (!ca.ok()) return ca.error();
+    head.ca_pem = ca.value();
+  }
+  Connection conn{heads->front(), options.token, heads.value()};
   if (!options.token.empty() && !options.token_file.empty()) {
     return invalid_argument("give --token or --token-file, not both");
   }

@@ -50,8 +50,13 @@ struct ConnectionOptions {
 };
 
 struct Connection {
-  net::Endpoint endpoint;
+  // The head calls go to: the first address, then whichever head answered as the
+  // leader (api_client.cc moves it when a head cannot be reached or stands by).
+  mutable net::Endpoint endpoint;
   std::string token;
+  // Every head of the cluster (--address h1:6379,h2:6379), each with its CA; one entry
+  // for a lone head.
+  std::vector<net::Endpoint> heads;
 };
 
 // The user's own settings, `ag config` (AG_CONFIG, default ~/.aethergrid/config.json):

@@ -33,11 +33,36 @@ struct HeadConfig {
   std::string tls_cert, tls_key;
   std::vector<std::string> advertise;  // more names and addresses for the head's certificate
   bool verbose = false;
+
+  // This head's API address as clients and workers reach it ("10.0.0.1:6379"): what a
+  // standby names when it points at the leader.
+  std::string address;
+  // Heads sharing one store (ADR 0008): a postgresql:// URL; "" keeps the SQLite
+  // database in data_dir and this head the only one. With a store, `shared_dir` (a
+  // directory every head mounts) holds what every head needs: the cluster CA, the
+  // tokens, packages and task logs; the heads elect a leader with a lease of
+  // `leader_lease_ms` on the store.
+  std::string store_url;
+  std::string store_password;  // "" leaves it to libpq (PGPASSWORD, ~/.pgpass)
+  std::string shared_dir;
+  int64_t leader_lease_ms = 15000;
+
+  // Where the state every head shares lives: shared_dir, or data_dir for a lone head.
+  const std::string& state_dir() const { return shared_dir.empty() ? data_dir : shared_dir; }
+};
+
+// What a started head tells the command that started it.
+struct HeadStarted {
+  std::string admin_token;  // the first admin's token
+  std::string leader;       // a standby: the head that leads ("" while none does); a leader: ""
+  bool standby = false;
 };
 
 // Runs the head until it is told to stop. `on_ready` is called exactly once: with ok
-// and the first admin's token once both ports accept connections, or with the error that
-// kept it from starting (port busy, data dir unusable). Returns the exit code.
-int run_head(const HeadConfig& config, const std::function<void(const Status&, const std::string& token)>& on_ready);
+// once both ports accept connections (as the leader or as a standby), or with the error
+// that kept it from starting (port busy, data dir unusable, store unreachable or of
+// another cluster). Returns the exit code.
+using OnHeadReady = std::function<void(const Status&, const HeadStarted&)>;
+int run_head(const HeadConfig& config, const OnHeadReady& on_ready);
 
 }  // namespace ag::head

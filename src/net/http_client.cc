@@ -48,6 +48,32 @@ Result<Endpoint> parse_endpoint(const std::string& text, uint16_t default_port) 
   return ep;
 }
 
+Result<std::vector<Endpoint>> parse_endpoints(const std::string& text, uint16_t default_port) {
+  std::vector<Endpoint> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    std::string piece = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    while (!piece.empty() && piece.front() == ' ') piece.erase(0, 1);
+    while (!piece.empty() && piece.back() == ' ') piece.pop_back();
+    auto one = parse_endpoint(piece, default_port);
+    if (!one.ok()) {
+      if (piece.empty()) return invalid_argument("'" + text + "' has an empty address; expected HOST:PORT[,HOST:PORT...]");
+      return one.error();
+    }
+    for (const auto& seen : out) {
+      if (seen.to_string() == one->to_string()) return invalid_argument("'" + text + "' names " + seen.to_string() + " twice");
+    }
+    out.push_back(std::move(one.value()));
+    if (out.size() > kMaxHeadAddresses) {
+      return invalid_argument("'" + text + "' names more than " + std::to_string(kMaxHeadAddresses) + " heads");
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
 namespace {
 
 http::request<http::string_body> make_request(const Endpoint& to, const std::string& method, const std::string& target,

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "common/result.h"
@@ -26,6 +27,11 @@ struct Endpoint {
 
 // Parses "HOST:PORT" or "http://HOST:PORT[/]". Errors: kInvalidArgument naming the text.
 Result<Endpoint> parse_endpoint(const std::string& text, uint16_t default_port);
+
+// Several heads of one cluster: "h1:6379,h2:6379" (at most kMaxHeadAddresses, no
+// repeats). Errors: kInvalidArgument naming the address that is wrong.
+inline constexpr size_t kMaxHeadAddresses = 8;
+Result<std::vector<Endpoint>> parse_endpoints(const std::string& text, uint16_t default_port);
 
 // Sends one request and reads the whole response. A token, when not empty, goes in
 // "Authorization: Bearer". Errors: kUnavailable "cannot reach head at HOST:PORT: ..."

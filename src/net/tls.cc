@@ -145,7 +145,8 @@ bool is_loopback_host(const std::string& host) {
   return ::inet_pton(AF_INET, host.c_str(), &addr) == 1 && (ntohl(addr.s_addr) >> 24) == 127;
 }
 
-Result<TlsIdentity> ensure_cluster_tls(const std::string& dir, const std::vector<std::string>& names) {
+Result<TlsIdentity> ensure_cluster_tls(const std::string& dir, const std::vector<std::string>& names,
+                                       const std::string& cert_dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return internal_error("cannot create " + dir + ": " + ec.message());
@@ -194,8 +195,14 @@ Result<TlsIdentity> ensure_cluster_tls(const std::string& dir, const std::vector
   out.ca_pem = pem_of(ca_cert.get());
   out.cert_chain_pem = pem_of(head_cert.get()) + out.ca_pem;
   out.key_pem = pem_of(head_key.get());
-  if (Status s = write_private(dir + "/head.crt", out.cert_chain_pem); !s) return s.error();
-  if (Status s = write_private(dir + "/head.key", out.key_pem); !s) return s.error();
+  const std::string certs = cert_dir.empty() ? dir : cert_dir;
+  if (certs != dir) {
+    std::filesystem::create_directories(certs, ec);
+    if (ec) return internal_error("cannot create " + certs + ": " + ec.message());
+    ::chmod(certs.c_str(), 0700);
+  }
+  if (Status s = write_private(certs + "/head.crt", out.cert_chain_pem); !s) return s.error();
+  if (Status s = write_private(certs + "/head.key", out.key_pem); !s) return s.error();
   auto fingerprint = certificate_fingerprint(out.ca_pem);
   if (!fingerprint.ok()) return fingerprint.error();
   out.ca_fingerprint = fingerprint.value();

@@ -28,9 +28,12 @@ struct TlsIdentity {
 };
 
 // Makes the cluster CA in `dir` when it is missing (ca.key mode 0600) and a new head
-// certificate for `names` (IP addresses and DNS names) signed by it. Errors:
-// kInternal naming what failed; kPermissionDenied for a CA key others can read.
-Result<TlsIdentity> ensure_cluster_tls(const std::string& dir, const std::vector<std::string>& names);
+// certificate for `names` (IP addresses and DNS names) signed by it, written to
+// `cert_dir` (head.crt, head.key; "" means `dir`: heads sharing one CA keep their own
+// certificates apart). Errors: kInternal naming what failed; kPermissionDenied for a CA
+// key others can read.
+Result<TlsIdentity> ensure_cluster_tls(const std::string& dir, const std::vector<std::string>& names,
+                                       const std::string& cert_dir = "");
 
 // Reads a user-supplied certificate chain and key (`--tls-cert/--tls-key`), checking
 // that they parse and belong together. Errors: kInvalidArgument saying which.

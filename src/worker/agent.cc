@@ -196,12 +196,15 @@ void Agent::on_message(const std::string& text) {
   std::visit(Overloaded{
                  [&](const api::Registered& m) { on_registered(m); },
                  [&](api::Launch& m) {
+                   if (stale(m.epoch, "launch of " + m.task.to_string())) return;
                    preparer_.prepare(
                        std::move(m), node_timeout_ms_,
                        [this](const api::TaskKey& id, const std::string& text) { shipper_.send(api::TaskNote{id, text}); },
                        [this](const api::TaskKey& id, Result<LaunchSpec> spec) { start_task(id, std::move(spec)); });
                  },
-                 [&](const api::Kill& m) { handle_kill(m); },
+                 [&](const api::Kill& m) {
+                   if (!stale(m.epoch, "kill of " + m.task.to_string())) handle_kill(m);
+                 },
                  [&](const api::LogResume& m) { shipper_.resume(m.task, m.offset); },
                  [&](const api::ExitAck& m) { handle_exit_ack(m.task); },
                  [&](const api::HeartbeatAck&) {},
@@ -211,7 +214,21 @@ void Agent::on_message(const std::string& text) {
              message.value());
 }
 
+bool Agent::stale(int64_t epoch, const std::string& what) {
+  if (epoch >= newest_epoch_) return false;
+  spdlog::warn("ignored a {} from a head of epoch {}: a head of epoch {} leads now", what, epoch, newest_epoch_);
+  return true;
+}
+
 void Agent::on_registered(const api::Registered& m) {
+  if (m.epoch < newest_epoch_) {
+    // A head that lost its lease and has not noticed yet: find the one that leads.
+    spdlog::warn("the head at {} is of epoch {}, older than the {} this node has seen; trying the others",
+                 deps_.head.describe(), m.epoch, newest_epoch_);
+    if (channel_) channel_->close();
+    return;
+  }
+  newest_epoch_ = m.epoch;
   ever_registered_ = true;
   fenced_ = false;
   node_timeout_ms_ = m.node_timeout_ms;

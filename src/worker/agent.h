@@ -78,6 +78,9 @@ class Agent {
   // ag pull: the image now, its progress and end to the head.
   void handle_pull(const api::Pull& pull);
   void handle_kill(const api::Kill& kill);
+  // True (and said in the log) for a launch or kill from a head older than the newest
+  // this node has heard from: heads sharing a store fence each other by epoch.
+  bool stale(int64_t epoch, const std::string& what);
   void handle_exit_ack(const api::TaskKey& task);
   // Starts a task whose launch is ready; reports task_started or the start error.
   void start_task(const api::TaskKey& task, Result<LaunchSpec> spec);
@@ -93,6 +96,7 @@ class Agent {
   LaunchPreparer preparer_;
   LogShipper shipper_;
   int64_t node_timeout_ms_ = 10000;  // the head's, learnt at registration
+  int64_t newest_epoch_ = 0;         // of the heads that registered this node
   // Whether this node's tasks were stopped for want of the head (until it registers again).
   bool fenced_ = false;
   bool ever_registered_ = false;

@@ -9,6 +9,7 @@
 #include "common/result.h"
 #include "net/ws_client.h"
 #include "net/ws_connection.h"
+#include "worker/head_addresses.h"
 #include "worker/log_stream.h"
 #include "worker/node_credential.h"
 
@@ -39,18 +40,22 @@ class HeadDialer {
 };
 
 // Dials GET /api/workers/connect on the head with the node's credential, from
-// `bind_address`.
+// `bind_address`. With several heads, a dial that fails tries the next (or the leader a
+// standby named) before it reports the failure: each head once per dial.
 class WsHeadDialer final : public HeadDialer {
  public:
-  WsHeadDialer(boost::asio::io_context& io, net::Endpoint head, NodeCredential& credential, std::string bind_address);
+  WsHeadDialer(boost::asio::io_context& io, HeadAddresses& heads, NodeCredential& credential, std::string bind_address);
   void dial(Done done) override;
-  std::string describe() const override { return options_.to.to_string(); }
+  std::string describe() const override { return heads_.describe(); }
   Status adopt_credential(const std::string& credential) override { return credential_.adopt(credential); }
   std::string refused_hint() const override;
   void dial_log_stream(LogStreamDone done) override;
 
  private:
+  void attempt(size_t tried, Done done);
+
   boost::asio::io_context& io_;
+  HeadAddresses& heads_;
   NodeCredential& credential_;
   net::WsDialOptions options_;
 };

@@ -265,7 +265,7 @@ Result<std::string> PackageCache::download_archive(const std::string& hash,
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
   if (fd < 0) return internal_error("cannot create " + tmp + ": " + std::strerror(errno));
   Sha256 sha;
-  auto res = net::http_download(config_.head, "/api/packages/" + hash, config_.token(), 10 * 60 * 1000,
+  auto res = net::http_download(config_.head(), "/api/packages/" + hash, config_.token(), 10 * 60 * 1000,
                                 [&](const char* data, size_t size) -> Status {
                                   if (tee) tee(data, size);
                                   sha.update(data, size);

@@ -31,7 +31,9 @@ namespace ag::worker {
 struct PackageCacheConfig {
   std::string dir;  // <worker data dir>/packages
   int64_t budget_bytes = int64_t{10} << 30;
-  net::Endpoint head;
+  // The head to download from: the one the worker talks to now (head_addresses.h), read
+  // at each download. Thread-safe.
+  std::function<net::Endpoint()> head;
   // The node's credential for downloads, read at each download (it changes once, when
   // the head gives the node its own). Thread-safe.
   std::function<std::string()> token;

@@ -70,12 +70,13 @@ std::string hostname() {
 }  // namespace
 
 int run_worker(const WorkerConfig& config, const std::function<void(const Status&, const std::string&)>& on_ready) {
-  auto head = net::parse_endpoint(config.head_address, 6379);
-  if (!head.ok()) {
-    on_ready(head.error(), "");
+  auto head_list = net::parse_endpoints(config.head_address, 6379);
+  if (!head_list.ok()) {
+    on_ready(head_list.error(), "");
     return 1;
   }
-  head->ca_pem = config.head_ca_pem;
+  for (auto& head : head_list.value()) head.ca_pem = config.head_ca_pem;
+  HeadAddresses heads(head_list.value());
   std::error_code fs_error;
   std::filesystem::create_directories(config.data_dir, fs_error);
   if (fs_error) {
@@ -218,8 +219,9 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
     on_ready(credential.error(), "");
     return 1;
   }
-  WsHeadDialer dialer(io, head.value(), *credential.value(), config.node_ip);
-  PackageCache packages(io, PackageCacheConfig{config.data_dir + "/packages", config.package_cache_bytes, head.value(),
+  WsHeadDialer dialer(io, heads, *credential.value(), config.node_ip);
+  PackageCache packages(io, PackageCacheConfig{config.data_dir + "/packages", config.package_cache_bytes,
+                                               [&heads] { return heads.current(); },
                                                [cred = credential.value().get()] { return cred->token(); },
                                                accounts.value()->switches() ? accounts.value().get() : nullptr});
   ContainerImages images(io, engine);

@@ -76,14 +76,19 @@ void Histogram::observe(double value) {
 }
 
 void Histogram::render(const std::string& name, std::string& out) const {
+  render_histogram(name, upper_bounds_, bucket_counts_, sum_, count_, out);
+}
+
+void render_histogram(const std::string& name, const std::vector<double>& upper_bounds,
+                      const std::vector<uint64_t>& counts, double sum, uint64_t count, std::string& out) {
   uint64_t cumulative = 0;
-  for (size_t i = 0; i < upper_bounds_.size(); ++i) {
-    cumulative += bucket_counts_[i];
-    sample(out, name + "_bucket", "le=\"" + number(upper_bounds_[i]) + "\"", static_cast<double>(cumulative));
+  for (size_t i = 0; i < upper_bounds.size(); ++i) {
+    cumulative += counts[i];
+    sample(out, name + "_bucket", "le=\"" + number(upper_bounds[i]) + "\"", static_cast<double>(cumulative));
   }
-  sample(out, name + "_bucket", "le=\"+Inf\"", static_cast<double>(count_));
-  sample(out, name + "_sum", "", sum_);
-  sample(out, name + "_count", "", static_cast<double>(count_));
+  sample(out, name + "_bucket", "le=\"+Inf\"", static_cast<double>(count));
+  sample(out, name + "_sum", "", sum);
+  sample(out, name + "_count", "", static_cast<double>(count));
 }
 
 std::string route_template(const std::string& path) {
@@ -239,6 +244,14 @@ std::string Metrics::render() const {
   sample(out, "ag_memory_capacity_bytes", "", static_cast<double>(capacity.memory_bytes));
   header(out, "ag_memory_allocated_bytes", "gauge", "Memory held by live tasks on alive nodes.");
   sample(out, "ag_memory_allocated_bytes", "", static_cast<double>(allocated.memory_bytes));
+
+  header(out, "ag_head_leader", "gauge", "1: this head leads the cluster (a standby answers no /metrics).");
+  sample(out, "ag_head_leader", "", 1);
+  header(out, "ag_head_epoch", "gauge", "The epoch of this head's lease (0 for a lone head on SQLite).");
+  sample(out, "ag_head_epoch", "", static_cast<double>(deps_.role.epoch));
+  header(out, "ag_store_write_seconds", "histogram", "How long the store's write transactions took.");
+  const store::CommitTimes times = deps_.store.commit_times();
+  render_histogram("ag_store_write_seconds", times.upper_bounds, times.counts, times.sum_s, times.count, out);
 
   header(out, "ag_scheduling_latency_seconds", "histogram",
          "Time from a job's submission to the placement of its first attempt.");

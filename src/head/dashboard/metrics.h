@@ -18,7 +18,9 @@
 
 #include "head/jobs/job.h"
 #include "head/jobs/job_layer.h"
+#include "head/leader/head_role.h"
 #include "head/logs/log_store.h"
+#include "head/store/kv_store.h"
 #include "head/nodes/node_registry.h"
 #include "net/http_types.h"
 
@@ -40,6 +42,11 @@ class Histogram {
   uint64_t count_ = 0;
 };
 
+// Appends a histogram's `name_bucket{le=...}`, `name_sum` and `name_count` lines from
+// its bounds and per-bound (not cumulative) counts.
+void render_histogram(const std::string& name, const std::vector<double>& upper_bounds,
+                      const std::vector<uint64_t>& counts, double sum, uint64_t count, std::string& out);
+
 // The route a request path belongs to, with ids replaced ("/api/jobs/{id}/logs"), so
 // that request counts have a bounded set of labels. Unknown paths map to "other".
 std::string route_template(const std::string& path);
@@ -50,6 +57,8 @@ class Metrics {
     const JobLayer& jobs;
     const NodeRegistry& nodes;
     const LogStore& logs;
+    const store::KvStore& store;
+    const HeadRole& role;
   };
   explicit Metrics(Deps deps);
 

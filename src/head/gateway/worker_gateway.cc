@@ -180,7 +180,7 @@ void WorkerGateway::on_connection(const std::shared_ptr<net::WsConnection>& chan
   channel->start(
       [this, weak, state](const std::string& data, bool binary) {
         auto ch = weak.lock();
-        if (!ch) return;
+        if (!ch || !acting()) return;
         if (state->node_id.empty() && !state->registering) {
           if (binary) return send_error_and_close(ch, "the first message must be a register message");
           auto message = api::decode_worker_message(data);
@@ -302,6 +302,7 @@ void WorkerGateway::on_log_frame(const std::shared_ptr<net::WsConnection>& chann
 
 bool WorkerGateway::take_log_bytes(const std::shared_ptr<net::WsConnection>& channel, const std::string& node_id,
                                    const api::TaskKey& key, const std::function<Status()>& store) {
+  if (!acting()) return true;  // a head about to stand by writes nothing more
   // Output is taken only from the node the task runs on, and only for tasks the head
   // placed: no node writes into another's log, and no made-up key opens a file.
   if (Status allowed = may_report(deps_.jobs, node_id, key); !allowed) {
@@ -429,7 +430,7 @@ void WorkerGateway::complete_register(const std::shared_ptr<net::WsConnection>& 
   spdlog::info("node {} registered: {} CPUs, {} MiB memory, {} GPUs, {} running task(s)", added.label(),
                added.total.cpu_millis / 1000.0, added.total.memory_bytes >> 20, added.total.gpus,
                message.running.size());
-  send(channel, api::Registered{added.node_id, config_.node_timeout_ms, credential});
+  send(channel, api::Registered{added.node_id, config_.node_timeout_ms, credential, config_.epoch});
   // Ask for the output the head missed while the channel was down. For tasks that
   // ended meanwhile the worker sends the missing bytes and then the exit again, so
   // the head normally records the end once the log is whole.

@@ -48,6 +48,11 @@ class SplicePipe;
 
 struct WorkerGatewayConfig {
   int64_t node_timeout_ms = 10000;  // no heartbeat for this long: the node is dead
+  // Heads sharing a store: this head's epoch (told to workers when they register) and
+  // whether it may still act (head/leader/leader_lease.h); nothing a worker sends is
+  // taken once it may not. A lone head: epoch 0, and `acting` empty (always).
+  int64_t epoch = 0;
+  std::function<bool()> acting;
 };
 
 class WorkerGateway {
@@ -113,6 +118,7 @@ class WorkerGateway {
   bool take_log_bytes(const std::shared_ptr<net::WsConnection>& channel, const std::string& node_id,
                       const api::TaskKey& key, const std::function<Status()>& store);
   void schedule_expiry();
+  bool acting() const { return !config_.acting || config_.acting(); }
   // Asks the node again, within kLogRetryMs, for the task's bytes from the head's end.
   void retry_log(const std::string& node_id, const api::TaskKey& key);
 

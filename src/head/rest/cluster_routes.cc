@@ -15,6 +15,13 @@ using nlohmann::json;
 // Tasks a node page lists: every live one, then the most recent finished ones.
 constexpr size_t kMaxNodeTasks = 100;
 
+// The head's role as /api/version and /api/cluster say it.
+json role_json(const HeadRole& role) {
+  // What a standby says too (head/leader/standby_server.h), from the leader's side.
+  return {{"role", "leader"}, {"standby", false}, {"leader", role.address}, {"head", role.address},
+          {"epoch", role.epoch}, {"store", role.store}, {"lease_ms", role.lease_ms}};
+}
+
 }  // namespace
 
 void ClusterRoutes::summary(const Call& call, bool tls, net::Respond respond) {
@@ -43,7 +50,8 @@ void ClusterRoutes::summary(const Call& call, bool tls, net::Respond respond) {
             {"allocated", {{"num_cpus", used.cpu_millis / 1000.0}, {"memory_bytes", used.memory_bytes}, {"num_gpus", used.gpus}}},
             {"jobs", by_state},
             {"tls", tls},
-            {"version", version_line()}}));
+            {"version", version_line()},
+            {"head", role_json(deps_.role)}}));
 }
 
 void ClusterRoutes::node(const Call& call, net::Respond respond) {
@@ -101,9 +109,11 @@ void ClusterRoutes::whoami(const Call& call, net::Respond respond) {
 
 void ClusterRoutes::version(const Call&, net::Respond respond) {
   const BuildInfo& info = build_info();
-  respond(json_response(200, {{"version", info.version}, {"commit", info.commit},
-                              {"build_type", info.build_type}, {"worker_protocol", kWorkerProtocol},
-                              {"oldest_worker_protocol", kOldestWorkerProtocol}}));
+  json out{{"version", info.version}, {"commit", info.commit},
+           {"build_type", info.build_type}, {"worker_protocol", kWorkerProtocol},
+           {"oldest_worker_protocol", kOldestWorkerProtocol}};
+  out.update(role_json(deps_.role));
+  respond(json_response(200, out));
 }
 
 }  // namespace ag::head

@@ -9,7 +9,8 @@
 //   DELETE /api/nodes/{node}         remove the node and revoke its credential
 //   POST   /api/nodes/{node}/drain|resume   no new tasks there (held across restarts)
 //   GET    /api/whoami               the caller: name, role, groups
-//   GET    /api/version              the head's build and worker protocol range
+//   GET    /api/version              the head's build and worker protocol range, and its
+//                                    role among heads sharing a store (leader, epoch)
 // Io thread only.
 #pragma once
 

@@ -2,9 +2,13 @@
 // Each route class keeps a copy (references only). Io thread only.
 #pragma once
 
+#include <cstdint>
+#include <string>
+
 #include <boost/asio/io_context.hpp>
 
 #include "common/clock.h"
+#include "head/leader/head_role.h"
 #include "head/auth/access_control.h"
 #include "head/auth/audit_log.h"
 #include "head/dashboard/dashboard_routes.h"
@@ -29,6 +33,7 @@ struct RestDeps {
   const Clock& clock;
   dashboard::DashboardRoutes& dashboard;
   ImagePulls& pulls;
+  const HeadRole& role;
 };
 
 }  // namespace ag::head

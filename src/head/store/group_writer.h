@@ -35,6 +35,8 @@ class GroupWriter {
   void flush();
   // Transactions committed so far.
   uint64_t commits() const;
+  // How long they took.
+  CommitTimes commit_times() const;
 
  private:
   struct Pending {
@@ -51,6 +53,7 @@ class GroupWriter {
   bool writing_ = false;
   bool stopping_ = false;
   uint64_t commit_count_ = 0;
+  CommitTimes times_;  // guarded by mu_
   std::thread thread_;  // last: started once the rest exists
 };
 

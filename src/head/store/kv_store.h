@@ -11,6 +11,7 @@
 // interface and pass the same contract test (tests/unit/store/kv_store_test.cc).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -34,6 +35,15 @@ struct Mutation {
 
 using Record = std::pair<std::string, std::string>;  // key, value
 
+// How long the store's transactions took, as a histogram over fixed bounds (seconds):
+// what /metrics exports as ag_store_write_seconds.
+struct CommitTimes {
+  std::vector<double> upper_bounds;
+  std::vector<uint64_t> counts;  // one per bound, not cumulative
+  double sum_s = 0;
+  uint64_t count = 0;
+};
+
 class KvStore {
  public:
   virtual ~KvStore() = default;
@@ -48,12 +58,20 @@ class KvStore {
   // has been called. Errors: kInternal when the backend cannot be read.
   virtual Result<std::vector<Record>> scan(const std::string& table) = 0;
 
+  // The names of the tables that hold at least one record, sorted. Same guarantees as
+  // scan().
+  virtual Result<std::vector<std::string>> tables() = 0;
+
   // One record, or nullopt when the key is absent. Same guarantees as scan().
   virtual Result<std::optional<std::string>> get(const std::string& table,
                                                  const std::string& key) = 0;
 
   // Blocks until every write queued so far is durable and its `done` has run.
   virtual void flush() = 0;
+
+  // The durations of the transactions committed so far (empty for a store without
+  // transactions). Thread-safe.
+  virtual CommitTimes commit_times() const { return {}; }
 };
 
 }  // namespace ag::store

@@ -1,7 +1,7 @@
 // libpq, loaded when a head is first pointed at a PostgreSQL store rather than linked:
 // the release `ag` stays one binary that needs nothing but glibc, and a head on SQLite
 // never loads it. PostgreSQL users get the library with their client tools (Debian's
-// `libpq5`). ADR 0012 says why.
+// `libpq5`). ADR 0008 says why.
 #pragma once
 
 #include <libpq-fe.h>

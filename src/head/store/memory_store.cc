@@ -33,6 +33,15 @@ Result<std::vector<Record>> MemoryStore::scan(const std::string& table) {
   return out;
 }
 
+Result<std::vector<std::string>> MemoryStore::tables() {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [name, records] : tables_) {
+    if (!records.empty()) out.push_back(name);
+  }
+  return out;
+}
+
 Result<std::optional<std::string>> MemoryStore::get(const std::string& table,
                                                     const std::string& key) {
   std::lock_guard lock(mu_);

@@ -14,6 +14,7 @@ class MemoryStore final : public KvStore {
  public:
   void write(std::vector<Mutation> batch, std::function<void(Status)> done) override;
   Result<std::vector<Record>> scan(const std::string& table) override;
+  Result<std::vector<std::string>> tables() override;
   Result<std::optional<std::string>> get(const std::string& table, const std::string& key) override;
   void flush() override {}
 

@@ -257,6 +257,17 @@ Result<std::vector<Record>> PostgresStore::scan(const std::string& table) {
   return out;
 }
 
+Result<std::vector<std::string>> PostgresStore::tables() {
+  std::lock_guard lock(impl_->reader_mu);
+  Connection& conn = *impl_->reader_conn;
+  conn.revive();
+  PgResult result = conn.run("SELECT DISTINCT tbl FROM ag_records ORDER BY tbl", {});
+  if (!result.ok()) return conn.error("listing tables");
+  std::vector<std::string> out;
+  for (int i = 0; i < result.rows(); ++i) out.push_back(result.column(i, 0));
+  return out;
+}
+
 Result<std::optional<std::string>> PostgresStore::get(const std::string& table, const std::string& key) {
   std::lock_guard lock(impl_->reader_mu);
   Connection& conn = *impl_->reader_conn;
@@ -270,6 +281,8 @@ Result<std::optional<std::string>> PostgresStore::get(const std::string& table, 
 void PostgresStore::flush() { impl_->writer->flush(); }
 
 uint64_t PostgresStore::commits() const { return impl_->writer->commits(); }
+
+CommitTimes PostgresStore::commit_times() const { return impl_->writer->commit_times(); }
 
 Result<std::optional<int64_t>> PostgresStore::acquire_lease(const std::string& holder, int64_t ttl_ms) {
   std::lock_guard lock(impl_->reader_mu);

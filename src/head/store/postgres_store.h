@@ -15,6 +15,7 @@
 #include <string>
 
 #include "head/store/kv_store.h"
+#include "head/store/lease.h"
 
 namespace ag::store {
 
@@ -30,15 +31,7 @@ struct PostgresOptions {
 // The layout of the tables this version of AetherGrid reads and writes.
 inline constexpr int kPostgresSchemaVersion = 1;
 
-// Who holds the lease: its holder and epoch, and whether it has not yet run out (on the
-// database's clock). An empty holder: nobody ever took it.
-struct LeaseState {
-  std::string holder;
-  int64_t epoch = 0;
-  bool live = false;
-};
-
-class PostgresStore final : public KvStore {
+class PostgresStore final : public KvStore, public LeaseBackend {
  public:
   // Errors: kUnavailable when libpq is missing, the server cannot be reached or refuses
   // the login (the server's words, never the password); kConflict when the
@@ -49,29 +42,21 @@ class PostgresStore final : public KvStore {
 
   void write(std::vector<Mutation> batch, std::function<void(Status)> done) override;
   Result<std::vector<Record>> scan(const std::string& table) override;
+  Result<std::vector<std::string>> tables() override;
   Result<std::optional<std::string>> get(const std::string& table, const std::string& key) override;
   void flush() override;
+  CommitTimes commit_times() const override;
 
   // Number of transactions committed so far (group commit makes this < batches).
   uint64_t commits() const;
 
-  // Leadership among the heads sharing the store: one lease row (holder, epoch, expiry
-  // on the database's clock, so that no head's clock matters). The epoch rises by one at
-  // every takeover: it is the fencing token.
-  //
-  // Takes the lease for `holder` for `ttl_ms` when nobody holds it or it ran out; the
-  // new epoch, or nullopt while another holds it. Errors: the store's (kUnavailable).
-  Result<std::optional<int64_t>> acquire_lease(const std::string& holder, int64_t ttl_ms);
-  // Extends the lease of (`holder`, `epoch`) by `ttl_ms` from now; false when it is no
-  // longer theirs (it ran out, or another head took it). Errors: the store's.
-  Result<bool> renew_lease(const std::string& holder, int64_t epoch, int64_t ttl_ms);
-  // The lease as the database sees it now. Errors: the store's.
-  Result<LeaseState> read_lease();
-  // From now on a write commits only if (`holder`, `epoch`) still holds a lease that has
-  // not run out, checked in the write's own transaction (the lease row locked until it
-  // commits, so a takeover waits for it); otherwise it fails kUnavailable and applies
-  // nothing.
-  void fence(const std::string& holder, int64_t epoch);
+  // The lease (lease.h), in the table ag_lease; fence() makes every write check, in its
+  // own transaction, that the lease still holds (the row locked until it commits, so a
+  // takeover waits for it).
+  Result<std::optional<int64_t>> acquire_lease(const std::string& holder, int64_t ttl_ms) override;
+  Result<bool> renew_lease(const std::string& holder, int64_t epoch, int64_t ttl_ms) override;
+  Result<LeaseState> read_lease() override;
+  void fence(const std::string& holder, int64_t epoch) override;
 
  private:
   struct Impl;

@@ -153,6 +153,17 @@ Result<std::vector<Record>> SqliteStore::scan(const std::string& table) {
   return out;
 }
 
+Result<std::vector<std::string>> SqliteStore::tables() {
+  std::lock_guard lock(impl_->reader_mu);
+  Statement stmt(impl_->reader_db, "SELECT DISTINCT tbl FROM records ORDER BY tbl");
+  if (stmt.prepare_rc() != SQLITE_OK) return sqlite_error(impl_->reader_db, stmt.prepare_rc(), "listing tables");
+  std::vector<std::string> out;
+  int rc;
+  while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) out.push_back(column_text(stmt.get(), 0));
+  if (rc != SQLITE_DONE) return sqlite_error(impl_->reader_db, rc, "listing tables");
+  return out;
+}
+
 Result<std::optional<std::string>> SqliteStore::get(const std::string& table, const std::string& key) {
   std::lock_guard lock(impl_->reader_mu);
   Statement stmt(impl_->reader_db, "SELECT value FROM records WHERE tbl = ?1 AND key = ?2");
@@ -166,6 +177,8 @@ Result<std::optional<std::string>> SqliteStore::get(const std::string& table, co
 }
 
 void SqliteStore::flush() { impl_->writer->flush(); }
+
+CommitTimes SqliteStore::commit_times() const { return impl_->writer->commit_times(); }
 
 uint64_t SqliteStore::commits() const { return impl_->writer->commits(); }
 

@@ -21,8 +21,10 @@ class SqliteStore final : public KvStore {
 
   void write(std::vector<Mutation> batch, std::function<void(Status)> done) override;
   Result<std::vector<Record>> scan(const std::string& table) override;
+  Result<std::vector<std::string>> tables() override;
   Result<std::optional<std::string>> get(const std::string& table, const std::string& key) override;
   void flush() override;
+  CommitTimes commit_times() const override;
 
   // Number of transactions committed so far (group commit makes this < batches).
   uint64_t commits() const;

@@ -77,10 +77,10 @@ class ApiRoutesTest : public ::testing::Test {
         audit_(store_, jobs_.table),
         gateway_({clock_, nodes_, jobs_, logs_, clock_, access_, audit_}, WorkerGatewayConfig{}),
         packages_((dir_ / "packages").string(), 1 << 20),
-        metrics_({jobs_, nodes_, logs_}),
+        metrics_({jobs_, nodes_, logs_, store_, role_}),
         hub_({io_, jobs_, nodes_, clock_}),
         dashboard_({access_, audit_, clock_, metrics_, hub_}),
-        routes_({io_, jobs_, nodes_, logs_, packages_, access_, audit_, gateway_, clock_, dashboard_, pulls_}) {
+        routes_({io_, jobs_, nodes_, logs_, packages_, access_, audit_, gateway_, clock_, dashboard_, pulls_, role_}) {
     EXPECT_TRUE(access_.bootstrap(kAdmin, std::nullopt).ok());
     for (auto [name, role] : {std::pair{"alice", Role::kUser}, {"bob", Role::kUser}, {"vera", Role::kViewer}}) {
       access_.add_user({name, role}, [this, name](Result<std::string> token) { tokens_[name] = token.value(); });
@@ -133,6 +133,7 @@ class ApiRoutesTest : public ::testing::Test {
   fs::path dir_;
   testing::FakeClock clock_;
   store::MemoryStore store_;
+  HeadRole role_{"127.0.0.1:6379"};
   NodeRegistry nodes_;
   testing::FakeWorkerChannel channel_;
   LogStore logs_;

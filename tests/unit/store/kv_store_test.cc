@@ -11,12 +11,15 @@
 #include <chrono>
 #include <cstdio>
 #include <future>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <type_traits>
 #include <vector>
 
+#include "head/store/copy_records.h"
 #include "store/kv_store_fixtures.h"
 
 namespace ag::store {
@@ -143,6 +146,15 @@ TYPED_TEST(KvStoreContractTest, WholeBatchIsVisibleWhenDoneRuns) {
   ASSERT_TRUE(outcome.get_future().get().ok());
   EXPECT_THAT(jobs_seen_in_done, ElementsAre(Pair("job_1", "j")));
   EXPECT_THAT(events_seen_in_done, ElementsAre(Pair("job_1/0", "e0"), Pair("job_1/1", "e1")));
+}
+
+TYPED_TEST(KvStoreContractTest, TablesListsTheTablesThatHoldRecordsSorted) {
+  EXPECT_TRUE(this->store().tables().value().empty());
+  ASSERT_TRUE(write_and_wait(this->store(), {put(kMetaTable, "m", "1"), put(kJobsTable, "j", "2"),
+                                             put(kEventsTable, "e", "3")})
+                  .ok());
+  ASSERT_TRUE(write_and_wait(this->store(), {erase(kEventsTable, "e")}).ok());
+  EXPECT_EQ(this->store().tables().value(), (std::vector<std::string>{kJobsTable, kMetaTable}));
 }
 
 TYPED_TEST(KvStoreContractTest, FlushWaitsForEveryQueuedWrite) {
@@ -430,6 +442,32 @@ TEST_F(PostgresStoreTest, TablesOfAnotherProgramInTheDatabaseAreLeftAlone) {
   ASSERT_TRUE(store.ok()) << store.error().message;
   ASSERT_TRUE(write_and_wait(**store, {put(kJobsTable, "job_1", "v")}).ok());
   EXPECT_TRUE(PostgresServer::get().execute(conninfo_, "SELECT 1 FROM records WHERE id = 7"));
+}
+
+TEST_F(PostgresStoreTest, CopyingALoneHeadsRecordsBringsEveryTableAndReplaceDropsWhatWasThere) {
+  const std::string path = ::testing::TempDir() + "copy-" + std::to_string(::getpid()) + ".db";
+  std::remove(path.c_str());
+  auto sqlite = SqliteStore::open(path);
+  ASSERT_TRUE(sqlite.ok());
+  std::vector<Mutation> jobs;
+  for (int i = 0; i < 1234; ++i) jobs.push_back(put(kJobsTable, "job_" + std::to_string(10000 + i), "v"));
+  ASSERT_TRUE(write_and_wait(**sqlite, jobs).ok());
+  ASSERT_TRUE(write_and_wait(**sqlite, {put(kMetaTable, "quotas", "{}"), put("users", "alice", "{}")}).ok());
+  auto pg = PostgresStore::open({conninfo_});
+  ASSERT_TRUE(pg.ok()) << pg.error().message;
+  ASSERT_TRUE(write_and_wait(**pg, {put(kJobsTable, "job_stale", "old"), put("tokens", "t", "x")}).ok());
+
+  auto kept = copy_records(**sqlite, **pg, false);
+  ASSERT_TRUE(kept.ok()) << kept.error().message;
+  EXPECT_EQ(kept.value(), (std::map<std::string, size_t>{{kJobsTable, 1234}, {kMetaTable, 1}, {"users", 1}}));
+  EXPECT_EQ(get_value(**pg, kJobsTable, "job_stale"), "old") << "kept without replace";
+
+  auto replaced = copy_records(**sqlite, **pg, true);
+  ASSERT_TRUE(replaced.ok());
+  EXPECT_EQ(get_value(**pg, kJobsTable, "job_stale"), std::nullopt);
+  EXPECT_EQ(scan_table(**pg, kJobsTable).size(), 1234u);
+  EXPECT_EQ((*pg)->tables().value(), (std::vector<std::string>{kJobsTable, kMetaTable, "users"}));
+  std::remove(path.c_str());
 }
 
 TEST(PostgresStoreOpenTest, AStoreThatCannotBeReachedSaysSo) {

@@ -300,6 +300,37 @@ TEST_F(AgentTest, KillReachesTheLauncherOrSaysTheTaskIsNotHere) {
   EXPECT_EQ(exited[0].exit.lost, "the worker does not run this task");
 }
 
+TEST_F(AgentTest, LaunchesAndKillsOfAHeadOlderThanTheNewestLeaderAreIgnored) {
+  start();
+  auto channel = dialer_.accept();
+  channel->take_text();
+  channel->deliver(api::encode(api::Registered{config_.node_id, 7000, "", 3}));  // leader of epoch 3
+  api::Launch stale = launch_of(kTask);
+  stale.epoch = 2;  // a head that lost its lease and has not noticed
+  channel->deliver(api::encode(stale));
+  EXPECT_TRUE(launcher_.launched.empty());
+  api::Launch current = launch_of(kTask);
+  current.epoch = 3;
+  channel->deliver(api::encode(current));
+  ASSERT_EQ(launcher_.launched.size(), 1u);
+  channel->take_text();
+  channel->deliver(api::encode(api::Kill{kTask, 2500, 2}));
+  EXPECT_TRUE(launcher_.kills.empty()) << "a stale kill";
+  channel->deliver(api::encode(api::Kill{kTask, 2500, 3}));
+  EXPECT_EQ(launcher_.kills.size(), 1u);
+}
+
+TEST_F(AgentTest, ARegistrationByAHeadOlderThanTheNewestSeenIsDropped) {
+  auto channel = start_registered();
+  channel->deliver(api::encode(api::Registered{config_.node_id, 7000, "", 5}));
+  channel->drop("the leader went away");
+  clock_.advance(250);
+  auto older = dialer_.accept();
+  older->take_text();
+  older->deliver(api::encode(api::Registered{config_.node_id, 7000, "", 4}));
+  EXPECT_TRUE(older->closed) << "the worker looks for the head that leads";
+}
+
 TEST_F(AgentTest, ALaunchItCannotReadEndsItsTaskWithTheReason) {
   auto channel = start_registered();
   nlohmann::json bad = nlohmann::json::parse(api::encode(launch_of(kTask)));
