@@ -21,18 +21,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The pid of a running `ag start-head` whose command line names `data_dir`, or 0.
-int head_running_on(const std::string& data_dir) {
-  for (const auto& entry : fs::directory_iterator("/proc", fs::directory_options::skip_permission_denied)) {
-    const std::string name = entry.path().filename().string();
+// The pid of a process that holds `db` open (a head running on it), or 0.
+int process_with_open(const std::string& db) {
+  std::error_code ec;
+  for (const auto& proc : fs::directory_iterator("/proc", fs::directory_options::skip_permission_denied, ec)) {
+    const std::string name = proc.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
-    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    for (char& c : cmdline) {
-      if (c == '\0') c = ' ';
-    }
-    if (cmdline.find("start-head") != std::string::npos && cmdline.find(data_dir) != std::string::npos) {
-      return std::stoi(name);
+    std::error_code fd_ec;
+    for (const auto& fd : fs::directory_iterator(proc.path() / "fd", fd_ec)) {
+      std::error_code link_ec;
+      if (fs::read_symlink(fd.path(), link_ec).string() == db) return std::stoi(name);
     }
   }
   return 0;
@@ -58,7 +56,7 @@ int copy_store(const CopyStoreOptions& options) {
     std::cerr << "error: " << problem << "\n";
     return 2;
   }
-  if (int pid = head_running_on(from)) {
+  if (int pid = process_with_open(db)) {
     std::cerr << "error: a head is running on " << from << " (pid " << pid << "): stop it first (ag stop), so that "
               << "nothing changes while it is copied\n";
     return 1;
@@ -91,6 +89,13 @@ int copy_store(const CopyStoreOptions& options) {
     std::cerr << "error: --to: " << target.error().message << "\n";
     return 1;
   }
+  // Never under a running cluster's feet, --force or not.
+  auto lease = target.value()->read_lease();
+  if (lease.ok() && lease->live) {
+    std::cerr << "error: a head leads the store at " << options.to << " now (" << lease->holder << ", epoch "
+              << lease->epoch << "): stop the heads that use it first\n";
+    return 1;
+  }
   auto held = target.value()->tables();
   if (!held.ok()) {
     std::cerr << "error: --to: " << held.error().message << "\n";
@@ -102,9 +107,24 @@ int copy_store(const CopyStoreOptions& options) {
     std::cerr << "); give --force to replace them (what it holds now is deleted)\n";
     return 1;
   }
-  // Files first: a store that names this cluster then has everything it refers to.
   fs::create_directories(shared, ec);
   if (!ec) fs::permissions(shared, fs::perms::owner_all, ec);
+  if (ec) {
+    std::cerr << "error: --shared-dir " << shared.string() << ": " << ec.message() << "\n";
+    return 1;
+  }
+  auto cluster_id = net::load_or_create_token((shared / "cluster-id").string(), "agc_");
+  if (!cluster_id.ok()) {
+    std::cerr << "error: " << cluster_id.error().message << "\n";
+    return 1;
+  }
+  auto copied = store::copy_records(*source.value(), *target.value(), options.force);
+  if (!copied.ok()) {
+    std::cerr << "error: copying the records: " << copied.error().message << "\n";
+    return 1;
+  }
+  // Then the files: the records are in, and the store names this cluster only once its
+  // CA, tokens, logs and packages are in the shared dir too (below).
   for (const char* dir : {"tls", "logs", "packages"}) {
     if (ec) break;
     if (!fs::exists(fs::path(from) / dir)) continue;
@@ -119,16 +139,6 @@ int copy_store(const CopyStoreOptions& options) {
   }
   if (ec) {
     std::cerr << "error: copying files into " << shared.string() << ": " << ec.message() << "\n";
-    return 1;
-  }
-  auto cluster_id = net::load_or_create_token((shared / "cluster-id").string(), "agc_");
-  if (!cluster_id.ok()) {
-    std::cerr << "error: " << cluster_id.error().message << "\n";
-    return 1;
-  }
-  auto copied = store::copy_records(*source.value(), *target.value(), options.force);
-  if (!copied.ok()) {
-    std::cerr << "error: copying the records: " << copied.error().message << "\n";
     return 1;
   }
   Status recorded;

@@ -116,6 +116,7 @@ class ReadyOnce {
     called_ = true;
     on_ready_(status, HeadStarted{token_, leader, standby});
   }
+  bool called() const { return called_; }
 
  private:
   const OnHeadReady& on_ready_;
@@ -171,9 +172,12 @@ int run_shared(const HeadConfig& config, const Identity& identity, ReadyOnce& re
     bool done = false;  // guarded by mu
     bool leads = false;
     std::optional<Error> fatal;
+    bool stop_requested = false;  // SIGTERM or SIGINT; guarded by mu
+    // The first outcome wins: leading, a fatal error, or being told to stop.
     auto finish = [&](bool lead, std::optional<Error> error) {
       {
         std::lock_guard lock(mu);
+        if (done) return;
         done = true;
         leads = lead;
         fatal = std::move(error);
@@ -219,6 +223,7 @@ int run_shared(const HeadConfig& config, const Identity& identity, ReadyOnce& re
       spdlog::info("received signal {}: shutting down", sig);
       {
         std::lock_guard lock(mu);
+        stop_requested = true;
         done = true;
       }
       wake.notify_all();
@@ -227,7 +232,10 @@ int run_shared(const HeadConfig& config, const Identity& identity, ReadyOnce& re
     // Answer as a standby unless this head leads within a moment.
     boost::asio::steady_timer grace(io, std::chrono::milliseconds(poll_ms));
     grace.async_wait([&](const boost::system::error_code& ec) {
-      if (ec) return;
+      {
+        std::lock_guard lock(mu);
+        if (ec || done) return;
+      }
       if (Status s = standby.start(identity.tls ? &*identity.tls : nullptr, config.node_ip, config.port, config.dashboard_port); !s) {
         finish(false, s.error());
         return;
@@ -248,7 +256,10 @@ int run_shared(const HeadConfig& config, const Identity& identity, ReadyOnce& re
       ready(*fatal);
       return 1;
     }
-    if (!leads) return 0;
+    if (stop_requested || !leads) {
+      if (leads) lease->release();  // took it as it was told to stop: hand it on at once
+      return 0;
+    }
   }
   store->fence(holder, lease->epoch());
   lease->start([](const std::string& why) { restart_as_standby(why); });
@@ -260,7 +271,16 @@ int run_shared(const HeadConfig& config, const Identity& identity, ReadyOnce& re
     store->flush();
     if (!*result) restart_as_standby("cannot record the cluster in the store: " + result->error().message);
   }
-  return run_leader(config, *store, lease.get(), identity, [&ready](const Status& s) { ready(s); });
+  Status failed;
+  const int code = run_leader(config, *store, lease.get(), identity, [&](const Status& s) {
+    if (!s && ready.called()) failed = s;  // after a start that was reported
+    ready(s);
+  });
+  // A head that could not lead once it was running (its store failed it while
+  // recovering, a port went) stands by again rather than leave the cluster a head short.
+  if (!failed) restart_as_standby("it could not start leading: " + failed.error().message);
+  lease->release();  // stopped on purpose: a standby takes over now, not after the lease
+  return code;
 }
 
 }  // namespace

@@ -181,8 +181,18 @@ void Agent::renew_lease() {
 }
 
 void Agent::on_message(const std::string& text) {
-  if (ever_registered_) renew_lease();
   auto message = api::decode_head_message(text);
+  // A head older than the newest leader this node has heard from is not the head: what
+  // it says neither keeps this node's tasks alive nor reaches them.
+  if (message.ok()) {
+    const int64_t epoch = std::visit(Overloaded{[](const api::Registered& m) { return m.epoch; },
+                                                [](const api::Launch& m) { return m.epoch; },
+                                                [](const api::Kill& m) { return m.epoch; },
+                                                [this](const auto&) { return newest_epoch_; }},
+                                     message.value());
+    if (stale(epoch, message.value())) return;
+  }
+  if (ever_registered_) renew_lease();
   if (!message.ok()) {
     spdlog::warn("bad message from the head: {}", message.error().message);
     // A launch that cannot be understood must still end its task, never strand it.
@@ -196,15 +206,12 @@ void Agent::on_message(const std::string& text) {
   std::visit(Overloaded{
                  [&](const api::Registered& m) { on_registered(m); },
                  [&](api::Launch& m) {
-                   if (stale(m.epoch, "launch of " + m.task.to_string())) return;
                    preparer_.prepare(
                        std::move(m), node_timeout_ms_,
                        [this](const api::TaskKey& id, const std::string& text) { shipper_.send(api::TaskNote{id, text}); },
                        [this](const api::TaskKey& id, Result<LaunchSpec> spec) { start_task(id, std::move(spec)); });
                  },
-                 [&](const api::Kill& m) {
-                   if (!stale(m.epoch, "kill of " + m.task.to_string())) handle_kill(m);
-                 },
+                 [&](const api::Kill& m) { handle_kill(m); },
                  [&](const api::LogResume& m) { shipper_.resume(m.task, m.offset); },
                  [&](const api::ExitAck& m) { handle_exit_ack(m.task); },
                  [&](const api::HeartbeatAck&) {},
@@ -214,21 +221,24 @@ void Agent::on_message(const std::string& text) {
              message.value());
 }
 
-bool Agent::stale(int64_t epoch, const std::string& what) {
-  if (epoch >= newest_epoch_) return false;
-  spdlog::warn("ignored a {} from a head of epoch {}: a head of epoch {} leads now", what, epoch, newest_epoch_);
+bool Agent::stale(int64_t epoch, const api::HeadMessage& message) {
+  // Epoch 0 is a lone head's (no store shared, nobody to fence off).
+  if (epoch == 0 || epoch >= newest_epoch_) return false;
+  if (std::holds_alternative<api::Registered>(message)) {
+    // A head that lost its lease and has not noticed yet: find the one that leads.
+    spdlog::warn("the head at {} is of epoch {}, older than the {} this node has seen; trying the others",
+                 deps_.head.describe(), epoch, newest_epoch_);
+    deps_.head.skip();
+    if (channel_) channel_->close();
+  } else {
+    spdlog::warn("ignored a {} from a head of epoch {}: a head of epoch {} leads now",
+                 std::holds_alternative<api::Launch>(message) ? "launch" : "kill", epoch, newest_epoch_);
+  }
   return true;
 }
 
 void Agent::on_registered(const api::Registered& m) {
-  if (m.epoch < newest_epoch_) {
-    // A head that lost its lease and has not noticed yet: find the one that leads.
-    spdlog::warn("the head at {} is of epoch {}, older than the {} this node has seen; trying the others",
-                 deps_.head.describe(), m.epoch, newest_epoch_);
-    if (channel_) channel_->close();
-    return;
-  }
-  newest_epoch_ = m.epoch;
+  newest_epoch_ = std::max(newest_epoch_, m.epoch);
   ever_registered_ = true;
   fenced_ = false;
   node_timeout_ms_ = m.node_timeout_ms;

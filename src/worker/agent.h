@@ -78,9 +78,10 @@ class Agent {
   // ag pull: the image now, its progress and end to the head.
   void handle_pull(const api::Pull& pull);
   void handle_kill(const api::Kill& kill);
-  // True (and said in the log) for a launch or kill from a head older than the newest
-  // this node has heard from: heads sharing a store fence each other by epoch.
-  bool stale(int64_t epoch, const std::string& what);
+  // True (and said in the log) for a registration, launch or kill from a head older
+  // than the newest this node has heard from: heads sharing a store fence each other by
+  // epoch. A stale registration drops the channel and moves on to the next head.
+  bool stale(int64_t epoch, const api::HeadMessage& message);
   void handle_exit_ack(const api::TaskKey& task);
   // Starts a task whose launch is ready; reports task_started or the start error.
   void start_task(const api::TaskKey& task, Result<LaunchSpec> spec);

@@ -28,6 +28,8 @@ class HeadDialer {
   virtual void dial(Done done) = 0;
   // "127.0.0.1:6379", for messages.
   virtual std::string describe() const = 0;
+  // The head it reached does not lead: the next dial starts at the next head.
+  virtual void skip() {}
   // Keeps the node's own credential (from `registered`) for every later dial.
   virtual Status adopt_credential(const std::string& credential) = 0;
   // What to tell the user when the head refuses the token for good.
@@ -47,6 +49,7 @@ class WsHeadDialer final : public HeadDialer {
   WsHeadDialer(boost::asio::io_context& io, HeadAddresses& heads, NodeCredential& credential, std::string bind_address);
   void dial(Done done) override;
   std::string describe() const override { return heads_.describe(); }
+  void skip() override { heads_.next(); }
   Status adopt_credential(const std::string& credential) override { return credential_.adopt(credential); }
   std::string refused_hint() const override;
   void dial_log_stream(LogStreamDone done) override;

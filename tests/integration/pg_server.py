@@ -1,6 +1,6 @@
 """A PostgreSQL server for the tests of heads sharing a store: Debian's initdb and pg_ctl
 in a temp dir, on 127.0.0.1 at a free port, password logins only (scram-sha-256),
-fsync off. As root the server runs as `nobody` (PostgreSQL refuses root). Where no
+fsync off unless asked. As root the server runs as `nobody` (PostgreSQL refuses root). Where no
 server can be made, `PostgresServer.unavailable()` says why and the tests skip.
 
 Every process it starts is stopped by `stop()` (pg_ctl, then SIGKILL by the pid in
@@ -42,6 +42,7 @@ class PostgresServer:
         self.log = self.root / "server.log"
         self.password_file = self.root / "store-password"
         self._as = ["runuser", "-u", "nobody", "--"] if os.geteuid() == 0 else []
+        self.fsync = False  # the tests check logic, not the disk; benchmarks turn it on
 
     def _run(self, *args, timeout=60):
         return subprocess.run(self._as + list(args), capture_output=True, text=True, timeout=timeout)
@@ -64,8 +65,9 @@ class PostgresServer:
         return self
 
     def start(self):
-        opts = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} -c fsync=off "
-                "-c synchronous_commit=off -c full_page_writes=off")
+        opts = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root}"
+        if not self.fsync:
+            opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         started = self._run(f"{self.bin}/pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "30",
                             "-o", opts, "start")
         assert started.returncode == 0, started.stdout + started.stderr + self.log.read_text()

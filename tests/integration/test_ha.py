@@ -265,6 +265,22 @@ def test_a_stopped_leader_finds_its_lease_gone_and_stands_by(ha_factory):
     # Its API refuses to act, naming the leader.
     status, body = c.api_at(HEAD_IPS[0], "POST", "/api/jobs", {"entrypoint": "true"})
     assert status == 503 and body["standby"] and body["leader"] == f"{HEAD_IPS[1]}:{c.port}"
+    # The CLI, given both heads, finds the leader and says so.
+    shown = c.ag("status").stdout
+    assert f"Head: {HEAD_IPS[1]}:{c.port} (leads, epoch 2" in shown, shown
+    metrics = c.api_at(HEAD_IPS[1], "GET", "/metrics")[1]
+    assert "ag_head_leader 1" in metrics and "ag_head_epoch 2" in metrics
+    assert "ag_store_write_seconds_count" in metrics
+
+
+def test_a_leader_stopped_on_purpose_hands_over_at_once(ha_factory):
+    c = ha_factory(lease_s=30)
+    c.ag("stop", env=c.head_envs[HEAD_IPS[0]])
+    # Well before the 30 s lease would run out: the leader gave it up as it stopped.
+    wait_until(lambda: (c.version_at(HEAD_IPS[1]) or {}).get("role") == "leader", 5,
+               message="the standby to lead")
+    job, _ = c.submit("--no-wait", "--", "echo", "handed over")
+    c.wait_state(job, ["SUCCEEDED"], timeout=30)
 
 
 class BlackholeProxy:

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <time.h>
+
 #include <chrono>
 
 namespace ag::head {
@@ -23,8 +25,11 @@ LeaderLease::~LeaderLease() {
 }
 
 int64_t LeaderLease::now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  // CLOCK_BOOTTIME counts a machine's suspend too: a head resumed after it must find
+  // its lease gone, as the database does.
+  timespec now{};
+  ::clock_gettime(CLOCK_BOOTTIME, &now);
+  return int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
 }
 
 Result<bool> LeaderLease::try_acquire() {
@@ -43,6 +48,18 @@ void LeaderLease::start(OnLost on_lost) {
   on_lost_ = std::move(on_lost);
   renewer_ = std::thread([this] { renew_loop(); });
   watchdog_ = std::thread([this] { watch_loop(); });
+}
+
+void LeaderLease::release() {
+  if (lost_.exchange(true)) return;  // already lost: the head is restarting
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (Status s = backend_.release_lease(holder_, epoch_); !s) {
+    spdlog::warn("could not give up the leader lease ({}); a standby takes over once it runs out", s.error().message);
+  }
 }
 
 bool LeaderLease::acting() const { return !lost_.load() && now_ns() < deadline_ns_.load(); }

@@ -44,6 +44,10 @@ class LeaderLease {
   // was not renewed in time (it is expected not to return: the head restarts itself).
   void start(OnLost on_lost);
 
+  // Gives the lease up (a head stopping on purpose): a standby takes over at once. This
+  // head no longer acts; errors are logged (the lease then runs out by itself).
+  void release();
+
   // True while this head leads and is sure of it.
   bool acting() const;
   int64_t epoch() const { return epoch_.load(); }

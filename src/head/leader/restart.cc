@@ -1,11 +1,14 @@
 #include "head/leader/restart.h"
 
 #include <spdlog/spdlog.h>
+#include <fcntl.h>
+#include <linux/close_range.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <vector>
@@ -22,9 +25,22 @@ void restart_as_standby(const std::string& why) {
     argv.push_back(cmdline.data() + at);
     if (cmdline.find('\0', at) == std::string::npos) break;
   }
+  if (argv.empty()) {
+    spdlog::critical("cannot read this process's arguments to restart it; exiting");
+    spdlog::default_logger()->flush();
+    ::_exit(70);
+  }
   argv.push_back(nullptr);
   ::setenv(kRestartedEnv, "1", 1);
-  ::close_range(3, ~0U, 0);
+  // Every descriptor but the standard three goes with the exec: marked close-on-exec
+  // rather than closed, so that the threads still running meanwhile never see a number
+  // reused under them.
+  if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+      const int fd = std::atoi(entry.path().filename().c_str());
+      if (fd > 2) (void)::fcntl(fd, F_SETFD, FD_CLOEXEC);
+    }
+  }
   ::execv("/proc/self/exe", argv.data());
   const int err = errno;
   spdlog::critical("cannot restart as a standby ({}); exiting", std::strerror(err));

@@ -29,6 +29,9 @@ class LeaseBackend {
   // Extends the lease of (`holder`, `epoch`) by `ttl_ms` from now; false when it is no
   // longer theirs (it ran out, or another head took it). Errors: the store's.
   virtual Result<bool> renew_lease(const std::string& holder, int64_t epoch, int64_t ttl_ms) = 0;
+  // Ends the lease of (`holder`, `epoch`) now, so that a standby takes over at once (a
+  // head stopping on purpose); nothing when it is no longer theirs. Errors: the store's.
+  virtual Status release_lease(const std::string& holder, int64_t epoch) = 0;
   // The lease as the store sees it now. Errors: the store's.
   virtual Result<LeaseState> read_lease() = 0;
   // From now on a write to the store commits only if (`holder`, `epoch`) still holds a

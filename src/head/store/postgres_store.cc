@@ -168,6 +168,9 @@ struct PostgresStore::Impl {
   std::unique_ptr<Connection> writer_conn;  // the writer thread's only (after open)
   std::unique_ptr<Connection> reader_conn;  // guarded by reader_mu
   std::mutex reader_mu;
+  // The lease's own, so that a renewal never waits behind a long read.
+  std::unique_ptr<Connection> lease_conn;  // guarded by lease_mu
+  std::mutex lease_mu;
   std::mutex fence_mu;  // guards the fence
   std::optional<std::pair<std::string, int64_t>> fence;  // (holder, epoch) every write must hold
   std::unique_ptr<GroupWriter> writer;
@@ -227,7 +230,7 @@ Result<std::unique_ptr<PostgresStore>> PostgresStore::open(const PostgresOptions
   if (!pq.ok()) return pq.error();
   auto impl = std::make_unique<Impl>();
   impl->pq = pq.value();
-  for (auto* slot : {&impl->writer_conn, &impl->reader_conn}) {
+  for (auto* slot : {&impl->writer_conn, &impl->reader_conn, &impl->lease_conn}) {
     auto conn = connect(*impl->pq, options);
     if (!conn.ok()) return conn.error();
     *slot = std::move(conn.value());
@@ -285,8 +288,8 @@ uint64_t PostgresStore::commits() const { return impl_->writer->commits(); }
 CommitTimes PostgresStore::commit_times() const { return impl_->writer->commit_times(); }
 
 Result<std::optional<int64_t>> PostgresStore::acquire_lease(const std::string& holder, int64_t ttl_ms) {
-  std::lock_guard lock(impl_->reader_mu);
-  Connection& conn = *impl_->reader_conn;
+  std::lock_guard lock(impl_->lease_mu);
+  Connection& conn = *impl_->lease_conn;
   conn.revive();
   const std::string ttl = std::to_string(ttl_ms);
   PgResult result = conn.run(kAcquire, {&holder, &ttl});
@@ -296,8 +299,8 @@ Result<std::optional<int64_t>> PostgresStore::acquire_lease(const std::string& h
 }
 
 Result<bool> PostgresStore::renew_lease(const std::string& holder, int64_t epoch, int64_t ttl_ms) {
-  std::lock_guard lock(impl_->reader_mu);
-  Connection& conn = *impl_->reader_conn;
+  std::lock_guard lock(impl_->lease_mu);
+  Connection& conn = *impl_->lease_conn;
   conn.revive();
   const std::string epoch_text = std::to_string(epoch), ttl = std::to_string(ttl_ms);
   PgResult result = conn.run(kRenew, {&holder, &epoch_text, &ttl});
@@ -305,9 +308,21 @@ Result<bool> PostgresStore::renew_lease(const std::string& holder, int64_t epoch
   return result.rows() > 0;
 }
 
+Status PostgresStore::release_lease(const std::string& holder, int64_t epoch) {
+  std::lock_guard lock(impl_->lease_mu);
+  Connection& conn = *impl_->lease_conn;
+  conn.revive();
+  const std::string epoch_text = std::to_string(epoch);
+  PgResult result = conn.run(
+      "UPDATE ag_lease SET expires_at = now() WHERE name = 'head' AND holder = $1 AND epoch = $2::bigint", {&holder,
+                                                                                                             &epoch_text});
+  if (!result.ok()) return conn.error("releasing the lease");
+  return {};
+}
+
 Result<LeaseState> PostgresStore::read_lease() {
-  std::lock_guard lock(impl_->reader_mu);
-  Connection& conn = *impl_->reader_conn;
+  std::lock_guard lock(impl_->lease_mu);
+  Connection& conn = *impl_->lease_conn;
   conn.revive();
   PgResult result = conn.run(kReadLease, {});
   if (!result.ok()) return conn.error("reading the lease");

@@ -2,7 +2,7 @@
 // records live in one table, ag_records(tbl, key, value bytea), keys ordered bytewise
 // ("C" collation) as SQLite orders them; ag_lease holds the leader's lease and
 // ag_schema the layout's version. Writes go through a GroupWriter (group_writer.h) on a
-// connection of their own; reads and the lease take a second one. libpq is loaded at
+// connection of their own; reads take a second one and the lease a third. libpq is loaded at
 // run time (libpq.h).
 //
 // Lifecycle: open() connects, makes the tables on an empty database (or checks their
@@ -55,6 +55,7 @@ class PostgresStore final : public KvStore, public LeaseBackend {
   // takeover waits for it).
   Result<std::optional<int64_t>> acquire_lease(const std::string& holder, int64_t ttl_ms) override;
   Result<bool> renew_lease(const std::string& holder, int64_t epoch, int64_t ttl_ms) override;
+  Status release_lease(const std::string& holder, int64_t epoch) override;
   Result<LeaseState> read_lease() override;
   void fence(const std::string& holder, int64_t epoch) override;
 

@@ -33,6 +33,11 @@ class FakeLeaseStore : public store::LeaseBackend {
     if (unreachable_) return Error{ErrorCode::kUnavailable, "cannot reach the store"};
     return !taken_ && holder == holder_ && epoch == epoch_;
   }
+  Status release_lease(const std::string& holder, int64_t epoch) override {
+    std::lock_guard lock(mu_);
+    if (holder == holder_ && epoch == epoch_) holder_.clear();
+    return {};
+  }
   Result<store::LeaseState> read_lease() override {
     std::lock_guard lock(mu_);
     return store::LeaseState{holder_, epoch_, true};
@@ -87,6 +92,17 @@ TEST(LeaderLeaseTest, TheFirstHeadLeadsAndASecondWaitsWhileItHolds) {
   EXPECT_EQ(first.epoch(), 1);
   EXPECT_FALSE(second.try_acquire().value());
   EXPECT_FALSE(second.acting());
+}
+
+TEST(LeaderLeaseTest, AReleasedLeaseGoesToTheNextHeadAtOnceAndTheFirstNoLongerActs) {
+  FakeLeaseStore store;
+  LeaderLease first(store, "h1", 60'000);
+  LeaderLease second(store, "h2", 60'000);
+  ASSERT_TRUE(first.try_acquire().value());
+  first.release();
+  EXPECT_FALSE(first.acting());
+  ASSERT_TRUE(second.try_acquire().value());
+  EXPECT_EQ(second.epoch(), 2);
 }
 
 TEST(LeaderLeaseTest, RenewalsKeepItLeadingPastItsTtl) {

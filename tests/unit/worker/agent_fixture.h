@@ -26,6 +26,8 @@ using testing::FakeWsConnection;
 
 class FakeDialer final : public HeadDialer {
  public:
+  void skip() override { ++skips; }
+  int skips = 0;  // heads passed over as not leading
   void dial_log_stream(LogStreamDone done) override {
     if (!offer_streams) return HeadDialer::dial_log_stream(std::move(done));
     stream_dials.push_back(std::move(done));

@@ -329,6 +329,33 @@ TEST_F(AgentTest, ARegistrationByAHeadOlderThanTheNewestSeenIsDropped) {
   older->take_text();
   older->deliver(api::encode(api::Registered{config_.node_id, 7000, "", 4}));
   EXPECT_TRUE(older->closed) << "the worker looks for the head that leads";
+  EXPECT_EQ(dialer_.skips, 1) << "starting at the next head";
+}
+
+TEST_F(AgentTest, AStaleHeadsMessagesDoNotKeepTheNodesTasksAlive) {
+  auto channel = start_registered();
+  channel->deliver(api::encode(api::Registered{config_.node_id, 7000, "", 5}));
+  channel->deliver(api::encode(launch_of(kTask)));
+  ASSERT_EQ(launcher_.launched.size(), 1u);
+  // Only a stale head still talks to this node: its kills are no heartbeat.
+  for (int i = 0; i < 8; ++i) {
+    clock_.advance(1000);
+    channel->deliver(api::encode(api::Kill{{"job_ffffffffffff", 0, 0}, 100, 4}));
+  }
+  EXPECT_TRUE(launcher_.killed_all) << "fenced after the node timeout, as with no head at all";
+}
+
+TEST_F(AgentTest, ALoneHeadAtEpochZeroIsAlwaysHeard) {
+  auto channel = start_registered();
+  channel->deliver(api::encode(api::Registered{config_.node_id, 7000, "", 5}));
+  channel->drop("the cluster moved back to one head");
+  clock_.advance(250);
+  auto lone = dialer_.accept();
+  lone->take_text();
+  lone->deliver(api::encode(api::Registered{config_.node_id, 7000}));
+  EXPECT_FALSE(lone->closed);
+  lone->deliver(api::encode(launch_of(kTask)));
+  EXPECT_EQ(launcher_.launched.size(), 1u);
 }
 
 TEST_F(AgentTest, ALaunchItCannotReadEndsItsTaskWithTheReason) {
