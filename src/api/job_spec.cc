@@ -89,6 +89,26 @@ std::optional<Error> read_string(const json& v, const std::string& field, size_t
   return std::nullopt;
 }
 
+// The first control character (C0 or DEL) in `s` as a problem for `field`, or nullopt.
+std::optional<Error> control_character(const std::string& s, const std::string& field) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) {
+      char code[8];
+      std::snprintf(code, sizeof code, "\\u%04x", c);
+      return field_error(field, std::string("must be one line of text without control characters; byte ") +
+                                    std::to_string(i) + " is " + code);
+    }
+  }
+  return std::nullopt;
+}
+
+// read_string for one line of text: no control characters (names, ids, paths).
+std::optional<Error> read_line(const json& v, const std::string& field, size_t max_bytes, std::string* out) {
+  if (auto err = read_string(v, field, max_bytes, out)) return err;
+  return control_character(*out, field);
+}
+
 std::optional<Error> read_string_map(const json& v, const std::string& field, size_t max_entries,
                                      std::map<std::string, std::string>* out, size_t max_key_bytes,
                                      size_t max_value_bytes, size_t max_total_bytes) {
@@ -100,6 +120,7 @@ std::optional<Error> read_string_map(const json& v, const std::string& field, si
   }
   for (auto it = v.begin(); it != v.end(); ++it) {
     if (it.key().empty()) return field_error(field, "keys must not be empty");
+    if (auto err = control_character(it.key(), field + " name '" + it.key().substr(0, 40) + "'")) return err;
     if (!it.value().is_string()) {
       return field_error(field + "." + it.key(),
                          std::string("must be a string, got ") + type_name(it.value()));
@@ -177,7 +198,7 @@ std::optional<Error> parse_runtime_env(const json& v, RuntimeEnv* env) {
     }
   }
   if (v.contains("working_dir") && !v["working_dir"].is_null()) {
-    if (auto err = read_string(v["working_dir"], "runtime_env.working_dir", 80, &env->working_dir)) return err;
+    if (auto err = read_line(v["working_dir"], "runtime_env.working_dir", 80, &env->working_dir)) return err;
     if (env->working_dir.rfind("sha256:", 0) != 0 || !is_sha256_hex(env->working_dir.substr(7))) {
       return field_error("runtime_env.working_dir",
                          "must name an uploaded package as \"sha256:<64 hex digits>\", got \"" + env->working_dir +
@@ -187,11 +208,12 @@ std::optional<Error> parse_runtime_env(const json& v, RuntimeEnv* env) {
   if (v.contains("python") && !v["python"].is_null()) {
     const json& py = v["python"];
     if (py.is_string()) {
-      env->python_executable = py.get<std::string>();
+      if (auto err = read_line(py, "runtime_env.python", kMaxPathBytes, &env->python_executable)) return err;
     } else if (py.is_object()) {
       if (auto err = check_known_keys(py, "runtime_env.python.", {"executable"})) return err;
       if (py.contains("executable")) {
-        if (auto err = read_string(py["executable"], "runtime_env.python.executable", 4096, &env->python_executable)) {
+        if (auto err = read_line(py["executable"], "runtime_env.python.executable", kMaxPathBytes,
+                                 &env->python_executable)) {
           return err;
         }
       }
@@ -225,6 +247,7 @@ std::optional<Error> parse_runtime_env(const json& v, RuntimeEnv* env) {
     }
     for (const auto& pattern : ex) {
       if (!pattern.is_string()) return field_error("runtime_env.excludes", "every pattern must be a string");
+      if (auto err = control_character(pattern.get_ref<const std::string&>(), "runtime_env.excludes")) return err;
       if (pattern.get_ref<const std::string&>().size() > kMaxExcludeBytes) {
         return field_error("runtime_env.excludes", "a pattern is " +
                                                        std::to_string(pattern.get_ref<const std::string&>().size()) +
@@ -366,6 +389,8 @@ std::optional<Error> parse_gates(const json& body, JobSpec* spec) {
     if (!body["array"].is_string()) {
       return field_error("array", std::string("must be a string like \"0-99%8\", got ") + type_name(body["array"]));
     }
+    std::string text;
+    if (auto err = read_line(body["array"], "array", kMaxArraySpecBytes, &text)) return err;
     auto array = parse_array_spec(body["array"].get<std::string>());
     if (!array.ok()) return field_error("array", array.error().message);
     spec->array = std::move(array.value());
@@ -518,12 +543,15 @@ Result<JobSpec> parse_job_spec(const json& body) {
     if (auto err = parse_runtime_env(body["runtime_env"], &spec.runtime_env)) return *err;
   }
   if (body.contains("job_name") && !body["job_name"].is_null()) {
-    if (auto err = read_string(body["job_name"], "job_name", kMaxNameBytes, &spec.name)) return *err;
+    if (auto err = read_line(body["job_name"], "job_name", kMaxNameBytes, &spec.name)) return *err;
   }
   if (body.contains("labels") && !body["labels"].is_null()) {
     if (auto err = read_string_map(body["labels"], "labels", kMaxLabels, &spec.labels, kMaxLabelKeyBytes,
                                    kMaxLabelValueBytes, kMaxLabels * (kMaxLabelKeyBytes + kMaxLabelValueBytes))) {
       return *err;
+    }
+    for (const auto& [key, value] : spec.labels) {
+      if (auto err = control_character(value, "labels." + key)) return *err;
     }
   }
   if (body.contains("priority") && !body["priority"].is_null()) {
@@ -584,7 +612,10 @@ Result<JobSpec> parse_job_spec(const json& body) {
     spec.placement = *placement;
   }
   if (body.contains("submission_id") && !body["submission_id"].is_null()) {
-    if (auto err = read_string(body["submission_id"], "submission_id", 128, &spec.submission_id)) return *err;
+    if (auto err = read_line(body["submission_id"], "submission_id", 128, &spec.submission_id)) return *err;
+    if (spec.submission_id.find('/') != std::string::npos) {
+      return field_error("submission_id", "must not contain '/': it names the job in URLs (/api/jobs/ID)");
+    }
   }
   if (body.contains("allow_unschedulable") && !body["allow_unschedulable"].is_null()) {
     if (!body["allow_unschedulable"].is_boolean()) {

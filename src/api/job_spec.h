@@ -44,6 +44,8 @@ inline constexpr size_t kMaxLabelKeyBytes = 128;
 inline constexpr size_t kMaxLabelValueBytes = 1024;
 inline constexpr size_t kMaxExcludes = 1024;
 inline constexpr size_t kMaxExcludeBytes = 1024;
+inline constexpr size_t kMaxPathBytes = 4096;       // runtime_env.python and other paths
+inline constexpr size_t kMaxArraySpecBytes = 4096;  // "0-9999%16", "1,3,5-9"
 inline constexpr double kMaxTimeoutSeconds = 90.0 * 24 * 3600;
 // Retries wait retry_delay before the first retry, twice as long before each next one,
 // at most kMaxRetryDelaySeconds.

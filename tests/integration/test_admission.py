@@ -96,6 +96,26 @@ def test_oversized_fields_and_pages_are_refused_at_submit_naming_the_limit(head_
     assert c.api("GET", "/api/jobs?limit=1")[1]["total"] == 0  # nothing was accepted
 
 
+def test_every_string_of_a_spec_is_bounded_and_one_line_where_it_names_something(head_only):
+    c = head_only
+    refused = [
+        ({"runtime_env": {"python": "p" * (6 << 20)}}, "runtime_env.python", "the limit is 4096"),
+        ({"runtime_env": {"python": "py\u0000thon"}}, "runtime_env.python", "NUL"),
+        ({"runtime_env": {"python": {"executable": "/usr/bin/python3\n--evil"}}}, "runtime_env.python.executable",
+         "control characters"),
+        ({"job_name": "\u001b[2Jcleared"}, "job_name", "control characters"),
+        ({"submission_id": "a/b"}, "submission_id", "must not contain '/'"),
+        ({"labels": {"team": "a\rb"}}, "labels.team", "control characters"),
+        ({"array": "1" * 5000}, "array", "the limit is 4096"),
+    ]
+    for extra, field, says in refused:
+        status, body = c.api("POST", "/api/jobs", body={"entrypoint": "true", **extra})
+        assert status == 400, (field, status)
+        assert field in body["error"] and says in body["error"], body["error"][:300]
+        assert len(body["error"]) < 1024, "the answer does not echo the value"
+    assert c.api("GET", "/api/jobs?limit=1")[1]["total"] == 0  # nothing was accepted
+
+
 def test_an_env_value_that_expands_past_the_limit_fails_its_task_with_the_reason(cluster_factory):
     c = cluster_factory("expand", workers=())
     c.ag("start-worker", "--head-node", c.address, "--node-ip-address", "127.0.0.2", "--num-cpus", 1,

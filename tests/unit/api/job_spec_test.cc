@@ -127,6 +127,62 @@ TEST(ParseJobSpecTest, OversizedFieldsAreRefusedNamingTheLimit) {
   EXPECT_TRUE(parse_job_spec(at_limit).ok());
 }
 
+// Every string a spec carries, walked as a table: each has a length bound and a rule for
+// the characters it may hold, and a bad one is refused naming the field.
+TEST(ParseJobSpecTest, EveryStringFieldIsBoundedAndItsCharactersChecked) {
+  // A spec with `value` put at `path` (a JSON pointer).
+  auto with = [](const std::string& path, const json& value) {
+    json spec = minimal_spec();
+    spec[json::json_pointer(path)] = value;
+    return spec;
+  };
+  const std::string nul("a\0b", 3), esc = "a\x1b[31mred", newline = "two\nlines";
+  struct Row {
+    std::string path;     // where the value goes
+    json value;           // what is refused there
+    std::string says;     // what the error names
+  };
+  const std::vector<Row> rows = {
+      {"/entrypoint", std::string(kMaxEntrypointBytes + 1, 'x'), "the limit is 65536"},
+      {"/entrypoint", nul, "NUL"},
+      {"/job_name", std::string(kMaxNameBytes + 1, 'n'), "the limit is 256"},
+      {"/job_name", esc, "control characters"},
+      {"/job_name", newline, "byte 3 is \\u000a"},
+      {"/submission_id", std::string(129, 's'), "the limit is 128"},
+      {"/submission_id", esc, "control characters"},
+      {"/submission_id", "a/b", "must not contain '/'"},
+      {"/runtime_env/python", std::string(6 << 20, 'p'), "the limit is 4096"},
+      {"/runtime_env/python", nul, "NUL"},
+      {"/runtime_env/python", newline, "control characters"},
+      {"/runtime_env/python/executable", std::string(kMaxPathBytes + 1, 'p'), "the limit is 4096"},
+      {"/runtime_env/python/executable", esc, "control characters"},
+      {"/runtime_env/working_dir", std::string(81, 'w'), "the limit is 80"},
+      {"/runtime_env/image", std::string(kMaxImageBytes + 1, 'i'), "runtime_env.image"},
+      {"/runtime_env/excludes", json::array({newline}), "control characters"},
+      {"/runtime_env/env_vars", {{newline, "x"}}, "control characters"},
+      {"/labels", {{"team", esc}}, "labels.team"},
+      {"/labels", {{esc, "x"}}, "control characters"},
+      {"/constraints", {{"gpu", esc}}, "constraints.gpu"},
+      {"/queue", std::string(kMaxQueueNameBytes + 1, 'q'), "queue"},
+      {"/array", std::string(kMaxArraySpecBytes + 1, '1'), "the limit is 4096"},
+      {"/array", "0-9\n", "control characters"},
+      {"/placement", std::string(17, 'p'), "placement"},
+  };
+  for (const auto& row : rows) {
+    const std::string field = row.path.substr(1, row.path.find('/', 1) == std::string::npos ? std::string::npos : row.path.find('/', 1) - 1);
+    const Error error = parse_error(with(row.path, row.value));
+    EXPECT_EQ(error.code, ErrorCode::kInvalidArgument) << row.path;
+    EXPECT_THAT(error.message, HasSubstr(field)) << row.path;
+    EXPECT_THAT(error.message, HasSubstr(row.says)) << row.path << ": " << error.message.substr(0, 200);
+    EXPECT_LT(error.message.size(), 1024u) << "the error does not echo a huge value: " << row.path;
+  }
+  // Each field takes what is fine: tabs and newlines only where text may span lines.
+  EXPECT_TRUE(parse_job_spec(with("/entrypoint", "for i in 1 2; do\n\techo $i\ndone")).ok());
+  EXPECT_TRUE(parse_job_spec(with("/runtime_env/env_vars", {{"MULTI", "line one\nline two"}})).ok());
+  EXPECT_TRUE(parse_job_spec(with("/runtime_env/python", "/opt/conda/bin/python3")).ok());
+  EXPECT_TRUE(parse_job_spec(with("/job_name", "résumé training ✓")).ok());
+}
+
 // --- Valid specs -----------------------------------------------------------------
 
 TEST(ParseJobSpecTest, AnArrayIsIndicesAndRangesWithAnOptionalLimit) {
