@@ -47,7 +47,9 @@ struct TaskRunner::Task {
   std::optional<TaskUser> account;  // who it runs as; unset: the worker's own user
   int output_fd = -1;  // read side of output.log
   int64_t supervisor_pid = 0;
-  int watch = -1;
+  int watch = -1;       // its inotify watch; -1: followed by polling
+  int64_t polled_size = 0;  // what polling last saw of output.log
+  int unreadable_polls = 0;  // polls that found an exit record not yet whole
   bool finished = false;
   std::unique_ptr<asio::steady_timer> kill_timer;
 
@@ -78,7 +80,15 @@ Result<std::unique_ptr<TaskRunner>> TaskRunner::create(asio::io_context& io, std
   if (ec) return internal_error("cannot create " + data_dir + "/tasks: " + ec.message());
   spread_subdirectories(data_dir + "/tasks");
   int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  if (fd < 0) return internal_error(std::string("cannot follow task output: inotify_init1: ") + std::strerror(errno));
+  if (fd < 0) {
+    const int err = errno;
+    std::ifstream limit_file("/proc/sys/fs/inotify/max_user_instances");
+    std::string limit;
+    limit_file >> limit;
+    spdlog::warn("cannot watch task files with inotify ({}{}): following task output and ends by polling every {} ms "
+                 "instead; to watch them again raise the limit (sysctl fs.inotify.max_user_instances=1024)",
+                 std::strerror(err), limit.empty() ? "" : "; fs.inotify.max_user_instances is " + limit, kPollMs);
+  }
   return std::unique_ptr<TaskRunner>(
       new TaskRunner(io, std::move(data_dir), std::move(cgroup_root), std::move(limits), std::move(supervisor), fd));
 }
@@ -91,8 +101,10 @@ TaskRunner::TaskRunner(asio::io_context& io, std::string data_dir, std::string c
       limits_(std::move(limits)),
       sigchld_(io, SIGCHLD),
       supervisor_(std::move(supervisor)) {
-  inotify_ = std::make_unique<asio::posix::stream_descriptor>(io_, inotify_fd);
-  read_inotify();
+  if (inotify_fd >= 0) {
+    inotify_ = std::make_unique<asio::posix::stream_descriptor>(io_, inotify_fd);
+    read_inotify();
+  }
   sigchld_.async_wait([this](const boost::system::error_code& ec, int) {
     if (!ec) reap_children();
   });
@@ -180,10 +192,50 @@ void TaskRunner::check() {
 }
 
 void TaskRunner::watch(const std::shared_ptr<Task>& task) {
-  task->watch = inotify_add_watch(inotify_->native_handle(), task->dir.c_str(), IN_MODIFY | IN_CLOSE_WRITE);
+  if (inotify_) {
+    task->watch = inotify_add_watch(inotify_->native_handle(), task->dir.c_str(), IN_MODIFY | IN_CLOSE_WRITE);
+    if (task->watch < 0) {
+      spdlog::warn("cannot watch task {} with inotify ({}): following it by polling every {} ms; raise "
+                   "fs.inotify.max_user_watches to watch it",
+                   task->id.to_string(), std::strerror(errno), kPollMs);
+    }
+  }
   if (task->watch >= 0) by_watch_[task->watch] = task;
   if (task->output_fd < 0) task->output_fd = ::open((task->dir + "/output.log").c_str(), O_RDONLY | O_CLOEXEC);
   tasks_[task->id] = task;
+  if (task->watch < 0 && !poll_timer_) poll_unwatched();
+}
+
+void TaskRunner::poll_unwatched() {
+  poll_timer_ = std::make_unique<asio::steady_timer>(io_, std::chrono::milliseconds(kPollMs));
+  poll_timer_->async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    std::vector<std::shared_ptr<Task>> unwatched;
+    for (const auto& [_, task] : tasks_) {
+      if (task->watch < 0) unwatched.push_back(task);
+    }
+    for (const auto& task : unwatched) {
+      struct stat st {};
+      if (::stat((task->dir + "/output.log").c_str(), &st) == 0 && st.st_size != task->polled_size) {
+        task->polled_size = st.st_size;
+        output_grew(*task);
+      }
+      std::ifstream in(task->dir + "/exit");
+      if (!in) continue;
+      std::stringstream ss;
+      ss << in.rdbuf();
+      auto exit = parse_exit_record(ss.str());
+      // A record not yet whole is read again at the next poll, for a second at most.
+      if (!exit && ++task->unreadable_polls < 1000 / kPollMs) continue;
+      finish(task, exit.value_or(api::TaskExit{std::nullopt, std::nullopt, "its end could not be read"}));
+    }
+    const bool more = std::any_of(tasks_.begin(), tasks_.end(), [](const auto& t) { return t.second->watch < 0; });
+    if (!more) {
+      poll_timer_.reset();  // started again by the next unwatched task
+      return;
+    }
+    poll_unwatched();
+  });
 }
 
 void TaskRunner::read_inotify() {
@@ -223,7 +275,7 @@ void TaskRunner::finish(const std::shared_ptr<Task>& task, const api::TaskExit& 
     // whatever its exit code said.
     remove_container(*task);
   }
-  if (task->watch >= 0) {
+  if (task->watch >= 0 && inotify_) {
     inotify_rm_watch(inotify_->native_handle(), task->watch);
     by_watch_.erase(task->watch);
   }

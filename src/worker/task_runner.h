@@ -40,12 +40,15 @@ namespace ag::worker {
 
 class TaskRunner final : public TaskLauncher {
  public:
+  static constexpr int kPollMs = 100;  // how often polling looks at unwatched tasks
   // Task folders live under <data_dir>/tasks; supervisors read <data_dir>/agent.pid
   // (written by the worker daemon) to know whether an agent is alive.
   // `cgroup_root`: where per-task control groups go ("" for none; task_cgroup.h);
   // `limits`: where the groups that cap tasks go (task_limits.h); `supervisor`: the
   // binary that runs `ag __task-supervisor` (this one; a test names the ag it built).
-  // Errors: kInternal when the tasks folder or the inotify instance cannot be made.
+  // Task output and ends are followed with inotify; where no inotify instance or watch
+  // can be had (fs.inotify.max_user_instances, max_user_watches), by polling every
+  // kPollMs, saying so in the log. Errors: kInternal when the tasks folder cannot be made.
   static Result<std::unique_ptr<TaskRunner>> create(boost::asio::io_context& io, std::string data_dir,
                                                     std::string cgroup_root, LimitRoots limits = {},
                                                     std::string supervisor = "/proc/self/exe");
@@ -82,6 +85,8 @@ class TaskRunner final : public TaskLauncher {
   std::string task_dir(const api::TaskKey& id) const;
   void watch(const std::shared_ptr<Task>& task);
   void read_inotify();
+  // Follows the tasks inotify does not watch: output size and exit record, every kPollMs.
+  void poll_unwatched();
   void output_grew(const Task& task);
   void finish(const std::shared_ptr<Task>& task, const api::TaskExit& exit);
   void reap_children();
@@ -102,7 +107,8 @@ class TaskRunner final : public TaskLauncher {
   LauncherEvents events_;
   boost::asio::signal_set sigchld_;
   SupervisorClient supervisor_;
-  std::unique_ptr<boost::asio::posix::stream_descriptor> inotify_;
+  std::unique_ptr<boost::asio::posix::stream_descriptor> inotify_;  // null: polling only
+  std::unique_ptr<boost::asio::steady_timer> poll_timer_;           // while tasks are polled
   std::array<char, 16384> inotify_buffer_{};
   std::map<api::TaskKey, std::shared_ptr<Task>> tasks_;
   std::map<int, std::shared_ptr<Task>> by_watch_;

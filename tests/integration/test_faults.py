@@ -402,3 +402,30 @@ def test_a_stop_on_a_full_disk_is_refused_and_changes_nothing(small_disk, cluste
     job = cluster.job(job_id)
     assert job["stop_requested"], job
     assert cluster.wait_state(job_id, "STOPPED", timeout=30)["state"] == "STOPPED"
+
+
+def test_a_worker_without_inotify_instances_joins_and_runs_jobs_by_polling(cluster_factory):
+    c = cluster_factory("noinotify", workers=())
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    held = []
+    try:
+        # Use up this user's inotify instances, as IDEs and other agents do on real machines.
+        while len(held) < 100000:
+            fd = libc.inotify_init1(0o2000000)  # IN_CLOEXEC
+            if fd < 0:
+                break
+            held.append(fd)
+        if ctypes.get_errno() not in (24, 23):  # EMFILE, ENFILE
+            pytest.skip("this user's inotify instances could not be used up")
+        c.start_worker("127.0.0.2")
+    finally:
+        for fd in held:
+            os.close(fd)
+    wait_until(lambda: any(n["state"] == "ALIVE" for n in c.nodes()), 15, message="the worker to join")
+    log = (c.worker_data_dir("127.0.0.2") / "worker.log").read_text()
+    assert "polling every 100 ms" in log and "max_user_instances" in log, log[-2000:]
+    job_id, _ = c.submit("--no-wait", "--", "bash", "-c", "echo one; sleep 0.5; echo two; exit 3")
+    job = c.wait_state(job_id, ["FAILED"], timeout=30)
+    assert "exited with code 3" in job["message"]
+    assert c.ag("logs", job_id).stdout == "one\ntwo\n"

@@ -5,6 +5,8 @@
 // runs, with its pid, and reports its end.
 #include "worker/task_runner.h"
 
+#include <sys/inotify.h>
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -92,6 +94,42 @@ TEST_F(TaskRunnerTest, OutputIsFollowedAndTheExitReportedOnce) {
   runner_->forget(task.id);
   EXPECT_FALSE(runner_->runs(task.id));
   EXPECT_TRUE(runner_->idle());
+}
+
+// Holds every inotify instance this user may still have while it lives (as IDEs, engines
+// and other agents do on real machines), and gives them back after.
+class InotifyExhausted {
+ public:
+  InotifyExhausted() {
+    for (int fd; (fd = ::inotify_init1(IN_CLOEXEC)) >= 0 && fds_.size() < 100000;) fds_.push_back(fd);
+    exhausted_ = errno == EMFILE || errno == ENFILE;
+  }
+  ~InotifyExhausted() {
+    for (int fd : fds_) ::close(fd);
+  }
+  bool exhausted() const { return exhausted_; }
+
+ private:
+  std::vector<int> fds_;
+  bool exhausted_ = false;
+};
+
+TEST_F(TaskRunnerTest, WithoutInotifyOutputAndEndsAreFollowedByPolling) {
+  std::unique_ptr<TaskRunner> polling;
+  {
+    InotifyExhausted held;
+    if (!held.exhausted()) GTEST_SKIP() << "this user's inotify instances could not be used up";
+    polling = make_runner();
+  }
+  ASSERT_NE(polling, nullptr) << "the runner starts without inotify";
+  runner_.swap(polling);
+  polling.reset();
+  const LaunchSpec task = spec(0, "echo first; sleep 0.3; echo second; exit 4");
+  ASSERT_TRUE(runner_->launch(task).ok());
+  ASSERT_TRUE(run_until([&] { return exits_.count(task.id) > 0; }));
+  EXPECT_EQ(exits_.at(task.id).exit_code, 4);
+  EXPECT_GE(outputs_, 1) << "output growth is noticed";
+  EXPECT_EQ(output(task.id), "first\nsecond\n");
 }
 
 TEST_F(TaskRunnerTest, AKillEndsTheTaskWithItsSignal) {
