@@ -67,6 +67,7 @@ struct StartWorkerOptions {
   std::string data_dir;
   double kill_grace_s = 10;
   double package_cache_gb = 10;
+  int64_t max_unpack_ratio = 200;
   bool wait_for_head = false;
   bool no_task_limits = false;
   std::vector<std::string> allowed_mounts;  // --allow-mount

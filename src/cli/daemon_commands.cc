@@ -372,6 +372,7 @@ int start_worker(const StartWorkerOptions& options) {
   if (options.memory_gb) config.memory_bytes = static_cast<int64_t>(*options.memory_gb * (1ll << 30));
   config.stop_grace_ms = static_cast<int64_t>(options.kill_grace_s * 1000);
   config.package_cache_bytes = static_cast<int64_t>(options.package_cache_gb * (1ll << 30));
+  config.max_unpack_ratio = options.max_unpack_ratio;
   config.verbose = options.verbose;
   config.task_user = options.task_user;
   config.data_dir = absolute(options.data_dir.empty() ? session_dir() + "/worker-" + options.node_ip : options.data_dir);

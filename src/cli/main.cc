@@ -149,6 +149,11 @@ int run(int argc, char** argv) {
                              "Run tasks without memory and CPU caps (their requests still count for placement)");
   start_worker_cmd->add_flag("--wait-for-head", worker.wait_for_head,
                              "Keep trying a head that cannot be reached yet (default: fail with the reason)");
+  start_worker_cmd->add_option("--max-unpack-ratio", worker.max_unpack_ratio,
+                               "A working_dir package may unpack to at most this many times its packed size "
+                               "(past its first 64 MiB; 0: no bound)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000));
   start_worker_cmd->add_option("--package-cache-gb", worker.package_cache_gb, "Disk budget for cached working_dir packages, GiB (or 500M, ...)")->capture_default_str()->transform(ag::cli::size_flag(int64_t{1} << 30, "GiB", 0, 1e6));
   start_worker_cmd->add_option("--token-file", worker.token_file,
                                "File holding a join token (mode 0600; default: AG_TOKEN_FILE); keeps it out of `ps`");

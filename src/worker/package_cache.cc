@@ -1,5 +1,9 @@
 #include "worker/package_cache.h"
 
+#include <sys/statvfs.h>
+
+#include <limits>
+
 #include <archive.h>
 #include <archive_entry.h>
 #include <spdlog/spdlog.h>
@@ -69,6 +73,12 @@ Status extract_entries(archive* in, const std::string& dest, const UnpackLimits&
   std::error_code ec;
   fs::create_directories(dest, ec);
   if (ec) return internal_error("cannot create " + dest + ": " + ec.message());
+  // The disk's room now, less what must stay free: the most this package may take.
+  int64_t room = std::numeric_limits<int64_t>::max();
+  if (struct statvfs fs_stat {}; ::statvfs(dest.c_str(), &fs_stat) == 0) {
+    const int64_t available = static_cast<int64_t>(fs_stat.f_bavail) * static_cast<int64_t>(fs_stat.f_frsize);
+    room = available - limits.keep_free_bytes;
+  }
   archive_entry* entry = nullptr;
   int rc;
   while ((rc = archive_read_next_header(in, &entry)) == ARCHIVE_OK) {
@@ -117,6 +127,21 @@ Status extract_entries(archive* in, const std::string& dest, const UnpackLimits&
       if (bytes > limits.max_bytes) {
         return invalid_argument("package unpacks to more than " + std::to_string(limits.max_bytes >> 20) +
                                 " MiB (at '" + name + "'), the most a worker unpacks");
+      }
+      const int64_t packed = archive_filter_bytes(in, -1);  // read from the archive so far
+      if (limits.max_ratio > 0 && bytes > limits.ratio_floor_bytes + limits.max_ratio * packed) {
+        return invalid_argument("package unpacks to more than " + std::to_string(limits.max_ratio) +
+                                " times its packed size (" + std::to_string(bytes >> 20) + " MiB from " +
+                                std::to_string(packed >> 10) + " KiB so far, at '" + name +
+                                "'), the most a worker unpacks (ag start-worker --max-unpack-ratio); ship the large "
+                                "file some other way, or compress it less");
+      }
+      if (bytes > room) {
+        return Error{ErrorCode::kResourceExhausted,
+                     "package does not fit on the worker's disk: " + std::to_string(bytes >> 20) + " MiB unpacked (at '" +
+                         name + "') with " + std::to_string(std::max<int64_t>(room, 0) >> 20) +
+                         " MiB left to unpack into (" + std::to_string(limits.keep_free_bytes >> 20) +
+                         " MiB more kept free)"};
       }
       if (archive_write_data_block(out.get(), buf, size, offset) != ARCHIVE_OK) {
         return internal_error("cannot write " + name + ": " + archive_error_string(out.get()));
@@ -338,7 +363,7 @@ bool PackageCache::unpack_cached(const std::string& path, const std::string& has
     sha.update(buffer.data(), static_cast<size_t>(n));
     return {buffer.data(), static_cast<size_t>(n)};
   };
-  *extracted = extract_package_stream(next, staging);
+  *extracted = extract_package_stream(next, staging, config_.unpack);
   while (!next().empty()) {  // what the unpacker did not need (end padding)
   }
   ::close(fd);
@@ -387,7 +412,7 @@ Result<std::string> PackageCache::prepare_blocking(const std::string& job_id, co
     downloaded = true;
     PieceQueue pieces(8);
     std::thread unpacker([&] {
-      extracted = extract_package_stream([&] { return pieces.pop(); }, staging);
+      extracted = extract_package_stream([&] { return pieces.pop(); }, staging, config_.unpack);
       pieces.stop_reading();
     });
     auto fetched = download_archive(hash, [&](const char* data, size_t size) { pieces.push(data, size); });

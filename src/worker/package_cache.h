@@ -28,6 +28,19 @@
 
 namespace ag::worker {
 
+// How much one package may unpack to, checked while unpacking: a small compressed
+// archive can expand without end (a 1 MB gzip of zeros is 1 GB).
+struct UnpackLimits {
+  int64_t max_bytes = int64_t{5} << 30;  // ten times the head's default upload limit
+  int64_t max_entries = 1'000'000;
+  // At most this many times the packed bytes read so far, past a first
+  // `ratio_floor_bytes` (source trees compress 5-20x; a bomb a thousandfold). 0: no bound.
+  int64_t max_ratio = 200;
+  int64_t ratio_floor_bytes = int64_t{64} << 20;
+  // What must stay free on the disk unpacked into; the unpacking stops before it.
+  int64_t keep_free_bytes = int64_t{256} << 20;
+};
+
 struct PackageCacheConfig {
   std::string dir;  // <worker data dir>/packages
   int64_t budget_bytes = int64_t{10} << 30;
@@ -40,6 +53,7 @@ struct PackageCacheConfig {
   // Where tasks run as other accounts, each unpacked job folder is handed to its
   // owner's. Null: tasks run as the worker's own user.
   TaskAccounts* accounts = nullptr;
+  UnpackLimits unpack;
 };
 
 // What the agent needs of working_dir packages: PackageCache in the product, a fake
@@ -99,12 +113,6 @@ class PackageCache final : public PackageProvider {
   std::map<std::string, int> users_;  // job id -> tasks using (or about to use) its directory
 };
 
-// How much one package may unpack to, checked while unpacking: a small compressed
-// archive can expand without end (a 1 MB gzip of zeros is 1 GB).
-struct UnpackLimits {
-  int64_t max_bytes = int64_t{5} << 30;  // ten times the head's default upload limit
-  int64_t max_entries = 1'000'000;
-};
 
 // Unpacks a tar (gzip'd or not) into `dest` (which must not exist yet), refusing
 // unsafe entries and stopping at `limits`. Errors: kInvalidArgument naming the entry

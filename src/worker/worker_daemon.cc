@@ -220,10 +220,12 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
     return 1;
   }
   WsHeadDialer dialer(io, heads, *credential.value(), config.node_ip);
-  PackageCache packages(io, PackageCacheConfig{config.data_dir + "/packages", config.package_cache_bytes,
-                                               [&heads] { return heads.current(); },
-                                               [cred = credential.value().get()] { return cred->token(); },
-                                               accounts.value()->switches() ? accounts.value().get() : nullptr});
+  PackageCacheConfig package_config{config.data_dir + "/packages", config.package_cache_bytes,
+                                    [&heads] { return heads.current(); },
+                                    [cred = credential.value().get()] { return cred->token(); },
+                                    accounts.value()->switches() ? accounts.value().get() : nullptr};
+  package_config.unpack.max_ratio = config.max_unpack_ratio;
+  PackageCache packages(io, package_config);
   ContainerImages images(io, engine);
   UsageSampler usage;
   Agent::Deps deps{timers,

@@ -24,6 +24,7 @@ struct WorkerConfig {
   std::string data_dir;
   int64_t stop_grace_ms = 10000;
   int64_t package_cache_bytes = int64_t{10} << 30;
+  int64_t max_unpack_ratio = 200;  // a package unpacks to at most this many times its size
   std::string task_user;  // --task-user; "" for the default (worker/task_user.h)
   std::string head_ca_pem;  // verify the head against this CA (TLS); "" for plain HTTP
   bool verbose = false;

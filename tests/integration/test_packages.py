@@ -347,3 +347,15 @@ def test_a_package_store_smaller_than_one_package_is_refused_at_start(cluster_fa
     proc = c.start_head(check=False)
     assert proc.returncode != 0
     assert "--package-store-gb 0.1 cannot hold one package of --max-package-mb 500" in proc.stderr, proc.stderr
+
+
+def test_a_package_unpacking_a_thousandfold_fails_its_tasks_with_the_numbers(cluster):
+    # 200 MiB of zeros gzip to about 200 KiB: a thousandfold (the CLI and SDK pack
+    # without compressing, so such a package is made by hand).
+    data = make_tar([({"name": "weights.bin"}, bytes(200 << 20))])
+    assert len(data) < 1 << 20
+    job_id = submit_with_package(cluster, upload(cluster, data), entrypoint="echo never runs")
+    cluster.job_ids.add(job_id)
+    job = cluster.wait_state(job_id, ["FAILED"], timeout=60)
+    assert "more than 200 times its packed size" in job["message"], job["message"]
+    assert "--max-unpack-ratio" in job["message"]

@@ -3,6 +3,7 @@
 // on disk: nothing may appear outside the destination.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/statvfs.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -119,6 +120,46 @@ TEST_F(ExtractPackageTest, UnpackingStopsAtTheLimitsSayingWhich) {
 
   fs::remove_all(dest());
   EXPECT_TRUE(extract_package(archive_path(), dest().string(), UnpackLimits{4 << 20, 100}).ok());
+}
+
+TEST_F(ExtractPackageTest, APackageUnpackingAThousandfoldIsRefusedWithTheNumbers) {
+  // 8 MiB of zeros gzip to a few KiB: far past 200 times.
+  write_tar(archive_path(), {tar_file("weights.bin", std::string(8 << 20, '\0'))}, Compression::kGzip,
+            NameCharset::kLocale);
+  UnpackLimits limits;
+  limits.ratio_floor_bytes = 1 << 20;
+  Status bomb = extract_package(archive_path(), dest().string(), limits);
+  ASSERT_FALSE(bomb.ok());
+  EXPECT_EQ(bomb.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(bomb.error().message, HasSubstr("more than 200 times its packed size"));
+  EXPECT_THAT(bomb.error().message, HasSubstr("at 'weights.bin'"));
+  EXPECT_THAT(bomb.error().message, HasSubstr("--max-unpack-ratio"));
+
+  fs::remove_all(dest());
+  limits.max_ratio = 0;  // no bound
+  EXPECT_TRUE(extract_package(archive_path(), dest().string(), limits).ok());
+
+  // Text that compresses the way source does is far from the bound.
+  fs::remove_all(dest());
+  std::string source;
+  for (int i = 0; source.size() < (4u << 20); ++i) source += "def f" + std::to_string(i * 7919 % 100003) + "(x): return x\n";
+  write_tar(archive_path(), {tar_file("train.py", source)}, Compression::kGzip, NameCharset::kLocale);
+  limits.max_ratio = 200;
+  EXPECT_TRUE(extract_package(archive_path(), dest().string(), limits).ok());
+}
+
+TEST_F(ExtractPackageTest, APackageThatWouldFillTheDiskIsRefusedWithWhatIsLeft) {
+  write_tar(archive_path(), {tar_file("data.bin", std::string(2 << 20, 'd'))}, Compression::kGzip, NameCharset::kLocale);
+  struct statvfs st {};
+  ASSERT_EQ(::statvfs(dest().parent_path().c_str(), &st), 0);
+  UnpackLimits limits;
+  // Keep free all but 1 MiB of what the disk has: the 2 MiB file does not fit.
+  limits.keep_free_bytes = static_cast<int64_t>(st.f_bavail) * static_cast<int64_t>(st.f_frsize) - (1 << 20);
+  Status full = extract_package(archive_path(), dest().string(), limits);
+  ASSERT_FALSE(full.ok());
+  EXPECT_EQ(full.error().code, ErrorCode::kResourceExhausted);
+  EXPECT_THAT(full.error().message, HasSubstr("does not fit on the worker's disk"));
+  EXPECT_THAT(full.error().message, HasSubstr("MiB left to unpack into"));
 }
 
 TEST_F(ExtractPackageTest, CreatesMissingParentFolders) {
