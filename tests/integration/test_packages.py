@@ -359,3 +359,24 @@ def test_a_package_unpacking_a_thousandfold_fails_its_tasks_with_the_numbers(clu
     job = cluster.wait_state(job_id, ["FAILED"], timeout=60)
     assert "more than 200 times its packed size" in job["message"], job["message"]
     assert "--max-unpack-ratio" in job["message"]
+
+
+def test_refused_uploads_leave_no_file_behind_even_when_many_come_at_once(cluster):
+    from concurrent.futures import ThreadPoolExecutor
+    packages = cluster.head_data_dir / "packages"
+
+    def one(i):
+        data = os.urandom(256 << 10) + str(i).encode()
+        digest = hashlib.sha256(data).hexdigest()
+        wrong = hashlib.sha256(data + b"!").hexdigest() if i % 2 else digest
+        status, _, payload = cluster.api_full("PUT", f"/api/packages/{wrong}", raw=data)
+        return i, status, payload
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(one, range(40)))
+    for i, status, payload in answers:
+        assert status == (400 if i % 2 else 201) or (not i % 2 and status == 200), (i, status, payload)
+    # Every answer is in: nothing but whole packages is left, at once.
+    stray = [p.name for p in packages.iterdir() if not p.name.endswith(".tar.gz")]
+    assert not stray, stray
+    assert len([p for p in packages.iterdir()]) == 20

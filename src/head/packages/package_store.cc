@@ -138,9 +138,13 @@ int64_t PackageStore::count() const {
 PackageUpload::PackageUpload(std::string hash, std::string tmp_path, int fd, int64_t max_bytes)
     : hash_(std::move(hash)), tmp_path_(std::move(tmp_path)), fd_(fd), max_bytes_(max_bytes) {}
 
-PackageUpload::~PackageUpload() {
+PackageUpload::~PackageUpload() { discard(); }
+
+void PackageUpload::discard() {
   if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
   if (!tmp_path_.empty()) ::unlink(tmp_path_.c_str());
+  tmp_path_.clear();
 }
 
 Status PackageUpload::write(const char* data, size_t size) {
@@ -148,6 +152,7 @@ Status PackageUpload::write(const char* data, size_t size) {
   if (size_ + static_cast<int64_t>(size) > max_bytes_) {
     error_ = Error{ErrorCode::kTooLarge, "package is over the head's limit of " + std::to_string(max_bytes_) +
                                              " bytes (" + mib(max_bytes_) + ", ag start-head --max-package-mb)"};
+    discard();
     return *error_;
   }
   sha_.update(data, size);
@@ -159,6 +164,7 @@ Status PackageUpload::write(const char* data, size_t size) {
       int e = errno;
       error_ = Error{e == ENOSPC ? ErrorCode::kResourceExhausted : ErrorCode::kInternal,
                      "cannot store package: " + std::string(std::strerror(e))};
+      discard();
       return *error_;
     }
     written += static_cast<size_t>(n);
@@ -186,16 +192,22 @@ Result<std::shared_ptr<PackageUpload>> PackageStore::begin_upload(const std::str
 }
 
 Result<bool> PackageStore::check_upload(PackageUpload& upload) {
-  if (upload.error_) return *upload.error_;
+  if (upload.error_) {
+    upload.discard();
+    return *upload.error_;
+  }
   std::string actual = upload.sha_.finish_hex();
   upload.error_ = Error{ErrorCode::kInternal, "upload already finished"};
   if (actual != upload.hash_) {
+    upload.discard();
     return invalid_argument("the uploaded bytes hash to sha256:" + actual + ", not sha256:" + upload.hash_ +
                             " (corrupted upload?); nothing was stored");
   }
   uploads_ += 1;
   bytes_uploaded_ += upload.size_;
-  return !contains(upload.hash_);
+  const bool needed = !contains(upload.hash_);
+  if (!needed) upload.discard();  // a package the head already holds
+  return needed;
 }
 
 Status PackageStore::make_durable(PackageUpload& upload, const std::string& path, const std::string& dir) {
@@ -204,7 +216,9 @@ Status PackageStore::make_durable(PackageUpload& upload, const std::string& path
   ::close(upload.fd_);
   upload.fd_ = -1;
   if (!synced || ::rename(upload.tmp_path_.c_str(), path.c_str()) != 0) {
-    return internal_error("cannot store package: " + std::string(std::strerror(errno)));
+    const int err = errno;
+    upload.discard();
+    return internal_error("cannot store package: " + std::string(std::strerror(err)));
   }
   upload.tmp_path_.clear();
   // The new name itself is made durable too.
@@ -219,7 +233,10 @@ Status PackageStore::make_durable(PackageUpload& upload, const std::string& path
 Result<bool> PackageStore::finish_upload(PackageUpload& upload) {
   auto needed = check_upload(upload);
   if (!needed.ok() || !needed.value()) return needed;
-  if (Status s = reserve(upload.size_); !s) return s.error();
+  if (Status s = reserve(upload.size_); !s) {
+    upload.discard();
+    return s.error();
+  }
   Status stored = make_durable(upload, path_for(upload.hash_), dir_);
   settle(upload.size_, static_cast<bool>(stored));
   if (!stored) return stored.error();
@@ -230,7 +247,10 @@ void PackageStore::finish_upload_async(boost::asio::io_context& io, const std::s
                                        std::function<void(Result<bool>)> done) {
   auto needed = check_upload(*upload);
   if (!needed.ok() || !needed.value()) return done(needed);
-  if (Status s = reserve(upload->size()); !s) return done(s.error());
+  if (Status s = reserve(upload->size()); !s) {
+    upload->discard();
+    return done(s.error());
+  }
   // The sync waits for the disk (seconds for a large package on a slow one): off the
   // io thread, which keeps serving requests and heartbeats meanwhile.
   boost::asio::post(syncer_, [this, &io, upload, path = path_for(upload->hash_), dir = dir_, done = std::move(done)] {

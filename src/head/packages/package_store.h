@@ -29,7 +29,8 @@ namespace ag::head {
 class PackageStore;
 
 // One upload in progress: bytes go to a temporary file and into the hash as they
-// arrive. Dropped unfinished (client gone, refused), it deletes its file.
+// arrive. Refused (too large, a full disk, a wrong hash), it deletes its file at once,
+// before the answer goes out; dropped unfinished (client gone), as it goes.
 class PackageUpload final : public net::BodySink {
  public:
   ~PackageUpload() override;
@@ -42,6 +43,8 @@ class PackageUpload final : public net::BodySink {
  private:
   friend class PackageStore;
   PackageUpload(std::string hash, std::string tmp_path, int fd, int64_t max_bytes);
+  // Closes and deletes the temporary file, if it is still there.
+  void discard();
 
   std::string hash_;
   std::string tmp_path_;

@@ -115,6 +115,40 @@ TEST(PackageStoreQuotaTest, PackagesUnusedForLongerThanTheRetentionAreRemovedUnl
   EXPECT_EQ(store.remove_unused(7 * 24 * 3600), 0);
 }
 
+// The names in the store's folder that are not whole packages (temporary uploads).
+std::vector<std::string> leftovers(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() != ".gz") out.push_back(entry.path().filename().string());
+  }
+  return out;
+}
+
+TEST_F(PackageStoreTest, ARefusedUploadLeavesNoFileEvenWhileItsRequestLives) {
+  const std::string bytes = "some package";
+  // A wrong hash.
+  auto wrong = store_.begin_upload(sha256_hex("other bytes"));
+  ASSERT_TRUE(wrong.ok());
+  ASSERT_TRUE(wrong.value()->write(bytes.data(), bytes.size()).ok());
+  EXPECT_FALSE(store_.finish_upload(*wrong.value()).ok());
+  EXPECT_TRUE(leftovers(store_dir()).empty()) << "gone before the answer, the upload object still held";
+  // Past the size limit: gone as the write is refused.
+  auto big = store_.begin_upload(sha256_hex("x"));
+  ASSERT_TRUE(big.ok());
+  const std::string chunk(3 * kMiB, 'x');
+  ASSERT_TRUE(big.value()->write(chunk.data(), chunk.size()).ok());
+  EXPECT_EQ(big.value()->write(chunk.data(), chunk.size()).error().code, ErrorCode::kTooLarge);
+  EXPECT_TRUE(leftovers(store_dir()).empty());
+  EXPECT_FALSE(store_.finish_upload(*big.value()).ok());
+  // A package the store already has.
+  ASSERT_TRUE(store_.put(sha256_hex(bytes), bytes).ok());
+  auto again = store_.begin_upload(sha256_hex(bytes));
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE(again.value()->write(bytes.data(), bytes.size()).ok());
+  EXPECT_FALSE(store_.finish_upload(*again.value()).value()) << "nothing new stored";
+  EXPECT_TRUE(leftovers(store_dir()).empty());
+}
+
 TEST_F(PackageStoreTest, CreatesItsFolder) {
   EXPECT_TRUE(fs::is_directory(store_dir()));
   EXPECT_EQ(store_.count(), 0);
