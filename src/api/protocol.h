@@ -184,9 +184,7 @@ struct Registered {
   // The node's own credential, when this registration used a join token: the node
   // keeps it (and forgets the join token) and uses it for every later connection.
   std::string node_credential;
-  // The epoch of the head that leads (heads sharing a store; 0 for a lone head): the
-  // worker ignores launches and kills of any older epoch (a head that lost its lease).
-  int64_t epoch = 0;
+  int64_t epoch = 0;  // the leader's, heads sharing a store (0: a lone head); older ones are ignored
   bool operator==(const Registered&) const = default;
 };
 

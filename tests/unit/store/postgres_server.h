@@ -6,6 +6,7 @@
 // the tests that need one skip, saying so.
 #pragma once
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -68,12 +69,14 @@ class PostgresServer {
       why_ = "no PostgreSQL server here (/usr/lib/postgresql/*/bin/initdb; scripts/install-deps.sh installs it)";
       return;
     }
-    std::string pattern = (std::filesystem::temp_directory_path() / "ag-pg-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) {
-      why_ = "cannot make a temp dir for PostgreSQL";
+    // A folder of this process's own (mkdir fails on one that exists).
+    const std::string dir =
+        (std::filesystem::temp_directory_path() / ("ag-pg-" + std::to_string(::getpid()))).string();
+    if (::mkdir(dir.c_str(), 0700) != 0) {
+      why_ = "cannot make " + dir + " for PostgreSQL";
       return;
     }
-    dir_ = pattern;
+    dir_ = dir;
     std::string as;  // PostgreSQL will not run as root
     if (::geteuid() == 0) {
       if (::chown(dir_.c_str(), 65534, 65534) != 0) {
