@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -21,6 +23,7 @@
 #include "api/container_spec.h"
 #include "cli/commands.h"
 #include "cli/store_url.h"
+#include "common/descriptors.h"
 #include "common/logging.h"
 #include "common/private_dir.h"
 #include "head/head_daemon.h"
@@ -63,10 +66,19 @@ struct Launch {
 template <typename Body>
 Launch daemonize(const std::string& log_path, double wait_s, Body body) {
   int fds[2];
-  if (::pipe(fds) != 0) return {false, 0, "cannot create a pipe"};
+  if (::pipe(fds) != 0) return {false, 0, std::string("cannot create a pipe: ") + std::strerror(errno) + descriptor_limit_hint(errno)};
   std::fflush(nullptr);
   pid_t pid = ::fork();
-  if (pid < 0) return {false, 0, "cannot fork"};
+  if (pid < 0) {
+    const int error = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return {false, 0, std::string("cannot start a process: ") + std::strerror(error) +
+                          (error == EAGAIN ? " (this user's processes or the machine's are at their limit: see "
+                                             "`ulimit -u`, kernel.pid_max and kernel.threads-max, and pids.max of "
+                                             "the control group this runs in)"
+                                           : "")};
+  }
   if (pid == 0) {
     ::close(fds[0]);
     ::setsid();

@@ -52,6 +52,12 @@ constexpr int64_t kPackageRetentionS = int64_t{7} * 24 * 3600;
 constexpr int64_t kJobRetentionSweepMs = 10 * 60 * 1000;
 // The store's record of which cluster it belongs to (ADR 0008).
 constexpr const char* kClusterIdKey = "cluster_id";
+// Descriptors: what the head keeps for itself (its store, logs, listening sockets, and
+// the connections kept for clients on this machine), the least it starts with, and the
+// limit below which it warns how many workers it has room for.
+constexpr uint64_t kHeadOwnDescriptors = 128;
+constexpr uint64_t kHeadMinDescriptors = 256;
+constexpr uint64_t kHeadAmpleDescriptors = 4096;
 
 // What both kinds of head set up before they lead or stand by: the tokens and the TLS
 // identity (every head's certificate signed by the one cluster CA in the state dir).
@@ -290,6 +296,10 @@ int run_head(const HeadConfig& config, const OnHeadReady& on_ready) {
   // output) is for its own user only.
   ::umask(077);
   keep_freed_memory();  // pages of logs, built and freed many times a second
+  if (auto descriptors = claim_descriptors("the head", kHeadMinDescriptors); !descriptors.ok()) {
+    on_ready(descriptors.error(), {});
+    return 1;
+  }
   for (const std::string& dir : {config.data_dir, config.shared_dir}) {
     std::error_code fs_error;
     if (!dir.empty()) std::filesystem::create_directories(dir, fs_error);
@@ -319,6 +329,12 @@ namespace {
 int run_leader(const HeadConfig& config, store::KvStore& store, const LeaderLease* lease, const Identity& identity,
                const std::function<void(const Status&)>& on_ready) {
   const uint64_t descriptors = raise_descriptor_limit();
+  if (descriptors < kHeadAmpleDescriptors) {
+    spdlog::warn("the head may open only {} files (RLIMIT_NOFILE): room for about {} workers (two connections "
+                 "each) beside its clients; for more, raise LimitNOFILE= in its systemd unit or `ulimit -n` where "
+                 "it starts",
+                 descriptors, (descriptors - kHeadOwnDescriptors) / 2);
+  }
   const std::string& state = config.state_dir();
 
   boost::asio::io_context io(1);

@@ -20,8 +20,11 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <deque>
+#include <fstream>
 #include <limits>
 #include <sstream>
+
+#include "common/descriptors.h"
 
 #include "net/admission.h"
 #include "net/beast_ws.h"
@@ -39,6 +42,13 @@ using tcp = asio::ip::tcp;
 using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 constexpr auto kIdleTimeout = std::chrono::seconds(120);
+
+// The lowest port anyone may listen on (Linux's default 1024).
+std::string unprivileged_port_start() {
+  std::string port = "1024";
+  std::ifstream("/proc/sys/net/ipv4/ip_unprivileged_port_start") >> port;
+  return port;
+}
 // A connection must deliver a whole request header (or its TLS handshake) this soon
 // after it opens or after its previous answer: a client that trickles bytes, or an idle
 // keep-alive connection, does not hold a descriptor for long.
@@ -756,6 +766,11 @@ Status HttpServer::listen(const std::string& address, uint16_t port) {
       hint = " (another process is listening there; is a head already running? stop it with `ag stop` or pick another port)";
     } else if (ec == boost::system::errc::address_not_available) {
       hint = " (it is not an address of this machine; `ip -brief address` lists them, and 0.0.0.0 means every interface)";
+    } else if (ec == boost::system::errc::permission_denied) {
+      hint = " (ports below " + unprivileged_port_start() +
+             " need root or CAP_NET_BIND_SERVICE; pick a higher port, or lower net.ipv4.ip_unprivileged_port_start)";
+    } else if (ec.category() == boost::system::system_category()) {
+      hint = descriptor_limit_hint(ec.value());
     }
     return Error{ErrorCode::kUnavailable,
                  "cannot listen on " + address + ":" + std::to_string(port) + ": " + ec.message() + hint};

@@ -22,23 +22,37 @@ bool exists(const std::string& path) {
 
 }  // namespace
 
-std::string prepare_cgroup_root(const std::string& node_id) {
+std::string prepare_cgroup_root(const std::string& node_id, std::string* why_not) {
   std::vector<std::string> candidates;
   if (exists("/sys/fs/cgroup/cgroup.controllers")) candidates.push_back("/sys/fs/cgroup");  // v2
   candidates.push_back("/sys/fs/cgroup/pids");     // v1
   candidates.push_back("/sys/fs/cgroup/freezer");  // v1
+  std::vector<std::string> reasons;
   for (const auto& hierarchy : candidates) {
     if (!exists(hierarchy + "/cgroup.procs")) continue;
     std::string root = hierarchy + "/aethergrid";
-    if (!make_dir(root)) continue;
-    root += "/" + node_id;
-    if (!make_dir(root)) continue;
+    bool made = make_dir(root);
+    if (made) {
+      root += "/" + node_id;
+      made = make_dir(root);
+    }
+    if (!made) {
+      reasons.push_back("cannot create " + root + ": " + std::strerror(errno));
+      continue;
+    }
     // A group that cannot be joined is no use: try with a probe group.
     std::string probe = create_task_cgroup(root, "probe");
-    if (probe.empty()) continue;
+    if (probe.empty()) {
+      reasons.push_back("cannot create a task group in " + root + " with a writable cgroup.procs");
+      continue;
+    }
     remove_cgroup(probe);
     return root;
   }
+  if (reasons.empty()) reasons.push_back("no cgroup v2 hierarchy, nor a v1 pids or freezer one, is mounted at /sys/fs/cgroup");
+  std::string joined;
+  for (const auto& reason : reasons) joined += (joined.empty() ? "" : "; ") + reason;
+  if (why_not) *why_not = joined;
   return "";
 }
 

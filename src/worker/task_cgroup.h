@@ -13,8 +13,8 @@
 namespace ag::worker {
 
 // The folder under which this node's task groups go, created if it can be; "" when
-// cgroups are not usable here (not mounted, not writable).
-std::string prepare_cgroup_root(const std::string& node_id);
+// cgroups are not usable here (not mounted, not writable), with why in `why_not`.
+std::string prepare_cgroup_root(const std::string& node_id, std::string* why_not);
 
 // Creates the group for one task under `root`; returns its path, or "" on failure.
 std::string create_task_cgroup(const std::string& root, const std::string& name);

@@ -523,13 +523,15 @@ class Supervisor {
         waiting.push_back(std::move(ending));
         continue;
       }
-      // A group whose last processes are still being torn down goes a little later.
+      // The end first: removing groups waits on a lock the kernel holds for every
+      // group of the machine, slow while many tasks end at once. A group whose last
+      // processes are still being torn down goes a little later.
+      write_exit_record(ending.task.task_dir, ending.record.c_str());
       std::vector<std::string> groups = ending.task.limit_cgroups;
       groups.push_back(ending.task.cgroup);
       for (const auto& group : groups) {
         if (!remove_cgroup(group)) leftover_cgroups_.push_back(group);
       }
-      write_exit_record(ending.task.task_dir, ending.record.c_str());
     }
     endings_ = std::move(waiting);
   }

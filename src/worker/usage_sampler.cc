@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <set>
@@ -104,36 +105,42 @@ std::vector<api::TaskUsage> UsageSampler::sample_tasks(const std::vector<std::pa
   for (const auto& [leader, group] : cgroups) {
     for (int pid : cgroup_pids(group)) leader_of[pid] = leader;
   }
-  if (DIR* proc = ::opendir("/proc")) {
-    std::string text;
+  std::string text;
+  auto count = [&](const char* pid) {
+    std::ifstream in(std::string("/proc/") + pid + "/stat");
+    if (!std::getline(in, text)) return;
+    // After "pid (comm) ": state ppid pgrp ... utime(14) stime(15) ... rss(24).
+    const size_t close = text.rfind(')');
+    if (close == std::string::npos) return;
+    std::istringstream fields(text.substr(close + 2));
+    std::string field;
+    int64_t pgrp = 0;
+    uint64_t utime = 0, stime = 0;
+    int64_t rss = 0;
+    for (int index = 3; fields >> field; ++index) {
+      if (index == 5) pgrp = std::atoll(field.c_str());
+      if (index == 14) utime = std::strtoull(field.c_str(), nullptr, 10);
+      if (index == 15) stime = std::strtoull(field.c_str(), nullptr, 10);
+      if (index == 24) {
+        rss = std::atoll(field.c_str());
+        break;
+      }
+    }
+    if (auto in_group = leader_of.find(std::atoll(pid)); in_group != leader_of.end()) pgrp = in_group->second;
+    auto group = groups.find(pgrp);
+    if (group == groups.end()) return;
+    group->second.first += utime + stime;
+    group->second.second += rss;
+  };
+  // Where every task has a control group, its processes are those of the group: only
+  // they are read, not every process of the machine (hundreds of agents on one machine
+  // would each read thousands every second).
+  const bool all_grouped = std::all_of(pids.begin(), pids.end(), [&](const auto& p) { return cgroups.count(p.second); });
+  if (all_grouped) {
+    for (const auto& [pid, _] : leader_of) count(std::to_string(pid).c_str());
+  } else if (DIR* proc = ::opendir("/proc")) {
     while (const dirent* entry = ::readdir(proc)) {
-      if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
-      std::ifstream in(std::string("/proc/") + entry->d_name + "/stat");
-      if (!std::getline(in, text)) continue;
-      // After "pid (comm) ": state ppid pgrp ... utime(14) stime(15) ... rss(24).
-      const size_t close = text.rfind(')');
-      if (close == std::string::npos) continue;
-      std::istringstream fields(text.substr(close + 2));
-      std::string field;
-      int64_t pgrp = 0;
-      uint64_t utime = 0, stime = 0;
-      int64_t rss = 0;
-      for (int index = 3; fields >> field; ++index) {
-        if (index == 5) pgrp = std::atoll(field.c_str());
-        if (index == 14) utime = std::strtoull(field.c_str(), nullptr, 10);
-        if (index == 15) stime = std::strtoull(field.c_str(), nullptr, 10);
-        if (index == 24) {
-          rss = std::atoll(field.c_str());
-          break;
-        }
-      }
-      if (auto in_group = leader_of.find(std::atoll(entry->d_name)); in_group != leader_of.end()) {
-        pgrp = in_group->second;
-      }
-      auto group = groups.find(pgrp);
-      if (group == groups.end()) continue;
-      group->second.first += utime + stime;
-      group->second.second += rss;
+      if (entry->d_name[0] >= '0' && entry->d_name[0] <= '9') count(entry->d_name);
     }
     ::closedir(proc);
   }

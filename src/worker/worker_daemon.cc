@@ -41,6 +41,10 @@ extern char** environ;
 namespace ag::worker {
 namespace {
 
+// The fewest descriptors a worker starts with: its event loop, signals, timers, the
+// channel and log stream to the head, and a few for each running task.
+constexpr uint64_t kWorkerMinDescriptors = 128;
+
 // The node id survives restarts of the agent so that a restarted worker is the same node.
 Result<std::string> load_or_create_node_id(const std::string& data_dir) {
   std::string path = data_dir + "/node_id";
@@ -70,6 +74,12 @@ std::string hostname() {
 }  // namespace
 
 int run_worker(const WorkerConfig& config, const std::function<void(const Status&, const std::string&)>& on_ready) {
+  // Before anything else opens one: its event loop, signals and timers need a few, and
+  // each running task's log and supervisor more.
+  if (auto descriptors = claim_descriptors("the worker", kWorkerMinDescriptors); !descriptors.ok()) {
+    on_ready(descriptors.error(), "");
+    return 1;
+  }
   auto head_list = net::parse_endpoints(config.head_address, 6379);
   if (!head_list.ok()) {
     on_ready(head_list.error(), "");
@@ -124,7 +134,6 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
     }
   }
   spdlog::info("{}", task_user_note);
-  raise_descriptor_limit();
   // Orphaned grandchildren of tasks are re-parented to this process, so they are
   // reaped here and stay findable for kills.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -141,10 +150,15 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
   if (const char* stream = std::getenv("AG_WORKER_LOG_STREAM"); stream && std::string(stream) == "off") {
     agent_config.log_stream = false;
   }
-  const std::string cgroup_root = prepare_cgroup_root(node_id.value());
-  spdlog::info("task control groups: {}", cgroup_root.empty()
-                                               ? "not available here (process groups and task markers only)"
-                                               : cgroup_root);
+  std::string no_cgroups;
+  const std::string cgroup_root = prepare_cgroup_root(node_id.value(), &no_cgroups);
+  if (cgroup_root.empty()) {
+    spdlog::info("task control groups: not available here ({}); tasks are followed by process group and task "
+                 "marker instead",
+                 no_cgroups);
+  } else {
+    spdlog::info("task control groups: {}", cgroup_root);
+  }
   LimitRoots limit_roots;
   if (config.enforce_limits) {
     limit_roots = prepare_limit_roots(node_id.value(), cgroup_root);
