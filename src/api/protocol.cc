@@ -380,6 +380,14 @@ std::string encode(const ErrorMessage& m) {
 
 std::string encode(const HeartbeatAck&) { return R"({"type":"heartbeat_ack"})"; }
 
+std::string encode(const ExecOpen& m) {
+  json j = key_json("exec_open", m.task);
+  j["session"] = m.session;
+  j["command"] = m.command;
+  if (m.with_stdin) j["stdin"] = true;
+  return dump(j);
+}
+
 std::string encode(const WorkerMessage& m) {
   return std::visit([](const auto& message) { return encode(message); }, m);
 }
@@ -555,6 +563,16 @@ Result<HeadMessage> decode_head_message(std::string_view text) {
       Pull m;
       f.id("pull_id", &m.pull_id);
       f.string("image", &m.image);
+      return m;
+    });
+  }
+  if (type == "exec_open") {
+    return read_as<HeadMessage>(doc, type, [](Fields& f) {
+      ExecOpen m;
+      f.task_key(&m.task);
+      f.id("session", &m.session);
+      f.strings("command", &m.command);
+      f.boolean("stdin", &m.with_stdin, false);
       return m;
     });
   }

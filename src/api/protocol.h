@@ -13,6 +13,7 @@
 //     task_started {task, pid}             ->
 //     (binary) log frame {task, offset}    ->
 //                                         <- kill {task, grace_ms}
+//                                         <- exec_open {session, task, command} (api/exec_protocol.h)
 //     task_exited {task, exit}             ->
 //                                         <- exit_ack {task}
 //     heartbeat {usage, busy_ports[]}      ->   (every second)
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "api/container_spec.h"
+#include "api/node_usage.h"
 #include "common/result.h"
 #include "common/version.h"
 
@@ -57,16 +59,6 @@ inline constexpr int kMaxNodeGpus = 1024;                              // ids 0.
 // [A-Za-z0-9_-] (never '/', '.', NUL).
 bool is_safe_id(std::string_view id);
 
-// One task of one attempt of a job: the identity every message about a task carries.
-struct TaskKey {
-  std::string job_id;
-  int attempt = 0;
-  int task_index = 0;
-  auto operator<=>(const TaskKey&) const = default;
-  // "job_ab12/0/1"
-  std::string to_string() const;
-};
-
 // How a task ended: an exit code or a signal, or it could not start (start_error), or
 // it vanished without anyone seeing its end (lost).
 struct TaskExit {
@@ -78,31 +70,6 @@ struct TaskExit {
   bool out_of_memory = false;
   int64_t memory_limit_bytes = 0;
   bool operator==(const TaskExit&) const = default;
-};
-
-struct GpuUsage {
-  int64_t index = 0;
-  int64_t utilization_percent = 0;
-  int64_t memory_used_bytes = 0;
-  int64_t memory_total_bytes = 0;
-  bool operator==(const GpuUsage&) const = default;
-};
-
-// What one running task's processes use: CPU in percent of one core (200 = two cores
-// busy) and resident memory.
-struct TaskUsage {
-  TaskKey task;
-  double cpu_percent = 0;
-  int64_t memory_bytes = 0;
-  bool operator==(const TaskUsage&) const = default;
-};
-
-struct NodeUsage {
-  double cpu_percent = 0;
-  int64_t memory_used_bytes = 0;
-  std::vector<GpuUsage> gpus;
-  std::vector<TaskUsage> tasks;  // per running task (absent from older workers)
-  bool operator==(const NodeUsage&) const = default;
 };
 
 // ---- worker -> head ----
@@ -238,6 +205,16 @@ struct LogResume {
   bool operator==(const LogResume&) const = default;
 };
 
+// Run `command` beside the task and dial back to kWorkerExecPath + session
+// (api/exec_protocol.h); `with_stdin`: the client sends input.
+struct ExecOpen {
+  std::string session;
+  TaskKey task;
+  std::vector<std::string> command;
+  bool with_stdin = false;
+  bool operator==(const ExecOpen&) const = default;
+};
+
 // ---- either way ----
 
 struct ErrorMessage {
@@ -249,7 +226,8 @@ struct ErrorMessage {
 };
 
 using WorkerMessage = std::variant<Register, Heartbeat, TaskStarted, TaskExited, TaskNote, PullUpdate, ErrorMessage>;
-using HeadMessage = std::variant<Registered, Launch, Kill, ExitAck, LogResume, ErrorMessage, HeartbeatAck, Pull>;
+using HeadMessage =
+    std::variant<Registered, Launch, Kill, ExitAck, LogResume, ErrorMessage, HeartbeatAck, Pull, ExecOpen>;
 
 std::string encode(const Register& m);
 std::string encode(const Heartbeat& m);
@@ -265,6 +243,7 @@ std::string encode(const ExitAck& m);
 std::string encode(const LogResume& m);
 std::string encode(const ErrorMessage& m);
 std::string encode(const HeartbeatAck& m);
+std::string encode(const ExecOpen& m);
 std::string encode(const WorkerMessage& m);
 std::string encode(const HeadMessage& m);
 

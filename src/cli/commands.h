@@ -114,6 +114,9 @@ int stop_jobs(const ConnectionOptions& conn, const StopJobsOptions& options);
 // else as lines (cli/log_lines.h): all ranks interleaved, each prefixed "[rank N]".
 // `since` is --since as typed. Control characters are escaped (terminal_safe) unless
 // `lines.raw`.
+// `ag exec JOB [--task-index N] [-i] -- CMD...` (cli/exec_command.cc).
+int exec(const ConnectionOptions& options, const std::string& job_id, int task_index, bool with_stdin,
+         const std::vector<std::string>& command);
 int logs(const ConnectionOptions& conn, const std::string& job_id, const LinesOptions& lines,
          const std::string& since);
 int head_logs();

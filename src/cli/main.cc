@@ -26,6 +26,7 @@
 #include "cli/units.h"
 #include "cli/usage_hints.h"
 #include "common/version.h"
+#include "worker/exec_helper.h"
 #include "worker/task_supervisor.h"
 
 namespace {
@@ -58,6 +59,8 @@ int run(int argc, char** argv) {
   // The worker's task supervisor (worker/task_supervisor.h), started by the worker
   // itself; not a user command, so not listed.
   if (argc == 3 && std::string(argv[1]) == ag::worker::kSupervisorCommand) ag::worker::run_supervisor(3, argv[2]);
+  // The first process of an `ag exec` command (worker/exec_helper.h), likewise.
+  if (argc == 2 && std::string(argv[1]) == ag::worker::kTaskExecCommand) ag::worker::run_exec_helper(3);
   // A closed pipe (ag logs | head) must end the command quietly, not kill it mid-write
   // of a socket; socket writes report EPIPE as an error instead.
   ::signal(SIGPIPE, SIG_IGN);
@@ -196,6 +199,15 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
   list_jobs_cmd->add_flag("--all", list_opts.all, "Show every job (in pages of 1000)");
 
+  std::string exec_job;
+  int exec_task = 0;
+  bool exec_stdin = false;
+  std::vector<std::string> exec_command;
+  auto* exec_cmd = app.add_subcommand(
+      "exec", "Run a command beside a running task: on its node, as its user, in its directory and environment");
+  exec_cmd->add_option("job_id", exec_job, "Job id")->required();
+  exec_cmd->add_option("--task-index", exec_task, "Which task of the gang (default 0)")->check(CLI::Range(0, 1000000));
+  exec_cmd->add_flag("-i,--stdin", exec_stdin, "Pass this process's input to the command's stdin");
   std::string logs_job;
   ag::cli::LinesOptions logs_lines;
   std::string logs_since;
@@ -398,7 +410,7 @@ int run(int argc, char** argv) {
   }
 
   try {
-    ag::cli::parse_command_line(app, std::vector<std::string>(argv, argv + argc), {{"submit", &submit_opts.command}});
+    ag::cli::parse_command_line(app, std::vector<std::string>(argv, argv + argc), {{"submit", &submit_opts.command}, {"exec", &exec_command}});
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -481,6 +493,7 @@ int run(int argc, char** argv) {
   if (*status_cmd) return status_job.empty() ? cluster_status(conn) : job_status(conn, status_job, status_verbose);
   if (app.got_subcommand("list-nodes")) return list_nodes(conn, list_nodes_verbose);
   if (*list_jobs_cmd) return list_jobs(conn, list_opts);
+  if (*exec_cmd) return ag::cli::exec(conn, exec_job, exec_task, exec_stdin, exec_command);
   if (*logs_cmd) {
     if (logs_head) return head_logs();
     if (logs_job.empty()) {

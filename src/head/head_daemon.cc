@@ -43,6 +43,9 @@
 #include "net/asio_timers.h"
 #include "net/auth.h"
 #include "net/http_server.h"
+#include "api/exec_protocol.h"
+#include "head/exec/exec_relay.h"
+#include "head/rest/exec_routes.h"
 #include "net/tls.h"
 
 namespace ag::head {
@@ -441,8 +444,20 @@ int run_leader(const HeadConfig& config, store::KvStore& store, const LeaderLeas
     return config.max_body_bytes;
   };
   handlers.plan_body = [&routes](const net::HttpRequest& req) { return routes.plan_body(req); };
-  handlers.check_upgrade = [&gateway](const net::HttpRequest& req) { return gateway.check_upgrade(req); };
-  handlers.on_websocket = [&gateway](const std::shared_ptr<net::WsConnection>& ch, const net::HttpRequest& req) {
+  // `ag exec`: the client's WebSocket on /api/jobs/JOB/exec, the node's on
+  // /api/workers/exec/SESSION; every other upgrade is a worker's channel.
+  ExecRelay exec_relay({timers, access, nodes});
+  ExecRoutes exec_routes({io, jobs, nodes, logs, packages, access, audit, gateway, clock, dashboard, pulls, role},
+                         exec_relay);
+  const auto worker_exec = [](const std::string& path) { return path.rfind(api::kWorkerExecPath, 0) == 0; };
+  handlers.check_upgrade = [&](const net::HttpRequest& req) {
+    if (ExecRoutes::is_exec_path(req.path)) return exec_routes.check(req);
+    if (worker_exec(req.path)) return exec_relay.check_worker(req);
+    return gateway.check_upgrade(req);
+  };
+  handlers.on_websocket = [&](const std::shared_ptr<net::WsConnection>& ch, const net::HttpRequest& req) {
+    if (ExecRoutes::is_exec_path(req.path)) return exec_routes.open(ch, req);
+    if (worker_exec(req.path)) return exec_relay.on_worker(ch, req);
     gateway.on_connection(ch, req);
   };
   handlers.raw_protocol = api::kLogStreamProtocol;

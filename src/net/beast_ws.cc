@@ -28,7 +28,9 @@ void BeastWs<NextLayer>::start(MessageHandler on_message, CloseHandler on_close)
 
 template <class NextLayer>
 void BeastWs<NextLayer>::do_read() {
+  reading_ = true;
   ws_.async_read(read_buffer_, [self = this->shared_from_this()](beast::error_code ec, size_t) {
+    self->reading_ = false;
     if (ec) {
       self->fail(ec == websocket::error::closed ? "closed by peer" : ec.message());
       return;
@@ -37,8 +39,14 @@ void BeastWs<NextLayer>::do_read() {
     self->read_buffer_.consume(self->read_buffer_.size());
     bool binary = self->ws_.got_binary();
     if (self->on_message_) self->on_message_(std::move(data), binary);
-    if (!self->closed_) self->do_read();
+    if (!self->closed_ && !self->paused_) self->do_read();
   });
+}
+
+template <class NextLayer>
+void BeastWs<NextLayer>::resume_reading() {
+  paused_ = false;
+  if (!reading_ && !closed_ && on_close_) do_read();
 }
 
 template <class NextLayer>

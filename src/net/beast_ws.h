@@ -29,6 +29,8 @@ class BeastWs final : public WsConnection, public std::enable_shared_from_this<B
     drain_low_water_ = low_water_bytes;
     on_drained_ = std::move(fn);
   }
+  void pause_reading() override { paused_ = true; }
+  void resume_reading() override;
   // Keeps `thing` (the server's admission of this connection) as long as this lives.
   void hold(std::shared_ptr<void> thing) { held_ = std::move(thing); }
 
@@ -46,6 +48,8 @@ class BeastWs final : public WsConnection, public std::enable_shared_from_this<B
   bool writing_ = false;
   bool closing_ = false;  // close() was called: close once the outbox is written
   bool closed_ = false;
+  bool reading_ = false;  // a read is outstanding
+  bool paused_ = false;   // pause_reading(): no read after the current one
   static constexpr size_t kMaxFlushOnCloseBytes = 1 << 20;
   MessageHandler on_message_;
   CloseHandler on_close_;

@@ -40,6 +40,26 @@ const std::string& HttpRequest::header(const std::string& name) const {
   return it == headers.end() ? kEmpty : it->second;
 }
 
+std::vector<std::string> query_values(const std::string& target, const std::string& name) {
+  std::vector<std::string> values;
+  size_t q = target.find('?');
+  if (q == std::string::npos) return values;
+  const std::string rest = target.substr(q + 1);
+  for (size_t start = 0; start <= rest.size();) {
+    size_t amp = rest.find('&', start);
+    std::string pair = rest.substr(start, amp == std::string::npos ? std::string::npos : amp - start);
+    size_t eq = pair.find('=');
+    std::string key, value;
+    if (url_decode(pair.substr(0, eq), true, &key) && key == name &&
+        (eq == std::string::npos || url_decode(pair.substr(eq + 1), true, &value))) {
+      values.push_back(std::move(value));
+    }
+    if (amp == std::string::npos) break;
+    start = amp + 1;
+  }
+  return values;
+}
+
 bool parse_target(const std::string& target, std::string* path,
                   std::map<std::string, std::string>* query) {
   size_t q = target.find('?');

@@ -86,6 +86,11 @@ struct BodyPlan {
 using Respond = std::function<void(HttpResponse)>;
 
 // Splits "a/b?x=1&y=%20" into a decoded path and query map. Returns false for a
+
+// Every value of the query parameter `name` in `target`, in order (a repeated parameter,
+// as in ?command=ls&command=-l); undecodable ones are skipped.
+std::vector<std::string> query_values(const std::string& target, const std::string& name);
+
 // malformed percent-encoding.
 bool parse_target(const std::string& target, std::string* path,
                   std::map<std::string, std::string>* query);

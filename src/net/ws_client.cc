@@ -92,6 +92,7 @@ struct Dial : std::enable_shared_from_this<Dial<NextLayer>> {
     ws.async_handshake(response, host, options.target, [self = this->shared_from_this()](beast::error_code ec) {
       if (ec) {
         int status = self->response.result_int();
+        if (status && self->options.refusal) return self->done(self->options.refusal(status, self->response.body()));
         if (status == 401) {
           return self->fail(ErrorCode::kUnauthenticated,
                             "the head refused the worker's token (HTTP 401): " + self->response.body());

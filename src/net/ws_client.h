@@ -19,6 +19,9 @@ struct WsDialOptions {
   std::map<std::string, std::string> headers;  // e.g. Authorization
   std::string bind_address;                    // local source address; "" = any
   int timeout_ms = 5000;
+  // Makes the error for an answer other than 101 (status, body); unset: the worker's
+  // wording for its channel.
+  std::function<Error(int status, const std::string& body)> refusal;
 };
 
 // Connects and performs the WebSocket handshake, then calls `done` on the io thread.

@@ -27,6 +27,10 @@ class WsConnection {
   // Calls `fn` each time a frame has been written and at most `low_water_bytes` stay
   // queued: a sender that stopped at a high-water mark continues from there.
   virtual void on_drained(size_t low_water_bytes, std::function<void()> fn) = 0;
+  // Reads no further frame (the peer's sends back up in TCP) until resume_reading():
+  // a relay holds one side while the other side's queue is long.
+  virtual void pause_reading() = 0;
+  virtual void resume_reading() = 0;
 };
 
 }  // namespace ag::net

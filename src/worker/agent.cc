@@ -216,6 +216,10 @@ void Agent::on_message(const std::string& text) {
                  [&](const api::ExitAck& m) { handle_exit_ack(m.task); },
                  [&](const api::HeartbeatAck&) {},
                  [&](const api::Pull& m) { handle_pull(m); },
+                 [&](const api::ExecOpen& m) {
+                   if (deps_.open_exec) return deps_.open_exec(m);
+                   shipper_.send(api::ErrorMessage{"this worker does not run commands beside tasks (`ag exec`)"});
+                 },
                  [&](const api::ErrorMessage& m) { on_refused(m); },
              },
              message.value());

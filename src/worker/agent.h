@@ -48,6 +48,8 @@ class Agent {
     std::function<api::NodeUsage()> sample_usage;
     std::function<std::vector<int>()> busy_ports;  // held ports of the master-port range
     std::function<void()> exit;                    // the agent is done: stop the daemon
+    // `ag exec`: run a command beside a task (worker/exec_session.h); unset: refused.
+    std::function<void(const api::ExecOpen&)> open_exec = nullptr;
   };
   // `on_first_result` is called once: ok after the first registration, or the first
   // failure (the agent keeps retrying unless the failure is kUnauthenticated).

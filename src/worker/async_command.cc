@@ -75,6 +75,16 @@ void read_more(const std::shared_ptr<Running>& r) {
 
 }  // namespace
 
+void init_clean_spawn(posix_spawnattr_t* attr, short flags) {
+  posix_spawnattr_init(attr);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(attr, &none);
+  posix_spawnattr_setsigdefault(attr, &all);
+  posix_spawnattr_setflags(attr, static_cast<short>(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | flags));
+}
+
 pid_t spawn_with_output(std::vector<std::string> argv, int* read_fd, std::string* error, bool terminal) {
   int fds[2];  // [0] read end (a terminal's master), [1] the command's output
   if (argv.empty()) {
@@ -105,13 +115,7 @@ pid_t spawn_with_output(std::vector<std::string> argv, int* read_fd, std::string
   posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
   posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
   posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  init_clean_spawn(&attr, 0);
   pid_t pid = 0;
   int rc = posix_spawnp(&pid, args[0], &actions, &attr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
@@ -142,7 +146,20 @@ void AsyncCommand::run(asio::io_context& io, std::vector<std::string> argv, OnLi
   read_more(r);
 }
 
+std::map<pid_t, std::function<void(int)>>& expected() {
+  static std::map<pid_t, std::function<void(int)>> children;
+  return children;
+}
+
+void AsyncCommand::expect_exit(pid_t pid, std::function<void(int status)> ended) { expected()[pid] = std::move(ended); }
+
 bool AsyncCommand::reaped(pid_t pid, int status) {
+  if (auto waiting = expected().find(pid); waiting != expected().end()) {
+    auto ended = std::move(waiting->second);
+    expected().erase(waiting);
+    ended(status);
+    return true;
+  }
   auto it = running().find(pid);
   if (it == running().end()) return false;
   auto r = it->second;

@@ -7,6 +7,7 @@
 //     on_line("Copying blob sha256:...")  ...  done({exit_code 0, last output})
 #pragma once
 
+#include <spawn.h>
 #include <sys/types.h>
 
 #include <boost/asio/io_context.hpp>
@@ -15,6 +16,10 @@
 #include <vector>
 
 namespace ag::worker {
+
+// Spawn attributes for a child that starts clean: no signal blocked, every signal at its
+// default, plus `flags` (POSIX_SPAWN_SETPGROUP, ...; set their values after this).
+void init_clean_spawn(posix_spawnattr_t* attr, short flags);
 
 // Starts `argv` (argv[0] an absolute path, or found on PATH) with stdin from /dev/null
 // and stdout and stderr into a pipe whose read end (close-on-exec) goes to `read_fd`.
@@ -38,8 +43,12 @@ class AsyncCommand {
   static void run(boost::asio::io_context& io, std::vector<std::string> argv, OnLine on_line, Done done,
                   bool terminal = false);
 
+  // A child started elsewhere whose end someone waits for (an `ag exec` command):
+  // `ended` gets its wait status once it is reaped. Io thread only.
+  static void expect_exit(pid_t pid, std::function<void(int status)> ended);
+
   // For whoever reaps the process's children: true when `pid` was a command started
-  // here (its end is then delivered), false when it is someone else's.
+  // here or expected (its end is then delivered), false when it is someone else's.
   static bool reaped(pid_t pid, int status);
 };
 

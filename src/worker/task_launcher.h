@@ -91,6 +91,20 @@ class TaskLauncher {
   // every heartbeat).
   virtual void check() = 0;
 
+  // Where a command run beside a running task goes (`ag exec`): the task's first
+  // process (whose user, environment and directory the command takes), the control
+  // groups it joins, and the task's container, if any. Errors: kNotFound when the task
+  // does not run here.
+  struct ExecTarget {
+    int64_t pid = 0;
+    std::vector<std::string> cgroups;
+    std::string container;    // "" for a host task
+    std::string engine_path;  // the container's engine
+  };
+  virtual Result<ExecTarget> exec_target(const api::TaskKey& id) const {
+    return not_found("task " + id.to_string() + " does not run on this node");
+  }
+
   struct Running {
     api::TaskKey id;
     int64_t pid = 0;

@@ -587,6 +587,17 @@ void TaskRunner::remove_container(const Task& task) {
   AsyncCommand::run(io_, container_cleanup_argv(task), nullptr, [](const AsyncCommand::Ended&) {});
 }
 
+Result<TaskLauncher::ExecTarget> TaskRunner::exec_target(const api::TaskKey& id) const {
+  auto it = tasks_.find(id);
+  if (it == tasks_.end() || it->second->finished) return not_found("task " + id.to_string() + " does not run on this node");
+  const Task& task = *it->second;
+  ExecTarget target{task.pid, {}, task.container, task.engine_path};
+  if (!task.container.empty()) return target;  // the container is in the task's groups already
+  if (!task.cgroup.empty()) target.cgroups.push_back(task.cgroup);
+  for (const auto& group : task.limit_cgroups) target.cgroups.push_back(group);
+  return target;
+}
+
 void TaskRunner::remove_groups(const Task& task) {
   remove_cgroup(task.cgroup);
   for (const auto& group : task.limit_cgroups) remove_cgroup(group);

@@ -69,6 +69,7 @@ class TaskRunner final : public TaskLauncher {
   // Ends, as lost, the tasks of a previous agent's supervisor that died meanwhile.
   void check() override;
   std::vector<Running> running() const override;
+  Result<ExecTarget> exec_target(const api::TaskKey& id) const override;
   bool idle() const override { return tasks_.empty(); }
   bool runs(const api::TaskKey& id) const override { return tasks_.count(id) > 0; }
   int64_t output_size(const api::TaskKey& id) const override;

@@ -1,5 +1,7 @@
 #include "worker/task_supervisor.h"
 
+#include "worker/async_command.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -330,15 +332,8 @@ pid_t start_task(const LaunchRequest& request, int output_fd, std::string* error
   for (const auto& s : request.envp) envp.push_back(const_cast<char*>(s.c_str()));
   envp.push_back(nullptr);
   posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
+  init_clean_spawn(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_USEVFORK);
   posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
-                                      POSIX_SPAWN_USEVFORK);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);

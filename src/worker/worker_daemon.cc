@@ -32,6 +32,7 @@
 #include "worker/usage_sampler.h"
 #include "worker/resource_detector.h"
 #include "worker/container_engine.h"
+#include "worker/exec_session.h"
 #include "worker/task_cgroup.h"
 #include "worker/task_limits.h"
 #include "worker/task_accounts.h"
@@ -260,6 +261,9 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
                    },
                    [] { return busy_ports(api::kMasterPortFirst, api::kMasterPortLast); },
                    [&io] { io.stop(); }};
+  ExecSessions exec({io, *runner.value(), [&heads] { return heads.current(); },
+                     [cred = credential.value().get()] { return cred->token(); }});
+  deps.open_exec = [&exec](const api::ExecOpen& request) { exec.open(request); };
   bool ready_reported = false;
   Agent agent(std::move(deps), agent_config, [&](const Status& status) {
     ready_reported = true;

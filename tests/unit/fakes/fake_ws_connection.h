@@ -24,6 +24,9 @@ class FakeWsConnection final : public net::WsConnection {
   void close() override { closed = true; }
   std::string remote_address() const override { return "127.0.0.1"; }
   size_t queued_bytes() const override { return queued; }
+  void pause_reading() override { paused = true; }
+  void resume_reading() override { paused = false; }
+  bool paused = false;
   void on_drained(size_t low_water_bytes, std::function<void()> fn) override {
     low_water = low_water_bytes;
     on_drained_ = std::move(fn);
