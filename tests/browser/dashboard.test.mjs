@@ -303,9 +303,10 @@ describe("dashboard", { concurrency: false }, () => {
     await page.locator("#jobs-table").waitFor();
     await page.fill("#job-search", "team=nlp");
     await page.waitForFunction(() => location.hash.includes("q=team%3Dnlp"));
+    // The address changes before the page re-renders: wait for the filtered list itself.
+    await page.waitForFunction(() => document.querySelectorAll("#jobs-table tbody tr[data-job-id]").length === 1);
     const row = page.locator(`#jobs-table tr[data-job-id="${id}"]`);
     await row.waitFor();
-    assert.equal(await page.locator("#jobs-table tbody tr[data-job-id]").count(), 1);
     assert.match(await row.locator(".entrypoint").textContent(), /echo needle-7f3/);
     assert.match(await row.locator(".label").textContent(), /team=nlp/);
     assert.equal(await page.inputValue("#job-search"), "team=nlp", "the search box keeps what was typed");
@@ -316,14 +317,17 @@ describe("dashboard", { concurrency: false }, () => {
     await page.goto(BASE + "/#/jobs");
     await page.click("th.sortable a[data-sort='name']");
     await page.waitForFunction(() => location.hash.includes("sort=name"));
-    await page.locator("th.sorted a[data-sort='name']").waitFor();
+    await page.locator("th.sorted a[data-sort='name']", { hasText: "↑" }).waitFor();
     const names = async () => page.locator("#jobs-table tbody td.name").evaluateAll((cells) =>
       cells.map((c) => c.firstChild && c.firstChild.nodeType === 3 ? c.firstChild.textContent : ""));
     await page.locator("#jobs-table tbody tr[data-job-id]").first().waitFor();
     const ascending = (await names()).filter((n) => n);
+    assert.ok(new Set(ascending).size >= 3, `several names to sort: ${ascending}`);
     assert.deepEqual(ascending, [...ascending].sort(), "names ascending");
     await page.click("th.sortable a[data-sort='name']");
     await page.waitForFunction(() => location.hash.includes("sort=-name"));
+    // The hash changes before the hashchange event re-renders the list: the arrow says it did.
+    await page.locator("th.sorted a[data-sort='name']", { hasText: "↓" }).waitFor();
     await page.locator("#jobs-table tbody tr[data-job-id]").first().waitFor();
     const descending = (await names()).filter((n) => n);
     assert.deepEqual(descending, [...descending].sort().reverse(), "names descending");

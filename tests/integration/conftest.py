@@ -387,6 +387,14 @@ class Cluster:
         """Wait until the job is in one of `states`; return its JSON."""
         return wait_for_job_state(self.job, job_id, states, timeout)
 
+    def wait_tasks_running(self, job_id, timeout=30):
+        """Wait until every task of the job's latest attempt runs on its worker (a job is
+        RUNNING from the moment it is placed, before its workers have started anything)."""
+        def running():
+            attempts = self.job(job_id)["attempts"]
+            return bool(attempts) and all(t["state"] == "RUNNING" for t in attempts[-1]["tasks"])
+        wait_until(running, timeout, message=f"every task of {job_id} to run")
+
     # ---- cluster-wide ---------------------------------------------------------------
     def start(self, worker_ips=WORKER_IPS, num_cpus=2):
         self.start_head()

@@ -58,7 +58,7 @@ def test_durations_and_sizes_take_units_and_a_bad_one_is_one_line(head_only):
 def test_ag_stop_says_it_stops_this_machines_daemons_and_their_tasks(cluster_factory):
     c = cluster_factory("stop-warns")
     job_id, _ = c.submit("--no-wait", "--", "sleep 60")
-    c.wait_state(job_id, "RUNNING")
+    c.wait_tasks_running(job_id)
     proc = c.ag("stop", "--timeout", "10")
     assert proc.stderr.startswith("stopping the 3 AetherGrid daemon(s) started from this machine ("), proc.stderr
     assert "; their 1 running task(s) are stopped with them; to stop one job instead: ag stop-job JOB_ID" \

@@ -9,8 +9,7 @@ def running_job(c, *args):
     job_id, _ = c.submit("--no-wait", *args, "--", "sleep", "120")
     job = c.wait_state(job_id, ["RUNNING"], timeout=30)
     assert job["state"] == "RUNNING", job
-    wait_until(lambda: all(t["state"] == "RUNNING" for t in c.job(job_id)["attempts"][-1]["tasks"]), 20,
-               message="every task to run")
+    c.wait_tasks_running(job_id, timeout=20)
     return job_id
 
 

@@ -79,8 +79,7 @@ def test_worker_killed_fails_its_tasks_and_the_gang_is_retried_elsewhere(cluster
     job_id = submit_no_wait(cluster, "-n", "2", "--placement", "spread", "--max-retries", "1", "--",
                             'if [ "$AG_ATTEMPT" = 0 ]; then sleep 300; fi; echo done $RANK')
     job = cluster.wait_state(job_id, "RUNNING", timeout=10)
-    wait_until(lambda: all(t["state"] == "RUNNING" for t in cluster.job(job_id)["attempts"][0]["tasks"]), 10,
-               message="both tasks running")
+    cluster.wait_tasks_running(job_id, timeout=10)
     victim_ip = job["attempts"][0]["tasks"][1]["node_address"]
     os.kill(cluster.worker_pid(victim_ip), signal.SIGKILL)
 
@@ -99,9 +98,7 @@ def test_stopped_worker_resumes_and_its_given_up_task_is_killed_not_reported(clu
     cluster = cluster_factory("frozen", node_timeout_s=2)
     job_id = submit_no_wait(cluster, "-n", "2", "--placement", "spread", "--max-retries", "1", "--",
                             'if [ "$AG_ATTEMPT" = 0 ]; then sleep 300; fi; echo done')
-    wait_until(lambda: all(t["state"] == "RUNNING" for t in
-                           (cluster.job(job_id)["attempts"] or [{"tasks": [{"state": "x"}]}])[0]["tasks"]),
-               15, message="both tasks running")
+    cluster.wait_tasks_running(job_id, timeout=15)
     task1 = cluster.job(job_id)["attempts"][0]["tasks"][1]
     frozen_pid = cluster.worker_pid(task1["node_address"])
     os.kill(frozen_pid, signal.SIGSTOP)
@@ -156,9 +153,7 @@ def test_submits_across_a_head_restart_create_each_job_exactly_once(cluster):
 def test_worker_killed_and_not_restarted_leaves_no_task_behind(cluster_factory):
     cluster = cluster_factory("abandoned", node_timeout_s=2)
     job_id = submit_no_wait(cluster, "-n", "2", "--placement", "spread", "--", "sleep 300")
-    wait_until(lambda: all(t["state"] == "RUNNING" for t in
-                           (cluster.job(job_id)["attempts"] or [{"tasks": [{"state": "x"}]}])[0]["tasks"]),
-               15, message="both tasks running")
+    cluster.wait_tasks_running(job_id, timeout=15)
     task1 = cluster.job(job_id)["attempts"][0]["tasks"][1]
     os.kill(cluster.worker_pid(task1["node_address"]), signal.SIGKILL)
 
@@ -174,9 +169,7 @@ def test_worker_restarted_quickly_keeps_its_running_task(cluster_factory):
     lines = 30
     job_id = submit_no_wait(cluster, "-n", "2", "--placement", "spread", "--",
                             f"for i in $(seq 1 {lines}); do echo line $i; sleep 0.2; done")
-    wait_until(lambda: all(t["state"] == "RUNNING" for t in
-                           (cluster.job(job_id)["attempts"] or [{"tasks": [{"state": "x"}]}])[0]["tasks"]),
-               15, message="both tasks running")
+    cluster.wait_tasks_running(job_id, timeout=15)
     task1 = cluster.job(job_id)["attempts"][0]["tasks"][1]
     ip = task1["node_address"]
     os.kill(cluster.worker_pid(ip), signal.SIGKILL)
