@@ -18,6 +18,7 @@ Standard library only; Python >= 3.8.
 """
 from . import exceptions
 from ._binary import ag_path
+from ._exec import ExecResult
 from .client import Client
 from .exceptions import (AGAuthError, AGConflictError, AGConnectionError, AGError, AGJobFailedError,
                          AGNotFoundError, AGPermissionError, AGTimeoutError, AGValidationError)
@@ -31,6 +32,7 @@ __all__ = [
     "ag_path",
     "Job",
     "JobArray",
+    "ExecResult",
     "JobSubmissionClient",
     "JobStatus",
     "exceptions",

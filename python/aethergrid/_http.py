@@ -5,7 +5,8 @@ threads. Over TLS all connections to one head share one ssl.SSLContext, and each
 offers the TLS session of the last, so that the head resumes it instead of a full
 handshake. Connection-level failures become AGConnectionError naming the address;
 a head certificate that does not verify becomes AGValidationError; HTTP error statuses
-become the matching AGError subclass carrying the head's message.
+become the matching AGError subclass carrying the head's message. An upgrade request (a
+WebSocket) goes through the same heads, TLS and error mapping, and hands its socket over.
 
 A Transport may know several heads of one cluster (a group sharing one store: one leads,
 the others stand by and answer 503 {"standby": true, "leader": "HOST:PORT"}). Requests go
@@ -14,6 +15,7 @@ standby named first), each once per try; the head that answers as leader becomes
 current one.
 """
 import http.client
+import io
 import json
 import time
 import socket
@@ -29,6 +31,10 @@ MAX_HEADS = 8
 # Body chunk size for streamed uploads; also the granularity of upload progress.
 UPLOAD_CHUNK_BYTES = 1 << 20
 USER_AGENT = "aethergrid-python/0.1.0"
+# Bounds on what an answer to an upgrade request is read to: its head, and the body of a
+# refusal.
+MAX_RESPONSE_HEAD_BYTES = 64 << 10
+MAX_REFUSAL_BODY_BYTES = 1 << 20
 
 # How long a client that has reached the head keeps retrying while it restarts, or while
 # its heads change leader (a takeover).
@@ -67,6 +73,55 @@ class Response:
         except ValueError:
             raise AGError("the head answered HTTP {} with a body that is not JSON: {!r}".format(
                 self.status, self.body[:200]), status=self.status) from None
+
+
+class Upgraded(Response):
+    """A head's 101 answer to Transport.upgrade: `sock`, the connection now speaking the
+    new protocol (the caller closes it), and `leftover`, the bytes of that protocol that
+    came with the answer."""
+
+    def __init__(self, headers, sock, leftover):
+        super().__init__(101, headers, b"")
+        self.sock = sock
+        self.leftover = leftover
+
+
+def _read_response_head(sock):
+    """(status, headers, bytes after the head) of the HTTP answer on `sock`, read no
+    further than the blank line ending its head plus what came with it (an upgraded
+    connection's first bytes are the new protocol's)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        if len(data) > MAX_RESPONSE_HEAD_BYTES:
+            raise http.client.LineTooLong("the head's answer has a head over {} bytes".format(
+                MAX_RESPONSE_HEAD_BYTES))
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise http.client.RemoteDisconnected("the head closed the connection without an answer")
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    status_line, _, header_lines = head.partition(b"\r\n")
+    parts = status_line.split(None, 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/") or not parts[1].isdigit():
+        raise http.client.BadStatusLine(status_line.decode("latin-1"))
+    headers = http.client.parse_headers(io.BytesIO(header_lines + b"\r\n\r\n"))
+    return int(parts[1]), headers, rest
+
+
+def _read_body(sock, headers, received):
+    """The body of an answer that is not an upgrade: Content-Length bytes (`received`
+    holds its start), or what comes until the head closes the connection; at most
+    MAX_REFUSAL_BODY_BYTES of it (a refusal's JSON is short)."""
+    length = headers.get("Content-Length")
+    wanted = int(length) if length and length.strip().isdigit() else None
+    limit = MAX_REFUSAL_BODY_BYTES if wanted is None else min(wanted, MAX_REFUSAL_BODY_BYTES)
+    body = bytearray(received)
+    while len(body) < limit:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return bytes(body[:limit])
 
 
 def parse_address(address):
@@ -174,20 +229,18 @@ def raise_for_status(response, what):
 
 
 class _TlsConnection(http.client.HTTPConnection):
-    """An HTTP connection over TLS with `context` that offers `tls_session` (a previous
-    connection's session, or None) for resumption. `tls_socket` is the TLS socket once
-    connected; it stays readable while the answer is read."""
+    """An HTTP connection over TLS to `head` (Head.secure: its context, offering its last
+    TLS session for resumption). `tls_socket` is the TLS socket once connected; it stays
+    readable while the answer is read."""
 
-    def __init__(self, host, port, timeout, context, tls_session):
-        super().__init__(host, port, timeout=timeout)
-        self._context = context
-        self._tls_session = tls_session
+    def __init__(self, head, timeout):
+        super().__init__(head.host, head.port, timeout=timeout)
+        self._head = head
         self.tls_socket = None
 
     def connect(self):
         super().connect()
-        self.sock = self._context.wrap_socket(self.sock, server_hostname=self.host,
-                                              session=self._tls_session)
+        self.sock = self._head.secure(self.sock)
         self.tls_socket = self.sock
 
 
@@ -207,9 +260,34 @@ class Head:
         self.tls_session = None
 
     def connect(self, timeout):
+        """An http.client connection to this head, not yet connected."""
         if self.ssl_context is None:
             return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
-        return _TlsConnection(self.host, self.port, timeout, self.ssl_context, self.tls_session)
+        return _TlsConnection(self, timeout)
+
+    def secure(self, sock):
+        """`sock` wrapped in TLS verified against this head's context (the handshake done),
+        offering the last connection's TLS session for resumption."""
+        return self.ssl_context.wrap_socket(sock, server_hostname=self.host, session=self.tls_session)
+
+    def open_socket(self, timeout):
+        """A socket connected to this head, over TLS when it is spoken to so. Raises
+        _NotSent when the connection (or the TLS handshake) fails, except a certificate
+        that does not verify (ssl.SSLCertVerificationError)."""
+        try:
+            sock = socket.create_connection((self.host, self.port), timeout=timeout)
+        except OSError as e:
+            raise _NotSent(e) from None
+        if self.ssl_context is None:
+            return sock
+        try:
+            return self.secure(sock)
+        except ssl.SSLCertVerificationError:
+            sock.close()
+            raise
+        except OSError as e:
+            sock.close()
+            raise _NotSent(e) from None
 
     def __repr__(self):
         return "Head({!r})".format(self.address)
@@ -316,9 +394,7 @@ class Transport:
         """
         if query:
             path = path + "?" + urllib.parse.urlencode(query)
-        headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
-        if self.token:
-            headers["Authorization"] = "Bearer " + self.token
+        headers = self._headers()
         if body is not None:
             data = json.dumps(body).encode("utf-8")
             content_type = content_type or "application/json"
@@ -343,8 +419,9 @@ class Transport:
         tries = 0
         while True:
             tries += 1
-            response, failures = self._try_heads(method, path, headers, data, body_file, progress,
-                                                 timeout, retry)
+            response, failures = self._try_heads(
+                method, lambda head: self._send_once(head, method, path, headers, data, body_file,
+                                                     progress, timeout), retry)
             if response is not None:
                 if not (retry and response.status == 503 and time.monotonic() < deadline):
                     break
@@ -360,9 +437,59 @@ class Transport:
         raise_for_status(response, "{} {}".format(method, path.split("?", 1)[0]))
         return response
 
-    def _try_heads(self, method, path, headers, data, body_file, progress, timeout, retry):
-        """Sends the request to the current head, then, while a head cannot be reached or
-        stands by, to the other heads: the leader a standby named first, each once.
+    def _headers(self):
+        """The headers every request carries: who sends it, and the user's token."""
+        headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+        if self.token:
+            headers["Authorization"] = "Bearer " + self.token
+        return headers
+
+    def upgrade(self, path, query, headers, timeout=None):
+        """Asks the current head (following a standby to the leader, as request() does) to
+        switch the connection of GET `path`?`query` to another protocol, sending
+        `headers` (e.g. Upgrade and its keys) besides the usual ones. `query` is a list of
+        (name, value) pairs, a name repeated as often as it comes. `timeout` (seconds,
+        default the Transport's) bounds each socket operation until the head answers.
+
+        Returns an Upgraded response (status 101) that owns the connected socket.
+        A refusal raises as request() does: the AGError subclass of its HTTP status,
+        AGConnectionError when no head answered. Never sent twice: once the request may
+        have reached a head, its failure is raised (a command must not run twice).
+        """
+        target = path + "?" + urllib.parse.urlencode(query, quote_via=urllib.parse.quote)
+        all_headers = dict(self._headers(), **headers)
+        timeout = self.timeout if timeout is None else timeout
+        response, failures = self._try_heads(
+            "GET", lambda head: self._upgrade_once(head, target, all_headers, timeout), retry=False)
+        if response is None:
+            raise self._failure_error("GET", target, failures, timeout) from None
+        if response.status != 101:
+            raise_for_status(response, "GET " + path)
+            raise AGError("GET {} was answered HTTP {} instead of switching protocols".format(
+                path, response.status), response.status)
+        return response
+
+    def _upgrade_once(self, head, target, headers, timeout):
+        sock = head.open_socket(timeout)
+        upgraded = False
+        try:
+            lines = ["GET {} HTTP/1.1".format(target), "Host: {}".format(head.address)]
+            lines += ["{}: {}".format(name, value) for name, value in headers.items()]
+            sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+            status, response_headers, rest = _read_response_head(sock)
+            self._keep_tls_session(head, sock)
+            if status != 101:
+                return Response(status, response_headers, _read_body(sock, response_headers, rest))
+            upgraded = True
+            return Upgraded(response_headers, sock, rest)
+        finally:
+            if not upgraded:
+                sock.close()
+
+    def _try_heads(self, method, send, retry):
+        """Sends the request (send(head) -> Response) to the current head, then, while a
+        head cannot be reached or stands by, to the other heads: the leader a standby
+        named first, each once.
 
         Returns (response, failures): the answer of a head that does not stand by (it
         becomes the current head), or None; and why each head before it failed. A
@@ -375,8 +502,7 @@ class Transport:
         while head is not None:
             tried.add(head.address)
             try:
-                response = self._send_once(head, method, path, headers, data, body_file, progress,
-                                           timeout)
+                response = send(head)
             except ssl.SSLCertVerificationError as e:
                 raise self._verification_error(head, e) from None
             except _NotSent as e:
@@ -450,16 +576,15 @@ class Transport:
 
     def _read(self, head, conn, method):
         resp = conn.getresponse()
-        self._keep_tls_session(head, conn)
+        self._keep_tls_session(head, getattr(conn, "tls_socket", None))
         body = b"" if method == "HEAD" else resp.read()
         return Response(resp.status, resp.headers, body)
 
     @staticmethod
-    def _keep_tls_session(head, conn):
+    def _keep_tls_session(head, tls_socket):
         # Taken once the answer's head is read: by then a TLS 1.3 head has sent its
         # session ticket, and the socket is still open.
-        tls_socket = getattr(conn, "tls_socket", None)
-        if tls_socket is None:
+        if not isinstance(tls_socket, ssl.SSLSocket):
             return
         try:
             session = tls_socket.session
@@ -478,11 +603,12 @@ class Transport:
             "the head's CA with ca_fingerprint='sha256:...' (`ag start-head` prints it)".format(
                 head.address, head.ca_description or "given", reason))
 
-    def _failure_error(self, method, path, failures):
+    def _failure_error(self, method, path, failures, timeout=None):
         """The AGConnectionError for a request no head took: with one head, why it
-        failed; with several, the heads tried and why each failed, the last last."""
+        failed; with several, the heads tried and why each failed, the last last.
+        `timeout`: the seconds each socket operation had (default the Transport's)."""
         request = "[{} {}]".format(method, path.split("?", 1)[0])
-        reasons = [(f.head.address, self._reason(f)) for f in failures]
+        reasons = [(f.head.address, self._reason(f, timeout)) for f in failures]
         last_address, last_reason = reasons[-1]
         if len(self.heads) == 1:
             if failures[-1].response is not None:
@@ -501,7 +627,7 @@ class Transport:
             error.status = failures[-1].response.status
         return error
 
-    def _reason(self, failure):
+    def _reason(self, failure, timeout=None):
         """Why one head failed, in words."""
         if failure.response is not None:
             text = error_message(failure.response) if failure.response.body else ""
@@ -509,7 +635,7 @@ class Transport:
                 failure.response.status)
         error = failure.error
         if isinstance(error, socket.timeout):
-            return "no answer within {:g} s".format(self.timeout)
+            return "no answer within {:g} s".format(self.timeout if timeout is None else timeout)
         if isinstance(error, socket.gaierror):
             return "cannot resolve host {!r} ({})".format(failure.head.host, error.strerror or error)
         if isinstance(error, ConnectionRefusedError):

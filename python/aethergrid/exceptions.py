@@ -94,12 +94,16 @@ class AGNotFoundError(AGError):
 class AGConflictError(AGError):
     """The request conflicts with what the head holds (HTTP 409): a submission_id
     already used for a job with another spec (the message names that job), or a job
-    that has already finished."""
+    that has already finished. Job.exec raises it too when the job or task is not
+    running, or the command could not be started beside the task (``status`` is None
+    then: the reason came after the connection was upgraded)."""
 
 
 class AGTimeoutError(AGError):
     """A wait ran out of time. The job keeps running; ``job_id`` names it, ``timeout``
-    is the time waited in seconds, ``info`` the job as last seen."""
+    is the time waited in seconds, ``info`` the job as last seen. From Job.exec, the
+    command was ended (its connection closed) and ``stdout`` and ``stderr`` hold the
+    bytes it wrote before."""
 
     def __init__(self, message, job_id=None, timeout=None, info=None):
         super().__init__(message)

@@ -4,6 +4,7 @@ import math
 import time
 import urllib.parse
 
+from . import _exec
 from .exceptions import AGJobFailedError, AGTimeoutError
 
 TERMINAL_STATES = ("SUCCEEDED", "FAILED", "STOPPED")
@@ -31,9 +32,9 @@ def failure_text(info):
 
 class Job:
     """One job on the cluster, by id. Methods raise AGConnectionError, AGAuthError or
-    AGNotFoundError (unknown id) besides what each one documents; stop() and the log
-    methods raise AGPermissionError when the job is another user's (only its owner,
-    members of the owner's groups and admins may act on it)."""
+    AGNotFoundError (unknown id) besides what each one documents; stop(), exec() and
+    the log methods raise AGPermissionError when the job is another user's (only its
+    owner, members of the owner's groups and admins may act on it)."""
 
     def __init__(self, client, job_id):
         self._client = client
@@ -127,6 +128,31 @@ class Job:
         job has it) its working_dir package. AGConflictError while it is not finished
         (stop() it first); AGNotFoundError once it is gone."""
         return self._client._transport.request("DELETE", self._path).json()
+
+    def exec(self, command, task_index=0, stdin=None, timeout=None):
+        """Runs `command` beside task `task_index` of the running job, as `ag exec` does:
+        on that task's node, in its directory, as its user, with its environment (RANK,
+        AG_JOB_ID, its env_vars...). Returns ExecResult(exit_code, stdout, stderr), a
+        named tuple: `code, out, err = job.exec(["nvidia-smi"])`.
+
+        command: a list of strings, run as it is (no shell), or a string, run through
+        `sh -c` like a job's entrypoint. exit_code: the command's exit code, or -N when
+        signal N killed it (as subprocess's returncode; `ag exec` exits 128+N instead).
+        stdout, stderr: all it wrote, as bytes, kept in memory (for endless output, use
+        `ag exec` or write to a file). stdin: bytes or str (sent as UTF-8) the command
+        reads, then end of file; without it the command's stdin is empty.
+        timeout: seconds for the whole call; when they pass the connection is closed,
+        which ends the command (SIGHUP to its process group, SIGKILL 5 s later), and
+        AGTimeoutError is raised with the output so far in its `stdout` and `stderr`.
+
+        Raises AGValidationError (a bad argument; the head's reason, e.g. a task_index
+        outside the job's gang), AGConflictError (the job or task is not running, e.g.
+        "job ... is SUCCEEDED", or the command could not be started on the node), and
+        AGConnectionError when the connection breaks before the command ends. The head
+        keeps every exec in its audit log. Not retried: a command never runs twice.
+        """
+        return _exec.run(self._client._transport, self._path, self.job_id, _exec.command_argv(command),
+                         task_index, _exec.stdin_bytes(stdin), timeout)
 
     def events(self):
         """The job's event log: a list of {"time_ms", "message"}, oldest first."""

@@ -44,6 +44,31 @@ Result<ExecStatus> decode_exec_status(std::string_view text) {
   return status;
 }
 
+std::string encode_terminal_size(TerminalSize size) {
+  return std::to_string(size.rows) + " " + std::to_string(size.cols);
+}
+
+Result<TerminalSize> decode_terminal_size(std::string_view text) {
+  TerminalSize size;
+  int* fields[] = {&size.rows, &size.cols};
+  size_t at = 0;
+  for (int i = 0; i < 2; ++i) {
+    if (i == 1) {
+      if (at >= text.size() || text[at] != ' ') return invalid_argument("terminal size: expected \"ROWS COLS\"");
+      ++at;
+    }
+    const size_t start = at;
+    int64_t value = 0;
+    while (at < text.size() && at - start < 6 && text[at] >= '0' && text[at] <= '9') value = value * 10 + (text[at++] - '0');
+    if (at == start || value < 1 || value > 65535) {
+      return invalid_argument("terminal size: rows and columns are whole numbers from 1 to 65535");
+    }
+    *fields[i] = static_cast<int>(value);
+  }
+  if (at != text.size()) return invalid_argument("terminal size: expected \"ROWS COLS\"");
+  return size;
+}
+
 Status check_exec_command(const std::vector<std::string>& command) {
   if (command.empty()) return invalid_argument("no command to run: give one after `--`");
   if (command.size() > kMaxExecArguments) {

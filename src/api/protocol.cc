@@ -385,6 +385,13 @@ std::string encode(const ExecOpen& m) {
   j["session"] = m.session;
   j["command"] = m.command;
   if (m.with_stdin) j["stdin"] = true;
+  if (m.tty) {
+    j["tty"] = true;
+    j["rows"] = m.rows;
+    j["cols"] = m.cols;
+    j["term"] = m.term;
+  }
+  if (m.port > 0) j["port"] = m.port;
   return dump(j);
 }
 
@@ -573,6 +580,11 @@ Result<HeadMessage> decode_head_message(std::string_view text) {
       f.id("session", &m.session);
       f.strings("command", &m.command);
       f.boolean("stdin", &m.with_stdin, false);
+      f.boolean("tty", &m.tty, false);
+      f.integer("rows", &m.rows, 0, 65535, false);
+      f.integer("cols", &m.cols, 0, 65535, false);
+      f.string("term", &m.term, false);
+      f.integer("port", &m.port, 0, 65535, false);
       return m;
     });
   }

@@ -206,12 +206,18 @@ struct LogResume {
 };
 
 // Run `command` beside the task and dial back to kWorkerExecPath + session
-// (api/exec_protocol.h); `with_stdin`: the client sends input.
+// (api/exec_protocol.h); `with_stdin`: the client sends input. With `tty` the command
+// runs on a pseudo-terminal of rows x cols, TERM=`term`. With `port` > 0 there is no
+// command: the session is one TCP connection to 127.0.0.1:port on the task's node.
 struct ExecOpen {
   std::string session;
   TaskKey task;
   std::vector<std::string> command;
   bool with_stdin = false;
+  bool tty = false;
+  int rows = 0, cols = 0;
+  std::string term;
+  int port = 0;
   bool operator==(const ExecOpen&) const = default;
 };
 

@@ -90,13 +90,20 @@ Result<net::HttpResponse> on_leader(const Connection& conn, const Call& call) {
 
 Result<net::HttpResponse> call_raw(const Connection& conn, const std::string& method, const std::string& target,
                                    int timeout_ms) {
-  auto res = on_leader(conn, [&](const net::Endpoint& to) {
-    return net::http_call(to, method, target, "", conn.token, timeout_ms);
-  });
+  auto res = call_answer(conn, method, target, timeout_ms);
   if (!res.ok()) return res.error();
   if (res->status / 100 != 2) return from_response(conn, res.value());
   return res;
 }
+
+Result<net::HttpResponse> call_answer(const Connection& conn, const std::string& method, const std::string& target,
+                                      int timeout_ms) {
+  return on_leader(conn, [&](const net::Endpoint& to) {
+    return net::http_call(to, method, target, "", conn.token, timeout_ms);
+  });
+}
+
+Error answer_error(const Connection& conn, const net::HttpResponse& answer) { return from_response(conn, answer); }
 
 Result<nlohmann::json> call_json(const Connection& conn, const std::string& method, const std::string& target,
                                  const std::string& body, int timeout_ms) {

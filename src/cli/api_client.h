@@ -18,6 +18,11 @@ Result<nlohmann::json> call_json(const Connection& conn, const std::string& meth
 // Same, for endpoints answering with raw bytes (logs); returns the whole response.
 Result<net::HttpResponse> call_raw(const Connection& conn, const std::string& method, const std::string& target,
                                    int timeout_ms = 30000);
+// Same, whatever the answer's status (the caller reads it; answer_error words it as
+// the calls above do).
+Result<net::HttpResponse> call_answer(const Connection& conn, const std::string& method, const std::string& target,
+                                      int timeout_ms = 30000);
+Error answer_error(const Connection& conn, const net::HttpResponse& answer);
 
 // call_json for a large octet-stream body, sent in pieces without a copy; `progress`
 // (may be empty) gets the bytes sent so far after each piece.

@@ -114,9 +114,19 @@ int stop_jobs(const ConnectionOptions& conn, const StopJobsOptions& options);
 // else as lines (cli/log_lines.h): all ranks interleaved, each prefixed "[rank N]".
 // `since` is --since as typed. Control characters are escaped (terminal_safe) unless
 // `lines.raw`.
-// `ag exec JOB [--task-index N] [-i] -- CMD...` (cli/exec_command.cc).
-int exec(const ConnectionOptions& options, const std::string& job_id, int task_index, bool with_stdin,
-         const std::vector<std::string>& command);
+// `ag exec JOB [--task-index N | --all-ranks] [-i] [-t] -- CMD...` (cli/exec_command.cc).
+struct ExecOptions {
+  std::string job_id;
+  int task_index = 0;
+  bool task_index_given = false;
+  bool with_stdin = false;  // -i
+  bool tty = false;         // -t
+  bool all_ranks = false;
+  std::vector<std::string> command;
+};
+int exec(const ConnectionOptions& options, const ExecOptions& exec);
+// `ag port-forward JOB [--task-index N] [LOCAL:]REMOTE` (cli/port_forward_command.cc).
+int port_forward(const ConnectionOptions& options, const std::string& job_id, int task_index, const std::string& ports);
 int logs(const ConnectionOptions& conn, const std::string& job_id, const LinesOptions& lines,
          const std::string& since);
 int head_logs();

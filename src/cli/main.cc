@@ -199,15 +199,23 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
   list_jobs_cmd->add_flag("--all", list_opts.all, "Show every job (in pages of 1000)");
 
-  std::string exec_job;
-  int exec_task = 0;
-  bool exec_stdin = false;
-  std::vector<std::string> exec_command;
+  ag::cli::ExecOptions exec_opts;
   auto* exec_cmd = app.add_subcommand(
       "exec", "Run a command beside a running task: on its node, as its user, in its directory and environment");
-  exec_cmd->add_option("job_id", exec_job, "Job id")->required();
-  exec_cmd->add_option("--task-index", exec_task, "Which task of the gang (default 0)")->check(CLI::Range(0, 1000000));
-  exec_cmd->add_flag("-i,--stdin", exec_stdin, "Pass this process's input to the command's stdin");
+  exec_cmd->add_option("job_id", exec_opts.job_id, "Job id")->required();
+  auto* exec_task_opt = exec_cmd->add_option("--task-index", exec_opts.task_index, "Which task of the gang (default 0)")
+                            ->check(CLI::Range(0, 1000000));
+  exec_cmd->add_flag("--all-ranks", exec_opts.all_ranks, "Run it beside every task, each line prefixed [rank N]");
+  exec_cmd->add_flag("-i,--stdin", exec_opts.with_stdin, "Pass this process's input to the command's stdin");
+  exec_cmd->add_flag("-t,--tty", exec_opts.tty,
+                     "Run it on a terminal that follows this one (with -i: an interactive shell, `-it -- bash`)");
+  std::string pf_job, pf_ports;
+  int pf_task = 0;
+  auto* pf_cmd = app.add_subcommand(
+      "port-forward", "Forward a local port to a port on a running task's node (Jupyter, TensorBoard, a debugger)");
+  pf_cmd->add_option("job_id", pf_job, "Job id")->required();
+  pf_cmd->add_option("ports", pf_ports, "[LOCAL:]REMOTE, e.g. 8888 or 9000:8888 (LOCAL 0: any free port)")->required();
+  pf_cmd->add_option("--task-index", pf_task, "Which task's node (default 0)")->check(CLI::Range(0, 1000000));
   std::string logs_job;
   ag::cli::LinesOptions logs_lines;
   std::string logs_since;
@@ -410,7 +418,7 @@ int run(int argc, char** argv) {
   }
 
   try {
-    ag::cli::parse_command_line(app, std::vector<std::string>(argv, argv + argc), {{"submit", &submit_opts.command}, {"exec", &exec_command}});
+    ag::cli::parse_command_line(app, std::vector<std::string>(argv, argv + argc), {{"submit", &submit_opts.command}, {"exec", &exec_opts.command}});
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -493,7 +501,11 @@ int run(int argc, char** argv) {
   if (*status_cmd) return status_job.empty() ? cluster_status(conn) : job_status(conn, status_job, status_verbose);
   if (app.got_subcommand("list-nodes")) return list_nodes(conn, list_nodes_verbose);
   if (*list_jobs_cmd) return list_jobs(conn, list_opts);
-  if (*exec_cmd) return ag::cli::exec(conn, exec_job, exec_task, exec_stdin, exec_command);
+  if (*exec_cmd) {
+    exec_opts.task_index_given = exec_task_opt->count() > 0;
+    return ag::cli::exec(conn, exec_opts);
+  }
+  if (*pf_cmd) return ag::cli::port_forward(conn, pf_job, pf_task, pf_ports);
   if (*logs_cmd) {
     if (logs_head) return head_logs();
     if (logs_job.empty()) {

@@ -434,9 +434,16 @@ int run_leader(const HeadConfig& config, store::KvStore& store, const LeaderLeas
       [&pulls](const std::string& node_id, const api::PullUpdate& update) { pulls.update(node_id, update); });
   ApiRoutes routes({io, jobs, nodes, logs, packages, access, audit, gateway, clock, dashboard, pulls, role});
 
+  // `ag exec` and `ag port-forward`: the client's WebSocket on /api/jobs/JOB/exec (or
+  // /port-forward), the node's on /api/workers/exec/SESSION; every other upgrade is a
+  // worker's channel.
+  ExecRelay exec_relay({timers, access, nodes});
+  ExecRoutes exec_routes({io, jobs, nodes, logs, packages, access, audit, gateway, clock, dashboard, pulls, role},
+                         exec_relay);
   net::ServerHandlers handlers;
-  handlers.on_request = [&routes, &metrics](const net::HttpRequest& req, net::Respond respond) {
+  handlers.on_request = [&routes, &metrics, &exec_routes](const net::HttpRequest& req, net::Respond respond) {
     net::Respond counted = metrics.count_request(req, std::move(respond));
+    if (ExecRoutes::is_exec_path(req.path)) return counted(exec_routes.without_upgrade(req));
     routes.handle(req, std::move(counted));
   };
   handlers.body_limit = [&config](const std::string& method, const std::string& target) -> size_t {
@@ -444,11 +451,6 @@ int run_leader(const HeadConfig& config, store::KvStore& store, const LeaderLeas
     return config.max_body_bytes;
   };
   handlers.plan_body = [&routes](const net::HttpRequest& req) { return routes.plan_body(req); };
-  // `ag exec`: the client's WebSocket on /api/jobs/JOB/exec, the node's on
-  // /api/workers/exec/SESSION; every other upgrade is a worker's channel.
-  ExecRelay exec_relay({timers, access, nodes});
-  ExecRoutes exec_routes({io, jobs, nodes, logs, packages, access, audit, gateway, clock, dashboard, pulls, role},
-                         exec_relay);
   const auto worker_exec = [](const std::string& path) { return path.rfind(api::kWorkerExecPath, 0) == 0; };
   handlers.check_upgrade = [&](const net::HttpRequest& req) {
     if (ExecRoutes::is_exec_path(req.path)) return exec_routes.check(req);

@@ -1,6 +1,7 @@
 #include "worker/exec_helper.h"
 
 #include <grp.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,7 +22,8 @@ using nlohmann::json;
 
 std::string encode_exec_orders(const ExecOrders& o) {
   json j{{"cgroups", o.cgroups}, {"switch_user", o.switch_user}, {"uid", o.uid}, {"gid", o.gid},
-         {"groups", o.groups}, {"dir", o.dir}, {"command", o.command}, {"env", o.env}};
+         {"groups", o.groups}, {"dir", o.dir}, {"command", o.command}, {"env", o.env},
+         {"terminal", o.terminal}};
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -38,6 +40,7 @@ Result<ExecOrders> decode_exec_orders(const std::string& text) {
     o.dir = j.at("dir").get<std::string>();
     o.command = j.at("command").get<std::vector<std::string>>();
     o.env = j.at("env").get<std::vector<std::string>>();
+    o.terminal = j.value("terminal", false);
     return o;
   } catch (const json::exception& e) {
     return invalid_argument(std::string("exec orders: ") + e.what());
@@ -88,8 +91,18 @@ void run_exec_helper(int orders_fd) {
   }
   ExecOrders& o = orders.value();
   for (const auto& group : o.cgroups) join_cgroup(group.c_str());
-  ::setpgid(0, 0);
   const char* step = nullptr;
+  if (!o.terminal) {
+    ::setpgid(0, 0);
+  } else if (::setsid() < 0) {
+    step = "setsid";
+  } else if (::ioctl(0, TIOCSCTTY, 0) != 0) {
+    step = "TIOCSCTTY";
+  }
+  if (step) {
+    std::fprintf(stderr, "ag exec: cannot take the terminal: %s: %s\n", step, std::strerror(errno));
+    ::_exit(126);
+  }
   if (o.switch_user) {
     if (::setgroups(o.groups.size(), o.groups.data()) != 0) step = "setgroups";
     else if (::setgid(o.gid) != 0) step = "setgid";

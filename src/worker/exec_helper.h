@@ -1,6 +1,7 @@
 // The first process of a command run beside a task (`ag exec`): a fresh `ag` started by
 // the agent as `ag __task-exec`, its stdio already the session's pipes, its orders on
-// descriptor 3. It joins the task's control groups, takes a process group of its own,
+// descriptor 3. It joins the task's control groups, takes a process group of its own
+// (on a terminal: a session, with the terminal as its controlling one),
 // becomes the task's user, enters its directory and executes the command with the
 // task's environment. A command that cannot be executed is reported on stderr with
 // exit status 127 (not found) or 126 (found, not executable), as a shell does.
@@ -26,6 +27,7 @@ struct ExecOrders {
   std::string dir;
   std::vector<std::string> command;
   std::vector<std::string> env;  // KEY=VALUE
+  bool terminal = false;  // stdin is a terminal to take as the controlling one
 };
 
 std::string encode_exec_orders(const ExecOrders& orders);

@@ -3,9 +3,13 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
@@ -49,12 +53,14 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     auto target = launcher.exec_target(request.task);
     if (!target.ok()) return fail(target.error().message);
+    if (request.port > 0) return connect(request.port);
     Result<ExecOrders> orders = ExecOrders{};
     if (!target.value().container.empty()) {
       // Into the task's container, through its engine: the container's own user,
       // environment and directory.
       std::vector<std::string> command{target.value().engine_path, "exec"};
-      if (request.with_stdin) command.push_back("-i");
+      if (request.with_stdin || request.tty) command.push_back("-i");
+      if (request.tty) command.insert(command.end(), {"-t", "-e", "TERM=" + terminal_type(request.term)});
       command.push_back(target.value().container);
       command.insert(command.end(), request.command.begin(), request.command.end());
       orders.value().command = std::move(command);
@@ -63,21 +69,59 @@ class Session : public std::enable_shared_from_this<Session> {
     } else {
       orders = orders_beside(target.value().pid, request.command, target.value().cgroups);
       if (!orders.ok()) return fail(orders.error().message);
+      if (request.tty) set_env(orders.value().env, "TERM", terminal_type(request.term));
     }
-    if (std::string error = spawn(executable, orders.value(), request.with_stdin); !error.empty()) return fail(error);
-    spdlog::info("exec session {}: started pid {} beside task {}", request.session, pid_, request.task.to_string());
+    orders.value().terminal = request.tty;
+    const std::string error = request.tty ? spawn_on_terminal(executable, orders.value(), {request.rows, request.cols})
+                                          : spawn(executable, orders.value(), request.with_stdin);
+    if (!error.empty()) return fail(error);
+    spdlog::info("exec session {}: started pid {} beside task {}{}", request.session, pid_, request.task.to_string(),
+                 request.tty ? " on a terminal" : "");
     AsyncCommand::expect_exit(pid_, [self](int status) { self->exited(status); });
     read(out_, ExecChannel::kStdout, out_buffer_, &out_open_);
-    read(err_, ExecChannel::kStderr, err_buffer_, &err_open_);
+    if (err_open_) read(err_, ExecChannel::kStderr, err_buffer_, &err_open_);
   }
 
  private:
+  static std::string terminal_type(const std::string& term) { return term.empty() ? "xterm" : term; }
+
+  static void set_env(std::vector<std::string>& env, const std::string& key, const std::string& value) {
+    std::erase_if(env, [&](const std::string& entry) { return entry.rfind(key + "=", 0) == 0; });
+    env.push_back(key + "=" + value);
+  }
+
+  // A port forward: one TCP connection to 127.0.0.1:port on this node (a container
+  // task shares the node's network), its bytes in both directions; it ends when the
+  // program behind the port closes it.
+  void connect(int port) {
+    connecting_ = true;
+    auto socket = std::make_shared<asio::ip::tcp::socket>(io_);
+    const asio::ip::tcp::endpoint to(asio::ip::make_address_v4("127.0.0.1"), static_cast<unsigned short>(port));
+    socket->async_connect(to, [self = shared_from_this(), socket, port](boost::system::error_code ec) {
+      self->connecting_ = false;
+      if (self->head_gone_) return;
+      if (ec) {
+        return self->fail("cannot connect to 127.0.0.1:" + std::to_string(port) + " on the task's node: " +
+                          ec.message() +
+                          (ec == asio::error::connection_refused ? " (nothing listens on that port there)" : ""));
+      }
+      const int fd = socket->release();
+      self->in_.assign(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+      self->out_.assign(fd);
+      self->socket_ = true;
+      self->exited_ = true;  // the session ends with the connection
+      self->status_.exit_code = 0;
+      self->out_open_ = true;
+      self->read(self->out_, ExecChannel::kStdout, self->out_buffer_, &self->out_open_);
+      if (!self->stdin_.empty() || self->stdin_closing_) self->write_stdin();
+    });
+  }
+
   // Starts `ag __task-exec` with the session's pipes as its stdio and the orders on
   // descriptor 3; "" once it runs.
   std::string spawn(const std::string& executable, const ExecOrders& orders, bool with_stdin) {
-    int out[2], err[2], in[2] = {-1, -1}, give[2];
-    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 || (with_stdin && ::pipe2(in, O_CLOEXEC) != 0) ||
-        ::pipe2(give, O_CLOEXEC) != 0) {
+    int out[2], err[2], in[2] = {-1, -1};
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 || (with_stdin && ::pipe2(in, O_CLOEXEC) != 0)) {
       return std::string("cannot make the command's pipes: ") + std::strerror(errno);
     }
     posix_spawn_file_actions_t actions;
@@ -89,22 +133,84 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     posix_spawn_file_actions_adddup2(&actions, out[1], 1);
     posix_spawn_file_actions_adddup2(&actions, err[1], 2);
-    posix_spawn_file_actions_adddup2(&actions, give[0], 3);
-    posix_spawnattr_t attr;
-    init_clean_spawn(&attr, POSIX_SPAWN_SETPGROUP);
-    posix_spawnattr_setpgroup(&attr, 0);  // signals reach the command and its children
-    std::string name = "ag", mode = kTaskExecCommand;
-    char* argv[] = {name.data(), mode.data(), nullptr};
-    const int rc = posix_spawn(&pid_, executable.c_str(), &actions, &attr, argv, environ);
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-    for (int fd : {out[1], err[1], in[0], give[0]}) {
+    std::string error = start_helper(executable, orders, &actions);
+    for (int fd : {out[1], err[1], in[0]}) {
       if (fd >= 0) ::close(fd);
     }
-    if (rc != 0) {
-      for (int fd : {out[0], err[0], in[1], give[1]}) {
+    if (!error.empty()) {
+      for (int fd : {out[0], err[0], in[1]}) {
         if (fd >= 0) ::close(fd);
       }
+      return error;
+    }
+    out_.assign(out[0]);
+    err_.assign(err[0]);
+    if (with_stdin) in_.assign(in[1]);
+    out_open_ = err_open_ = true;
+    return "";
+  }
+
+  // The same on a new pseudo-terminal of `size`: its other side is the command's stdin,
+  // stdout and stderr, and its controlling terminal (the helper starts a session).
+  std::string spawn_on_terminal(const std::string& executable, const ExecOrders& orders, api::TerminalSize size) {
+    const int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    char name[128];
+    int slave = -1;
+    if (master < 0 || ::grantpt(master) != 0 || ::unlockpt(master) != 0 || ::ptsname_r(master, name, sizeof name) != 0 ||
+        (slave = ::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0) {
+      const std::string why = std::strerror(errno);
+      if (master >= 0) ::close(master);
+      return "cannot make a pseudo-terminal: " + why;
+    }
+    resize(master, size);
+    // The terminal belongs to the user the command runs as (as a login's does).
+    if (orders.switch_user && ::fchown(slave, orders.uid, static_cast<gid_t>(-1)) != 0) {
+      spdlog::warn("exec: cannot give {} to uid {}: {}", name, orders.uid, std::strerror(errno));
+    }
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    for (int fd = 0; fd < 3; ++fd) posix_spawn_file_actions_adddup2(&actions, slave, fd);
+    std::string error = start_helper(executable, orders, &actions);
+    ::close(slave);
+    if (!error.empty()) {
+      ::close(master);
+      return error;
+    }
+    in_.assign(::fcntl(master, F_DUPFD_CLOEXEC, 0));
+    out_.assign(master);
+    out_open_ = true;
+    return "";
+  }
+
+  static void resize(int terminal, api::TerminalSize size) {
+    if (size.rows <= 0 || size.cols <= 0) return;
+    struct winsize ws {};
+    ws.ws_row = static_cast<unsigned short>(size.rows);
+    ws.ws_col = static_cast<unsigned short>(size.cols);
+    ::ioctl(terminal, TIOCSWINSZ, &ws);
+  }
+
+  // Spawns `ag __task-exec` with `actions` for its stdio and the orders on descriptor 3.
+  std::string start_helper(const std::string& executable, const ExecOrders& orders, posix_spawn_file_actions_t* actions) {
+    int give[2];
+    if (::pipe2(give, O_CLOEXEC) != 0) {
+      posix_spawn_file_actions_destroy(actions);
+      return std::string("cannot make the command's pipes: ") + std::strerror(errno);
+    }
+    posix_spawn_file_actions_adddup2(actions, give[0], 3);
+    posix_spawnattr_t attr;
+    // On a terminal the helper makes a session of its own; else a process group, so
+    // that signals reach the command and its children.
+    init_clean_spawn(&attr, orders.terminal ? 0 : POSIX_SPAWN_SETPGROUP);
+    if (!orders.terminal) posix_spawnattr_setpgroup(&attr, 0);
+    std::string name = "ag", mode = kTaskExecCommand;
+    char* argv[] = {name.data(), mode.data(), nullptr};
+    const int rc = posix_spawn(&pid_, executable.c_str(), actions, &attr, argv, environ);
+    posix_spawn_file_actions_destroy(actions);
+    posix_spawnattr_destroy(&attr);
+    ::close(give[0]);
+    if (rc != 0) {
+      ::close(give[1]);
       return std::string("cannot start the command: ") + std::strerror(rc);
     }
     const std::string text = encode_exec_orders(orders);
@@ -115,10 +221,6 @@ class Session : public std::enable_shared_from_this<Session> {
       at += static_cast<size_t>(n);
     }
     ::close(give[1]);
-    out_.assign(out[0]);
-    err_.assign(err[0]);
-    if (with_stdin) in_.assign(in[1]);
-    out_open_ = err_open_ = true;
     return "";
   }
 
@@ -149,7 +251,14 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void from_head(const std::string& data, bool binary) {
-    if (!binary || data.empty() || data[0] != static_cast<char>(ExecChannel::kStdin) || !in_.is_open()) return;
+    // Bytes for a port may come before the connection is made: they wait for it.
+    if (!binary || data.empty() || (!in_.is_open() && !connecting_)) return;
+    if (data[0] == static_cast<char>(ExecChannel::kResize) && in_.is_open()) {
+      auto size = api::decode_terminal_size(std::string_view(data).substr(1));
+      if (size.ok()) resize(in_.native_handle(), size.value());
+      return;
+    }
+    if (data[0] != static_cast<char>(ExecChannel::kStdin)) return;
     if (data.size() == 1) {
       stdin_closing_ = true;
     } else {
@@ -157,13 +266,16 @@ class Session : public std::enable_shared_from_this<Session> {
       stdin_.push_back(data.substr(1));
       if (stdin_queued_ > api::kExecHighWaterBytes) ws_->pause_reading();
     }
-    if (!writing_) write_stdin();
+    if (!writing_ && !connecting_) write_stdin();
   }
 
   void write_stdin() {
     if (stdin_.empty()) {
       writing_ = false;
-      if (stdin_closing_ && in_.is_open()) in_.close();
+      if (!stdin_closing_ || !in_.is_open()) return;
+      // A connection is only half closed: what comes back from the port still flows.
+      if (socket_) ::shutdown(in_.native_handle(), SHUT_WR);
+      in_.close();
       return;
     }
     writing_ = true;
@@ -248,6 +360,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::deque<std::string> stdin_;
   size_t stdin_queued_ = 0;
   bool writing_ = false, stdin_closing_ = false;
+  bool socket_ = false;      // a port forward's connection, not a command
+  bool connecting_ = false;  // ... being made
   pid_t pid_ = 0;
   bool exited_ = false, finished_ = false, head_gone_ = false;
   api::ExecStatus status_;

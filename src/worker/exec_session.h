@@ -3,8 +3,11 @@
 // command beside the task (worker/exec_helper.h: the task's user, groups, directory and
 // environment, or `ENGINE exec` into its container) and passes its stdout and stderr
 // to the head as they come, reading on only while little is queued, then its exit
-// status. Input from the client goes to its stdin. A session whose head side closes
-// first ends the command: SIGHUP to its process group, SIGKILL 5 s later. Io thread only.
+// status. Input from the client goes to its stdin. With a terminal the command runs on
+// a new pseudo-terminal (its size follows the client's). A port forward's session is a
+// TCP connection to 127.0.0.1:PORT instead of a command. A session whose head side
+// closes first ends the command: SIGHUP to its process group, SIGKILL 5 s later. Io
+// thread only.
 #pragma once
 
 #include <boost/asio/io_context.hpp>

@@ -62,7 +62,11 @@ void ExecRelay::open(const std::shared_ptr<net::WsConnection>& client, api::Exec
   client->start(
       [this, weak](const std::string& data, bool binary) {
         auto s = weak.lock();
-        if (!s || !binary || data.empty() || data[0] != static_cast<char>(api::ExecChannel::kStdin)) return;
+        if (!s || !binary || data.empty()) return;
+        if (data[0] != static_cast<char>(api::ExecChannel::kStdin) &&
+            data[0] != static_cast<char>(api::ExecChannel::kResize)) {
+          return;
+        }
         if (s->worker) return relay(s->client, s->worker, data);
         // Held until the node dials back; the client is not read meanwhile past a bound.
         s->early += static_cast<char>(data.size() >> 24);

@@ -10,7 +10,22 @@ namespace ag::head {
 namespace {
 
 constexpr const char* kJobsPrefix = "/api/jobs/";
-constexpr const char* kExecSuffix = "/exec";
+
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The route's suffix: "/exec" or "/port-forward", "" for neither.
+std::string exec_suffix(const std::string& path) {
+  for (const std::string suffix : {api::kExecSuffix, api::kPortForwardSuffix}) {
+    const std::string prefix = kJobsPrefix;
+    if (path.size() > prefix.size() + suffix.size() && path.rfind(prefix, 0) == 0 && ends_with(path, suffix) &&
+        path.find('/', prefix.size()) == path.size() - suffix.size()) {
+      return suffix;
+    }
+  }
+  return "";
+}
 
 // The command line as the audit log shows it.
 std::string command_line(const std::vector<std::string>& command) {
@@ -29,21 +44,26 @@ struct ExecRoutes::Target {
   std::string node_id;
 };
 
-bool ExecRoutes::is_exec_path(const std::string& path) {
-  const std::string prefix = kJobsPrefix, suffix = kExecSuffix;
-  return path.size() > prefix.size() + suffix.size() && path.rfind(prefix, 0) == 0 &&
-         path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0 &&
-         path.find('/', prefix.size()) == path.size() - suffix.size();
-}
+bool ExecRoutes::is_exec_path(const std::string& path) { return !exec_suffix(path).empty(); }
 
 std::optional<net::HttpResponse> ExecRoutes::check(const net::HttpRequest& request) const {
   Target target;
-  return resolve(request, &target);
+  return resolve(request, &target, true);
+}
+
+net::HttpResponse ExecRoutes::without_upgrade(const net::HttpRequest& request) const {
+  if (request.method != "GET") return error_response(405, "this route takes GET with a WebSocket upgrade");
+  Target target;
+  if (auto refused = resolve(request, &target, false)) return *refused;
+  const bool forward = exec_suffix(request.path) == api::kPortForwardSuffix;
+  return error_response(426, std::string("the route is there and would let you in, but it takes a WebSocket "
+                                         "upgrade (RFC 6455); use ") +
+                                 (forward ? "`ag port-forward`" : "`ag exec` or the SDK's job.exec"));
 }
 
 void ExecRoutes::open(const std::shared_ptr<net::WsConnection>& client, const net::HttpRequest& request) {
   Target target;
-  if (auto refused = resolve(request, &target)) {
+  if (auto refused = resolve(request, &target, false)) {
     const std::string why = nlohmann::json::parse(refused->body, nullptr, false).value("error", refused->body);
     client->send(api::exec_frame(api::ExecChannel::kStatus, api::encode_exec_status({std::nullopt, std::nullopt, why})),
                  true);
@@ -52,13 +72,16 @@ void ExecRoutes::open(const std::shared_ptr<net::WsConnection>& client, const ne
   relay_.open(client, std::move(target.request), target.node_id);
 }
 
-std::optional<net::HttpResponse> ExecRoutes::resolve(const net::HttpRequest& request, Target* target) const {
+std::optional<net::HttpResponse> ExecRoutes::resolve(const net::HttpRequest& request, Target* target,
+                                                     bool upgrading) const {
+  const std::string suffix = exec_suffix(request.path);
+  const bool forward = suffix == api::kPortForwardSuffix;
+  const std::string verb = forward ? "port-forward " : "exec ";
   const std::string id = request.path.substr(std::string(kJobsPrefix).size(),
-                                             request.path.size() - std::string(kJobsPrefix).size() -
-                                                 std::string(kExecSuffix).size());
+                                             request.path.size() - std::string(kJobsPrefix).size() - suffix.size());
   const std::vector<std::string> command = net::query_values(request.target, "command");
   Principal who = deps_.access.authenticate_token(net::bearer_token(request));
-  std::string action = "exec " + id;
+  std::string action = verb + id;
   auto refuse = [&](net::HttpResponse response) -> std::optional<net::HttpResponse> {
     // A stranger's refusals are only logged, never flood the audit log.
     if (who.kind != Principal::Kind::kNone) {
@@ -79,12 +102,28 @@ std::optional<net::HttpResponse> ExecRoutes::resolve(const net::HttpRequest& req
       return refuse(error_response(400, "task_index must be a whole number from 0 (the gang's first task)"));
     }
   }
-  action = "exec " + job->id + " task " + std::to_string(index) + ": " + command_line(command);
-  if (!may_act_on(deps_.access, who, *job)) return refuse(not_your_job(*job, "run commands in it"));
-  if (Status s = api::check_exec_command(command); !s) return refuse(error_response(400, s.error().message));
+  int64_t port = 0;
+  if (forward) {
+    auto it = request.query.find("port");
+    char* end = nullptr;
+    if (it != request.query.end()) port = std::strtoll(it->second.c_str(), &end, 10);
+    if (it == request.query.end() || it->second.empty() || *end != '\0' || port < 1 || port > 65535) {
+      return refuse(error_response(400, "port must be a TCP port from 1 to 65535 (the one the program listens on "
+                                        "at the task's node)"));
+    }
+  }
+  action = verb + job->id + " task " + std::to_string(index) + ": " +
+           (forward ? "port " + std::to_string(port) : command_line(command));
+  if (!may_act_on(deps_.access, who, *job)) {
+    return refuse(not_your_job(*job, forward ? "reach its ports" : "run commands in it"));
+  }
+  if (!forward) {
+    if (Status s = api::check_exec_command(command); !s) return refuse(error_response(400, s.error().message));
+  }
   if (job->state != JobState::kRunning || job->attempts.empty()) {
     return refuse(error_response(409, "job " + job->id + " is " + to_string(job->state) +
-                                          "; commands run only beside the tasks of a running job"));
+                                          (forward ? "; ports are forwarded only to the tasks of a running job"
+                                                   : "; commands run only beside the tasks of a running job")));
   }
   const AttemptRecord& attempt = job->attempts.back();
   if (index >= static_cast<int64_t>(attempt.tasks.size())) {
@@ -103,11 +142,29 @@ std::optional<net::HttpResponse> ExecRoutes::resolve(const net::HttpRequest& req
                                           "'s) is not connected to the head; try again once it is back"));
   }
   if (auto busy = relay_.refuse_new()) return refuse(*busy);
-  target->request.task = {job->id, attempt.number, static_cast<int>(index)};
-  target->request.command = command;
-  target->request.with_stdin = request.query.count("stdin") && request.query.at("stdin") == "1";
+  const auto flag = [&](const char* name) { return request.query.count(name) && request.query.at(name) == "1"; };
+  api::ExecOpen& open = target->request;
+  open.task = {job->id, attempt.number, static_cast<int>(index)};
+  open.command = command;
+  open.port = static_cast<int>(port);
+  open.with_stdin = flag("stdin");
+  if (flag("tty") && !forward) {
+    const auto query = [&](const char* name) { return request.query.count(name) ? request.query.at(name) : ""; };
+    auto size = api::decode_terminal_size(query("rows") + " " + query("cols"));
+    if (!size.ok()) return refuse(error_response(400, size.error().message));
+    const std::string term = query("term");
+    if (term.size() > 64 || term.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-+._") !=
+                                std::string::npos) {
+      return refuse(error_response(400, "term must be a terminal type such as xterm-256color (letters, digits, - + . _)"));
+    }
+    open.tty = true;
+    open.rows = size.value().rows;
+    open.cols = size.value().cols;
+    open.term = term;
+  }
   target->node_id = task.node_id;
-  deps_.audit.record({deps_.clock.now_ms(), who.name, request.remote_address, action, "ok"});
+  // The upgrade is what runs something; a plain request only asks whether it would.
+  if (upgrading) deps_.audit.record({deps_.clock.now_ms(), who.name, request.remote_address, action, "ok"});
   return std::nullopt;
 }
 

@@ -14,6 +14,25 @@ TEST(ExecProtocolTest, ExecOpenTravelsWholeOnTheChannel) {
   EXPECT_EQ(std::get<ExecOpen>(decoded.value()), open);
 }
 
+TEST(ExecProtocolTest, TerminalAndPortForwardOpensTravelWhole) {
+  ExecOpen tty{"exec_0123456789abcdef01234567", {"job_ab12", 0, 1}, {"bash"}, true, true, 40, 120, "xterm-256color"};
+  ExecOpen port{"exec_0123456789abcdef01234568", {"job_ab12", 0, 0}, {}, false, false, 0, 0, "", 8888};
+  for (const ExecOpen& open : {tty, port}) {
+    auto decoded = decode_head_message(encode(open));
+    ASSERT_TRUE(decoded.ok()) << decoded.error().message;
+    EXPECT_EQ(std::get<ExecOpen>(decoded.value()), open);
+  }
+}
+
+TEST(ExecProtocolTest, TerminalSizesRoundTripAndBadOnesAreRefused) {
+  auto size = decode_terminal_size(encode_terminal_size({40, 120}));
+  ASSERT_TRUE(size.ok()) << size.error().message;
+  EXPECT_EQ(size.value(), (TerminalSize{40, 120}));
+  for (const char* bad : {"", "40", "40 ", " 40 120", "0 80", "40 65536", "40x120", "40 120 1", "-1 80", "9999999 1"}) {
+    EXPECT_FALSE(decode_terminal_size(bad).ok()) << bad;
+  }
+}
+
 TEST(ExecProtocolTest, AnExecOpenWithABadSessionIsRefusedNamingIt) {
   auto decoded = decode_head_message(
       R"({"type":"exec_open","job_id":"job_a","attempt":0,"task_index":0,"session":"../x","command":["true"]})");
