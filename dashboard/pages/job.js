@@ -118,9 +118,10 @@ export function mount(view, ctx) {
   const details = h("div");
   const logPicker = h("div", { class: "log-picker" });
   const error = h("p", { class: "error", hidden: true });
+  const stacks = h("section", { class: "panel", id: "job-stacks", hidden: true });
   view.append(h("div", { class: "page" },
     h("p", { class: "crumbs" }, h("a", { href: "#/jobs" }, "Jobs"), " / ", h("span", { class: "mono" }, jobId)),
-    header, error, summary,
+    header, error, summary, stacks,
     h("section", { class: "panel" }, h("h2", {}, "Logs"), logPicker, logs.element),
     details));
 
@@ -139,13 +140,35 @@ export function mount(view, ctx) {
     }
   }
 
+  // Every rank's Python stacks (what `ag stack` prints), under the summary.
+  async function showStacks(button) {
+    button.disabled = true;
+    replace(stacks, h("h2", {}, "Stacks"), h("p", { class: "muted" }, "Taking every rank's stacks…"));
+    stacks.hidden = false;
+    try {
+      const taken = await postJson("/api/jobs/" + encodeURIComponent(jobId) + "/stacks");
+      replace(stacks, h("h2", {}, "Stacks"), ...taken.tasks.map((t) => h("div", { class: "rank-stacks" },
+        h("h3", {}, `rank ${t.task_index} · node ${t.node_id}` + (t.error ? " · not taken" : t.python ? "" : " · no Python")),
+        h("pre", { class: "log" }, t.error || t.stacks))));
+      reload(); // the events have them too
+    } catch (e) {
+      replace(stacks, h("h2", {}, "Stacks"), h("p", { class: "error" }, "Could not take the stacks: " + e.message));
+    } finally {
+      button.disabled = false;
+    }
+  }
+
   function renderHeader() {
     // Offered only to those the head lets stop it (its owner, their group, admins).
-    const stop = TERMINAL_STATES.has(job.state) || job.caller_may_act === false ? null :
+    const mayAct = !TERMINAL_STATES.has(job.state) && job.caller_may_act !== false;
+    const stop = !mayAct ? null :
       h("button", { type: "button", class: "danger", id: "stop-job", onclick: (e) => stopJob(e.currentTarget) }, "Stop job");
+    const stacksButton = !mayAct || job.state !== "RUNNING" ? null :
+      h("button", { type: "button", id: "job-stacks-button", onclick: (e) => showStacks(e.currentTarget) }, "Stacks");
     replace(header,
       h("h1", {}, job.name || jobId, " ", badge(job.state)),
       h("span", { class: "spacer" }),
+      stacksButton,
       stop);
   }
 

@@ -154,6 +154,19 @@ class Job:
         return _exec.run(self._client._transport, self._path, self.job_id, _exec.command_argv(command),
                          task_index, _exec.stdin_bytes(stdin), timeout)
 
+    def stacks(self, task_index=None):
+        """The Python stacks of every thread of every process of the running job's tasks
+        (or of task `task_index` only), as `ag stack` prints them: where a hang waits.
+        Returns a list of {"task_index", "node_id", "python", "stacks", "error"}, one per
+        running task: `stacks` is the text (for a task with no Python process, its
+        process tree, and `python` is False); `error` says why a task's could not be
+        taken (its node did not answer), else None. The head keeps them in the job's
+        events too. Raises AGValidationError for a task_index outside the gang and
+        AGConflictError when the job is not running."""
+        query = {} if task_index is None else {"task_index": task_index}
+        return self._client._transport.request("POST", self._path + "/stacks", query=query,
+                                               extra_timeout=15.0).json()["tasks"]
+
     def events(self):
         """The job's event log: a list of {"time_ms", "message"}, oldest first."""
         return self._get("/events").json().get("events", [])

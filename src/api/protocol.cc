@@ -395,6 +395,21 @@ std::string encode(const ExecOpen& m) {
   return dump(j);
 }
 
+std::string encode(const StackRequest& m) {
+  json j = key_json("stack_request", m.task);
+  j["request"] = m.request;
+  return dump(j);
+}
+
+std::string encode(const StackReport& m) {
+  json j = key_json("stack_report", m.task);
+  j["request"] = m.request;
+  j["python"] = m.python;
+  j["text"] = m.text;
+  if (!m.error.empty()) j["error"] = m.error;
+  return dump(j);
+}
+
 std::string encode(const WorkerMessage& m) {
   return std::visit([](const auto& message) { return encode(message); }, m);
 }
@@ -497,6 +512,17 @@ Result<WorkerMessage> decode_worker_message(std::string_view text) {
       return m;
     });
   }
+  if (type == "stack_report") {
+    return read_as<WorkerMessage>(doc, type, [](Fields& f) {
+      StackReport m;
+      f.task_key(&m.task);
+      f.id("request", &m.request);
+      f.boolean("python", &m.python);
+      f.string("text", &m.text);
+      f.string("error", &m.error, false);
+      return m;
+    });
+  }
   if (type == "task_note") {
     return read_as<WorkerMessage>(doc, type, [](Fields& f) {
       TaskNote m;
@@ -570,6 +596,14 @@ Result<HeadMessage> decode_head_message(std::string_view text) {
       Pull m;
       f.id("pull_id", &m.pull_id);
       f.string("image", &m.image);
+      return m;
+    });
+  }
+  if (type == "stack_request") {
+    return read_as<HeadMessage>(doc, type, [](Fields& f) {
+      StackRequest m;
+      f.task_key(&m.task);
+      f.id("request", &m.request);
       return m;
     });
   }

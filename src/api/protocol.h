@@ -97,6 +97,18 @@ struct PullUpdate {
   bool operator==(const PullUpdate&) const = default;
 };
 
+// The answer to a StackRequest: the stacks of the task's Python processes (faulthandler's
+// text, per process), or, for a task with none, its process tree; `error` when they
+// could not be taken.
+struct StackReport {
+  std::string request;
+  TaskKey task;
+  bool python = false;  // at least one Python process answered
+  std::string text;
+  std::string error;
+  bool operator==(const StackReport&) const = default;
+};
+
 struct TaskStarted {
   TaskKey task;
   int64_t pid = 0;
@@ -221,6 +233,14 @@ struct ExecOpen {
   bool operator==(const ExecOpen&) const = default;
 };
 
+// Take the stacks of the task's Python processes (`ag stack`); answered with a
+// StackReport naming `request`.
+struct StackRequest {
+  std::string request;
+  TaskKey task;
+  bool operator==(const StackRequest&) const = default;
+};
+
 // ---- either way ----
 
 struct ErrorMessage {
@@ -231,9 +251,10 @@ struct ErrorMessage {
   bool operator==(const ErrorMessage&) const = default;
 };
 
-using WorkerMessage = std::variant<Register, Heartbeat, TaskStarted, TaskExited, TaskNote, PullUpdate, ErrorMessage>;
+using WorkerMessage =
+    std::variant<Register, Heartbeat, TaskStarted, TaskExited, TaskNote, PullUpdate, ErrorMessage, StackReport>;
 using HeadMessage =
-    std::variant<Registered, Launch, Kill, ExitAck, LogResume, ErrorMessage, HeartbeatAck, Pull, ExecOpen>;
+    std::variant<Registered, Launch, Kill, ExitAck, LogResume, ErrorMessage, HeartbeatAck, Pull, ExecOpen, StackRequest>;
 
 std::string encode(const Register& m);
 std::string encode(const Heartbeat& m);
@@ -250,6 +271,8 @@ std::string encode(const LogResume& m);
 std::string encode(const ErrorMessage& m);
 std::string encode(const HeartbeatAck& m);
 std::string encode(const ExecOpen& m);
+std::string encode(const StackRequest& m);
+std::string encode(const StackReport& m);
 std::string encode(const WorkerMessage& m);
 std::string encode(const HeadMessage& m);
 

@@ -125,6 +125,8 @@ struct ExecOptions {
   std::vector<std::string> command;
 };
 int exec(const ConnectionOptions& options, const ExecOptions& exec);
+// `ag stack JOB [--task-index N]` (cli/stack_command.cc).
+int stack(const ConnectionOptions& options, const std::string& job_id, std::optional<int> task_index);
 // `ag port-forward JOB [--task-index N] [LOCAL:]REMOTE` (cli/port_forward_command.cc).
 int port_forward(const ConnectionOptions& options, const std::string& job_id, int task_index, const std::string& ports);
 int logs(const ConnectionOptions& conn, const std::string& job_id, const LinesOptions& lines,

@@ -209,6 +209,13 @@ int run(int argc, char** argv) {
   exec_cmd->add_flag("-i,--stdin", exec_opts.with_stdin, "Pass this process's input to the command's stdin");
   exec_cmd->add_flag("-t,--tty", exec_opts.tty,
                      "Run it on a terminal that follows this one (with -i: an interactive shell, `-it -- bash`)");
+  std::string stack_job;
+  int stack_task = 0;
+  auto* stack_cmd = app.add_subcommand(
+      "stack", "Print the Python stacks of every thread of a running job's ranks (where a hang waits)");
+  stack_cmd->add_option("job_id", stack_job, "Job id")->required();
+  auto* stack_task_opt = stack_cmd->add_option("--task-index", stack_task, "Only this task (default: every rank)")
+                             ->check(CLI::Range(0, 1000000));
   std::string pf_job, pf_ports;
   int pf_task = 0;
   auto* pf_cmd = app.add_subcommand(
@@ -506,6 +513,9 @@ int run(int argc, char** argv) {
     return ag::cli::exec(conn, exec_opts);
   }
   if (*pf_cmd) return ag::cli::port_forward(conn, pf_job, pf_task, pf_ports);
+  if (*stack_cmd) {
+    return ag::cli::stack(conn, stack_job, stack_task_opt->count() ? std::optional<int>(stack_task) : std::nullopt);
+  }
   if (*logs_cmd) {
     if (logs_head) return head_logs();
     if (logs_job.empty()) {

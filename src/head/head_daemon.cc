@@ -430,15 +430,18 @@ int run_leader(const HeadConfig& config, store::KvStore& store, const LeaderLeas
   });
   dashboard::DashboardRoutes dashboard({access, audit, clock, metrics, live_events});
   ImagePulls pulls;
+  StackTaker stacks(timers, nodes);
+  gateway.on_stack_report(
+      [&stacks](const std::string& node_id, const api::StackReport& report) { stacks.on_report(node_id, report); });
   gateway.on_pull_update(
       [&pulls](const std::string& node_id, const api::PullUpdate& update) { pulls.update(node_id, update); });
-  ApiRoutes routes({io, jobs, nodes, logs, packages, access, audit, gateway, clock, dashboard, pulls, role});
+  ApiRoutes routes({io, jobs, nodes, logs, packages, access, audit, gateway, clock, dashboard, pulls, role, stacks});
 
   // `ag exec` and `ag port-forward`: the client's WebSocket on /api/jobs/JOB/exec (or
   // /port-forward), the node's on /api/workers/exec/SESSION; every other upgrade is a
   // worker's channel.
   ExecRelay exec_relay({timers, access, nodes});
-  ExecRoutes exec_routes({io, jobs, nodes, logs, packages, access, audit, gateway, clock, dashboard, pulls, role},
+  ExecRoutes exec_routes({io, jobs, nodes, logs, packages, access, audit, gateway, clock, dashboard, pulls, role, stacks},
                          exec_relay);
   net::ServerHandlers handlers;
   handlers.on_request = [&routes, &metrics, &exec_routes](const net::HttpRequest& req, net::Respond respond) {

@@ -220,6 +220,12 @@ void Agent::on_message(const std::string& text) {
                    if (deps_.open_exec) return deps_.open_exec(m);
                    shipper_.send(api::ErrorMessage{"this worker does not run commands beside tasks (`ag exec`)"});
                  },
+                 [&](const api::StackRequest& m) {
+                   if (!deps_.take_stacks) {
+                     return shipper_.send(api::StackReport{m.request, m.task, false, "", "this worker does not take stacks"});
+                   }
+                   deps_.take_stacks(m, [this](api::StackReport report) { shipper_.send(std::move(report)); });
+                 },
                  [&](const api::ErrorMessage& m) { on_refused(m); },
              },
              message.value());

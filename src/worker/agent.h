@@ -50,6 +50,9 @@ class Agent {
     std::function<void()> exit;                    // the agent is done: stop the daemon
     // `ag exec`: run a command beside a task (worker/exec_session.h); unset: refused.
     std::function<void(const api::ExecOpen&)> open_exec = nullptr;
+    // `ag stack`: the stacks of a task's Python processes (worker/stack_dumps.h), given
+    // to `done` on the io thread; unset: refused.
+    std::function<void(const api::StackRequest&, std::function<void(api::StackReport)> done)> take_stacks = nullptr;
   };
   // `on_first_result` is called once: ok after the first registration, or the first
   // failure (the agent keeps retrying unless the failure is kUnauthenticated).

@@ -100,6 +100,7 @@ class TaskLauncher {
     std::vector<std::string> cgroups;
     std::string container;    // "" for a host task
     std::string engine_path;  // the container's engine
+    std::vector<int> processes;  // every process of the task now
   };
   virtual Result<ExecTarget> exec_target(const api::TaskKey& id) const {
     return not_found("task " + id.to_string() + " does not run on this node");

@@ -381,7 +381,13 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
     // too long), what its engine left goes then.
     request.cleanup_argv = container_cleanup_argv(*task);
   }
-  for (const auto& [k, v] : spec.env) {
+  std::map<std::string, std::string> env = spec.env;
+  if (stack_dumps_ && !spec.container) {
+    if (Status s = stack_dumps_->arm(spec.id, task_user, env); !s) {
+      spdlog::warn("task {}: `ag stack` will not see its Python processes: {}", spec.id.to_string(), s.error().message);
+    }
+  }
+  for (const auto& [k, v] : env) {
     std::string entry = k;
     entry += '=';
     entry += v;
@@ -488,6 +494,7 @@ void TaskRunner::forget(const api::TaskKey& id) {
   if (tasks_.count(id)) return;  // still running: keep its folder
   std::error_code ec;
   fs::remove_all(task_dir(id), ec);
+  if (stack_dumps_) stack_dumps_->forget(id);
 }
 
 void TaskRunner::signal_task(Task& task, int sig) {
@@ -591,7 +598,8 @@ Result<TaskLauncher::ExecTarget> TaskRunner::exec_target(const api::TaskKey& id)
   auto it = tasks_.find(id);
   if (it == tasks_.end() || it->second->finished) return not_found("task " + id.to_string() + " does not run on this node");
   const Task& task = *it->second;
-  ExecTarget target{task.pid, {}, task.container, task.engine_path};
+  ExecTarget target{task.pid, {}, task.container, task.engine_path, {}};
+  target.processes = task.cgroup.empty() ? find_marked_processes(task.marker) : cgroup_pids(task.cgroup);
   if (!task.container.empty()) return target;  // the container is in the task's groups already
   if (!task.cgroup.empty()) target.cgroups.push_back(task.cgroup);
   for (const auto& group : task.limit_cgroups) target.cgroups.push_back(group);

@@ -32,6 +32,7 @@
 #include "api/protocol.h"
 #include "common/result.h"
 #include "worker/marked_processes.h"
+#include "worker/stack_dumps.h"
 #include "worker/task_launcher.h"
 #include "worker/task_supervisor.h"
 #include "worker/task_accounts.h"
@@ -58,6 +59,9 @@ class TaskRunner final : public TaskLauncher {
   // (worker/task_accounts.h): their working folders are theirs, HOME, USER and
   // LOGNAME say who they are. Not owned; outlives this runner.
   void run_tasks_as(TaskAccounts* accounts) { accounts_ = accounts; }
+  // Host tasks launched from now on arm their Python processes for `ag stack`
+  // (worker/stack_dumps.h). Not owned; outlives this runner.
+  void arm_stacks_with(StackDumps* dumps) { stack_dumps_ = dumps; }
 
   void set_events(LauncherEvents events) override { events_ = std::move(events); }
   std::vector<Recovered> recover() override;
@@ -114,6 +118,7 @@ class TaskRunner final : public TaskLauncher {
   std::map<api::TaskKey, std::shared_ptr<Task>> tasks_;
   std::map<int, std::shared_ptr<Task>> by_watch_;
   TaskAccounts* accounts_ = nullptr;
+  StackDumps* stack_dumps_ = nullptr;
 };
 
 // Parses the supervisor's exit record ("exit 3", "signal 9", "signal 9 oom").

@@ -33,6 +33,7 @@
 #include "worker/resource_detector.h"
 #include "worker/container_engine.h"
 #include "worker/exec_session.h"
+#include "worker/stack_dumps.h"
 #include "worker/task_cgroup.h"
 #include "worker/task_limits.h"
 #include "worker/task_accounts.h"
@@ -228,6 +229,12 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
     return 1;
   }
   if (accounts.value()->switches()) runner.value()->run_tasks_as(accounts.value().get());
+  auto stack_dumps = StackDumps::create(io, config.data_dir);
+  if (!stack_dumps.ok()) {
+    on_ready(stack_dumps.error(), "");
+    return 1;
+  }
+  runner.value()->arm_stacks_with(stack_dumps.value().get());
   net::AsioTimers timers(io);
   auto credential = NodeCredential::load(config.data_dir, config.token);
   if (!credential.ok()) {
@@ -264,6 +271,17 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
   ExecSessions exec({io, *runner.value(), [&heads] { return heads.current(); },
                      [cred = credential.value().get()] { return cred->token(); }});
   deps.open_exec = [&exec](const api::ExecOpen& request) { exec.open(request); };
+  deps.take_stacks = [&runner, &stack_dumps](const api::StackRequest& request,
+                                             std::function<void(api::StackReport)> done) {
+    auto target = runner.value()->exec_target(request.task);
+    if (!target.ok()) return done(api::StackReport{request.request, request.task, false, "", target.error().message});
+    if (!target.value().container.empty()) {
+      return done(api::StackReport{request.request, request.task, false, "",
+                                   "the task runs in a container; `ag stack` reaches host tasks only (use `ag exec` "
+                                   "with py-spy in the image)"});
+    }
+    stack_dumps.value()->take(request, target.value().processes, std::move(done));
+  };
   bool ready_reported = false;
   Agent agent(std::move(deps), agent_config, [&](const Status& status) {
     ready_reported = true;

@@ -202,6 +202,14 @@ describe("dashboard", { concurrency: false }, () => {
     const id = await submit("--name", "to-stop", "--", "sleep 300");
     await page.goto(BASE + "/#/jobs/" + id);
     await page.locator("h1 .badge.state-running").waitFor();
+    // Its stacks first: no Python here, so its process tree (once its task runs).
+    await page.waitForFunction(async (jid) => {
+      const job = await (await fetch("/api/jobs/" + jid)).json();
+      return job.attempts.length > 0 && job.attempts[0].tasks.every((t) => t.state === "RUNNING");
+    }, id, { polling: 200 });
+    await page.click("#job-stacks-button");
+    await page.locator("#job-stacks pre", { hasText: "sleep 300" }).waitFor();
+    assert.match(await page.locator("#job-stacks h3").first().textContent(), /rank 0 · node \S+ · no Python/);
     await page.click("#stop-job");
     const dialog = page.locator("dialog#confirm");
     await dialog.waitFor({ state: "visible" });
@@ -413,6 +421,7 @@ describe("dashboard", { concurrency: false }, () => {
     await page.locator("h1 .badge.state-running").waitFor();
     assert.equal(await page.locator("#job-owner").textContent(), "admin");
     assert.equal(await page.locator("#stop-job").count(), 0, "no stop button for a job the viewer may not stop");
+    assert.equal(await page.locator("#job-stacks-button").count(), 0, "no stacks for a job the viewer may not stop");
     await page.getByText("can read its logs").first().waitFor();
     assert.equal(await page.getByText("secret-output").count(), 0);
     const stop = await page.evaluate(async (jid) => (await fetch("/api/jobs/" + jid + "/stop",

@@ -276,6 +276,9 @@ void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel
                  [&](const api::PullUpdate& m) {
                    if (on_pull_update_) on_pull_update_(*node_id, m);
                  },
+                 [&](const api::StackReport& m) {
+                   if (on_stack_report_) on_stack_report_(*node_id, m);
+                 },
                  [&](const api::TaskNote& m) {
                    if (!may_report(deps_.jobs, *node_id, m.task)) return;
                    deps_.jobs.controller.report_problem(m.task.job_id, m.text.substr(0, 300));

@@ -76,6 +76,9 @@ class WorkerGateway {
   void on_pull_update(std::function<void(const std::string& node_id, const api::PullUpdate&)> handler) {
     on_pull_update_ = std::move(handler);
   }
+  void on_stack_report(std::function<void(const std::string& node_id, const api::StackReport&)> handler) {
+    on_stack_report_ = std::move(handler);
+  }
 
   // For HttpServer::check_upgrade: 404 for another path; 401 without a valid join
   // token, node credential or admin token; 403 for a token of another kind.
@@ -136,6 +139,7 @@ class WorkerGateway {
   std::vector<char> stream_piece_ = std::vector<char>(1 << 20);  // every stream reads through it
   std::shared_ptr<SplicePipe> splice_pipe_;                     // and splices through it
   std::function<void(const std::string&, const api::PullUpdate&)> on_pull_update_;
+  std::function<void(const std::string&, const api::StackReport&)> on_stack_report_;
 };
 
 }  // namespace ag::head

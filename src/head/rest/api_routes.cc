@@ -36,7 +36,8 @@ ApiRoutes::ApiRoutes(Deps deps)
       admin_(deps),
       packages_(deps),
       quotas_(deps),
-      queues_(deps) {
+      queues_(deps),
+      stacks_(deps) {
   add_routes();
 }
 
@@ -75,6 +76,7 @@ void ApiRoutes::add_routes() {
   add("GET", "/api/jobs/{job}/logs", A::kJobOwner, "read its logs", to(&jobs_, &JobRoutes::logs));
   add("GET", "/api/jobs/{job}/lines", A::kJobOwner, "read its logs", to(&jobs_, &JobRoutes::lines));
   add("GET", "/api/jobs/{job}/usage", A::kUser, "", to(&jobs_, &JobRoutes::usage));
+  add("POST", "/api/jobs/{job}/stacks", A::kJobOwner, "take its stacks", to(&stacks_, &StackRoutes::take));
   add("GET", "/api/jobs/{job}/wait", A::kUser, "", to(&jobs_, &JobRoutes::wait));
   // Sharing policy: anyone reads it, admins set it.
   add("GET", "/api/quotas", A::kUser, "", to(&quotas_, &QuotaRoutes::list));

@@ -31,6 +31,7 @@
 #include "head/rest/quota_routes.h"
 #include "head/rest/rest_deps.h"
 #include "head/rest/route_table.h"
+#include "head/rest/stack_routes.h"
 #include "net/http_types.h"
 
 namespace ag::head {
@@ -71,6 +72,7 @@ class ApiRoutes {
   PackageRoutes packages_;
   QuotaRoutes quotas_;
   QueueRoutes queues_;
+  StackRoutes stacks_;
   RouteTable table_;
   std::string ca_pem_;
 };

@@ -12,6 +12,7 @@
 #include "head/auth/access_control.h"
 #include "head/auth/audit_log.h"
 #include "head/dashboard/dashboard_routes.h"
+#include "head/exec/stack_taker.h"
 #include "head/gateway/worker_gateway.h"
 #include "head/jobs/job_layer.h"
 #include "head/logs/log_store.h"
@@ -34,6 +35,7 @@ struct RestDeps {
   dashboard::DashboardRoutes& dashboard;
   ImagePulls& pulls;
   const HeadRole& role;
+  StackTaker& stacks;
 };
 
 }  // namespace ag::head

@@ -80,7 +80,7 @@ class ApiRoutesTest : public ::testing::Test {
         metrics_({jobs_, nodes_, logs_, store_, role_}),
         hub_({io_, jobs_, nodes_, clock_}),
         dashboard_({access_, audit_, clock_, metrics_, hub_}),
-        routes_({io_, jobs_, nodes_, logs_, packages_, access_, audit_, gateway_, clock_, dashboard_, pulls_, role_}) {
+        routes_({io_, jobs_, nodes_, logs_, packages_, access_, audit_, gateway_, clock_, dashboard_, pulls_, role_, stacks_}) {
     EXPECT_TRUE(access_.bootstrap(kAdmin, std::nullopt).ok());
     for (auto [name, role] : {std::pair{"alice", Role::kUser}, {"bob", Role::kUser}, {"vera", Role::kViewer}}) {
       access_.add_user({name, role}, [this, name](Result<std::string> token) { tokens_[name] = token.value(); });
@@ -147,6 +147,7 @@ class ApiRoutesTest : public ::testing::Test {
   dashboard::EventHub hub_;
   dashboard::DashboardRoutes dashboard_;
   ImagePulls pulls_;
+  StackTaker stacks_{clock_, channel_};
   ApiRoutes routes_;
   std::map<std::string, std::string> tokens_;
 };
@@ -183,6 +184,7 @@ TEST_F(ApiRoutesTest, EveryRouteNeedsTheAccessListedHere) {
       {"GET /api/queues", Access::kUser},
       {"PUT /api/queues/{name}", Access::kAdmin},
       {"DELETE /api/queues/{name}", Access::kAdmin},
+      {"POST /api/jobs/{job}/stacks", Access::kJobOwner},
       {"GET /api/packages", Access::kUser},
       {"HEAD /api/packages/{hash}", Access::kPackageReader},
       {"GET /api/packages/{hash}", Access::kPackageReader},

@@ -1,0 +1,60 @@
+// StackDumps: the worker's part in `ag stack`. Each host task's Python processes arm
+// themselves at start through the worker's own `sitecustomize` (last on the task's
+// PYTHONPATH, so before the interpreter's own folders; it then runs the one it
+// shadows): Python's faulthandler writes the stacks
+// of all their threads to DIR/PID.stack when they get AG_STACK_SIGNAL, from its C signal
+// handler, so a rank blocked inside a collective answers too. Nothing runs until then.
+//
+// take() signals the task's processes that have a handler for that signal (SigCgt in
+// /proc/PID/status: a process that is not armed is never sent it, as it would end it),
+// waits until each file stops growing, and answers what each wrote. A task without an
+// armed process is answered with its process tree. Files are opened without following
+// links and must belong to the process's user. Io thread only.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/protocol.h"
+#include "common/result.h"
+#include "worker/task_user.h"
+
+namespace ag::worker {
+
+class StackDumps {
+ public:
+  // How long the processes are given to write their stacks.
+  static constexpr int kAnswerMs = 3000;
+  // The most of one process's stacks, and of one answer, that is kept.
+  static constexpr size_t kProcessBytes = 256 << 10;
+  static constexpr size_t kReportBytes = 1 << 20;
+
+  // Writes DATA_DIR/python-hook/sitecustomize.py and makes DATA_DIR/stacks.
+  static Result<std::unique_ptr<StackDumps>> create(boost::asio::io_context& io, const std::string& data_dir);
+
+  // The signal the processes arm (SIGRTMIN + 6).
+  static int signal_number();
+
+  // Makes the task's folder for its stacks (its user's) and adds what arms its Python
+  // processes to `env`: AG_STACK_DIR, AG_STACK_SIGNAL, the hook last on PYTHONPATH.
+  Status arm(const api::TaskKey& task, const std::optional<TaskUser>& user, std::map<std::string, std::string>& env);
+  // Removes the task's folder.
+  void forget(const api::TaskKey& task);
+
+  // The stacks of `pids` (the task's processes); `done` runs on the io thread.
+  void take(const api::StackRequest& request, std::vector<int> pids, std::function<void(api::StackReport)> done);
+
+ private:
+  StackDumps(boost::asio::io_context& io, std::string data_dir) : io_(io), data_dir_(std::move(data_dir)) {}
+  std::string task_dir(const api::TaskKey& task) const;
+
+  boost::asio::io_context& io_;
+  std::string data_dir_;
+};
+
+}  // namespace ag::worker
