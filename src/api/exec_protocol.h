@@ -48,7 +48,7 @@ inline constexpr size_t kMaxExecCommandBytes = 16 << 10;
 inline constexpr size_t kMaxExecArguments = 4096;
 // Frames a side sends at most at once, and how much it lets queue before it stops
 // reading (the bound on memory per session at each hop).
-inline constexpr size_t kExecChunkBytes = 64 << 10;
+inline constexpr size_t kExecChunkBytes = 256 << 10;
 inline constexpr size_t kExecHighWaterBytes = 512 << 10;  // with a chunk and the status, under what a close flushes (1 MiB)
 
 // How the command ended: an exit code, a signal, or why it did not run.

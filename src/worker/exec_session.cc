@@ -143,6 +143,9 @@ class Session : public std::enable_shared_from_this<Session> {
       }
       return error;
     }
+    // Output comes in chunks of up to kExecChunkBytes, not the pipe's default 64 KiB
+    // (the machine may cap it lower: then in smaller ones).
+    for (int fd : {out[0], err[0]}) ::fcntl(fd, F_SETPIPE_SZ, static_cast<int>(api::kExecChunkBytes));
     out_.assign(out[0]);
     err_.assign(err[0]);
     if (with_stdin) in_.assign(in[1]);
@@ -225,7 +228,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void read(asio::posix::stream_descriptor& pipe, ExecChannel channel, std::string& buffer, bool* open) {
-    buffer.assign(1 + api::kExecChunkBytes, '\0');
+    if (buffer.size() != 1 + api::kExecChunkBytes) buffer.assign(1 + api::kExecChunkBytes, '\0');
     buffer[0] = static_cast<char>(channel);
     pipe.async_read_some(asio::buffer(buffer.data() + 1, api::kExecChunkBytes),
                          [self = shared_from_this(), &pipe, channel, &buffer, open](boost::system::error_code ec, size_t n) {
@@ -233,7 +236,8 @@ class Session : public std::enable_shared_from_this<Session> {
                              *open = false;
                              return self->finish_if_done();
                            }
-                           self->ws_->send(buffer.substr(0, 1 + n), true);
+                           // A copy of what was read: the buffer is read into again.
+                           self->ws_->send(std::string(buffer.data(), 1 + n), true);
                            if (self->ws_->queued_bytes() <= api::kExecHighWaterBytes) {
                              return self->read(pipe, channel, buffer, open);
                            }

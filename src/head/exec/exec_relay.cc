@@ -60,14 +60,14 @@ void ExecRelay::open(const std::shared_ptr<net::WsConnection>& client, api::Exec
   sessions_[id] = session;
   std::weak_ptr<Session> weak = session;
   client->start(
-      [this, weak](const std::string& data, bool binary) {
+      [this, weak](std::string data, bool binary) {
         auto s = weak.lock();
         if (!s || !binary || data.empty()) return;
         if (data[0] != static_cast<char>(api::ExecChannel::kStdin) &&
             data[0] != static_cast<char>(api::ExecChannel::kResize)) {
           return;
         }
-        if (s->worker) return relay(s->client, s->worker, data);
+        if (s->worker) return relay(s->client, s->worker, std::move(data));
         // Held until the node dials back; the client is not read meanwhile past a bound.
         s->early += static_cast<char>(data.size() >> 24);
         s->early += static_cast<char>(data.size() >> 16);
@@ -115,14 +115,14 @@ void ExecRelay::on_worker(const std::shared_ptr<net::WsConnection>& worker, cons
   session->dial_back = 0;
   std::weak_ptr<Session> weak = session;
   worker->start(
-      [weak](const std::string& data, bool binary) {
+      [weak](std::string data, bool binary) {
         auto s = weak.lock();
         if (!s || !binary || data.empty()) return;
         const char channel = data[0];
         if (channel == static_cast<char>(api::ExecChannel::kStdout) ||
             channel == static_cast<char>(api::ExecChannel::kStderr) ||
             channel == static_cast<char>(api::ExecChannel::kStatus)) {
-          relay(s->worker, s->client, data);
+          relay(s->worker, s->client, std::move(data));
         }
       },
       [this, id](const std::string& reason) { end(id, "the node closed (" + reason + ")"); });
@@ -138,8 +138,8 @@ void ExecRelay::on_worker(const std::shared_ptr<net::WsConnection>& worker, cons
 }
 
 void ExecRelay::relay(const std::shared_ptr<net::WsConnection>& from, const std::shared_ptr<net::WsConnection>& to,
-                      const std::string& data) {
-  to->send(data, true);
+                      std::string data) {
+  to->send(std::move(data), true);
   if (to->queued_bytes() <= api::kExecHighWaterBytes) return;
   // The receiving side is slow: read no more from the sender until it has caught up.
   from->pause_reading();

@@ -54,7 +54,7 @@ class ExecRelay {
   struct Session;
   void end(const std::string& id, const std::string& why);
   static void relay(const std::shared_ptr<net::WsConnection>& from, const std::shared_ptr<net::WsConnection>& to,
-                    const std::string& data);
+                    std::string data);
 
   Deps deps_;
   std::map<std::string, std::shared_ptr<Session>> sessions_;
