@@ -15,7 +15,8 @@ from .runtime_env import PackageUploader
 JOB_KEYS = ("entrypoint", "runtime_env", "num_workers", "task_options", "job_name",
             "max_retries", "timeout", "labels", "placement", "submission_id", "timeout_per_attempt",
             "allow_unschedulable", "retry_delay", "retry_on", "constraints", "priority",
-            "after", "after_any", "after_failed", "hold", "begin", "exclusive", "queue", "no_preempt")
+            "after", "after_any", "after_failed", "hold", "begin", "exclusive", "queue", "no_preempt",
+            "hang_timeout", "on_hang")
 
 
 class Client:
@@ -142,7 +143,7 @@ class Client:
                    submission_id=None, timeout_per_attempt=False, allow_unschedulable=False,
                    retry_delay=None, retry_on=None, constraints=None, priority=None,
                    after=None, after_any=None, after_failed=None, hold=False, begin=None,
-                   exclusive=False, queue=None, no_preempt=False):
+                   exclusive=False, queue=None, no_preempt=False, hang_timeout=None, on_hang=None):
         """Submits one job and returns its Job at once (it runs in the background).
 
         entrypoint: the command each of the `num_workers` tasks runs (through a shell).
@@ -154,7 +155,10 @@ class Client:
         workers allow with --allow-mount)}.
         task_options: per-task {"num_cpus", "num_gpus", "memory", "gpu_isolation"}. timeout: seconds
         before the job is stopped and FAILS (its whole run, retries included, unless
-        timeout_per_attempt). placement: "pack" or "spread".
+        timeout_per_attempt). placement: "pack" or "spread". hang_timeout: seconds after
+        which a job whose ranks write no output and use under 1% of a CPU is hung: the hang
+        and every rank's stacks go into its events, and with on_hang="fail" its attempt
+        ends (retried if max_retries allows); default: the head's --hang-timeout, if any.
         priority: placed before pending jobs of lower priority: "low", "normal" (default),
         "high", "urgent", or a whole number from -1000 to 1000; ties in submit order.
         after / after_any / after_failed: jobs (Job objects or ids, one or a list) it starts
@@ -196,7 +200,7 @@ class Client:
                           retry_delay=retry_delay, retry_on=retry_on, constraints=constraints,
                           priority=priority, after=after, after_any=after_any,
                           after_failed=after_failed, hold=hold, begin=begin, exclusive=exclusive,
-                          queue=queue, no_preempt=no_preempt)
+                          queue=queue, no_preempt=no_preempt, hang_timeout=hang_timeout, on_hang=on_hang)
         answer = self._transport.request("POST", "/api/jobs", body=spec, retry=True).json()
         return Job(self, answer["job_id"])
 
@@ -269,7 +273,7 @@ class Client:
               submission_id=None, timeout_per_attempt=False, allow_unschedulable=False,
               retry_delay=None, retry_on=None, constraints=None, priority=None,
               after=None, after_any=None, after_failed=None, hold=False, begin=None,
-              exclusive=False, queue=None, no_preempt=False):
+              exclusive=False, queue=None, no_preempt=False, hang_timeout=None, on_hang=None):
         """The JSON job spec to send, with working_dir uploaded."""
         spec = {"entrypoint": entrypoint, "num_workers": num_workers, "max_retries": max_retries,
                 "placement": placement, "submission_id": submission_id or uuid.uuid4().hex}
@@ -281,6 +285,10 @@ class Client:
             spec["timeout"] = timeout
         if timeout_per_attempt:
             spec["timeout_per_attempt"] = True
+        if hang_timeout is not None:
+            spec["hang_timeout"] = hang_timeout
+        if on_hang is not None:
+            spec["on_hang"] = on_hang
         if allow_unschedulable:
             spec["allow_unschedulable"] = True
         if retry_delay is not None:

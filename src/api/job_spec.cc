@@ -500,7 +500,7 @@ Result<JobSpec> parse_job_spec(const json& body) {
   }
   static const std::set<std::string> kKnown = {
       "entrypoint", "num_workers", "task_options", "runtime_env", "job_name", "labels",
-      "max_retries", "timeout", "timeout_per_attempt", "placement", "submission_id", "priority",
+      "max_retries", "timeout", "timeout_per_attempt", "hang_timeout", "on_hang", "placement", "submission_id", "priority",
       "allow_unschedulable", "retry_delay", "retry_on", "constraints", "after", "after_any", "after_failed", "hold",
       "begin_ms", "array", "exclusive", "queue", "no_preempt"};
   if (auto err = check_known_keys(body, "", kKnown)) return *err;
@@ -604,6 +604,20 @@ Result<JobSpec> parse_job_spec(const json& body) {
     }
     spec.timeout_per_attempt = body["timeout_per_attempt"].get<bool>();
   }
+  if (body.contains("hang_timeout") && !body["hang_timeout"].is_null()) {
+    double t = 0;
+    if (auto err = read_number(body["hang_timeout"], "hang_timeout", 1, kMaxTimeoutSeconds, &t)) return *err;
+    spec.hang_timeout_s = t;
+  }
+  if (body.contains("on_hang") && !body["on_hang"].is_null()) {
+    std::string text;
+    if (auto err = read_string(body["on_hang"], "on_hang", 16, &text)) return *err;
+    if (text != "stacks" && text != "fail") {
+      return field_error("on_hang", "must be \"stacks\" (record the hang and every rank's stacks) or \"fail\" (that, "
+                                    "then end the attempt, retried if allowed), got \"" + text + "\"");
+    }
+    spec.fail_on_hang = text == "fail";
+  }
   if (body.contains("placement") && !body["placement"].is_null()) {
     std::string text;
     if (auto err = read_string(body["placement"], "placement", 16, &text)) return *err;
@@ -660,6 +674,8 @@ json to_json(const JobSpec& spec) {
   }
   j["timeout"] = spec.timeout_s ? json(*spec.timeout_s) : json(nullptr);
   if (spec.timeout_per_attempt) j["timeout_per_attempt"] = true;
+  if (spec.hang_timeout_s) j["hang_timeout"] = *spec.hang_timeout_s;
+  if (spec.fail_on_hang) j["on_hang"] = "fail";
   j["placement"] = to_string(spec.placement);
   if (!spec.submission_id.empty()) j["submission_id"] = spec.submission_id;
   if (spec.allow_unschedulable) j["allow_unschedulable"] = true;

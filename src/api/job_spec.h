@@ -139,6 +139,10 @@ struct JobSpec {
   RetryOn retry_on;
   std::optional<double> timeout_s;
   bool timeout_per_attempt = false;  // the timeout restarts with every attempt
+  // No rank writes output and the job's processes use under 1% of a CPU for this long:
+  // the job is hung (head/exec/hang_watch.h). Unset: the cluster's default, if any.
+  std::optional<double> hang_timeout_s;
+  bool fail_on_hang = false;  // on_hang "fail": end the attempt (a retry if allowed), not only report it
   Placement placement = Placement::kPack;
   std::string submission_id;  // client-chosen idempotency key, optional
   // Node labels every node of the job must have (key -> value).

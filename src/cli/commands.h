@@ -26,6 +26,7 @@ struct StartHeadOptions {
   double package_store_gb = 20;
   std::string job_retention = "0";  // a duration (30d); "0" keeps finished jobs
   double max_task_log_mb = 1024;
+  double hang_timeout_s = 0;  // jobs without their own --hang-timeout: 0 watches none
   bool insecure = false;
   std::string tls_cert, tls_key;
   std::vector<std::string> advertise;

@@ -62,6 +62,14 @@ CLI::App* add_submit_command(CLI::App& app, SubmitOptions& options) {
   command->add_option("--timeout", options.timeout_s, "How long the job may run before it is stopped and FAILED (2h, 90m)")
       ->transform(duration_flag(1, api::kMaxTimeoutSeconds, "leave --timeout out for no limit"));
   command->add_flag("--timeout-per-attempt", options.timeout_per_attempt, "Restart the --timeout with every retry");
+  command->add_option("--hang-timeout", options.hang_timeout_s,
+                      "No rank writes output and the job uses under 1% of a CPU this long: a hang; its ranks' "
+                      "stacks go into its events (10m; default: the head's --hang-timeout, off unless set)")
+      ->transform(duration_flag(1, api::kMaxTimeoutSeconds));
+  command->add_option("--on-hang", options.on_hang,
+                      "What a hang does: stacks (record it and every rank's stacks, the default) or fail (that, "
+                      "then end the attempt; retried if --max-retries allows)")
+      ->check(CLI::IsMember({"stacks", "fail"}));
   command->add_option("--constraint", options.constraints,
                          "Run only on nodes with this label KEY=VALUE (repeatable; see ag start-worker --label)");
   command->add_flag("--allow-unschedulable", options.allow_unschedulable,
@@ -232,6 +240,8 @@ Result<api::JobSpec> spec_from_submit_options(const SubmitOptions& options, int6
   }
   spec.timeout_s = options.timeout_s;
   spec.timeout_per_attempt = options.timeout_per_attempt;
+  spec.hang_timeout_s = options.hang_timeout_s;
+  spec.fail_on_hang = options.on_hang == "fail";
   spec.gpu_isolation = options.gpu_isolation;
   spec.allow_unschedulable = options.allow_unschedulable;
   for (const auto& kv : options.constraints) {

@@ -38,6 +38,8 @@ struct SubmitOptions {
   std::string retry_on;  // "any", "node-lost" or exit codes "3,137"; "" for the default
   std::optional<double> timeout_s;
   bool timeout_per_attempt = false;
+  std::optional<double> hang_timeout_s;
+  std::string on_hang;  // "stacks" or "fail"; "" for the default (stacks)
   bool gpu_isolation = false;
   bool allow_unschedulable = false;
   std::vector<std::string> constraints;  // KEY=VALUE

@@ -45,6 +45,7 @@
 #include "net/http_server.h"
 #include "api/exec_protocol.h"
 #include "head/exec/exec_relay.h"
+#include "head/exec/hang_watch.h"
 #include "head/rest/exec_routes.h"
 #include "net/tls.h"
 
@@ -433,6 +434,8 @@ int run_leader(const HeadConfig& config, store::KvStore& store, const LeaderLeas
   StackTaker stacks(timers, nodes);
   gateway.on_stack_report(
       [&stacks](const std::string& node_id, const api::StackReport& report) { stacks.on_report(node_id, report); });
+  HangWatch hangs({clock, timers, jobs, logs, gateway.job_usage(), stacks}, config.hang_timeout_s);
+  hangs.start();
   gateway.on_pull_update(
       [&pulls](const std::string& node_id, const api::PullUpdate& update) { pulls.update(node_id, update); });
   ApiRoutes routes({io, jobs, nodes, logs, packages, access, audit, gateway, clock, dashboard, pulls, role, stacks});

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,8 @@ struct HeadConfig {
   int64_t package_store_bytes = int64_t{20} << 30;  // the package store's quota
   // Bytes of one task's log kept on disk; past it the oldest part is dropped.
   int64_t max_task_log_bytes = int64_t{1} << 30;
+  // The hang timeout of jobs without one of their own (head/exec/hang_watch.h).
+  std::optional<double> hang_timeout_s;
   // Finished jobs older than this are deleted (record, events, logs); 0 keeps them.
   int64_t job_retention_ms = 0;
   // TLS (net/tls.h): on unless `insecure`; plain HTTP is then answered only on

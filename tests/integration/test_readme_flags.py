@@ -17,7 +17,10 @@ def help_text(*command):
 
 
 def lists_flag(help_output, flag):
-    """Whether `--help` output lists `flag` itself (not only a longer flag it begins)."""
+    """Whether `--help` output lists `flag` itself (not only a longer flag it begins);
+    short flags written together (`-it`) each."""
+    if re.fullmatch(r"-[a-zA-Z]{2,}", flag):
+        return all(lists_flag(help_output, "-" + letter) for letter in flag[1:])
     return re.search(rf"(^|[\s,]){re.escape(flag)}([\s,=]|$)", help_output, re.M) is not None
 
 

@@ -145,3 +145,40 @@ def test_the_sdk_takes_stacks_too(cluster, tmp_path):
     c.wait_state(job.job_id, ["STOPPED"], timeout=30)
     with pytest.raises(ag.AGConflictError, match="is STOPPED"):
         job.stacks()
+
+
+def test_a_hang_is_recorded_with_the_stacks_and_fails_the_attempt(cluster, tmp_path):
+    c = cluster
+    (tmp_path / "hang.py").write_text(HANG)
+    (tmp_path / "hang.py").chmod(0o644)
+    job_id, _ = c.submit("--no-wait", "-n", "2", "--placement", "spread", "--hang-timeout", "4s", "--on-hang", "fail",
+                         "--", PYTHON, str(tmp_path / "hang.py"))
+    job = c.wait_state(job_id, ["FAILED"], timeout=120)
+    assert job["message"] == "no progress for 4s", job["message"]
+    events = [e["message"] for e in c.api("GET", f"/api/jobs/{job_id}/events")[1]["events"]]
+    assert any(e.startswith("hung: no progress for 4s (ranks 0-1 wrote no output") for e in events), events
+    stacks = [e for e in events if e.startswith("stacks of task 0 (taken by the hang watch)")]
+    assert stacks and "wait_in_collective" in stacks[0], events
+
+
+def test_a_job_that_writes_output_is_not_hung_and_the_heads_default_applies(cluster_factory):
+    c = cluster_factory("hang-default", workers=["127.0.0.2"], head_options=["--hang-timeout", "3s"])
+    busy, _ = c.submit("--no-wait", "--", "for i in $(seq 1 8); do echo tick $i; sleep 1; done")
+    idle, _ = c.submit("--no-wait", "--", "sleep 300")
+    c.wait_state(busy, ["SUCCEEDED"], timeout=60)
+    assert not any(e["message"].startswith("hung:") for e in c.api("GET", f"/api/jobs/{busy}/events")[1]["events"])
+    wait_until(lambda: any(e["message"].startswith("hung: no progress for 3s (rank 0")
+                           for e in c.api("GET", f"/api/jobs/{idle}/events")[1]["events"]), 30,
+               message="the idle job to be reported hung by the head's default")
+    assert c.job(idle)["state"] == "RUNNING", "only reported: on_hang defaults to stacks"
+
+
+def test_bad_hang_options_are_refused(cluster):
+    c = cluster
+    for flags, said in ((["--hang-timeout", "0s"], "--hang-timeout"), (["--on-hang", "kill"], "--on-hang")):
+        proc = c.ag("submit", *flags, "--", "true", check=False)
+        assert proc.returncode == 2 and said in proc.stderr, proc.stderr
+    status, body = c.api("POST", "/api/jobs", {"entrypoint": "true", "on_hang": "restart"})
+    assert status == 400 and "on_hang" in body["error"], body
+    status, body = c.api("POST", "/api/jobs", {"entrypoint": "true", "hang_timeout": -1})
+    assert status == 400 and "hang_timeout" in body["error"], body

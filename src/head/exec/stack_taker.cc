@@ -44,6 +44,13 @@ void StackTaker::take(const std::vector<Target>& targets, Done done) {
   }
 }
 
+std::string StackTaker::event_text(const Stacks& stacks, const std::string& taken_by, const std::string& job_id) {
+  std::string event = "stacks of task " + std::to_string(stacks.task.task_index) + " (taken by " + taken_by + ")";
+  event += stacks.error.empty() ? ":\n" + stacks.text : " could not be taken: " + stacks.error;
+  if (event.size() > kEventBytes) event = event.substr(0, kEventBytes) + "\n... (the rest: ag stack " + job_id + ")";
+  return event;
+}
+
 void StackTaker::on_report(const std::string& node_id, const api::StackReport& report) {
   auto it = waiting_.find(report.request);
   if (it == waiting_.end()) return;

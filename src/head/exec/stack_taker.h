@@ -49,6 +49,11 @@ class StackTaker {
 
   size_t waiting() const { return waiting_.size(); }
 
+  // The job event that keeps one task's stacks (the first kEventBytes of them): "stacks
+  // of task N (taken by WHO):" and the text, or why they could not be taken.
+  static constexpr size_t kEventBytes = 16 << 10;
+  static std::string event_text(const Stacks& stacks, const std::string& taken_by, const std::string& job_id);
+
  private:
   struct Take;
   struct Waiting {

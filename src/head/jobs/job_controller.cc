@@ -283,6 +283,10 @@ void JobController::deadline_passed(const std::string& job_id, const Deadline& d
   if (Job* job = u_.jobs.find(job_id)) apply(*job, on_deadline(*job, deadline, u_.clock.now_ms()));
 }
 
+void JobController::hung(const std::string& job_id, int attempt, const std::string& reason) {
+  if (Job* job = u_.jobs.find(job_id)) apply(*job, on_hung(*job, attempt, reason, u_.clock.now_ms()));
+}
+
 void JobController::begin_times_came(const std::vector<std::string>& job_ids) {
   for (const auto& id : job_ids) {
     Job* job = u_.jobs.find(id);

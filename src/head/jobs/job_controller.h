@@ -112,6 +112,9 @@ class JobController {
   // scheduling pass is due.
   void task_ended(const api::TaskKey& task, const api::TaskExit& exit);
   void deadline_passed(const std::string& job_id, const Deadline& deadline);
+  // Attempt `attempt` of the job made no progress for its hang timeout, and the job
+  // fails on a hang (head/exec/hang_watch.h).
+  void hung(const std::string& job_id, int attempt, const std::string& reason);
   void begin_times_came(const std::vector<std::string>& job_ids);
   void run_pass();
 

@@ -361,6 +361,19 @@ Effects on_preempted(Job& job, const std::string& why, int64_t grace_ms, int64_t
   return fx;
 }
 
+Effects on_hung(Job& job, int attempt, const std::string& reason, int64_t now_ms) {
+  AttemptRecord* current = live_attempt(job, attempt);
+  if (job.state != JobState::kRunning || !current || current->ending) return {};
+  Effects fx;
+  fx.changed = true;
+  current->ending = true;
+  current->failure_reason = reason;
+  kill_live_tasks(job.id, *current, -1, fx);
+  fx.events.push_back("attempt " + std::to_string(attempt) + " failed: " + reason + "; stopping its tasks");
+  maybe_finish_attempt(job, now_ms, fx);
+  return fx;
+}
+
 Effects on_timed_out(Job& job, int64_t now_ms) {
   if (job.terminal()) return {};
   job.timed_out = true;

@@ -66,6 +66,11 @@ Effects on_stop_requested(Job& job, int64_t now_ms, const std::string& by = "");
 // preempted it. No effects for a job not running or already stopping.
 Effects on_preempted(Job& job, const std::string& why, int64_t grace_ms, int64_t now_ms);
 
+// Attempt `attempt` made no progress for its hang timeout and the job asked to fail on
+// a hang: its tasks are stopped and the attempt fails for `reason` ("no progress for
+// 5m"), retried if the job allows. No effects when that attempt is no longer running.
+Effects on_hung(Job& job, int attempt, const std::string& reason, int64_t now_ms);
+
 // The job's timeout passed: stopped like on_stop_requested, but ends FAILED with
 // "timed out after ...".
 Effects on_timed_out(Job& job, int64_t now_ms);

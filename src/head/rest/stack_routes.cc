@@ -54,10 +54,7 @@ void StackRoutes::take(const Call& call, net::Respond respond) {
     for (const auto& s : taken) {
       tasks.push_back({{"task_index", s.task.task_index}, {"node_id", s.node_id}, {"python", s.python},
                        {"stacks", s.text}, {"error", s.error.empty() ? json(nullptr) : json(s.error)}});
-      std::string event = "stacks of task " + std::to_string(s.task.task_index) + " (taken by " + who + ")";
-      event += s.error.empty() ? ":\n" + s.text : " could not be taken: " + s.error;
-      if (event.size() > kEventBytes) event = event.substr(0, kEventBytes) + "\n... (the rest: ag stack " + job_id + ")";
-      deps_.jobs.controller.report_problem(job_id, event);
+      deps_.jobs.controller.report_problem(job_id, StackTaker::event_text(s, who, job_id));
     }
     respond(json_response(200, {{"job_id", job_id}, {"attempt", attempt}, {"tasks", std::move(tasks)}}));
   });

@@ -16,8 +16,6 @@ class StackRoutes {
 
   void take(const Call& call, net::Respond respond);
 
-  // The most of one task's stacks its job event keeps (the answer has them whole).
-  static constexpr size_t kEventBytes = 16 << 10;
 
  private:
   RestDeps deps_;
