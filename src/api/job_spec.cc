@@ -500,16 +500,35 @@ Result<JobSpec> parse_job_spec(const json& body) {
   }
   static const std::set<std::string> kKnown = {
       "entrypoint", "num_workers", "task_options", "runtime_env", "job_name", "labels",
-      "max_retries", "timeout", "timeout_per_attempt", "hang_timeout", "on_hang", "placement", "submission_id", "priority",
+      "max_retries", "timeout", "timeout_per_attempt", "hang_timeout", "on_hang", "allocation", "interactive",
+      "placement", "submission_id", "priority",
       "allow_unschedulable", "retry_delay", "retry_on", "constraints", "after", "after_any", "after_failed", "hold",
       "begin_ms", "array", "exclusive", "queue", "no_preempt"};
   if (auto err = check_known_keys(body, "", kKnown)) return *err;
 
   JobSpec spec;
-  if (!body.contains("entrypoint")) {
+  for (const char* flag : {"allocation", "interactive"}) {
+    if (!body.contains(flag) || body[flag].is_null()) continue;
+    if (!body[flag].is_boolean()) return field_error(flag, std::string("must be true or false, got ") + type_name(body[flag]));
+    (std::string(flag) == "allocation" ? spec.allocation : spec.interactive) = body[flag].get<bool>();
+  }
+  if (spec.allocation && spec.interactive) {
+    return invalid_argument("a job is an allocation or interactive, not both: an allocation runs no command");
+  }
+  if (spec.allocation) {
+    // Its tasks hold their places; the stored form names what they run.
+    if (body.contains("entrypoint") && !body["entrypoint"].is_null() && body["entrypoint"] != kHoldingEntrypoint) {
+      return field_error("entrypoint", "an allocation runs no command of its own: leave entrypoint out, and run "
+                                       "commands in its tasks with `ag exec`");
+    }
+  } else if (!body.contains("entrypoint")) {
     return invalid_argument("field 'entrypoint' is required: the command each task runs, e.g. \"python train.py\"");
   }
-  if (auto err = read_string(body["entrypoint"], "entrypoint", kMaxEntrypointBytes, &spec.entrypoint)) return *err;
+  if (spec.allocation) {
+    spec.entrypoint = kHoldingEntrypoint;
+  } else if (auto err = read_string(body["entrypoint"], "entrypoint", kMaxEntrypointBytes, &spec.entrypoint)) {
+    return *err;
+  }
   if (spec.entrypoint.find_first_not_of(" \t\r\n") == std::string::npos) {
     return invalid_argument("field 'entrypoint' must not be empty");
   }
@@ -676,6 +695,8 @@ json to_json(const JobSpec& spec) {
   if (spec.timeout_per_attempt) j["timeout_per_attempt"] = true;
   if (spec.hang_timeout_s) j["hang_timeout"] = *spec.hang_timeout_s;
   if (spec.fail_on_hang) j["on_hang"] = "fail";
+  if (spec.allocation) j["allocation"] = true;
+  if (spec.interactive) j["interactive"] = true;
   j["placement"] = to_string(spec.placement);
   if (!spec.submission_id.empty()) j["submission_id"] = spec.submission_id;
   if (spec.allow_unschedulable) j["allow_unschedulable"] = true;
@@ -690,6 +711,11 @@ json to_json(const JobSpec& spec) {
   if (spec.begin_ms != 0) j["begin_ms"] = spec.begin_ms;
   if (spec.array) j["array"] = to_string(*spec.array);
   return j;
+}
+
+const std::string& task_entrypoint(const JobSpec& spec, int task_index) {
+  static const std::string holding = kHoldingEntrypoint;
+  return spec.interactive && task_index == 0 ? holding : spec.entrypoint;
 }
 
 }  // namespace ag::api

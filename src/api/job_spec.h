@@ -47,6 +47,13 @@ inline constexpr size_t kMaxExcludeBytes = 1024;
 inline constexpr size_t kMaxPathBytes = 4096;       // runtime_env.python and other paths
 inline constexpr size_t kMaxArraySpecBytes = 4096;  // "0-9999%16", "1,3,5-9"
 inline constexpr double kMaxTimeoutSeconds = 90.0 * 24 * 3600;
+// What an allocation's tasks, and task 0 of an interactive job, run: nothing, until
+// they are stopped.
+inline constexpr const char* kHoldingEntrypoint = "exec sleep infinity";
+
+// The command task `task_index` of a job runs.
+struct JobSpec;
+const std::string& task_entrypoint(const JobSpec& spec, int task_index);
 // Retries wait retry_delay before the first retry, twice as long before each next one,
 // at most kMaxRetryDelaySeconds.
 inline constexpr double kDefaultRetryDelaySeconds = 3;
@@ -142,6 +149,12 @@ struct JobSpec {
   // No rank writes output and the job's processes use under 1% of a CPU for this long:
   // the job is hung (head/exec/hang_watch.h). Unset: the cluster's default, if any.
   std::optional<double> hang_timeout_s;
+  // An allocation (`ag alloc`): the gang holds its resources and runs no command of its
+  // own; `ag exec` runs commands in its tasks until it is released or its time is up.
+  bool allocation = false;
+  // `ag submit -it`: task 0 holds its place like an allocation's task, and the client
+  // runs the command there on its terminal (`ag exec -it`); the other tasks run it as usual.
+  bool interactive = false;
   bool fail_on_hang = false;  // on_hang "fail": end the attempt (a retry if allowed), not only report it
   Placement placement = Placement::kPack;
   std::string submission_id;  // client-chosen idempotency key, optional

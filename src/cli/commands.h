@@ -126,6 +126,26 @@ struct ExecOptions {
   std::vector<std::string> command;
 };
 int exec(const ConnectionOptions& options, const ExecOptions& exec);
+// `ag alloc -n N [...]`, `ag release-alloc JOB` (cli/alloc_command.cc).
+struct AllocOptions {
+  int num_workers = 1;
+  std::optional<double> num_cpus;
+  std::optional<int> num_gpus;
+  std::optional<double> memory_gb;
+  std::optional<double> time_s;  // --time: how long it may be held
+  std::string placement = "pack";
+  std::string name = "alloc";
+  std::string queue;
+  std::string image;
+  std::vector<std::string> constraints;
+};
+int alloc(const ConnectionOptions& options, const AllocOptions& alloc);
+int release_alloc(const ConnectionOptions& options, const std::string& job_id);
+// `ag submit -it`, once job `job_id` is submitted: waits for task 0, runs `entrypoint`
+// there through `ag exec` (this terminal with -t, this input with -i), then stops the
+// job. Returns the command's exit code.
+int run_interactive(const ConnectionOptions& options, const Connection& conn, const std::string& job_id,
+                    const std::string& entrypoint, bool with_stdin, bool tty);
 // `ag stack JOB [--task-index N]` (cli/stack_command.cc).
 int stack(const ConnectionOptions& options, const std::string& job_id, std::optional<int> task_index);
 // `ag port-forward JOB [--task-index N] [LOCAL:]REMOTE` (cli/port_forward_command.cc).

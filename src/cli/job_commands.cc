@@ -180,6 +180,10 @@ int submit(const ConnectionOptions& options, const SubmitOptions& submit) {
   if (auto usage = check_submit_usage(submit)) {
     return usage_error(usage->message);
   }
+  if (submit.interactive_tty && (!::isatty(0) || !::isatty(1))) {
+    return usage_error("-t needs a terminal here (stdin and stdout), and this ag runs without one; drop -t "
+                       "(-i alone passes input through a pipe)");
+  }
   // Checked before anything is uploaded: a value the head would refuse fails here,
   // with the head's message.
   auto spec = spec_from_submit_options(
@@ -218,6 +222,10 @@ int submit(const ConnectionOptions& options, const SubmitOptions& submit) {
     return 0;
   }
   std::cerr << "Job " << job_id << " submitted (" << submit.num_workers << " task(s)).\n";
+  if (spec->interactive) {
+    return run_interactive(options, conn.value(), job_id, spec->entrypoint, submit.interactive_stdin,
+                           submit.interactive_tty);
+  }
   if (submit.no_wait) {
     std::cout << job_id << "\n";
     return 0;

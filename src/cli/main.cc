@@ -214,6 +214,26 @@ int run(int argc, char** argv) {
   exec_cmd->add_flag("-i,--stdin", exec_opts.with_stdin, "Pass this process's input to the command's stdin");
   exec_cmd->add_flag("-t,--tty", exec_opts.tty,
                      "Run it on a terminal that follows this one (with -i: an interactive shell, `-it -- bash`)");
+  ag::cli::AllocOptions alloc_opts;
+  auto* alloc_cmd = app.add_subcommand(
+      "alloc", "Hold a gang's resources with no command; run commands in its tasks with `ag exec`");
+  alloc_cmd->add_option("--num-workers,-n", alloc_opts.num_workers, "Tasks in the gang")->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  alloc_cmd->add_option("--num-cpus", alloc_opts.num_cpus, "CPUs per task (default 1)")->check(CLI::Range(0.0, 1024.0));
+  alloc_cmd->add_option("--num-gpus", alloc_opts.num_gpus, "GPUs per task (default 0)")->check(CLI::Range(0, 64));
+  alloc_cmd->add_option("--memory", alloc_opts.memory_gb, "Memory per task, GiB (or 512M, 4G)")
+      ->transform(ag::cli::size_flag(int64_t{1} << 30, "GiB", 0, 1e6));
+  alloc_cmd->add_option("--time", alloc_opts.time_s, "How long it may be held before it ends (2h; default: until released)")
+      ->transform(ag::cli::duration_flag(1, 90 * 24 * 3600));
+  alloc_cmd->add_option("--placement", alloc_opts.placement, "pack (fewest nodes) or spread")->capture_default_str()
+      ->check(CLI::IsMember({"pack", "spread"}));
+  alloc_cmd->add_option("--name", alloc_opts.name, "Its name")->capture_default_str();
+  alloc_cmd->add_option("--queue", alloc_opts.queue, "The queue it waits in");
+  alloc_cmd->add_option("--image", alloc_opts.image, "Container image its tasks hold (ag exec runs in it)");
+  alloc_cmd->add_option("--constraint", alloc_opts.constraints, "Only nodes with this label KEY=VALUE (repeatable)");
+  std::string release_job;
+  auto* release_alloc_cmd = app.add_subcommand("release-alloc", "End an allocation: its tasks stop, its resources are free");
+  release_alloc_cmd->add_option("job_id", release_job, "The allocation's job id")->required();
   std::string stack_job;
   int stack_task = 0;
   auto* stack_cmd = app.add_subcommand(
@@ -518,6 +538,8 @@ int run(int argc, char** argv) {
     return ag::cli::exec(conn, exec_opts);
   }
   if (*pf_cmd) return ag::cli::port_forward(conn, pf_job, pf_task, pf_ports);
+  if (*alloc_cmd) return ag::cli::alloc(conn, alloc_opts);
+  if (*release_alloc_cmd) return ag::cli::release_alloc(conn, release_job);
   if (*stack_cmd) {
     return ag::cli::stack(conn, stack_job, stack_task_opt->count() ? std::optional<int>(stack_task) : std::nullopt);
   }

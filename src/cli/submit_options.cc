@@ -95,6 +95,10 @@ CLI::App* add_submit_command(CLI::App& app, SubmitOptions& options) {
                          "(2026-12-01T20:00:00, or 20:00 for the next one)");
   command->add_flag("--all-ranks", options.all_ranks, "Stream every task's output, each line prefixed [rank N] (default: task 0's)");
   command->add_flag("--no-wait", options.no_wait, "Print the job id and return at once");
+  command->add_flag("-i,--stdin", options.interactive_stdin,
+                    "Run task 0's command on this input once the gang is placed (with -t: on this terminal, "
+                    "`ag submit -it -n 2 -- bash`); leaving it ends the job");
+  command->add_flag("-t,--tty", options.interactive_tty, "With -i: task 0's command runs on a terminal that follows this one");
   command->add_option("command", options.command, "The command each task runs (after --)");
   return command;
 }
@@ -113,6 +117,12 @@ std::optional<Error> check_submit_usage(const SubmitOptions& options) {
   }
   if (options.working_dir.empty() && !options.excludes.empty()) {
     return invalid_argument("--exclude only applies with --working-dir");
+  }
+  if (options.interactive_stdin || options.interactive_tty) {
+    if (options.no_wait || options.all_ranks) {
+      return invalid_argument("-i/-t attach this terminal to task 0 until the command ends; drop --no-wait and --all-ranks");
+    }
+    if (!options.array.empty()) return invalid_argument("-i/-t run one job interactively, not an --array");
   }
   return std::nullopt;
 }
@@ -241,6 +251,7 @@ Result<api::JobSpec> spec_from_submit_options(const SubmitOptions& options, int6
   spec.timeout_s = options.timeout_s;
   spec.timeout_per_attempt = options.timeout_per_attempt;
   spec.hang_timeout_s = options.hang_timeout_s;
+  spec.interactive = options.interactive_stdin || options.interactive_tty;
   spec.fail_on_hang = options.on_hang == "fail";
   spec.gpu_isolation = options.gpu_isolation;
   spec.allow_unschedulable = options.allow_unschedulable;

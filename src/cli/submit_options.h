@@ -54,6 +54,10 @@ struct SubmitOptions {
   std::string queue;        // --queue NAME
   bool no_preempt = false;  // --no-preempt
   bool no_wait = false;
+  // -i / -t: an interactive job (api::JobSpec::interactive): task 0's command runs on
+  // this input (and terminal) once the gang is placed.
+  bool interactive_stdin = false;
+  bool interactive_tty = false;
   bool all_ranks = false;  // stream every task's output, each line prefixed "[rank N]"
   std::vector<std::string> command;
 };

@@ -159,7 +159,11 @@ def test_tasks_run_as_the_task_user_and_cannot_read_what_the_worker_keeps(cluste
     assert f"uid {nobody.pw_uid}" in out, out
     assert "READ" not in out, out
     assert out.count("DENIED") == len(secrets), out
-    assert "fds [0, 1, 2] " in out, out
+    # Nothing of the worker's: stdio, and the file this Python process opened itself for
+    # `ag stack` (in its task's own folder under the worker's stacks/).
+    fds = out.split("fds ", 1)[1].split("\n", 1)[0]
+    assert fds.startswith("[0, 1, 2, 3] "), out
+    assert f"/stacks/{job_id}.0.0/" in fds.split("3: ")[1], out
     assert f"home {nobody.pw_dir} user nobody" in out, out
 
 

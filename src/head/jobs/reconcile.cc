@@ -36,7 +36,7 @@ api::Launch launch_message(const Job& job, const api::TaskKey& key, int64_t pree
   placement.visible_gpu_ids = api::visible_gpus(gpus_by_local_rank, placement.local_rank, job.spec.gpu_isolation);
   api::Launch launch;
   launch.task = key;
-  launch.entrypoint = job.spec.entrypoint;
+  launch.entrypoint = api::task_entrypoint(job.spec, task.index);
   launch.env = api::head_task_environment(placement);
   launch.env_vars = job.spec.runtime_env.env_vars;
   launch.gpu_ids = task.gpu_ids;
