@@ -334,3 +334,56 @@ def test_plain_http_is_served_on_the_heads_own_machine_and_refused_from_others(h
     assert elsewhere.stdout.endswith(" 400") and "plain HTTP only from its own machine" in elsewhere.stdout, elsewhere
     printed = re.search(r"Sign in on this machine \(as admin\): http://(\S+?):8265/\?token=", c.start_output)
     assert printed and printed.group(1) == c.head.ip, c.start_output
+
+
+# Each rank answers HTTP on 127.0.0.1 of its own host, then waits in a named function.
+_DEBUGGEE = """
+import http.server, os, socket, threading, time
+class Answer(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = f"rank {os.environ['RANK']} on {socket.gethostname()}".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+server = http.server.HTTPServer(("127.0.0.1", PORT), Answer)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+def wait_for_a_debugger():
+    print("serving on", socket.gethostname(), flush=True)
+    time.sleep(600)
+wait_for_a_debugger()
+"""
+
+
+def test_exec_stack_and_port_forward_reach_ranks_on_other_hosts(host_cluster):
+    c = host_cluster()
+    port = 18731
+    job_id = c.submit("-n", 2, "--placement", "spread", "--", PYTHON, "-c", _DEBUGGEE.replace("PORT", str(port)))
+    wait_until(lambda: c.logs(job_id).count("serving on") == 2, 60, message="both ranks to serve")
+    hosts = {int(line.split("]")[0].split()[-1]): line.split("serving on ")[1].strip()
+             for line in c.logs(job_id).splitlines() if "serving on" in line}
+    assert hosts[0] != hosts[1], hosts
+    # A command beside rank 1 runs on rank 1's host, from the client's.
+    out = c.client.ag("exec", job_id, "--task-index", "1", "--", "sh", "-c", 'echo "$RANK $(hostname)"').stdout
+    assert out.strip() == f"1 {hosts[1]}", out
+    # Every rank's stacks, from the client.
+    stacks = c.client.ag("stack", job_id).stdout
+    assert stacks.count("in wait_for_a_debugger") == 2, stacks
+    # A port on rank 1's host, on the client's loopback.
+    forward = subprocess.Popen(c.client.command(["ag", "port-forward", job_id, "--task-index", "1", f"0:{port}"]),
+                               env=c.client.environment(None), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        line = forward.stdout.readline()
+        assert line.startswith("Forwarding http://127.0.0.1:"), (line, forward.stderr.read()
+                                                                  if forward.poll() is not None else "")
+        local = int(line.split("http://127.0.0.1:")[1].split()[0])
+        fetch = (f"import urllib.request; "
+                 f"print(urllib.request.urlopen('http://127.0.0.1:{local}/', timeout=20).read().decode())")
+        assert c.client.run([PYTHON, "-c", fetch]).stdout.strip() == f"rank 1 on {hosts[1]}"
+    finally:
+        forward.terminate()
+        forward.wait(20)
+    c.client.ag("stop-job", job_id)
