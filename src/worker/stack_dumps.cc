@@ -70,6 +70,7 @@ constexpr int kPollMs = 25;
 
 struct ProcessInfo {
   int pid = 0;
+  int own_pid = 0;  // its number in its own pid namespace (a container's), the file's name
   int ppid = 0;
   char state = '?';
   uid_t uid = 0;
@@ -80,6 +81,7 @@ struct ProcessInfo {
 ProcessInfo read_process(int pid, int signal) {
   ProcessInfo p;
   p.pid = pid;
+  p.own_pid = pid;
   const std::string proc = "/proc/" + std::to_string(pid);
   std::ifstream status(proc + "/status");
   for (std::string line; std::getline(status, line);) {
@@ -89,6 +91,9 @@ ProcessInfo read_process(int pid, int signal) {
     if (key == "State:") fields >> p.state;
     if (key == "PPid:") fields >> p.ppid;
     if (key == "Uid:") fields >> p.uid;
+    if (key == "NSpid:") {
+      for (int n; fields >> n;) p.own_pid = n;  // the innermost
+    }
     if (key == "SigCgt:") {
       std::string mask;
       fields >> mask;
@@ -171,7 +176,7 @@ class Take : public std::enable_shared_from_this<Take> {
  private:
   // The process's stack file: a plain file of its own user's, never a link.
   static int open_stack_file(const std::string& dir, const ProcessInfo& process, std::string* note) {
-    const std::string path = dir + "/" + std::to_string(process.pid) + ".stack";
+    const std::string path = dir + "/" + std::to_string(process.own_pid) + ".stack";
     const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     struct stat st {};
     if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != process.uid) {
@@ -272,8 +277,7 @@ std::string StackDumps::task_dir(const api::TaskKey& task) const {
          std::to_string(task.task_index);
 }
 
-Status StackDumps::arm(const api::TaskKey& task, const std::optional<TaskUser>& user,
-                       std::map<std::string, std::string>& env) {
+Result<std::string> StackDumps::make_task_dir(const api::TaskKey& task, const std::optional<TaskUser>& user) {
   const std::string dir = task_dir(task);
   std::error_code ec;
   fs::remove_all(dir, ec);  // a relaunch starts clean
@@ -281,12 +285,32 @@ Status StackDumps::arm(const api::TaskKey& task, const std::optional<TaskUser>& 
   if (user && ::chown(dir.c_str(), user->uid, user->gid) != 0) {
     return internal_error("cannot give " + dir + " to " + user->name + ": " + std::strerror(errno));
   }
+  return dir;
+}
+
+void StackDumps::name_in_env(std::map<std::string, std::string>& env, const std::string& dir, const std::string& hook) {
   env["AG_STACK_DIR"] = dir;
   env["AG_STACK_SIGNAL"] = std::to_string(signal_number());
   auto path = env.find("PYTHONPATH");
-  const std::string hook = data_dir_ + "/python-hook";
   // Last: the task's own entries keep their places (and a sitecustomize of its own wins).
   env["PYTHONPATH"] = (path != env.end() && !path->second.empty() ? path->second + ":" : "") + hook;
+}
+
+Status StackDumps::arm(const api::TaskKey& task, const std::optional<TaskUser>& user,
+                       std::map<std::string, std::string>& env) {
+  auto dir = make_task_dir(task, user);
+  if (!dir.ok()) return dir.error();
+  name_in_env(env, dir.value(), data_dir_ + "/python-hook");
+  return {};
+}
+
+Status StackDumps::arm_container(const api::TaskKey& task, const std::optional<TaskUser>& user,
+                                 std::map<std::string, std::string>& env, std::vector<api::Mount>& mounts) {
+  auto dir = make_task_dir(task, user);
+  if (!dir.ok()) return dir.error();
+  mounts.push_back({data_dir_ + "/python-hook", kContainerHook, true});
+  mounts.push_back({dir.value(), kContainerStacks, false});
+  name_in_env(env, kContainerStacks, kContainerHook);
   return {};
 }
 

@@ -9,7 +9,8 @@
 // /proc/PID/status: a process that is not armed is never sent it, as it would end it),
 // waits until each file stops growing, and answers what each wrote. A task without an
 // armed process is answered with its process tree. Files are opened without following
-// links and must belong to the process's user. Io thread only.
+// links and must belong to the process's user. A container task's processes write
+// under their own pid numbers (NSpid). Io thread only.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "api/container_spec.h"
 #include "api/protocol.h"
 #include "common/result.h"
 #include "worker/task_user.h"
@@ -43,6 +45,12 @@ class StackDumps {
   // Makes the task's folder for its stacks (its user's) and adds what arms its Python
   // processes to `env`: AG_STACK_DIR, AG_STACK_SIGNAL, the hook last on PYTHONPATH.
   Status arm(const api::TaskKey& task, const std::optional<TaskUser>& user, std::map<std::string, std::string>& env);
+  // The same for a container task: the hook and the folder are mounted into the
+  // container (kContainerHook, kContainerStacks) and `env` names them there.
+  Status arm_container(const api::TaskKey& task, const std::optional<TaskUser>& user,
+                       std::map<std::string, std::string>& env, std::vector<api::Mount>& mounts);
+  static constexpr const char* kContainerHook = "/run/aethergrid/python-hook";
+  static constexpr const char* kContainerStacks = "/run/aethergrid/stacks";
   // Removes the task's folder.
   void forget(const api::TaskKey& task);
 
@@ -52,6 +60,9 @@ class StackDumps {
  private:
   StackDumps(boost::asio::io_context& io, std::string data_dir) : io_(io), data_dir_(std::move(data_dir)) {}
   std::string task_dir(const api::TaskKey& task) const;
+  // The task's folder, made afresh and given to its user.
+  Result<std::string> make_task_dir(const api::TaskKey& task, const std::optional<TaskUser>& user);
+  static void name_in_env(std::map<std::string, std::string>& env, const std::string& dir, const std::string& hook);
 
   boost::asio::io_context& io_;
   std::string data_dir_;

@@ -516,7 +516,14 @@ Result<std::vector<std::string>> TaskRunner::container_argv(const Task& task, co
     env_text += name + "=" + value + "\n";
     return {};
   };
-  for (const auto& [name, value] : c.env) {
+  std::map<std::string, std::string> env = c.env;
+  std::vector<api::Mount> mounts = c.mounts;
+  if (stack_dumps_) {
+    if (Status s = stack_dumps_->arm_container(spec.id, task.account, env, mounts); !s) {
+      spdlog::warn("task {}: `ag stack` will not see its Python processes: {}", spec.id.to_string(), s.error().message);
+    }
+  }
+  for (const auto& [name, value] : env) {
     if (Status s = add(name, value); !s) return s.error();
   }
   if (Status s = add("AG_TASK_MARKER", task.marker); !s) return s.error();
@@ -537,7 +544,7 @@ Result<std::vector<std::string>> TaskRunner::container_argv(const Task& task, co
   run.entrypoint = spec.entrypoint;
   run.working_dir = spec.working_dir;
   run.env_file = env_file;
-  run.mounts = c.mounts;
+  run.mounts = std::move(mounts);
   run.cgroup_parent = task.cgroup_parent;
   if (run.cgroup_parent.empty()) {
     run.memory_bytes = spec.limits.memory_bytes;
@@ -599,7 +606,9 @@ Result<TaskLauncher::ExecTarget> TaskRunner::exec_target(const api::TaskKey& id)
   if (it == tasks_.end() || it->second->finished) return not_found("task " + id.to_string() + " does not run on this node");
   const Task& task = *it->second;
   ExecTarget target{task.pid, {}, task.container, task.engine_path, {}};
-  target.processes = task.cgroup.empty() ? find_marked_processes(task.marker) : cgroup_pids(task.cgroup);
+  // A container's processes are in its engine's groups, below the task's: by marker.
+  target.processes = task.cgroup.empty() || !task.container.empty() ? find_marked_processes(task.marker)
+                                                                     : cgroup_pids(task.cgroup);
   if (!task.container.empty()) return target;  // the container is in the task's groups already
   if (!task.cgroup.empty()) target.cgroups.push_back(task.cgroup);
   for (const auto& group : task.limit_cgroups) target.cgroups.push_back(group);

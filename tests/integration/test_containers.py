@@ -434,3 +434,32 @@ def test_a_container_and_its_log_survive_a_head_restart(ccluster, python_image):
     assert job["state"] == "SUCCEEDED" and len(job["attempts"]) == 1, job
     assert ccluster.ag("logs", job_id).stdout == "".join(f"line {i}\n" for i in range(1, 6))
     no_containers_left(job_id)
+
+
+def test_exec_and_stack_reach_a_container_task(ccluster, python_image):
+    script = ("import time\n"
+              "def wait_in_container():\n"
+              "    print('container up', flush=True)\n"
+              "    time.sleep(300)\n"
+              "wait_in_container()\n")
+    job_id, _ = ccluster.submit("--no-wait", "--image", python_image, "--env", "GREETING=hi", "--",
+                                "python3", "-c", script)
+    wait_until(lambda: "container up" in ccluster.ag("logs", job_id).stdout, 60, message="the container to run")
+    # A command in the container: its filesystem and the task's environment.
+    out = ccluster.ag("exec", job_id, "--", "sh", "-c", 'echo "$GREETING $RANK"; ls /run/aethergrid').stdout
+    assert out.splitlines()[0] == "hi 0", out
+    # Its Python stacks, through the hook mounted into it.
+    stacks = ccluster.ag("stack", job_id).stdout
+    assert "in wait_in_container" in stacks, stacks
+    # A terminal in the container.
+    from test_exec import Terminal
+    term = Terminal(ccluster.env, ["exec", "-it", job_id, "--", "sh", "-c", "stty size; tty"])
+    try:
+        term.read_until(b"40 100")
+        term.read_until(b"/dev/pts/")
+        assert term.wait(30) == 0
+    finally:
+        term.close()
+    ccluster.ag("stop-job", job_id)
+    ccluster.wait_state(job_id, ("STOPPED",))
+    no_containers_left(job_id)
