@@ -16,7 +16,7 @@ JOB_KEYS = ("entrypoint", "runtime_env", "num_workers", "task_options", "job_nam
             "max_retries", "timeout", "labels", "placement", "submission_id", "timeout_per_attempt",
             "allow_unschedulable", "retry_delay", "retry_on", "constraints", "priority",
             "after", "after_any", "after_failed", "hold", "begin", "exclusive", "queue", "no_preempt",
-            "hang_timeout", "on_hang")
+            "hang_timeout", "on_hang", "hold_on_failure")
 
 
 class Client:
@@ -143,7 +143,8 @@ class Client:
                    submission_id=None, timeout_per_attempt=False, allow_unschedulable=False,
                    retry_delay=None, retry_on=None, constraints=None, priority=None,
                    after=None, after_any=None, after_failed=None, hold=False, begin=None,
-                   exclusive=False, queue=None, no_preempt=False, hang_timeout=None, on_hang=None):
+                   exclusive=False, queue=None, no_preempt=False, hang_timeout=None, on_hang=None,
+                   hold_on_failure=None):
         """Submits one job and returns its Job at once (it runs in the background).
 
         entrypoint: the command each of the `num_workers` tasks runs (through a shell).
@@ -159,6 +160,8 @@ class Client:
         which a job whose ranks write no output and use under 1% of a CPU is hung: the hang
         and every rank's stacks go into its events, and with on_hang="fail" its attempt
         ends (retried if max_retries allows); default: the head's --hang-timeout, if any.
+        hold_on_failure: seconds a failed attempt's still-running tasks are kept before the
+        gang is torn down or retried, to look inside with job.exec().
         priority: placed before pending jobs of lower priority: "low", "normal" (default),
         "high", "urgent", or a whole number from -1000 to 1000; ties in submit order.
         after / after_any / after_failed: jobs (Job objects or ids, one or a list) it starts
@@ -200,7 +203,8 @@ class Client:
                           retry_delay=retry_delay, retry_on=retry_on, constraints=constraints,
                           priority=priority, after=after, after_any=after_any,
                           after_failed=after_failed, hold=hold, begin=begin, exclusive=exclusive,
-                          queue=queue, no_preempt=no_preempt, hang_timeout=hang_timeout, on_hang=on_hang)
+                          queue=queue, no_preempt=no_preempt, hang_timeout=hang_timeout, on_hang=on_hang,
+                          hold_on_failure=hold_on_failure)
         answer = self._transport.request("POST", "/api/jobs", body=spec, retry=True).json()
         return Job(self, answer["job_id"])
 
@@ -273,7 +277,8 @@ class Client:
               submission_id=None, timeout_per_attempt=False, allow_unschedulable=False,
               retry_delay=None, retry_on=None, constraints=None, priority=None,
               after=None, after_any=None, after_failed=None, hold=False, begin=None,
-              exclusive=False, queue=None, no_preempt=False, hang_timeout=None, on_hang=None):
+              exclusive=False, queue=None, no_preempt=False, hang_timeout=None, on_hang=None,
+              hold_on_failure=None):
         """The JSON job spec to send, with working_dir uploaded."""
         spec = {"entrypoint": entrypoint, "num_workers": num_workers, "max_retries": max_retries,
                 "placement": placement, "submission_id": submission_id or uuid.uuid4().hex}
@@ -289,6 +294,8 @@ class Client:
             spec["hang_timeout"] = hang_timeout
         if on_hang is not None:
             spec["on_hang"] = on_hang
+        if hold_on_failure is not None:
+            spec["hold_on_failure"] = hold_on_failure
         if allow_unschedulable:
             spec["allow_unschedulable"] = True
         if retry_delay is not None:

@@ -500,7 +500,7 @@ Result<JobSpec> parse_job_spec(const json& body) {
   }
   static const std::set<std::string> kKnown = {
       "entrypoint", "num_workers", "task_options", "runtime_env", "job_name", "labels",
-      "max_retries", "timeout", "timeout_per_attempt", "hang_timeout", "on_hang", "allocation", "interactive",
+      "max_retries", "timeout", "timeout_per_attempt", "hang_timeout", "on_hang", "allocation", "interactive", "hold_on_failure",
       "placement", "submission_id", "priority",
       "allow_unschedulable", "retry_delay", "retry_on", "constraints", "after", "after_any", "after_failed", "hold",
       "begin_ms", "array", "exclusive", "queue", "no_preempt"};
@@ -628,6 +628,11 @@ Result<JobSpec> parse_job_spec(const json& body) {
     if (auto err = read_number(body["hang_timeout"], "hang_timeout", 1, kMaxTimeoutSeconds, &t)) return *err;
     spec.hang_timeout_s = t;
   }
+  if (body.contains("hold_on_failure") && !body["hold_on_failure"].is_null()) {
+    double t = 0;
+    if (auto err = read_number(body["hold_on_failure"], "hold_on_failure", 1, kMaxHoldOnFailureSeconds, &t)) return *err;
+    spec.hold_on_failure_s = t;
+  }
   if (body.contains("on_hang") && !body["on_hang"].is_null()) {
     std::string text;
     if (auto err = read_string(body["on_hang"], "on_hang", 16, &text)) return *err;
@@ -695,6 +700,7 @@ json to_json(const JobSpec& spec) {
   if (spec.timeout_per_attempt) j["timeout_per_attempt"] = true;
   if (spec.hang_timeout_s) j["hang_timeout"] = *spec.hang_timeout_s;
   if (spec.fail_on_hang) j["on_hang"] = "fail";
+  if (spec.hold_on_failure_s) j["hold_on_failure"] = *spec.hold_on_failure_s;
   if (spec.allocation) j["allocation"] = true;
   if (spec.interactive) j["interactive"] = true;
   j["placement"] = to_string(spec.placement);

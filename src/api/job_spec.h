@@ -47,6 +47,7 @@ inline constexpr size_t kMaxExcludeBytes = 1024;
 inline constexpr size_t kMaxPathBytes = 4096;       // runtime_env.python and other paths
 inline constexpr size_t kMaxArraySpecBytes = 4096;  // "0-9999%16", "1,3,5-9"
 inline constexpr double kMaxTimeoutSeconds = 90.0 * 24 * 3600;
+inline constexpr double kMaxHoldOnFailureSeconds = 7.0 * 24 * 3600;
 // What an allocation's tasks, and task 0 of an interactive job, run: nothing, until
 // they are stopped.
 inline constexpr const char* kHoldingEntrypoint = "exec sleep infinity";
@@ -155,7 +156,10 @@ struct JobSpec {
   // `ag submit -it`: task 0 holds its place like an allocation's task, and the client
   // runs the command there on its terminal (`ag exec -it`); the other tasks run it as usual.
   bool interactive = false;
-  bool fail_on_hang = false;  // on_hang "fail": end the attempt (a retry if allowed), not only report it
+  bool fail_on_hang = false;
+  // A failed attempt's tasks still running are kept this long before the gang is torn
+  // down (or retried), so that a user can `ag exec` into them.
+  std::optional<double> hold_on_failure_s;  // on_hang "fail": end the attempt (a retry if allowed), not only report it
   Placement placement = Placement::kPack;
   std::string submission_id;  // client-chosen idempotency key, optional
   // Node labels every node of the job must have (key -> value).

@@ -70,6 +70,10 @@ CLI::App* add_submit_command(CLI::App& app, SubmitOptions& options) {
                       "What a hang does: stacks (record it and every rank's stacks, the default) or fail (that, "
                       "then end the attempt; retried if --max-retries allows)")
       ->check(CLI::IsMember({"stacks", "fail"}));
+  command->add_option("--hold-on-failure", options.hold_on_failure_s,
+                      "When a task fails, keep the gang's other tasks running this long (30m) before it is torn "
+                      "down or retried, to look inside with `ag exec`")
+      ->transform(duration_flag(1, api::kMaxHoldOnFailureSeconds));
   command->add_option("--constraint", options.constraints,
                          "Run only on nodes with this label KEY=VALUE (repeatable; see ag start-worker --label)");
   command->add_flag("--allow-unschedulable", options.allow_unschedulable,
@@ -253,6 +257,7 @@ Result<api::JobSpec> spec_from_submit_options(const SubmitOptions& options, int6
   spec.hang_timeout_s = options.hang_timeout_s;
   spec.interactive = options.interactive_stdin || options.interactive_tty;
   spec.fail_on_hang = options.on_hang == "fail";
+  spec.hold_on_failure_s = options.hold_on_failure_s;
   spec.gpu_isolation = options.gpu_isolation;
   spec.allow_unschedulable = options.allow_unschedulable;
   for (const auto& kv : options.constraints) {

@@ -125,3 +125,26 @@ def test_submit_i_pipes_input_to_task_0_and_bad_combinations_are_refused(cluster
                         (["-i", "--all-ranks"], "drop --no-wait and --all-ranks")):
         bad = c.ag("submit", *flags, "--", "bash", check=False)
         assert bad.returncode == 2 and said in bad.stderr, (flags, bad.stderr)
+
+
+def test_hold_on_failure_keeps_the_other_ranks_for_a_look_then_ends_the_job(cluster):
+    c = cluster
+    job_id, _ = c.submit("--no-wait", "-n", "2", "--hold-on-failure", "6s", "--",
+                         'if [ "$RANK" = 1 ]; then sleep 1; exit 3; fi; echo rank-0-up; sleep 300')
+    wait_until(lambda: c.job(job_id)["attempts"] and c.job(job_id)["attempts"][-1]["tasks"][1]["state"] == "FAILED",
+               30, message="rank 1 to fail")
+    job = c.job(job_id)
+    assert job["state"] == "RUNNING", job
+    assert "its running tasks (0) are kept until " in job["message"], job["message"]
+    assert "kept until" in c.ag("status", job_id).stdout
+    # A look inside the rank still running; the failed one is said to be over.
+    assert c.ag("exec", job_id, "--task-index", "0", "--", "sh", "-c", "echo $RANK").stdout.strip() == "0"
+    gone = c.ag("exec", job_id, "--task-index", "1", "--", "true", check=False)
+    assert gone.returncode != 0 and "is FAILED, not running" in gone.stderr, gone.stderr
+    # Then the gang is torn down, and the job fails for the first failure.
+    job = c.wait_state(job_id, ["FAILED"], timeout=30)
+    assert job["message"] == "task 1 exited with code 3", job["message"]
+    events = [e["message"] for e in c.api("GET", f"/api/jobs/{job_id}/events")[1]["events"]]
+    assert any("the hold of attempt 0 is over; stopping its 1 running task(s)" in e for e in events), events
+    bad = c.ag("submit", "--hold-on-failure", "forever", "--", "true", check=False)
+    assert bad.returncode == 2 and "--hold-on-failure" in bad.stderr, bad.stderr

@@ -63,6 +63,9 @@ struct AttemptRecord {
   // Stopped to make room for a higher-priority job: the job is requeued, and the
   // attempt does not count against its retries.
   bool preempted = false;
+  // A failed attempt whose live tasks are kept for a look (hold_on_failure) until this
+  // wall time; 0 when not held.
+  int64_t held_until_ms = 0;
 
   bool all_terminal() const;
   bool finished() const { return finished_ms != 0; }

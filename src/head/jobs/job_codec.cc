@@ -47,7 +47,7 @@ json attempt_to_json(const AttemptRecord& a) {
           {"failed_task_index", a.failed_task >= 0 ? json(a.failed_task) : json(nullptr)},
           {"last_lines", a.failure_tail ? json(*a.failure_tail) : json(nullptr)},
           {"failure_exit_code", optional_int(a.failure_exit_code)}, {"failure_node_lost", a.failure_node_lost},
-          {"preempted", a.preempted}, {"tasks", tasks}};
+          {"preempted", a.preempted}, {"held_until_ms", a.held_until_ms}, {"tasks", tasks}};
 }
 
 AttemptRecord attempt_from_json(const json& j) {
@@ -69,6 +69,7 @@ AttemptRecord attempt_from_json(const json& j) {
   }
   a.failure_node_lost = j.value("failure_node_lost", false);
   a.preempted = j.value("preempted", false);
+  a.held_until_ms = j.value("held_until_ms", int64_t{0});
   for (const auto& t : j.at("tasks")) a.tasks.push_back(task_from_json(t));
   return a;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstring>
+#include <ctime>
 #include <iomanip>
 #include <sstream>
 
@@ -144,6 +145,32 @@ void maybe_finish_attempt(Job& job, int64_t now_ms, Effects& fx) {
   fx.events.push_back("job FAILED: " + job.message);
 }
 
+// "14:05:09 UTC" for a wall time in ms.
+std::string utc_time(int64_t ms) {
+  const time_t seconds = static_cast<time_t>(ms / 1000);
+  struct tm t {};
+  gmtime_r(&seconds, &t);
+  char text[32];
+  std::strftime(text, sizeof text, "%H:%M:%S UTC", &t);
+  return text;
+}
+
+// The failed attempt's live tasks stay (hold_on_failure) until its deadline: said in an
+// event and in the job's message, with how to look and how to end it sooner.
+void hold_for_a_look(Job& job, AttemptRecord& attempt, int64_t now_ms, Effects& fx) {
+  attempt.held_until_ms = now_ms + static_cast<int64_t>(*job.spec.hold_on_failure_s * 1000);
+  std::string live;
+  for (const auto& task : attempt.tasks) {
+    if (!task.terminal()) live += (live.empty() ? "" : ", ") + std::to_string(task.index);
+  }
+  const std::string until = utc_time(attempt.held_until_ms);
+  job.message = "attempt " + std::to_string(attempt.number) + " failed (" + attempt.failure_reason +
+                "); its running tasks (" + live + ") are kept until " + until + " for a look: ag exec " + job.id +
+                " --task-index N -- CMD; ag stop-job " + job.id + " ends them now";
+  fx.events.push_back("attempt " + std::to_string(attempt.number) + " failed; holding its running tasks (" + live +
+                      ") until " + until + " (hold_on_failure " + format_seconds(*job.spec.hold_on_failure_s) + ")");
+}
+
 // Marks `task` failed for `reason` and tears the rest of the gang down.
 void fail_task(Job& job, AttemptRecord& attempt, TaskRecord& task, const std::string& reason,
                const FailureCause& cause, int64_t now_ms, Effects& fx) {
@@ -159,10 +186,14 @@ void fail_task(Job& job, AttemptRecord& attempt, TaskRecord& task, const std::st
     attempt.failed_task = task.index;
     attempt.failure_exit_code = cause.exit_code;
     attempt.failure_node_lost = cause.node_lost;
-    kill_live_tasks(job.id, attempt, task.index, fx);
-    if (!fx.kill.empty()) {
-      fx.events.push_back("stopping the other " + std::to_string(fx.kill.size()) +
-                          " task(s) of attempt " + std::to_string(attempt.number));
+    if (job.spec.hold_on_failure_s && !attempt.all_terminal()) {
+      hold_for_a_look(job, attempt, now_ms, fx);
+    } else {
+      kill_live_tasks(job.id, attempt, task.index, fx);
+      if (!fx.kill.empty()) {
+        fx.events.push_back("stopping the other " + std::to_string(fx.kill.size()) +
+                            " task(s) of attempt " + std::to_string(attempt.number));
+      }
     }
   }
   maybe_finish_attempt(job, now_ms, fx);
@@ -396,7 +427,32 @@ std::optional<Deadline> timeout_deadline(const Job& job) {
   return Deadline{attempt->started_ms + timeout_ms, attempt->number};
 }
 
+std::optional<Deadline> hold_deadline(const Job& job) {
+  const AttemptRecord* attempt = job.current_attempt();
+  if (job.terminal() || !attempt || attempt->finished() || attempt->held_until_ms == 0) return std::nullopt;
+  return Deadline{attempt->held_until_ms, attempt->number, true};
+}
+
+std::optional<Deadline> next_deadline(const Job& job) {
+  auto timeout = timeout_deadline(job);
+  auto hold = hold_deadline(job);
+  if (!timeout || !hold) return timeout ? timeout : hold;
+  return hold->at_ms <= timeout->at_ms ? hold : timeout;
+}
+
 Effects on_deadline(Job& job, const Deadline& deadline, int64_t now_ms) {
+  if (deadline.hold) {
+    if (hold_deadline(job) != deadline) return {};
+    AttemptRecord& attempt = *job.current_attempt();
+    Effects fx;
+    fx.changed = true;
+    attempt.held_until_ms = 0;
+    kill_live_tasks(job.id, attempt, -1, fx);
+    fx.events.push_back("the hold of attempt " + std::to_string(attempt.number) + " is over; stopping its " +
+                        std::to_string(fx.kill.size()) + " running task(s)");
+    maybe_finish_attempt(job, now_ms, fx);
+    return fx;
+  }
   if (timeout_deadline(job) != deadline) return {};
   return on_timed_out(job, now_ms);
 }

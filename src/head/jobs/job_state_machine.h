@@ -81,6 +81,7 @@ Effects on_timed_out(Job& job, int64_t now_ms);
 struct Deadline {
   int64_t at_ms = 0;           // wall time
   std::optional<int> attempt;  // set for a per-attempt deadline
+  bool hold = false;           // the end of a failed attempt's hold (hold_on_failure), not a timeout
   bool operator==(const Deadline&) const = default;
 };
 
@@ -88,8 +89,13 @@ struct Deadline {
 // timed out or stopping, or between attempts of a per-attempt timeout).
 std::optional<Deadline> timeout_deadline(const Job& job);
 
-// `deadline` passed: on_timed_out, or no effects when it no longer applies (the job
-// finished, or it was an earlier attempt's).
+// When a failed attempt's hold ends (its live tasks are then stopped), or nothing.
+std::optional<Deadline> hold_deadline(const Job& job);
+// The earlier of the two: what the job's one timer waits for.
+std::optional<Deadline> next_deadline(const Job& job);
+
+// `deadline` passed: on_timed_out, or the hold's end, or no effects when it no longer
+// applies (the job finished, or it was an earlier attempt's).
 Effects on_deadline(Job& job, const Deadline& deadline, int64_t now_ms);
 
 // A scheduling pass left the job PENDING for `reason`. The reason shown is always the

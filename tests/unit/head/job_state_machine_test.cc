@@ -133,6 +133,50 @@ TEST(GangFailureTest, OneFailedTaskKillsEveryOtherLiveTask) {
   EXPECT_EQ(job.attempts[0].tasks[1].state, TaskState::kFailed);
 }
 
+TEST(HoldOnFailureTest, AFailedAttemptKeepsItsLiveTasksUntilTheHoldEndsThenRetries) {
+  Job job = make_job(3, 1);
+  job.spec.hold_on_failure_s = 60;
+  place_and_start(job);
+
+  const Effects failed = on_task_exited(job, 0, 1, exit_code(1), 5'000);
+
+  EXPECT_THAT(failed.kill, IsEmpty()) << "the others are kept for a look";
+  EXPECT_EQ(job.state, JobState::kRunning);
+  EXPECT_EQ(job.attempts[0].held_until_ms, 65'000);
+  EXPECT_THAT(job.message, HasSubstr("its running tasks (0, 2) are kept until 00:01:05 UTC for a look: ag exec"));
+  EXPECT_TRUE(has_event_containing(failed, "holding its running tasks (0, 2) until 00:01:05 UTC"));
+  const auto deadline = next_deadline(job);
+  ASSERT_TRUE(deadline.has_value());
+  EXPECT_EQ(*deadline, (Deadline{65'000, 0, true}));
+
+  // A deadline of another kind or attempt changes nothing; the hold's own ends it.
+  EXPECT_FALSE(on_deadline(job, Deadline{65'000, 0, false}, 65'000).changed);
+  const Effects over = on_deadline(job, *deadline, 65'000);
+  EXPECT_THAT(indexes(over.kill), ElementsAre(0, 2));
+  EXPECT_TRUE(has_event_containing(over, "the hold of attempt 0 is over; stopping its 2 running task(s)"));
+  EXPECT_FALSE(next_deadline(job).has_value());
+  on_task_exited(job, 0, 0, killed_by(SIGTERM), 65'100);
+  const Effects last = on_task_exited(job, 0, 2, killed_by(SIGTERM), 65'200);
+  EXPECT_TRUE(last.requeue) << "retried as any failure is";
+  EXPECT_EQ(job.state, JobState::kPending);
+}
+
+TEST(HoldOnFailureTest, NothingIsHeldWhenNoTaskIsLeftAndAStopEndsAHold) {
+  Job single = make_job(1);
+  single.spec.hold_on_failure_s = 60;
+  place_and_start(single);
+  const Effects fx = on_task_exited(single, 0, 0, exit_code(2), 5'000);
+  EXPECT_TRUE(fx.finished);
+  EXPECT_EQ(single.attempts[0].held_until_ms, 0);
+
+  Job job = make_job(2);
+  job.spec.hold_on_failure_s = 60;
+  place_and_start(job);
+  on_task_exited(job, 0, 0, exit_code(1), 5'000);
+  const Effects stop = on_stop_requested(job, 6'000, "alice");
+  EXPECT_THAT(indexes(stop.kill), ElementsAre(1));
+}
+
 TEST(GangFailureTest, AlreadyFinishedTasksAreNotKilled) {
   Job job = make_job(3);
   place_and_start(job);
