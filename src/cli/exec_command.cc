@@ -5,7 +5,9 @@
 // follows this one (raw mode here, restored on any exit; the window's size and its
 // changes reach the remote side). --all-ranks runs it beside every task at once, each
 // line prefixed "[rank N]". The wire is api/exec_protocol.h.
+#include <fcntl.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -199,6 +201,12 @@ int exec(const ConnectionOptions& options, const ExecOptions& o) {
              "&term=" + net::url_encode(term ? term : "xterm");
   }
 
+  // Output piped to another program goes in pieces as large as the frames that carry it
+  // (a pipe holds 64 KiB by default: four wake-ups of the reader per frame).
+  for (int fd : {1, 2}) {
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode)) ::fcntl(fd, F_SETPIPE_SZ, static_cast<int>(api::kExecChunkBytes));
+  }
   // Shared with the input thread, which may outlive this call.
   auto io = std::make_shared<asio::io_context>();
   std::vector<std::unique_ptr<Remote>> remotes;

@@ -228,6 +228,8 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void read(asio::posix::stream_descriptor& pipe, ExecChannel channel, std::string& buffer, bool* open) {
+    boost::system::error_code ignored;
+    pipe.non_blocking(true, ignored);  // the read-ahead below must never wait
     if (buffer.size() != 1 + api::kExecChunkBytes) buffer.assign(1 + api::kExecChunkBytes, '\0');
     buffer[0] = static_cast<char>(channel);
     pipe.async_read_some(asio::buffer(buffer.data() + 1, api::kExecChunkBytes),
@@ -235,6 +237,14 @@ class Session : public std::enable_shared_from_this<Session> {
                            if (ec || self->head_gone_) {
                              *open = false;
                              return self->finish_if_done();
+                           }
+                           // What the command wrote meanwhile joins this frame (fewer,
+                           // fuller frames when output is fast; no wait when it is not).
+                           while (n < api::kExecChunkBytes) {
+                             const ssize_t more = ::read(pipe.native_handle(), buffer.data() + 1 + n,
+                                                         api::kExecChunkBytes - n);
+                             if (more <= 0) break;  // nothing more yet, or its end (the next read sees it)
+                             n += static_cast<size_t>(more);
                            }
                            // A copy of what was read: the buffer is read into again.
                            self->ws_->send(std::string(buffer.data(), 1 + n), true);

@@ -5,6 +5,7 @@
 
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
+#include <malloc.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -222,6 +223,10 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
   // looked after; once no agent has run for the node timeout, they end their tasks.
   std::ofstream(pid_file) << ::getpid() << "\n";
 
+  // `ag exec` output passes through in pieces of up to 256 KiB, one allocation each:
+  // from the heap, not a fresh mapping the kernel zeroes and takes back each time.
+  ::mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  ::mallopt(M_TRIM_THRESHOLD, 4 << 20);
   boost::asio::io_context io(1);
   auto runner = TaskRunner::create(io, config.data_dir, cgroup_root, limit_roots);
   if (!runner.ok()) {
