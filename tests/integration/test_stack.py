@@ -82,7 +82,8 @@ def test_stack_shows_every_thread_and_says_when_a_rank_is_not_python(cluster, tm
     c = cluster
     (tmp_path / "threads.py").write_text(THREADS)
     (tmp_path / "threads.py").chmod(0o644)
-    job_id, _ = c.submit("--no-wait", "--", "python3", str(tmp_path / "threads.py"))
+    # `python` as the job's --python makes it: the hook holds for that interpreter too.
+    job_id, _ = c.submit("--no-wait", "--python", PYTHON, "--", "python", str(tmp_path / "threads.py"))
     c.wait_tasks_running(job_id)
     wait_until(lambda: log_has(c, job_id, "both threads run"), 30, message="the script to start its threads")
     out = c.ag("stack", job_id).stdout
