@@ -512,6 +512,11 @@ Result<JobSpec> parse_job_spec(const json& body) {
     if (!body[flag].is_boolean()) return field_error(flag, std::string("must be true or false, got ") + type_name(body[flag]));
     (std::string(flag) == "allocation" ? spec.allocation : spec.interactive) = body[flag].get<bool>();
   }
+  if (spec.allocation && ((body.contains("hang_timeout") && !body["hang_timeout"].is_null()) ||
+                          (body.contains("on_hang") && !body["on_hang"].is_null()))) {
+    return invalid_argument("an allocation's tasks are idle until you run something in them: hang_timeout and "
+                            "on_hang do not apply to it");
+  }
   if (spec.allocation && spec.interactive) {
     return invalid_argument("a job is an allocation or interactive, not both: an allocation runs no command");
   }

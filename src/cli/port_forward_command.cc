@@ -6,6 +6,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <csignal>
 #include <deque>
@@ -87,7 +88,14 @@ class Forward : public std::enable_shared_from_this<Forward> {
                               }
                               self->ws_->send(self->buffer_.substr(0, 1 + n), true);
                               if (self->ws_->queued_bytes() <= api::kExecHighWaterBytes) return self->read_local();
-                              self->ws_->on_drained(api::kExecHighWaterBytes / 2, [self] { self->read_local(); });
+                              // Read on once the queue drains, once: the callback stays set and
+                              // runs after every later write that leaves the queue short.
+                              self->waiting_drain_ = true;
+                              self->ws_->on_drained(api::kExecHighWaterBytes / 2, [self] {
+                                if (!self->waiting_drain_) return;
+                                self->waiting_drain_ = false;
+                                self->read_local();
+                              });
                             });
   }
 
@@ -151,18 +159,25 @@ class Forward : public std::enable_shared_from_this<Forward> {
   std::deque<std::string> to_local_;
   size_t queued_ = 0;
   bool writing_ = false, head_gone_ = false, gone_ = false;
+  bool waiting_drain_ = false;  // reading the socket waits for the session's queue
 };
 
 void accept_next(tcp::acceptor& acceptor, asio::io_context& io, const net::WsDialOptions& dial,
                  const std::function<void()>& ended) {
   acceptor.async_accept([&acceptor, &io, &dial, &ended](boost::system::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted) return;
-    if (!ec) {
-      boost::system::error_code ignored;
-      const auto peer = socket.remote_endpoint(ignored);
-      const std::string from = peer.address().to_string() + ":" + std::to_string(peer.port());
-      std::make_shared<Forward>(std::move(socket), from)->start(io, dial, ended);
+    if (ec) {
+      // Out of descriptors, say: said, and tried again in a moment rather than at once.
+      std::cerr << "port-forward: cannot accept a connection: " << ec.message() << "\n";
+      auto pause = std::make_shared<asio::steady_timer>(io, std::chrono::milliseconds(200));
+      return pause->async_wait([pause, &acceptor, &io, &dial, &ended](boost::system::error_code) {
+        accept_next(acceptor, io, dial, ended);
+      });
     }
+    boost::system::error_code ignored;
+    const auto peer = socket.remote_endpoint(ignored);
+    const std::string from = peer.address().to_string() + ":" + std::to_string(peer.port());
+    std::make_shared<Forward>(std::move(socket), from)->start(io, dial, ended);
     accept_next(acceptor, io, dial, ended);
   });
 }

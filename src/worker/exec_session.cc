@@ -106,7 +106,12 @@ class Session : public std::enable_shared_from_this<Session> {
                           (ec == asio::error::connection_refused ? " (nothing listens on that port there)" : ""));
       }
       const int fd = socket->release();
-      self->in_.assign(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+      const int writing = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+      if (writing < 0) {
+        ::close(fd);
+        return self->fail(std::string("cannot use the connection: ") + std::strerror(errno));
+      }
+      self->in_.assign(writing);
       self->out_.assign(fd);
       self->socket_ = true;
       self->exited_ = true;  // the session ends with the connection
@@ -179,7 +184,14 @@ class Session : public std::enable_shared_from_this<Session> {
       ::close(master);
       return error;
     }
-    in_.assign(::fcntl(master, F_DUPFD_CLOEXEC, 0));
+    const int writing = ::fcntl(master, F_DUPFD_CLOEXEC, 0);
+    if (writing < 0) {
+      const std::string why = std::strerror(errno);
+      ::close(master);
+      ::kill(pid_, SIGKILL);  // the agent reaps it with its other children
+      return "cannot use the pseudo-terminal: " + why;
+    }
+    in_.assign(writing);
     out_.assign(master);
     out_open_ = true;
     return "";
@@ -289,7 +301,8 @@ class Session : public std::enable_shared_from_this<Session> {
       if (!stdin_closing_ || !in_.is_open()) return;
       // A connection is only half closed: what comes back from the port still flows.
       if (socket_) ::shutdown(in_.native_handle(), SHUT_WR);
-      in_.close();
+      boost::system::error_code ignored;
+      in_.close(ignored);
       return;
     }
     writing_ = true;

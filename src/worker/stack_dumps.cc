@@ -39,22 +39,34 @@ def _ag_arm_stacks():
     if not folder or not number:
         return
     try:
+        import atexit
         import faulthandler
-        stack_file = open(os.path.join(folder, "%d.stack" % os.getpid()), "w")
+        path = os.path.join(folder, "%d.stack" % os.getpid())
+        stack_file = open(path, "w")
         faulthandler.register(int(number), file=stack_file, all_threads=True, chain=False)
         _ag_stack_file = stack_file  # faulthandler keeps only its descriptor
+        atexit.register(_ag_forget, path, os.getpid())  # short-lived processes leave no file behind
     except Exception:
+        pass
+
+
+def _ag_forget(path, pid):
+    if os.getpid() != pid:  # a forked child exiting: the file is its parent's
+        return
+    try:
+        os.unlink(path)
+    except OSError:
         pass
 
 
 def _ag_next_sitecustomize():
     here = os.path.dirname(os.path.abspath(__file__))
     import importlib.machinery
-    import importlib.util
     rest = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != here]
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
     if spec is None or spec.loader is None:
         return
+    import importlib.util
     module = importlib.util.module_from_spec(spec)
     sys.modules["sitecustomize"] = module
     spec.loader.exec_module(module)

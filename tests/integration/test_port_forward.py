@@ -107,3 +107,45 @@ def test_port_forward_says_what_is_wrong(cluster, tmp_path):
     c.wait_state(job_id, ["STOPPED"], timeout=30)
     ended = c.ag("port-forward", job_id, str(remote), check=False)
     assert ended.returncode != 0 and "is STOPPED" in ended.stderr, ended.stderr
+
+
+# Reads a connection to its end, then answers the SHA-256 of what it read.
+HASHER = """
+import hashlib, socket
+server = socket.create_server(("127.0.0.1", PORT))
+print("hashing", flush=True)
+while True:
+    conn, _ = server.accept()
+    digest = hashlib.sha256()
+    while True:
+        data = conn.recv(1 << 16)
+        if not data:
+            break
+        digest.update(data)
+    conn.sendall(digest.hexdigest().encode())
+    conn.close()
+"""
+
+
+def test_a_large_upload_through_a_forward_arrives_whole_and_in_order(cluster):
+    import hashlib
+    import os
+    c = cluster
+    remote = free_ports(1)[0]
+    job_id, _ = c.submit("--no-wait", "--", "python3", "-c", HASHER.replace("PORT", str(remote)))
+    wait_until(lambda: "hashing" in c.ag("logs", job_id).stdout, 30, message="the job's server to listen")
+    fwd = Forwarder(c, job_id, f"0:{remote}")
+    try:
+        payload = os.urandom(8 << 20)  # far past what a hop queues before it stops reading
+        with socket.create_connection(("127.0.0.1", fwd.port), timeout=60) as s:
+            s.sendall(payload)
+            s.shutdown(socket.SHUT_WR)  # the end reaches the program; its answer still comes back
+            answer = b""
+            while True:
+                part = s.recv(4096)
+                if not part:
+                    break
+                answer += part
+        assert answer.decode() == hashlib.sha256(payload).hexdigest()
+    finally:
+        fwd.stop()

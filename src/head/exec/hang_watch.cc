@@ -33,7 +33,11 @@ void HangWatch::check() {
   for (const auto& [id, job] : deps_.jobs.table.active()) {
     const AttemptRecord* attempt = job->current_attempt();
     const std::optional<double> timeout_s = job->spec.hang_timeout_s ? job->spec.hang_timeout_s : default_timeout_s_;
-    if (job->state != JobState::kRunning || !attempt || attempt->ending || attempt->finished() || !timeout_s) continue;
+    // An allocation's tasks, and an interactive job's task 0, are idle by design.
+    if (job->state != JobState::kRunning || !attempt || attempt->ending || attempt->finished() || !timeout_s ||
+        job->spec.allocation || job->spec.interactive) {
+      continue;
+    }
     seen.insert(id);
     Watched& w = watched_[id];
     if (w.attempt != attempt->number) w = {attempt->number, -1, now, false};

@@ -2,10 +2,11 @@
 // timeout (its own `hang_timeout`, else the head's --hang-timeout; off by default) is
 // hung once, for that long, no task of its current attempt has written output and its
 // processes together have used under 1% of a CPU (the workers' usage reports,
-// nodes/job_usage.h). Then, once per attempt, an event names its ranks, every rank's
-// stacks are taken into the job's events (StackTaker), and a job with `on_hang: fail`
-// has its attempt ended for "no progress for D" (retried if it allows). Checked every
-// second; io thread only.
+// nodes/job_usage.h). Then an event names its ranks, every rank's stacks are taken
+// into the job's events (StackTaker), and a job with `on_hang: fail` has its attempt
+// ended for "no progress for D" (retried if it allows). A hang is reported once; again
+// only after the job made progress and stopped anew. Allocations and interactive jobs,
+// idle by design, are not watched. Checked every second; io thread only.
 #pragma once
 
 #include <map>

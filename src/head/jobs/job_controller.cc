@@ -432,8 +432,9 @@ void JobController::apply(Job& job, const Effects& fx) {
     leave_array_slot(job);
     u_.deadlines.disarm(job.id);
   }
-  // A failed attempt held for a look has a deadline of its own.
-  if (fx.changed && !fx.finished && !fx.requeue && job.state == JobState::kRunning) arm_timeout(job);
+  // The job's one timer follows what it waits for now (a failed attempt held for a look
+  // has a deadline of its own; a retry waits for the whole run's timeout again).
+  if (fx.changed && !fx.finished) arm_timeout(job);
   if (fx.changed || fx.finished) u_.listeners.changed(job);
   // A job that ended or went back to the queue: queued jobs may have what it held.
   if ((fx.finished || fx.requeue) && !u_.loop.queue().empty()) u_.loop.request();

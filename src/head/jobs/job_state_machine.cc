@@ -166,7 +166,7 @@ void hold_for_a_look(Job& job, AttemptRecord& attempt, int64_t now_ms, Effects& 
   const std::string until = utc_time(attempt.held_until_ms);
   job.message = "attempt " + std::to_string(attempt.number) + " failed (" + attempt.failure_reason +
                 "); its running tasks (" + live + ") are kept until " + until + " for a look: ag exec " + job.id +
-                " --task-index N -- CMD; ag stop-job " + job.id + " ends them now";
+                " --task-index N -- CMD (ag stop-job " + job.id + " stops the whole job now, without a retry)";
   fx.events.push_back("attempt " + std::to_string(attempt.number) + " failed; holding its running tasks (" + live +
                       ") until " + until + " (hold_on_failure " + format_seconds(*job.spec.hold_on_failure_s) + ")");
 }
@@ -423,7 +423,8 @@ std::optional<Deadline> timeout_deadline(const Job& job) {
   const auto timeout_ms = static_cast<int64_t>(*job.spec.timeout_s * 1000);
   if (!job.spec.timeout_per_attempt) return Deadline{job.started_ms + timeout_ms, std::nullopt};
   const AttemptRecord* attempt = job.current_attempt();
-  if (!attempt || attempt->finished()) return std::nullopt;
+  // A failed attempt held for a look ends with its hold; its retry gets a timeout of its own.
+  if (!attempt || attempt->finished() || attempt->held_until_ms != 0) return std::nullopt;
   return Deadline{attempt->started_ms + timeout_ms, attempt->number};
 }
 

@@ -78,6 +78,42 @@ void expect_same_spec(const JobSpec& actual, const JobSpec& expected) {
 
 // A NUL cannot reach a task's command line or environment (they are C strings there):
 // refused where it arrives.
+TEST(ParseJobSpecTest, DebuggingFieldsRoundTripAndBadOnesAreRefused) {
+  json body = minimal_spec();
+  body["hang_timeout"] = 600;
+  body["on_hang"] = "fail";
+  body["hold_on_failure"] = 1800;
+  body["interactive"] = true;
+  auto spec = parse_job_spec(body);
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_EQ(spec.value().hang_timeout_s, 600);
+  EXPECT_TRUE(spec.value().fail_on_hang);
+  EXPECT_EQ(task_entrypoint(spec.value(), 0), kHoldingEntrypoint);
+  EXPECT_EQ(task_entrypoint(spec.value(), 1), "python train.py");
+  auto again = parse_job_spec(to_json(spec.value()));
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(to_json(again.value()), to_json(spec.value()));
+
+  // An allocation: no entrypoint of its own, stored with the holding one, read back.
+  auto alloc = parse_job_spec({{"allocation", true}, {"num_workers", 2}});
+  ASSERT_TRUE(alloc.ok()) << alloc.error().message;
+  EXPECT_EQ(alloc.value().entrypoint, kHoldingEntrypoint);
+  EXPECT_TRUE(parse_job_spec(to_json(alloc.value())).ok());
+
+  for (const auto& [bad, said] : std::vector<std::pair<json, std::string>>{
+           {spec_with("on_hang", "restart"), "on_hang"},
+           {spec_with("hang_timeout", 0), "hang_timeout"},
+           {spec_with("hold_on_failure", 30 * 24 * 3600), "hold_on_failure"},
+           {spec_with("allocation", "yes"), "allocation"},
+           {{{"allocation", true}, {"entrypoint", "python train.py"}}, "an allocation runs no command"},
+           {{{"allocation", true}, {"hang_timeout", 60}}, "do not apply to it"},
+           {{{"allocation", true}, {"interactive", true}}, "not both"}}) {
+    auto refused = parse_job_spec(bad);
+    ASSERT_FALSE(refused.ok()) << bad.dump();
+    EXPECT_THAT(refused.error().message, HasSubstr(said)) << bad.dump();
+  }
+}
+
 TEST(ParseJobSpecTest, NulCharactersAreRefused) {
   json entry = minimal_spec();
   entry["entrypoint"] = std::string("echo a\0b", 8);

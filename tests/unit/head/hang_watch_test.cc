@@ -131,6 +131,24 @@ TEST_F(HangWatchTest, AJobWithoutAHangTimeoutIsWatchedOnlyWithTheHeadsDefault) {
   EXPECT_TRUE(has_event(id, "hung: no progress for 1m (rank 0 wrote no output"));
 }
 
+TEST_F(HangWatchTest, AllocationsAndInteractiveJobsAreIdleByDesignAndNotWatched) {
+  add_node("node_a", 8);
+  api::JobSpec alloc = spec(1);
+  alloc.allocation = true;
+  alloc.entrypoint = api::kHoldingEntrypoint;
+  api::JobSpec interactive = spec(1);
+  interactive.interactive = true;
+  submit(alloc);
+  submit(interactive);
+  start_all(channel_.take<api::Launch>());
+  HangWatch with_default({clock_, clock_, *jobs_, logs_, usage_, stacks_}, 5.0);
+  for (int i = 0; i < 20; ++i) {
+    clock_.advance(1000);
+    with_default.check();
+  }
+  EXPECT_TRUE(channel_.take<api::StackRequest>().empty());
+}
+
 TEST(HangWatchFormatTest, DurationsReadAsTheFlagsAreWritten) {
   EXPECT_EQ(HangWatch::format_duration(10), "10s");
   EXPECT_EQ(HangWatch::format_duration(90), "90s");

@@ -161,6 +161,24 @@ TEST(HoldOnFailureTest, AFailedAttemptKeepsItsLiveTasksUntilTheHoldEndsThenRetri
   EXPECT_EQ(job.state, JobState::kPending);
 }
 
+TEST(HoldOnFailureTest, APerAttemptTimeoutWaitsOutTheHoldAndTheRetryGetsItsOwn) {
+  Job job = make_job(2, 1, 3600.0);
+  job.spec.timeout_per_attempt = true;
+  job.spec.hold_on_failure_s = 1800;
+  place_and_start(job);
+  ASSERT_TRUE(timeout_deadline(job).has_value());
+  on_task_exited(job, 0, 0, exit_code(1), 2'700'000);
+  // Held: the hold, not the attempt's timeout, ends it (a timeout would cancel the retry).
+  EXPECT_FALSE(timeout_deadline(job).has_value());
+  const auto deadline = next_deadline(job);
+  ASSERT_TRUE(deadline.has_value());
+  EXPECT_TRUE(deadline->hold);
+  on_deadline(job, *deadline, deadline->at_ms);
+  const Effects last = on_task_exited(job, 0, 1, killed_by(SIGTERM), deadline->at_ms + 100);
+  EXPECT_TRUE(last.requeue);
+  EXPECT_FALSE(job.timed_out);
+}
+
 TEST(HoldOnFailureTest, NothingIsHeldWhenNoTaskIsLeftAndAStopEndsAHold) {
   Job single = make_job(1);
   single.spec.hold_on_failure_s = 60;
