@@ -1,0 +1,201 @@
+#!/usr/bin/python3
+"""What one trivial job costs the machine, by part (issue 31's cost model).
+
+One run on this machine: a head on 127.0.0.1, workers on 127.0.0.2/.3. N one-task
+`true` jobs from one REST client, back to back; per job: the CPU of the head, of each
+worker agent, of what the agents reaped (the tasks' supervisors and the tasks), of the
+client, and of the whole machine (/proc/stat; its system share is the kernel's), the
+bytes the head wrote to storage and its write calls (/proc/PID/io). Then a smaller pass
+with strace attached to the head and to one worker: their fsyncs and system calls per
+job (strace slows them: only the counts are read). The baseline in the same run is the
+spawn floor: posix_spawn + wait of /bin/true (build/bin/spawn_floor), its rate and its
+CPU per spawn.
+
+    /usr/bin/python3 bench/job_cost_bench.py [--jobs 1000] [--traced-jobs 200] [--write]
+"""
+import argparse
+import datetime
+import glob
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run_bench  # noqa: E402
+
+BEGIN, END = "<!-- job-cost:begin -->", "<!-- job-cost:end -->"
+TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu(pid):
+    """(own, reaped children's) CPU of `pid`, in ms."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * TICK_MS, (int(fields[13]) + int(fields[14])) * TICK_MS
+
+
+def machine_cpu():
+    """(busy, system) CPU of the whole machine, in ms: all but idle and iowait; kernel."""
+    values = list(map(int, open("/proc/stat").readline().split()[1:]))
+    return (sum(values) - values[3] - values[4]) * TICK_MS, (values[2] + values[5] + values[6]) * TICK_MS
+
+
+def supervisors(agent_pids):
+    """The task supervisors (`ag-supervisor`) the agents started: they start and reap the tasks."""
+    found = []
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            text = open(stat).read()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1:text.rindex(")")]
+        ppid = int(text.rsplit(")", 1)[1].split()[1])
+        if name == "ag-supervisor" and ppid in agent_pids:
+            found.append(int(stat.split("/")[2]))
+    return found
+
+
+def process_io(pid):
+    io = dict(line.split(": ") for line in open(f"/proc/{pid}/io").read().splitlines())
+    return int(io["write_bytes"]), int(io["syscw"])
+
+
+def spawn_floor_cpu(n=500):
+    """The floor's rate and the CPU one spawn + wait of /bin/true costs (the spawner's
+    own CPU and its reaped child's)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    floor = run_bench.spawn_floor(n)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_ms = ((after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)) * 1000 / n
+    return floor, cpu_ms
+
+
+def traced_counts(cluster, pid, jobs, calls=None):
+    """System calls of `pid` (all its threads) while `jobs` trivial jobs run: {name: count}."""
+    out = os.path.join(cluster.session, f"strace-{pid}.txt")
+    argv = ["strace", "-f", "-c", "-o", out, "-p", str(pid)] + (["-e", "trace=" + ",".join(calls)] if calls else [])
+    tracer = subprocess.Popen(argv, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)  # attached to every thread
+    return tracer, out
+
+
+def read_strace(out):
+    counts = {}
+    for line in open(out).read().splitlines():
+        parts = line.split()
+        if len(parts) >= 5 and parts[0].replace(".", "").isdigit() and parts[-1] not in ("total",):
+            try:
+                counts[parts[-1]] = int(parts[3])
+            except ValueError:
+                pass
+    return counts
+
+
+def run(jobs, traced_jobs):
+    cluster = run_bench.Cluster().start()
+    try:
+        pids = {os.path.basename(f)[:-4]: int(open(f).read()) for f in glob.glob(cluster.session + "/daemons/*.pid")}
+        head = pids["head"]
+        run_bench.bench_throughput(cluster, 200, 1)  # warm up
+        r = {"jobs": jobs}
+        r["floor"], r["floor_cpu_ms"] = spawn_floor_cpu()
+        for pid in supervisors({pid for name, pid in pids.items() if name != "head"}):
+            pids[f"supervisor-{pid}"] = pid
+        cpu0 = {name: process_cpu(pid) for name, pid in pids.items()}
+        busy0, system0 = machine_cpu()
+        io0 = process_io(head)
+        self0 = resource.getrusage(resource.RUSAGE_SELF)
+        result = run_bench.bench_throughput(cluster, jobs, 1)
+        self1 = resource.getrusage(resource.RUSAGE_SELF)
+        cpu1 = {name: process_cpu(pid) for name, pid in pids.items()}
+        busy1, system1 = machine_cpu()
+        io1 = process_io(head)
+        per = lambda v: v / jobs  # noqa: E731
+        r["rate"] = result["rate_per_s"]
+        r["head_ms"] = per(cpu1["head"][0] - cpu0["head"][0])
+        workers = [n for n in pids if n.startswith("worker-")]
+        sups = [n for n in pids if n.startswith("supervisor-")]
+        r["agents_ms"] = per(sum(cpu1[n][0] - cpu0[n][0] for n in workers))
+        r["supervisors_ms"] = per(sum(cpu1[n][0] - cpu0[n][0] for n in sups))
+        r["tasks_ms"] = per(sum(cpu1[n][1] - cpu0[n][1] for n in sups + workers))
+        r["client_ms"] = per(((self1.ru_utime + self1.ru_stime) - (self0.ru_utime + self0.ru_stime)) * 1000)
+        r["machine_ms"] = per(busy1 - busy0)
+        r["kernel_ms"] = per(system1 - system0)
+        r["head_write_bytes"] = per(io1[0] - io0[0])
+        r["head_write_calls"] = per(io1[1] - io0[1])
+        # Counts with strace attached (slow; counts only).
+        if shutil.which("strace"):
+            worker = pids[workers[0]]
+            head_tracer, head_out = traced_counts(cluster, head, traced_jobs, ["fsync", "fdatasync", "sync_file_range"])
+            worker_tracer, worker_out = traced_counts(cluster, worker, traced_jobs)
+            run_bench.bench_throughput(cluster, traced_jobs, 1)
+            for tracer in (head_tracer, worker_tracer):
+                tracer.send_signal(signal.SIGINT)
+                tracer.wait(30)
+            head_calls = read_strace(head_out)
+            worker_calls = read_strace(worker_out)
+            r["traced_jobs"] = traced_jobs
+            r["fsyncs"] = sum(head_calls.values()) / traced_jobs
+            # The jobs went to both workers about evenly: this one's share is half.
+            r["worker_syscalls"] = sum(worker_calls.values()) / (traced_jobs / 2)
+            r["worker_top"] = sorted(worker_calls.items(), key=lambda kv: -kv[1])[:6]
+        return r
+    finally:
+        cluster.stop()
+
+
+def report(r, command):
+    today = datetime.date.today().isoformat()
+    floor_rate, floor_cpu = r["floor"]["rate_per_s"], r["floor_cpu_ms"]
+    rows = [
+        ("trivial jobs from one client, back to back (n={})".format(r["jobs"]), f"{r['rate']:.0f} jobs/s",
+         f"spawn floor {floor_rate:.0f}/s", f"{r['rate'] / floor_rate:.0%}", "≥ 60%"),
+        ("machine CPU per job (all processes, kernel included)", f"{r['machine_ms']:.2f} ms",
+         f"floor {floor_cpu:.2f} ms per spawn", f"{r['machine_ms'] / floor_cpu:.1f}×", "≤ 3×"),
+        ("… of which the kernel (system time, all processes)", f"{r['kernel_ms']:.2f} ms", "", "", ""),
+        ("… the head", f"{r['head_ms']:.2f} ms", "", "", ""),
+        ("… the worker agents", f"{r['agents_ms']:.2f} ms", "", "", ""),
+        ("… the task supervisors", f"{r['supervisors_ms']:.2f} ms", "", "", ""),
+        ("… the tasks themselves (`sh -c true`, reaped by the supervisors)", f"{r['tasks_ms']:.2f} ms", "", "", ""),
+        ("… the REST client (this benchmark)", f"{r['client_ms']:.2f} ms", "", "", ""),
+        ("head: bytes written to storage / write calls per job",
+         f"{r['head_write_bytes'] / 1024:.1f} KiB / {r['head_write_calls']:.1f}", "", "", ""),
+    ]
+    if "fsyncs" in r:
+        top = ", ".join(f"{name} {count}" for name, count in r["worker_top"])
+        rows += [("head: fsyncs per job (strace)", f"{r['fsyncs']:.2f}", "", "", ""),
+                 (f"worker agent: system calls per job (strace; the most frequent over its {r['traced_jobs'] // 2} "
+                  "jobs: " + top + ")",
+                  f"{r['worker_syscalls']:.0f}", "", "", "")]
+    lines = [BEGIN, "## What one trivial job costs (issue 31)", "",
+             f"`{command}` on {today}, 2 cores. A head on 127.0.0.1, workers on 127.0.0.2 and 127.0.0.3; "
+             "one-task `true` jobs from one client; CPU from /proc (a process's own and what it reaped).", "",
+             "| measure | result | baseline in the same run | ratio | target |", "| --- | --- | --- | --- | --- |"]
+    lines += [f"| {a} | {b} | {c} | {d} | {e} |" for a, b, c, d, e in rows]
+    lines += ["", "The parts do not add up to the machine's total: the kernel's work for the network, the disk "
+              "and processes that exit is charged partly to no process. This is the model later changes are "
+              "judged by, each against the build before it in the same run.", "", END, ""]
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--traced-jobs", type=int, default=200)
+    parser.add_argument("--write", action="store_true")
+    args = parser.parse_args()
+    if not os.path.exists(run_bench.AG):
+        sys.exit(f"error: {run_bench.AG} not found; build first (scripts/build.sh) or set AG_BIN")
+    r = run(args.jobs, args.traced_jobs)
+    command = ("/usr/bin/python3 bench/job_cost_bench.py " + " ".join(sys.argv[1:])).strip()
+    text = report(r, command)
+    print(text)
+    if args.write:
+        run_bench.write_results_section(text, BEGIN, END)
+
+
+if __name__ == "__main__":
+    main()
