@@ -148,6 +148,16 @@ int run_interactive(const ConnectionOptions& options, const Connection& conn, co
                     const std::string& entrypoint, bool with_stdin, bool tty);
 // `ag stack JOB [--task-index N]` (cli/stack_command.cc).
 int stack(const ConnectionOptions& options, const std::string& job_id, std::optional<int> task_index);
+
+// `ag events` (events_command.cc).
+struct EventsOptions {
+  bool follow = false;
+  std::string job_id, node_id;
+  std::string since;  // "10m" or a UTC time
+  std::string types;  // "job.failed,node.dead"
+  int limit = 100;
+};
+int events(const ConnectionOptions& options, const EventsOptions& opts);
 // `ag port-forward JOB [--task-index N] [LOCAL:]REMOTE` (cli/port_forward_command.cc).
 int port_forward(const ConnectionOptions& options, const std::string& job_id, int task_index, const std::string& ports);
 int logs(const ConnectionOptions& conn, const std::string& job_id, const LinesOptions& lines,

@@ -241,6 +241,15 @@ int run(int argc, char** argv) {
   stack_cmd->add_option("job_id", stack_job, "Job id")->required();
   auto* stack_task_opt = stack_cmd->add_option("--task-index", stack_task, "Only this task (default: every rank)")
                              ->check(CLI::Range(0, 1000000));
+  ag::cli::EventsOptions events_opts;
+  auto* events_cmd = app.add_subcommand("events", "The cluster's job and node events in order (what failed, which node died)");
+  events_cmd->add_flag("--follow,-f", events_opts.follow, "Keep printing new events as they happen (Ctrl-C ends)");
+  events_cmd->add_option("--job", events_opts.job_id, "Only this job's events (an array's: its elements')");
+  events_cmd->add_option("--node", events_opts.node_id, "Only this node's events, and job events that name it");
+  events_cmd->add_option("--since", events_opts.since, "Events since a time ago (10m, 2h, 1d) or a UTC time");
+  events_cmd->add_option("--type", events_opts.types, "Only these types, comma-separated (job.failed,node.dead)");
+  events_cmd->add_option("--limit", events_opts.limit, "At most this many past events (default 100)")
+      ->check(CLI::Range(1, 10000));
   std::string pf_job, pf_ports;
   int pf_task = 0;
   auto* pf_cmd = app.add_subcommand(
@@ -538,6 +547,7 @@ int run(int argc, char** argv) {
     return ag::cli::exec(conn, exec_opts);
   }
   if (*pf_cmd) return ag::cli::port_forward(conn, pf_job, pf_task, pf_ports);
+  if (*events_cmd) return ag::cli::events(conn, events_opts);
   if (*alloc_cmd) return ag::cli::alloc(conn, alloc_opts);
   if (*release_alloc_cmd) return ag::cli::release_alloc(conn, release_job);
   if (*stack_cmd) {

@@ -44,6 +44,7 @@
 #include "net/auth.h"
 #include "net/http_server.h"
 #include "api/exec_protocol.h"
+#include "head/events/node_events.h"
 #include "head/exec/exec_relay.h"
 #include "head/exec/hang_watch.h"
 #include "head/rest/exec_routes.h"
@@ -388,10 +389,19 @@ int run_leader(const HeadConfig& config, store::KvStore& store, const LeaderLeas
   FencedChannel to_workers(nodes, epoch, acting ? acting : [] { return true; });
   JobLayer jobs({timers, store, nodes, to_workers, logs, clock}, job_config);
   jobs.policy.set_groups_of([&access](const std::string& user) { return groups_of(access, user); });
+  // The cluster's event stream: the jobs' events (the job layer's) and the nodes'.
+  NodeEvents node_events(store, jobs.cluster_events);
+  if (Status s = node_events.recover(); !s) {
+    on_ready(s);
+    return 1;
+  }
   if (Status s = jobs.recover(); !s) {
     on_ready(s);
     return 1;
   }
+  nodes.on_event([&node_events](const Node& node, const std::string& type, const std::string& message) {
+    node_events.record(node.node_id, type, message);
+  });
   AuditLog audit(store, jobs.table);
   if (Status s = audit.recover(); !s) {
     on_ready(s);

@@ -74,7 +74,8 @@ void HangWatch::hung(const Job& job, double timeout_s) {
       job.id, "hung: " + reason + " (" + ranks + " wrote no output and the job used under 1% of a CPU); taking every "
                   "rank's stacks" + (job.spec.fail_on_hang ? ", then ending attempt " + std::to_string(attempt.number) +
                                                                   " (on_hang: fail)"
-                                                            : ""));
+                                                            : ""),
+      "job.hung");
   std::vector<StackTaker::Target> targets;
   for (const TaskRecord& task : attempt.tasks) targets.push_back({{job.id, attempt.number, task.index}, task.node_id});
   deps_.stacks.take(targets, [this, job_id = job.id, number = attempt.number, fail = job.spec.fail_on_hang,

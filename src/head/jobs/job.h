@@ -122,9 +122,13 @@ inline sched::PendingQueue::Entry queue_entry(const Job& job) {
 }
 
 // A user-readable line in a job's event log ("attempt 0 placed on ...").
+// Each is also one event of the cluster's stream (head/events/event_log.h): `seq` is
+// its cursor there and `type` its kind ("job.failed"); 0 and "" until it is in it.
 struct JobEvent {
   int64_t time_ms = 0;
   std::string message;
+  int64_t seq = 0;
+  std::string type;
 };
 
 }  // namespace ag::head

@@ -198,12 +198,19 @@ std::optional<Job> salvage_job(const json& doc, const std::string& why, int64_t 
 }
 
 json event_to_json(const JobEvent& event) {
-  return {{"time_ms", event.time_ms}, {"message", event.message}};
+  json j = {{"time_ms", event.time_ms}, {"message", event.message}};
+  // Events stored before the cluster's event stream existed have no place in it.
+  if (event.seq > 0) {
+    j["seq"] = event.seq;
+    j["type"] = event.type;
+  }
+  return j;
 }
 
 Result<JobEvent> event_from_json(const json& j) {
   try {
-    return JobEvent{j.at("time_ms").get<int64_t>(), j.at("message").get<std::string>()};
+    return JobEvent{j.at("time_ms").get<int64_t>(), j.at("message").get<std::string>(), j.value("seq", int64_t{0}),
+                    j.value("type", std::string())};
   } catch (const json::exception& e) {
     return internal_error(std::string("stored event is malformed: ") + e.what());
   }

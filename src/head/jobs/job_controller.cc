@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
 
 #include "common/ids.h"
 #include "head/jobs/admission.h"
@@ -34,6 +35,14 @@ Error no_such_job(const std::string& job_id) {
 Status JobController::recover() {
   auto salvaged = u_.jobs.load(u_.store, u_.clock.now_ms());
   if (!salvaged.ok()) return salvaged.error();
+  // The jobs' events that were in the cluster's stream go back into it.
+  std::vector<ClusterEvent> streamed;
+  for (const auto& [id, job] : u_.jobs.all()) {
+    for (const auto& e : u_.jobs.events(id)) {
+      if (e.seq > 0) streamed.push_back({e.seq, e.time_ms, e.type, id, "", job.owner, e.message});
+    }
+  }
+  u_.cluster_events.recover(std::move(streamed));
   const int64_t steady = u_.clock.steady_ms();
   std::vector<Job*> waiting;
   for (const auto& [id, stored] : u_.jobs.all()) {
@@ -157,7 +166,11 @@ void JobController::submit_all(std::vector<api::JobSpec> specs,
         std::vector<Job*> added;
         for (auto& a : *accepted) {
           u_.arrays.add(a.job);
-          Job& job = u_.jobs.add(std::move(a.job), a.event);
+          // The submission is in the stream once durable; its event is written again
+          // with its place there.
+          JobEvent event = stream_event(a.job, a.event.message, "job.submitted");
+          Job& job = u_.jobs.add(std::move(a.job), std::move(event));
+          u_.writer.changed(job.id, 0);
           u_.listeners.added(job);
           added.push_back(&job);
         }
@@ -326,8 +339,8 @@ void JobController::run_pass() {
   u_.loop.passed(pass.weighed, pass.plan.placements.size());
 }
 
-void JobController::report_problem(const std::string& job_id, const std::string& message) {
-  if (const Job* job = u_.jobs.find(job_id)) record(*job, {message});
+void JobController::report_problem(const std::string& job_id, const std::string& message, const std::string& type) {
+  if (const Job* job = u_.jobs.find(job_id)) record(*job, {message}, type);
 }
 
 void JobController::preempt(const sched::Preemption& preemption) {
@@ -398,12 +411,42 @@ void JobController::leave_array_slot(const Job& job) {
   u_.arrays.leave(job, [this](const std::string& next) { admit_next_element(next); });
 }
 
-void JobController::record(const Job& job, const std::vector<std::string>& messages) {
+void JobController::record(const Job& job, const std::vector<std::string>& messages, const std::string& type) {
   const size_t first_new = u_.jobs.events(job.id).size();
-  const int64_t now = u_.clock.now_ms();
-  for (const auto& message : messages) u_.jobs.add_event(job.id, {now, message});
+  for (size_t i = 0; i < messages.size(); ++i) {
+    u_.jobs.add_event(job.id, stream_event(job, messages[i], i + 1 == messages.size() ? type : "job.update"));
+  }
   u_.writer.changed(job.id, first_new);
 }
+
+JobEvent JobController::stream_event(const Job& job, std::string message, const std::string& type) {
+  ClusterEvent event;
+  event.type = type;
+  event.job_id = job.id;
+  event.owner = job.owner;
+  event.message = std::move(message);
+  const ClusterEvent& added = u_.cluster_events.append(std::move(event));
+  return {added.time_ms, added.message, added.seq, added.type};
+}
+
+namespace {
+
+// What a change of a job is in the cluster's event stream: how it ended, or why it
+// queues again; "job.update" for the rest.
+std::string event_type(const Job& job, const Effects& fx) {
+  if (fx.finished) {
+    std::string state = to_string(job.state);
+    for (char& c : state) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return "job." + state;
+  }
+  if (fx.requeue) {
+    const AttemptRecord* attempt = job.current_attempt();
+    return attempt && attempt->preempted ? "job.preempted" : "job.requeued";
+  }
+  return "job.update";
+}
+
+}  // namespace
 
 void JobController::apply(Job& job, const Effects& fx) {
   // The task that failed an attempt: its last lines, while the head holds its log whole
@@ -412,7 +455,7 @@ void JobController::apply(Job& job, const Effects& fx) {
     failed->failure_tail =
         u_.logs.tail({job.id, failed->number, failed->failed_task}, kFailureTailBytes, kFailureTailLines);
   }
-  if (fx.changed || !fx.events.empty()) record(job, fx.events);
+  if (fx.changed || !fx.events.empty()) record(job, fx.events, event_type(job, fx));
   if (!fx.launch.empty()) u_.dispatcher.launch_when_stored(job, fx.launch);
   for (const auto& ref : fx.kill) {
     u_.dispatcher.kill(ref, fx.kill_grace_ms > 0 ? fx.kill_grace_ms : config_.kill_grace_ms);

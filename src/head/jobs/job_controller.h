@@ -27,6 +27,7 @@
 #include "head/jobs/deadlines.h"
 #include "head/jobs/gate_index.h"
 #include "head/jobs/job_config.h"
+#include "head/events/event_log.h"
 #include "head/jobs/job_events.h"
 #include "head/jobs/job_state_machine.h"
 #include "head/jobs/job_table.h"
@@ -55,6 +56,7 @@ class JobController {
     ArrayThrottle& arrays;
     UsageLedger& usage;
     JobEvents& listeners;
+    EventLog& cluster_events;
     const PolicyStore& policy;
     NodeRegistry& nodes;
     WorkerChannel& workers;
@@ -120,7 +122,8 @@ class JobController {
 
   // Adds a line to a job's event log about a problem outside its state machine (a log
   // that could not be written), so that it shows in `ag status JOB -v`.
-  void report_problem(const std::string& job_id, const std::string& message);
+  // `type` is its kind in the cluster's event stream ("job.hung").
+  void report_problem(const std::string& job_id, const std::string& message, const std::string& type = "job.update");
 
  private:
   void task_started(const api::TaskKey& task, int64_t pid);
@@ -134,8 +137,11 @@ class JobController {
   void release_dependents(const Job& ended);  // the jobs gated on it are weighed again
   void leave_array_slot(const Job& job);      // an element ended or left the queue
   void preempt(const sched::Preemption& preemption);
-  // Adds `messages` to the job's events and marks the job to be written with them.
-  void record(const Job& job, const std::vector<std::string>& messages);
+  // Adds `messages` to the job's events (and the cluster's stream: the last as `type`,
+  // any before it as "job.update") and marks the job to be written with them.
+  void record(const Job& job, const std::vector<std::string>& messages, const std::string& type = "job.update");
+  // `message` as the next event of the cluster's stream.
+  JobEvent stream_event(const Job& job, std::string message, const std::string& type);
   void arm_timeout(const Job& job);
 
   Units u_;

@@ -6,6 +6,7 @@ namespace ag::head {
 
 JobLayer::JobLayer(Deps d, JobConfig config)
     : deps(d),
+      cluster_events(d.clock),
       policy(d.store),
       usage(d.clock, d.timers, d.store, config.usage_half_life_ms),
       writer(d.clock, d.timers, d.store,
@@ -24,7 +25,7 @@ JobLayer::JobLayer(Deps d, JobConfig config)
                  config.master_port_first, config.master_port_last, config.preempt_grace_ms),
       deadlines(d.clock, d.timers,
                 [this](const std::string& id, const Deadline& deadline) { controller.deadline_passed(id, deadline); }),
-      controller(JobController::Units{table, writer, loop, dispatcher, deadlines, gates, arrays, usage, events, policy,
+      controller(JobController::Units{table, writer, loop, dispatcher, deadlines, gates, arrays, usage, events, cluster_events, policy,
                                       d.nodes, d.workers, d.logs, d.store, d.clock},
                  config),
       retention(JobRetention::Units{table, writer, gates, loop, arrays, d.logs, events}),

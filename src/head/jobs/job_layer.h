@@ -13,6 +13,8 @@
 //   GateIndex, ArrayThrottle     pending jobs outside the queue, array limits
 //   TaskDispatcher, Deadlines    launches and kills, master ports; timeouts
 //   JobEvents                    watchers and observers
+//   EventLog                     the cluster's event stream (job events; NodeEvents
+//                                adds the nodes')
 //   JobController                events in, state machine, effects out
 //   JobRetention, PolicyChanges  deletions; quota, queue and drain changes
 //
@@ -27,6 +29,7 @@
 
 #include "common/clock.h"
 #include "common/timers.h"
+#include "head/events/event_log.h"
 #include "head/jobs/array_throttle.h"
 #include "head/jobs/deadlines.h"
 #include "head/jobs/gate_index.h"
@@ -69,6 +72,7 @@ struct JobLayer {
   // destroyed before them. The units that write through the writer are declared after
   // it (destroyed first); the writer goes before the table, writing what is left of it.
   Deps deps;
+  EventLog cluster_events;
   PolicyStore policy;
   UsageLedger usage;
   JobTable table;

@@ -1,5 +1,7 @@
 #include "head/nodes/node_registry.h"
 
+#include <cstdio>
+
 #include <nlohmann/json.hpp>
 
 namespace ag::head {
@@ -23,7 +25,16 @@ Node& NodeRegistry::upsert(Node node) {
   if (it != nodes_.end() && node.usage.empty()) node.usage = std::move(it->second.usage);  // keep the history
   node.draining = drained_.count(id) > 0;
   nodes_[id] = std::move(node);
-  return nodes_[id];
+  Node& added = nodes_[id];
+  if (added.state == NodeState::kAlive) {
+    char memory[32];
+    std::snprintf(memory, sizeof memory, "%.1f GiB", static_cast<double>(added.total.memory_bytes) / (1 << 30));
+    tell(added, "node.registered",
+         "registered at " + added.address + (added.hostname.empty() ? "" : " (" + added.hostname + ")") + ": " +
+             std::to_string(added.total.cpu_millis / 1000) + " CPUs, " + memory + " memory, " +
+             std::to_string(added.total.gpus) + " GPUs" + (added.draining ? "; drained: takes no new tasks" : ""));
+  }
+  return added;
 }
 
 namespace {
@@ -61,7 +72,14 @@ std::vector<store::Mutation> NodeRegistry::drain_record(const std::string& node_
 
 void NodeRegistry::set_drained(std::set<std::string> drained) {
   drained_ = std::move(drained);
-  for (auto& [id, node] : nodes_) node.draining = drained_.count(id) > 0;
+  for (auto& [id, node] : nodes_) {
+    const bool draining = drained_.count(id) > 0;
+    if (node.draining == draining) continue;
+    node.draining = draining;
+    tell(node, draining ? "node.drained" : "node.resumed",
+         draining ? "drained: takes no new tasks; those running finish (`ag resume " + id + "` undoes it)"
+                  : "resumed: takes new tasks again");
+  }
 }
 
 Node* NodeRegistry::find(const std::string& node_id) {
@@ -88,7 +106,10 @@ void NodeRegistry::disconnected(const std::string& node_id, const net::WsConnect
   Node* node = find(node_id);
   if (!node || node->channel.get() != channel) return;
   node->channel.reset();
-  if (node->state == NodeState::kAlive) node->state = NodeState::kDisconnected;
+  if (node->state != NodeState::kAlive) return;
+  node->state = NodeState::kDisconnected;
+  tell(*node, "node.disconnected",
+       "disconnected: its tasks may still run; it is declared DEAD unless it reconnects within the node timeout");
 }
 
 bool NodeRegistry::mark_dead(const std::string& node_id) {
@@ -98,6 +119,7 @@ bool NodeRegistry::mark_dead(const std::string& node_id) {
   node->state = NodeState::kDead;
   if (node->channel) node->channel->close();
   node->channel.reset();
+  tell(*node, "node.removed", "removed by an admin: its credential is revoked and its tasks are lost");
   return was_live;
 }
 
@@ -109,6 +131,9 @@ std::vector<std::string> NodeRegistry::expire(int64_t steady_now_ms, int64_t tim
       node.state = NodeState::kDead;
       if (node.channel) node.channel->close();
       node.channel.reset();
+      char waited[32];
+      std::snprintf(waited, sizeof waited, "%g", static_cast<double>(timeout_ms) / 1000);
+      tell(node, "node.dead", std::string("no heartbeat for ") + waited + " s: DEAD; tasks it ran count as lost");
       dead.push_back(id);
     }
   }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -62,7 +63,14 @@ struct Node {
 
 class NodeRegistry final : public WorkerChannel {
  public:
-  // Adds or refreshes a node from its registration; returns it.
+  // Hears of each change of a node's state as an event of the cluster's stream:
+  // `type` "node.registered", "node.disconnected", "node.dead", "node.removed",
+  // "node.drained", "node.resumed", ... and what happened, as a person reads it.
+  using EventSink = std::function<void(const Node& node, const std::string& type, const std::string& message)>;
+  void on_event(EventSink sink) { sink_ = std::move(sink); }
+
+  // Adds or refreshes a node from its registration (an ALIVE node: told as
+  // "node.registered"); returns it.
   Node& upsert(Node node);
   // The nodes an admin drained, kept across registrations and head restarts: read
   // from the meta table at start (a record that does not parse drains nothing).
@@ -86,8 +94,8 @@ class NodeRegistry final : public WorkerChannel {
   // Marks the node's channel closed (keeps the node; it may come back).
   void disconnected(const std::string& node_id, const net::WsConnection* channel);
 
-  // Marks the node DEAD and closes its channel (`ag remove-node`); returns whether it
-  // was live before. erase() then forgets it.
+  // Marks the node DEAD and closes its channel (`ag remove-node`: "node.removed");
+  // returns whether it was live before. erase() then forgets it.
   bool mark_dead(const std::string& node_id);
   void erase(const std::string& node_id) { nodes_.erase(node_id); }
 
@@ -95,6 +103,11 @@ class NodeRegistry final : public WorkerChannel {
   std::vector<std::string> expire(int64_t steady_now_ms, int64_t timeout_ms);
 
  private:
+  void tell(const Node& node, const std::string& type, const std::string& message) const {
+    if (sink_) sink_(node, type, message);
+  }
+
+  EventSink sink_;
   std::set<std::string> drained_;
   std::map<std::string, Node> nodes_;
 };

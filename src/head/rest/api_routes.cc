@@ -37,7 +37,8 @@ ApiRoutes::ApiRoutes(Deps deps)
       packages_(deps),
       quotas_(deps),
       queues_(deps),
-      stacks_(deps) {
+      stacks_(deps),
+      events_(deps) {
   add_routes();
 }
 
@@ -61,6 +62,7 @@ void ApiRoutes::add_routes() {
   add("DELETE", "/api/nodes/{node}", A::kAdmin, "removing a node", to(&cluster_, &ClusterRoutes::remove_node));
   add("POST", "/api/nodes/{node}/drain", A::kAdmin, "draining or resuming a node", to(&cluster_, &ClusterRoutes::set_draining));
   add("POST", "/api/nodes/{node}/resume", A::kAdmin, "draining or resuming a node", to(&cluster_, &ClusterRoutes::set_draining));
+  add("GET", "/api/events", A::kUser, "", to(&events_, &EventRoutes::list));
   add("GET", "/api/whoami", A::kUser, "", to(&cluster_, &ClusterRoutes::whoami));
   add("GET", "/api/version", A::kUser, "", to(&cluster_, &ClusterRoutes::version));
   // Jobs; a {job} may name an array, whose routes act on every element (array_routes.h).

@@ -16,7 +16,7 @@
 // The table itself is add_routes() in api_routes.cc: every route with its method, the
 // access it needs and its handler, in one place. The handlers live in one class per
 // resource: JobRoutes (and ArrayRoutes), ClusterRoutes, ImageRoutes, AdminRoutes,
-// PackageRoutes, QuotaRoutes, QueueRoutes. Io thread only.
+// PackageRoutes, QuotaRoutes, QueueRoutes, StackRoutes, EventRoutes. Io thread only.
 #pragma once
 
 #include <optional>
@@ -24,6 +24,7 @@
 
 #include "head/rest/admin_routes.h"
 #include "head/rest/cluster_routes.h"
+#include "head/rest/event_routes.h"
 #include "head/rest/image_routes.h"
 #include "head/rest/job_routes.h"
 #include "head/rest/package_routes.h"
@@ -73,6 +74,7 @@ class ApiRoutes {
   QuotaRoutes quotas_;
   QueueRoutes queues_;
   StackRoutes stacks_;
+  EventRoutes events_;
   RouteTable table_;
   std::string ca_pem_;
 };

@@ -160,6 +160,7 @@ TEST_F(ApiRoutesTest, EveryRouteNeedsTheAccessListedHere) {
       {"DELETE /api/nodes/{node}", Access::kAdmin},
       {"POST /api/nodes/{node}/drain", Access::kAdmin},
       {"POST /api/nodes/{node}/resume", Access::kAdmin},
+      {"GET /api/events", Access::kUser},
       {"GET /api/whoami", Access::kUser},
       {"GET /api/version", Access::kUser},
       {"GET /api/jobs", Access::kUser},

@@ -1,0 +1,118 @@
+#include "head/events/event_log.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace ag::head {
+
+const std::vector<std::string>& event_types() {
+  static const std::vector<std::string> kTypes = {
+      "job.submitted", "job.update",   "job.requeued", "job.preempted",   "job.succeeded",     "job.failed",
+      "job.stopped",   "job.hung",     "job.idle",     "node.registered", "node.disconnected", "node.dead",
+      "node.removed",  "node.drained", "node.resumed", "node.unhealthy",  "node.healthy"};
+  return kTypes;
+}
+
+bool known_event_type(std::string_view type) {
+  const auto& types = event_types();
+  return std::find(types.begin(), types.end(), type) != types.end();
+}
+
+namespace {
+
+// Whether `message` names `node_id` as a word ("placed on node_ab12 (127.0.0.2)"), not
+// as the start of a longer id.
+bool names_node(const std::string& message, const std::string& node_id) {
+  for (size_t at = message.find(node_id); at != std::string::npos; at = message.find(node_id, at + 1)) {
+    const size_t end = at + node_id.size();
+    const auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; };
+    if ((at == 0 || !word(message[at - 1])) && (end == message.size() || !word(message[end]))) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool EventFilter::matches(const ClusterEvent& event) const {
+  if (event.time_ms < since_ms) return false;
+  if (!types.empty() && types.count(event.type) == 0) return false;
+  // An array's elements are ARRAY_INDEX.
+  if (!job_id.empty() && event.job_id != job_id &&
+      !(event.job_id.size() > job_id.size() && event.job_id.starts_with(job_id) &&
+        event.job_id[job_id.size()] == '_')) {
+    return false;
+  }
+  if (!node_id.empty() && event.node_id != node_id && !(event.node_id.empty() && names_node(event.message, node_id))) {
+    return false;
+  }
+  return true;
+}
+
+EventLog::EventLog(const Clock& clock, size_t capacity) : clock_(clock), capacity_(std::max<size_t>(capacity, 1)) {}
+
+const ClusterEvent& EventLog::append(ClusterEvent event) {
+  event.time_ms = clock_.now_ms();
+  last_seq_ = std::max(last_seq_ + 1, event.time_ms * 1000);
+  event.seq = last_seq_;
+  if (events_.size() == capacity_) {
+    events_.pop_front();
+    dropped_ = true;
+  }
+  events_.push_back(std::move(event));
+  // A listener may add or remove listeners: walk the ids as they stand now.
+  std::vector<uint64_t> ids;
+  ids.reserve(listeners_.size());
+  for (const auto& [id, _] : listeners_) ids.push_back(id);
+  const ClusterEvent& added = events_.back();
+  for (uint64_t id : ids) {
+    auto it = listeners_.find(id);
+    if (it != listeners_.end()) it->second(added);
+  }
+  return events_.back();
+}
+
+void EventLog::recover(std::vector<ClusterEvent> events) {
+  std::erase_if(events, [](const ClusterEvent& e) { return e.seq <= 0; });
+  events.insert(events.end(), std::make_move_iterator(events_.begin()), std::make_move_iterator(events_.end()));
+  std::sort(events.begin(), events.end(), [](const ClusterEvent& a, const ClusterEvent& b) { return a.seq < b.seq; });
+  if (!events.empty()) last_seq_ = std::max(last_seq_, events.back().seq);
+  if (events.size() > capacity_) {
+    dropped_ = true;
+    events.erase(events.begin(), events.end() - static_cast<std::ptrdiff_t>(capacity_));
+  }
+  events_.assign(std::make_move_iterator(events.begin()), std::make_move_iterator(events.end()));
+}
+
+EventLog::Page EventLog::after(int64_t cursor, const EventFilter& filter, size_t limit) const {
+  Page page;
+  page.cursor = std::max(cursor, int64_t{0});
+  auto it = std::upper_bound(events_.begin(), events_.end(), cursor,
+                             [](int64_t c, const ClusterEvent& e) { return c < e.seq; });
+  page.truncated = cursor > 0 && dropped_ && it == events_.begin();
+  for (; it != events_.end() && page.events.size() < limit; ++it) {
+    if (filter.matches(*it)) page.events.push_back(*it);
+    page.cursor = it->seq;
+  }
+  // Nothing more matched: the reader may skip everything looked at.
+  if (it == events_.end()) page.cursor = std::max(page.cursor, last_seq_);
+  return page;
+}
+
+EventLog::Page EventLog::newest(const EventFilter& filter, size_t limit) const {
+  Page page;
+  page.cursor = last_seq_;
+  for (auto it = events_.rbegin(); it != events_.rend() && page.events.size() < limit; ++it) {
+    if (filter.matches(*it)) page.events.push_back(*it);
+  }
+  std::reverse(page.events.begin(), page.events.end());
+  page.truncated = dropped_ && page.events.size() < limit;
+  return page;
+}
+
+uint64_t EventLog::listen(Listener listener) {
+  const uint64_t id = next_listener_++;
+  listeners_.emplace(id, std::move(listener));
+  return id;
+}
+
+}  // namespace ag::head
