@@ -57,19 +57,21 @@ export function mount(view, ctx) {
   function renderInfo() {
     // Offered to admins only, as the head allows.
     let action = null;
-    if (isAdmin && node.draining) {
+    if (isAdmin && (node.draining || node.unhealthy)) {
       action = h("button", { type: "button", id: "resume-node", onclick: (e) => setDraining(e.currentTarget, false) }, "Resume");
     } else if (isAdmin && node.state === "ALIVE") {
       action = h("button", { type: "button", class: "danger", id: "drain-node", onclick: (e) => setDraining(e.currentTarget, true) }, "Drain");
     }
     // Workers on one machine share a host name: the address tells them apart.
     replace(header, h("h1", {}, node.hostname || nodeId, node.address ? h("span", { class: "muted subtitle" }, " · " + node.address) : null,
-      " ", badge(node.state), node.draining ? [" ", badge("DRAINING")] : null),
+      " ", badge(node.state), node.draining ? [" ", badge("DRAINING")] : null,
+      node.unhealthy ? [" ", badge("UNHEALTHY")] : null),
       h("span", { class: "spacer" }), action);
     const r = node.resources;
     const a = node.allocated;
     replace(facts, h("dl", { class: "fields wide" },
       h("dt", {}, "Node ID"), h("dd", { class: "mono" }, node.node_id),
+      node.unhealthy ? [h("dt", {}, "Unhealthy"), h("dd", { id: "node-unhealthy", class: "mono" }, node.unhealthy.reason)] : null,
       h("dt", {}, "Address"), h("dd", { class: "mono" }, node.address),
       h("dt", {}, "Labels"), h("dd", { id: "node-labels" }, labelList(node.labels)),
       h("dt", {}, "Task limits"), h("dd", { id: "node-limits" }, node.limits || "unknown"),
@@ -136,7 +138,7 @@ export function mount(view, ctx) {
     onNodes(list) {
       const pushed = list.find((n) => n.node_id === nodeId);
       if (!pushed || !node) return;
-      node = { ...node, state: pushed.state, draining: pushed.draining, labels: pushed.labels, allocated: pushed.allocated,
+      node = { ...node, state: pushed.state, draining: pushed.draining, unhealthy: pushed.unhealthy, labels: pushed.labels, allocated: pushed.allocated,
         resources: pushed.resources };
       usage.add(pushed.sample);
       renderInfo();

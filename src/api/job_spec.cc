@@ -500,7 +500,7 @@ Result<JobSpec> parse_job_spec(const json& body) {
   }
   static const std::set<std::string> kKnown = {
       "entrypoint", "num_workers", "task_options", "runtime_env", "job_name", "labels",
-      "max_retries", "timeout", "timeout_per_attempt", "hang_timeout", "on_hang", "allocation", "interactive", "hold_on_failure",
+      "max_retries", "timeout", "timeout_per_attempt", "hang_timeout", "on_hang", "on_node_unhealthy", "allocation", "interactive", "hold_on_failure",
       "placement", "submission_id", "priority",
       "allow_unschedulable", "retry_delay", "retry_on", "constraints", "after", "after_any", "after_failed", "hold",
       "begin_ms", "array", "exclusive", "queue", "no_preempt"};
@@ -647,6 +647,15 @@ Result<JobSpec> parse_job_spec(const json& body) {
     }
     spec.fail_on_hang = text == "fail";
   }
+  if (body.contains("on_node_unhealthy") && !body["on_node_unhealthy"].is_null()) {
+    std::string text;
+    if (auto err = read_string(body["on_node_unhealthy"], "on_node_unhealthy", 16, &text)) return *err;
+    if (text != "keep" && text != "requeue") {
+      return field_error("on_node_unhealthy", "must be \"keep\" (run on) or \"requeue\" (stop the gang and queue it "
+                                              "again, not counted against max_retries), got \"" + text + "\"");
+    }
+    spec.requeue_on_unhealthy = text == "requeue";
+  }
   if (body.contains("placement") && !body["placement"].is_null()) {
     std::string text;
     if (auto err = read_string(body["placement"], "placement", 16, &text)) return *err;
@@ -705,6 +714,7 @@ json to_json(const JobSpec& spec) {
   if (spec.timeout_per_attempt) j["timeout_per_attempt"] = true;
   if (spec.hang_timeout_s) j["hang_timeout"] = *spec.hang_timeout_s;
   if (spec.fail_on_hang) j["on_hang"] = "fail";
+  if (spec.requeue_on_unhealthy) j["on_node_unhealthy"] = "requeue";
   if (spec.hold_on_failure_s) j["hold_on_failure"] = *spec.hold_on_failure_s;
   if (spec.allocation) j["allocation"] = true;
   if (spec.interactive) j["interactive"] = true;

@@ -157,6 +157,10 @@ struct JobSpec {
   // runs the command there on its terminal (`ag exec -it`); the other tasks run it as usual.
   bool interactive = false;
   bool fail_on_hang = false;
+  // on_node_unhealthy "requeue": when a node of a running attempt turns UNHEALTHY (a
+  // failing health check, a GPU error), the gang is stopped and queued again, not
+  // counted against max_retries. "keep" (false, the default): it runs on.
+  bool requeue_on_unhealthy = false;
   // A failed attempt's tasks still running are kept this long before the gang is torn
   // down (or retried), so that a user can `ag exec` into them.
   std::optional<double> hold_on_failure_s;  // on_hang "fail": end the attempt (a retry if allowed), not only report it

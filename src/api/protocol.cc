@@ -145,6 +145,13 @@ class Fields {
   }
 
   // Takes over a child reader's problem.
+  // Whether `name` is there and not null.
+  bool present(const char* name) const {
+    if (!object_.is_object()) return false;
+    auto it = object_.find(name);
+    return it != object_.end() && !it->is_null();
+  }
+
   void merge(const Fields& child) {
     if (ok() && !child.ok()) error_ = child.error_;
   }
@@ -259,6 +266,35 @@ std::string TaskKey::to_string() const {
   return job_id + "/" + std::to_string(attempt) + "/" + std::to_string(task_index);
 }
 
+namespace {
+
+json health_json(const HealthReport& m) {
+  json j = {{"healthy", m.healthy}, {"reason", m.reason}, {"sticky", m.sticky}};
+  if (!m.gpu_kind.empty()) {
+    j["gpu_kind"] = m.gpu_kind;
+    j["gpu_index"] = m.gpu_index;
+  }
+  return j;
+}
+
+void read_health(Fields& f, HealthReport* m) {
+  f.boolean("healthy", &m->healthy);
+  f.string("reason", &m->reason, false);
+  f.boolean("sticky", &m->sticky, false);
+  f.string("gpu_kind", &m->gpu_kind, false);
+  int64_t index = -1;
+  f.integer("gpu_index", &index, -1, kMaxNodeGpus, false);
+  m->gpu_index = static_cast<int>(index);
+}
+
+}  // namespace
+
+std::string encode(const HealthReport& m) {
+  json j = health_json(m);
+  j["type"] = "health_report";
+  return dump(j);
+}
+
 std::string encode(const Register& m) {
   json running = json::array();
   for (const auto& r : m.running) {
@@ -280,7 +316,8 @@ std::string encode(const Register& m) {
                {"labels", m.labels},
                {"limits", m.limits},
                {"container_engine", m.container_engine},
-               {"allowed_mounts", m.allowed_mounts}});
+               {"allowed_mounts", m.allowed_mounts},
+               {"unhealthy", m.unhealthy ? health_json(*m.unhealthy) : json(nullptr)}});
 }
 
 std::string encode(const Heartbeat& m) {
@@ -465,6 +502,20 @@ Result<WorkerMessage> decode_worker_message(std::string_view text) {
         m.exited.push_back(std::move(exited));
       }, false);
       f.integers("busy_ports", &m.busy_ports, 0, kMaxPort, false);
+      if (f.present("unhealthy")) {
+        Fields health = f.object("unhealthy");
+        HealthReport report;
+        read_health(health, &report);
+        f.merge(health);
+        m.unhealthy = report;
+      }
+      return m;
+    });
+  }
+  if (type == "health_report") {
+    return read_as<WorkerMessage>(doc, type, [](Fields& f) {
+      HealthReport m;
+      read_health(f, &m);
       return m;
     });
   }

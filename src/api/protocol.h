@@ -109,6 +109,18 @@ struct StackReport {
   bool operator==(const StackReport&) const = default;
 };
 
+// The node's health as its checks see it (ag start-worker --health-check, GPU errors
+// from NVML): sent after every failing check and when the node is healthy again. A
+// `sticky` failure (a GPU error) stays until an admin clears it (`ag resume NODE`).
+struct HealthReport {
+  bool healthy = true;
+  std::string reason;  // why not: the check, its exit status and last lines; the GPU and its error
+  bool sticky = false;
+  std::string gpu_kind;  // a GPU error's kind: "xid", "ecc", "retired_pages", "row_remap", "vanished"
+  int gpu_index = -1;    // and its GPU
+  bool operator==(const HealthReport&) const = default;
+};
+
 struct TaskStarted {
   TaskKey task;
   int64_t pid = 0;
@@ -146,6 +158,9 @@ struct Register {
   // without it is from a worker of version 1, which had no such field.
   int protocol_version = kWorkerProtocol;
   std::string network_interface;  // the interface holding `address` ("" from older workers)
+  // The node's last failing health report while it is not healthy again (a restarted
+  // head learns it here); unset: healthy.
+  std::optional<HealthReport> unhealthy;
   bool operator==(const Register&) const = default;
 };
 
@@ -252,7 +267,8 @@ struct ErrorMessage {
 };
 
 using WorkerMessage =
-    std::variant<Register, Heartbeat, TaskStarted, TaskExited, TaskNote, PullUpdate, ErrorMessage, StackReport>;
+    std::variant<Register, Heartbeat, TaskStarted, TaskExited, TaskNote, PullUpdate, ErrorMessage, StackReport,
+                 HealthReport>;
 using HeadMessage =
     std::variant<Registered, Launch, Kill, ExitAck, LogResume, ErrorMessage, HeartbeatAck, Pull, ExecOpen, StackRequest>;
 
@@ -273,6 +289,7 @@ std::string encode(const HeartbeatAck& m);
 std::string encode(const ExecOpen& m);
 std::string encode(const StackRequest& m);
 std::string encode(const StackReport& m);
+std::string encode(const HealthReport& m);
 std::string encode(const WorkerMessage& m);
 std::string encode(const HeadMessage& m);
 

@@ -72,6 +72,9 @@ struct StartWorkerOptions {
   bool wait_for_head = false;
   bool no_task_limits = false;
   std::vector<std::string> allowed_mounts;  // --allow-mount
+  std::vector<std::string> health_checks;   // --health-check
+  double health_interval_s = 60;
+  double health_timeout_s = 30;
   std::string container_engine = "auto";
   bool block = false;
   bool verbose = false;

@@ -367,6 +367,13 @@ int start_worker(const StartWorkerOptions& options) {
     }
     config.allowed_mounts.push_back(prefix);
   }
+  if (Status s = worker::HealthChecks::check_commands(options.health_checks); !s) {
+    std::cerr << "error: " << s.error().message << "\n";
+    return 2;
+  }
+  config.health.commands = options.health_checks;
+  config.health.interval_ms = static_cast<int64_t>(options.health_interval_s * 1000);
+  config.health.timeout_ms = static_cast<int64_t>(options.health_timeout_s * 1000);
   if (options.labels.size() > api::kMaxNodeLabels) {
     std::cerr << "error: --label: at most " << api::kMaxNodeLabels << " labels, got " << options.labels.size() << "\n";
     return 2;

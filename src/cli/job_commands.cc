@@ -357,6 +357,10 @@ int cluster_status(const ConnectionOptions& options) {
     std::cout << " " << api::to_string(st) << " " << s["jobs"][api::to_string(st)];
   }
   std::cout << "\n";
+  for (const auto& n : s.value("unhealthy_nodes", json::array())) {
+    std::cout << "UNHEALTHY: " << str(n, "node_id") << ": " << terminal_safe(str(n, "reason"), false)
+              << " (`ag list-nodes`; `ag resume " << str(n, "node_id") << "` clears it)\n";
+  }
   return 0;
 }
 
@@ -460,7 +464,9 @@ int list_nodes(const ConnectionOptions& options, bool verbose) {
   for (const auto& n : nodes.value()["nodes"]) {
     const json& r = n["resources"];
     const json& a = n["allocated"];
-    const std::string state = n["state"].get<std::string>() + (n.value("draining", false) ? ", draining" : "");
+    const bool unhealthy = n.contains("unhealthy") && n["unhealthy"].is_object();
+    const std::string state = n["state"].get<std::string>() + (n.value("draining", false) ? ", draining" : "") +
+                              (unhealthy ? ", UNHEALTHY" : "");
     std::vector<std::string> row = {n["node_id"].get<std::string>(), state, n["address"].get<std::string>(),
                n["hostname"].get<std::string>(),
                cpus_text(a["num_cpus"].get<double>()) + "/" + cpus_text(r["num_cpus"].get<double>()),
@@ -472,6 +478,13 @@ int list_nodes(const ConnectionOptions& options, bool verbose) {
     table.add(std::move(row));
   }
   table.print(std::cout);
+  // Why each unhealthy node is: what its check said, or its GPU's error.
+  for (const auto& n : nodes.value()["nodes"]) {
+    if (!n.contains("unhealthy") || !n["unhealthy"].is_object()) continue;
+    std::cout << "\n" << str(n, "node_id") << " is UNHEALTHY since "
+              << format_time_ms(n["unhealthy"].value("since_ms", int64_t{0})) << ": "
+              << terminal_safe(n["unhealthy"].value("reason", ""), true) << "\n";
+  }
   return 0;
 }
 

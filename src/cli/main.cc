@@ -149,6 +149,16 @@ int run(int argc, char** argv) {
   start_worker_cmd->add_option("--allow-mount", worker.allowed_mounts,
                                "Node folder jobs may mount into their containers, with all below it (repeatable; "
                                "none by default)");
+  start_worker_cmd->add_option("--health-check", worker.health_checks,
+                               "A command (run by /bin/sh) that must exit 0 for the node to take tasks; run every "
+                               "--health-interval, killed after --health-timeout (repeatable)");
+  start_worker_cmd->add_option("--health-interval", worker.health_interval_s, "How often the health checks run (60s; 1s at least)")
+      ->capture_default_str()
+      ->transform(ag::cli::duration_flag(1, 7 * 24 * 3600));
+  start_worker_cmd->add_option("--health-timeout", worker.health_timeout_s,
+                               "A health check still running after this fails, killed (30s)")
+      ->capture_default_str()
+      ->transform(ag::cli::duration_flag(1, 24 * 3600));
   start_worker_cmd->add_option("--container-engine", worker.container_engine,
                                "Engine for jobs with an image: auto (podman, else docker), podman, docker or none")
       ->capture_default_str()

@@ -70,6 +70,10 @@ CLI::App* add_submit_command(CLI::App& app, SubmitOptions& options) {
                       "What a hang does: stacks (record it and every rank's stacks, the default) or fail (that, "
                       "then end the attempt; retried if --max-retries allows)")
       ->check(CLI::IsMember({"stacks", "fail"}));
+  command->add_option("--on-node-unhealthy", options.on_node_unhealthy,
+                      "When a node it runs on turns UNHEALTHY (a failing health check, a GPU error): keep (run "
+                      "on, the default) or requeue (stop the gang and queue it again; not counted as a retry)")
+      ->check(CLI::IsMember({"keep", "requeue"}));
   command->add_option("--hold-on-failure", options.hold_on_failure_s,
                       "When a task fails, keep the gang's other tasks running this long (30m) before it is torn "
                       "down or retried, to look inside with `ag exec`")
@@ -257,6 +261,7 @@ Result<api::JobSpec> spec_from_submit_options(const SubmitOptions& options, int6
   spec.hang_timeout_s = options.hang_timeout_s;
   spec.interactive = options.interactive_stdin || options.interactive_tty;
   spec.fail_on_hang = options.on_hang == "fail";
+  spec.requeue_on_unhealthy = options.on_node_unhealthy == "requeue";
   spec.hold_on_failure_s = options.hold_on_failure_s;
   spec.gpu_isolation = options.gpu_isolation;
   spec.allow_unschedulable = options.allow_unschedulable;

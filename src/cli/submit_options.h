@@ -40,6 +40,7 @@ struct SubmitOptions {
   bool timeout_per_attempt = false;
   std::optional<double> hang_timeout_s;
   std::string on_hang;  // "stacks" or "fail"; "" for the default (stacks)
+  std::string on_node_unhealthy;  // "keep" or "requeue"; "" for the default (keep)
   std::optional<double> hold_on_failure_s;
   bool gpu_isolation = false;
   bool allow_unschedulable = false;

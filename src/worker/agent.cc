@@ -141,6 +141,7 @@ void Agent::on_connected(std::shared_ptr<net::WsConnection> channel) {
   for (const auto& r : deps_.launcher.running()) reg.running.push_back({r.id, r.pid});
   reg.exited = shipper_.unacknowledged_exits();
   reg.busy_ports = deps_.busy_ports();
+  if (deps_.unhealthy) reg.unhealthy = deps_.unhealthy();
   channel_->send(api::encode(reg), false);
 }
 
@@ -264,6 +265,10 @@ void Agent::on_registered(const api::Registered& m) {
   backoff_ms_ = 250;
   spdlog::info("registered with the head at {} as {}", deps_.head.describe(), config_.node_id);
   shipper_.registered();
+  // A check that failed while the registration was on its way was not heard: say it again.
+  if (deps_.unhealthy) {
+    if (auto unhealthy = deps_.unhealthy()) shipper_.send(*unhealthy);
+  }
   report_first({});
 }
 

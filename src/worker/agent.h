@@ -53,6 +53,9 @@ class Agent {
     // `ag stack`: the stacks of a task's Python processes (worker/stack_dumps.h), given
     // to `done` on the io thread; unset: refused.
     std::function<void(const api::StackRequest&, std::function<void(api::StackReport)> done)> take_stacks = nullptr;
+    // The node's failing health report while it is not healthy again (worker/
+    // health_checks.h), carried by each registration; unset: always healthy.
+    std::function<std::optional<api::HealthReport>()> unhealthy = nullptr;
   };
   // `on_first_result` is called once: ok after the first registration, or the first
   // failure (the agent keeps retrying unless the failure is kUnauthenticated).
@@ -67,6 +70,9 @@ class Agent {
   // Why the agent gave up, if it did: the head refused its token or its protocol
   // version, or (kUnavailable) no head answered at start. The daemon exits non-zero.
   const std::optional<Error>& gave_up() const { return gave_up_; }
+  // Tells the head how the node's health checks went (dropped while no head listens:
+  // the next registration carries the node's health).
+  void report_health(const api::HealthReport& report) { shipper_.send(report); }
 
  private:
   void dial();

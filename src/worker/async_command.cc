@@ -85,7 +85,8 @@ void init_clean_spawn(posix_spawnattr_t* attr, short flags) {
   posix_spawnattr_setflags(attr, static_cast<short>(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | flags));
 }
 
-pid_t spawn_with_output(std::vector<std::string> argv, int* read_fd, std::string* error, bool terminal) {
+pid_t spawn_with_output(std::vector<std::string> argv, int* read_fd, std::string* error, bool terminal,
+                        bool own_group) {
   int fds[2];  // [0] read end (a terminal's master), [1] the command's output
   if (argv.empty()) {
     *error = "no command";
@@ -115,7 +116,7 @@ pid_t spawn_with_output(std::vector<std::string> argv, int* read_fd, std::string
   posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
   posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
   posix_spawnattr_t attr;
-  init_clean_spawn(&attr, 0);
+  init_clean_spawn(&attr, own_group ? POSIX_SPAWN_SETPGROUP : 0);
   pid_t pid = 0;
   int rc = posix_spawnp(&pid, args[0], &actions, &attr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);

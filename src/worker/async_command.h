@@ -26,7 +26,9 @@ void init_clean_spawn(posix_spawnattr_t* attr, short flags);
 // Returns the pid, or 0 with `error` set.
 // `terminal`: the output goes to a pseudo-terminal (200 columns) instead of a pipe, for
 // commands that show progress only to a terminal; the read end is then its master.
-pid_t spawn_with_output(std::vector<std::string> argv, int* read_fd, std::string* error, bool terminal = false);
+// `own_group`: the command leads a process group of its own (kill(-pid) reaches all).
+pid_t spawn_with_output(std::vector<std::string> argv, int* read_fd, std::string* error, bool terminal = false,
+                        bool own_group = false);
 
 class AsyncCommand {
  public:

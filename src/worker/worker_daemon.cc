@@ -282,6 +282,19 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
     if (!target.ok()) return done(api::StackReport{request.request, request.task, false, "", target.error().message});
     stack_dumps.value()->take(request, target.value().processes, std::move(done));
   };
+  std::unique_ptr<HealthChecks> health;
+  Agent* agent_ptr = nullptr;
+  if (!config.health.commands.empty()) {
+    health = std::make_unique<HealthChecks>(io, timers, config.health, [&agent_ptr](const api::HealthReport& report) {
+      if (report.healthy) {
+        spdlog::info("health checks pass again: the node is healthy");
+      } else {
+        spdlog::warn("node unhealthy: {}", report.reason);
+      }
+      if (agent_ptr) agent_ptr->report_health(report);
+    });
+    deps.unhealthy = [&health] { return health->unhealthy(); };
+  }
   bool ready_reported = false;
   Agent agent(std::move(deps), agent_config, [&](const Status& status) {
     ready_reported = true;
@@ -306,7 +319,9 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
     spdlog::info("received signal {}: stopping all tasks, then exiting", sig);
     agent.shutdown(config.stop_grace_ms);
   });
+  agent_ptr = &agent;
   agent.start();
+  if (health) health->start();
   io.run();
   if (leaving) {
     spdlog::info("worker exited, its tasks left running");

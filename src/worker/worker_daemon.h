@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/result.h"
+#include "worker/health_checks.h"
 
 namespace ag::worker {
 
@@ -32,6 +33,7 @@ struct WorkerConfig {
   bool enforce_limits = true;  // cap tasks' memory and CPU where cgroups allow (task_limits.h)
   std::string container_engine = "auto";     // auto, podman, docker, none (container_engine.h)
   std::vector<std::string> allowed_mounts;   // node paths jobs may mount
+  HealthCheckConfig health;                  // --health-check (none by default)
 };
 
 // The exit status of a worker the head refused for good (its token, its protocol

@@ -117,6 +117,12 @@ Metrics::Metrics(Deps deps) : deps_(deps), scheduling_latency_(kLatencyBounds), 
 
 void Metrics::on_job_removed(const std::string& job_id) { recorded_.erase(job_id); }
 
+void Metrics::on_event(const ClusterEvent& event) {
+  if (event.type == "job.succeeded") ++finished_["SUCCEEDED"];
+  if (event.type == "job.failed") ++finished_["FAILED"];
+  if (event.type == "job.stopped") ++finished_["STOPPED"];
+}
+
 void Metrics::on_job_changed(const Job& job) {
   // Latencies come from the job's own timestamps, not the time of observation: a job
   // may be placed, start and even finish between two observations.
@@ -172,6 +178,28 @@ std::string Metrics::render() const {
   header(out, "ag_nodes", "gauge", "Worker nodes the head knows, by state.");
   for (const auto& [state, n] : nodes_by_state)
     sample(out, "ag_nodes", std::string("state=\"") + to_string(state) + "\"", n);
+  // Node health: which alive nodes take no new tasks because a check or a GPU failed.
+  int unhealthy = 0;
+  std::string unhealthy_samples;
+  for (const auto& [id, node] : deps_.nodes.nodes()) {
+    if (node.state != NodeState::kAlive || !node.unhealthy) continue;
+    ++unhealthy;
+    sample(unhealthy_samples, "ag_node_unhealthy",
+           "node=\"" + label_value(id) + "\",reason=\"" + label_value(node.unhealthy->reason.substr(0, 120)) + "\"", 1);
+  }
+  header(out, "ag_nodes_unhealthy", "gauge", "Alive nodes a health check or GPU error marked UNHEALTHY.");
+  sample(out, "ag_nodes_unhealthy", "", unhealthy);
+  header(out, "ag_node_unhealthy", "gauge", "1 for each UNHEALTHY alive node, with why (its first 120 characters).");
+  out += unhealthy_samples;
+  header(out, "ag_gpu_errors_total", "counter", "GPU errors nodes reported (XID, ECC, retired pages, row remaps, vanished).");
+  for (const auto& [key, n] : deps_.nodes.gpu_errors()) {
+    sample(out, "ag_gpu_errors_total",
+           "node=\"" + label_value(key.node_id) + "\",gpu=\"" + std::to_string(key.gpu) + "\",kind=\"" +
+               label_value(key.kind) + "\"",
+           static_cast<double>(n));
+  }
+  header(out, "ag_jobs_finished_total", "counter", "Jobs that ended since the head started, by how.");
+  for (const auto& [state, n] : finished_) sample(out, "ag_jobs_finished_total", "state=\"" + state + "\"", static_cast<double>(n));
 
   std::map<JobState, int> jobs_by_state;
   for (auto s : {JobState::kPending, JobState::kRunning, JobState::kSucceeded, JobState::kFailed, JobState::kStopped}) {
@@ -195,6 +223,26 @@ std::string Metrics::render() const {
   header(out, "ag_jobs_live", "gauge", "PENDING and RUNNING jobs, by owner and state.");
   for (const auto& [key, n] : live_by_owner) {
     sample(out, "ag_jobs_live", "owner=\"" + key.first + "\",state=\"" + to_string(key.second) + "\"", n);
+  }
+  // Jobs pending long, with what they wait for: the oldest kMaxPendingSeries of those
+  // waiting kPendingLongS or more (list() is newest first).
+  constexpr int64_t kPendingLongS = 600;
+  constexpr size_t kMaxPendingSeries = 100;
+  const int64_t now_ms = deps_.jobs.deps.clock.now_ms();
+  std::vector<const Job*> waiting_long;
+  for (const Job* job : deps_.jobs.table.list()) {
+    if (job->state == JobState::kPending && now_ms - job->submitted_ms >= kPendingLongS * 1000) waiting_long.push_back(job);
+  }
+  header(out, "ag_job_pending_seconds", "gauge",
+         "How long each job pending 10 minutes or more has waited (the 100 oldest), with what it waits for.");
+  for (size_t i = waiting_long.size() > kMaxPendingSeries ? waiting_long.size() - kMaxPendingSeries : 0;
+       i < waiting_long.size(); ++i) {
+    const Job& job = *waiting_long[i];
+    sample(out, "ag_job_pending_seconds",
+           "job_id=\"" + label_value(job.id) + "\",owner=\"" + label_value(job.owner) + "\",queue=\"" +
+               label_value(job.spec.queue) + "\",reason=\"" +
+               (job.pending_kind ? sched::to_string(*job.pending_kind) : "queued") + "\"",
+           static_cast<double>(now_ms - job.submitted_ms) / 1000.0);
   }
   // The sharing policy by user: what their running jobs hold (against their quotas) and
   // their fair-share usage.

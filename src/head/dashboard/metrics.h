@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "head/events/event_log.h"
 #include "head/jobs/job.h"
 #include "head/jobs/job_layer.h"
 #include "head/leader/head_role.h"
@@ -67,6 +68,8 @@ class Metrics {
   // running), each once per job, from the job's own timestamps.
   void on_job_changed(const Job& job);
   void on_job_removed(const std::string& job_id);
+  // EventLog listener: counts the jobs that end, by how (ag_jobs_finished_total).
+  void on_event(const ClusterEvent& event);
 
   // Wraps `respond` so that the response is counted under the request's route
   // template, method and status code.
@@ -88,6 +91,7 @@ class Metrics {
   // (route, method, code) -> count. Shared with the wrapped responders, which may
   // outlive a request but never the Metrics (both die with the io loop).
   std::map<std::tuple<std::string, std::string, int>, uint64_t> requests_;
+  std::map<std::string, uint64_t> finished_ = {{"SUCCEEDED", 0}, {"FAILED", 0}, {"STOPPED", 0}};
 };
 
 }  // namespace ag::head::dashboard

@@ -18,6 +18,8 @@ namespace {
 using Verdict = LogStreamReader::Verdict;
 
 constexpr int64_t kLogRetryMs = 1000;
+// What a node may say about why it is unhealthy (the rest is cut).
+constexpr size_t kMaxHealthReasonBytes = 2048;
 
 net::HttpResponse json_error(int status, const std::string& message) {
   return {status, "application/json", nlohmann::json{{"error", message}}.dump()};
@@ -279,6 +281,11 @@ void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel
                  [&](const api::StackReport& m) {
                    if (on_stack_report_) on_stack_report_(*node_id, m);
                  },
+                 [&](const api::HealthReport& m) {
+                   api::HealthReport report = m;
+                   report.reason = report.reason.substr(0, kMaxHealthReasonBytes);
+                   deps_.jobs.controller.on_node_health(*node_id, report);
+                 },
                  [&](const api::TaskNote& m) {
                    if (!may_report(deps_.jobs, *node_id, m.task)) return;
                    deps_.jobs.controller.report_problem(m.task.job_id, m.text.substr(0, 300));
@@ -455,6 +462,11 @@ void WorkerGateway::complete_register(const std::shared_ptr<net::WsConnection>& 
     ended.push_back(exited.task);
   }
   deps_.jobs.controller.on_node_registered(added.node_id, message.running, ended);
+  if (message.unhealthy) {
+    api::HealthReport report = *message.unhealthy;
+    report.reason = report.reason.substr(0, kMaxHealthReasonBytes);
+    deps_.jobs.controller.on_node_health(added.node_id, report);
+  }
 }
 
 }  // namespace ag::head

@@ -258,6 +258,32 @@ Status JobController::on_task_exited(const std::string& node_id, const api::Task
   return allowed;
 }
 
+void JobController::on_node_health(const std::string& node_id, const api::HealthReport& report) {
+  const bool was_unhealthy = u_.nodes.find(node_id) && u_.nodes.find(node_id)->unhealthy;
+  const bool turned_unhealthy = u_.nodes.set_health(node_id, report, u_.clock.now_ms());
+  const Node* node = u_.nodes.find(node_id);
+  if (!node) return;
+  if (was_unhealthy != static_cast<bool>(node->unhealthy)) {
+    u_.loop.cluster_changed();
+    u_.loop.request();
+  }
+  if (!turned_unhealthy) return;
+  const std::string why = "node " + node->label() + " is UNHEALTHY (" + node->unhealthy->reason +
+                          "); requeued as it asked (on_node_unhealthy: requeue), not counted as a retry";
+  std::vector<Job*> affected;
+  for (const auto& [_, job] : u_.jobs.active()) {
+    const AttemptRecord* attempt = job->current_attempt();
+    if (!job->spec.requeue_on_unhealthy || !attempt) continue;
+    for (const auto& task : attempt->tasks) {
+      if (task.node_id == node_id && !task.terminal()) {
+        affected.push_back(job);
+        break;
+      }
+    }
+  }
+  for (Job* job : affected) apply(*job, on_preempted(*job, why, config_.kill_grace_ms, u_.clock.now_ms()));
+}
+
 void JobController::on_node_dead(const std::string& node_id) {
   u_.loop.cluster_changed();
   const Node* node = u_.nodes.find(node_id);
@@ -326,10 +352,17 @@ void JobController::run_pass() {
     arm_timeout(job);
   }
   // Nodes left out because an admin drained them are named in every reason.
-  int draining = 0;
-  for (const auto& [_, node] : u_.nodes.nodes()) draining += node.state == NodeState::kAlive && node.draining;
-  const std::string drained_note =
+  int draining = 0, unhealthy = 0;
+  for (const auto& [_, node] : u_.nodes.nodes()) {
+    if (node.state != NodeState::kAlive) continue;
+    draining += node.draining;
+    unhealthy += !node.draining && node.unhealthy;
+  }
+  std::string drained_note =
       draining == 0 ? "" : "; " + std::to_string(draining) + " node(s) draining take no new tasks (`ag resume NODE`)";
+  if (unhealthy > 0) {
+    drained_note += "; " + std::to_string(unhealthy) + " UNHEALTHY node(s) take no new tasks (`ag list-nodes` says why)";
+  }
   for (const auto& reason : pass.plan.pending) {
     Job& job = *u_.jobs.find(reason.job_id);
     if (reason.infeasible()) u_.loop.set_aside_job(job.id);

@@ -108,6 +108,10 @@ class JobController {
   Status on_task_started(const std::string& node_id, const api::TaskKey& task, int64_t pid);
   Status on_task_exited(const std::string& node_id, const api::TaskKey& task, const api::TaskExit& exit);
   void on_node_dead(const std::string& node_id);
+  // A node's health report (or its registration's): an UNHEALTHY node takes no new
+  // tasks, and the running gangs on it that asked for it (on_node_unhealthy: requeue)
+  // are stopped and queued again, not counted as a retry.
+  void on_node_health(const std::string& node_id, const api::HealthReport& report);
 
   // The head's own events: a task ended as the head concluded (its launch could not be
   // sent), a run or attempt timeout came, begin times came for gated jobs, and a

@@ -42,8 +42,10 @@ void PolicyChanges::set_draining(const std::string& node_id, bool draining, std:
   }
   std::set<std::string> drained;
   auto batch = u_.nodes.drain_record(node_id, draining, &drained);
-  u_.writer.write_then(std::move(batch), [this, drained] {
+  u_.writer.write_then(std::move(batch), [this, drained, node_id, draining] {
     u_.nodes.set_drained(drained);
+    // `ag resume` also clears an UNHEALTHY mark (a failing check marks it again).
+    if (!draining) u_.nodes.clear_health(node_id, "resumed by an admin");
     u_.loop.cluster_changed();
     u_.loop.request();
   }, std::move(done));

@@ -50,7 +50,10 @@ std::map<std::string, sched::NodeView> node_capacity(const NodeRegistry& nodes, 
     v.total = node.total;
     v.free = node.total;
     v.free_gpu_ids = node.gpu_ids;
-    v.schedulable = node.state == NodeState::kAlive && (draining_schedulable || !node.draining);
+    // An unhealthy node is set aside as a drained one is (it takes tasks again once
+    // healthy or resumed).
+    v.schedulable =
+        node.state == NodeState::kAlive && (draining_schedulable || (!node.draining && !node.unhealthy));
     v.labels = node.labels;
     v.containers = !node.container_engine.empty();
     v.mount_prefixes = node.allowed_mounts;

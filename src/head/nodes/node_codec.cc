@@ -7,12 +7,24 @@ namespace ag::head {
 using nlohmann::json;
 
 json node_to_json(const Node& node, const Resources& allocated) {
+  json health = json(nullptr);
+  if (node.unhealthy) {
+    health = {{"reason", node.unhealthy->reason},
+              {"since_ms", node.unhealthy_since_ms},
+              {"sticky", node.unhealthy->sticky}};
+    if (!node.unhealthy->gpu_kind.empty()) {
+      health["gpu_kind"] = node.unhealthy->gpu_kind;
+      health["gpu_index"] = node.unhealthy->gpu_index;
+    }
+  }
   return {{"node_id", node.node_id},
           {"address", node.address},
           {"hostname", node.hostname},
           {"network_interface", node.network_interface},
           {"state", to_string(node.state)},
           {"draining", node.draining},
+          {"healthy", !node.unhealthy},
+          {"unhealthy", health},
           {"labels", node.labels},
           {"limits", node.limits},
           {"container_engine", node.container_engine},

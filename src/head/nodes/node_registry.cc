@@ -112,6 +112,36 @@ void NodeRegistry::disconnected(const std::string& node_id, const net::WsConnect
        "disconnected: its tasks may still run; it is declared DEAD unless it reconnects within the node timeout");
 }
 
+bool NodeRegistry::set_health(const std::string& node_id, const api::HealthReport& report, int64_t now_ms) {
+  Node* node = find(node_id);
+  if (!node) return false;
+  if (report.healthy) {
+    if (node->unhealthy && !node->unhealthy->sticky) clear_health(node_id, "its health checks pass again");
+    return false;
+  }
+  if (!report.gpu_kind.empty()) ++gpu_errors_[{node_id, report.gpu_index, report.gpu_kind}];
+  const bool was_healthy = !node->unhealthy;
+  if (!was_healthy && node->unhealthy->reason == report.reason) return false;
+  // A sticky failure stays sticky until cleared, whatever comes after it.
+  const bool sticky = report.sticky || (node->unhealthy && node->unhealthy->sticky);
+  node->unhealthy = report;
+  node->unhealthy->sticky = sticky;
+  if (was_healthy) node->unhealthy_since_ms = now_ms;
+  tell(*node, "node.unhealthy",
+       "UNHEALTHY: " + report.reason + "; it takes no new tasks" +
+           (sticky ? " until an admin runs `ag resume " + node_id + "`" : " until its checks pass 3 times in a row"));
+  return was_healthy;
+}
+
+bool NodeRegistry::clear_health(const std::string& node_id, const std::string& why) {
+  Node* node = find(node_id);
+  if (!node || !node->unhealthy) return false;
+  node->unhealthy.reset();
+  node->unhealthy_since_ms = 0;
+  tell(*node, "node.healthy", "healthy again (" + why + "); it takes new tasks");
+  return true;
+}
+
 bool NodeRegistry::mark_dead(const std::string& node_id) {
   Node* node = find(node_id);
   if (!node) return false;

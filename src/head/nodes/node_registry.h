@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -56,6 +57,10 @@ struct Node {
   std::string limits;                         // which task caps the node enforces (Register.limits)
   std::string container_engine;               // "podman 4.3.1", "" when the node runs no containers
   std::vector<std::string> allowed_mounts;    // node paths jobs may mount (--allow-mount)
+  // Set while the node is UNHEALTHY (its health checks or GPUs, api::HealthReport): no
+  // new tasks, as drained, until it is healthy again or an admin resumes it.
+  std::optional<api::HealthReport> unhealthy;
+  int64_t unhealthy_since_ms = 0;
 
   // "node_ab12 (127.0.0.2)"
   std::string label() const { return node_id + " (" + address + ")"; }
@@ -88,6 +93,22 @@ class NodeRegistry final : public WorkerChannel {
   // Sends a control message to a node; returns false when it has no open channel.
   bool send(const std::string& node_id, const api::HeadMessage& message) override;
 
+  // A node's health report (or its registration's), at `now_ms`. Returns whether the
+  // node just turned UNHEALTHY ("node.unhealthy"; a new reason while unhealthy is told
+  // too). A healthy report clears it unless the failure is sticky (a GPU error, which
+  // only clear_health ends). GPU errors are counted per node, GPU and kind.
+  bool set_health(const std::string& node_id, const api::HealthReport& report, int64_t now_ms);
+  // `ag resume NODE`: healthy again ("node.healthy"), whatever the failure was. Returns
+  // whether it was unhealthy.
+  bool clear_health(const std::string& node_id, const std::string& why);
+  struct GpuErrorKey {
+    std::string node_id;
+    int gpu = -1;
+    std::string kind;
+    auto operator<=>(const GpuErrorKey&) const = default;
+  };
+  const std::map<GpuErrorKey, int64_t>& gpu_errors() const { return gpu_errors_; }
+
   // Appends a usage sample and drops those older than kUsageHistoryMs.
   void record_usage(const std::string& node_id, UsageSample sample);
 
@@ -110,6 +131,7 @@ class NodeRegistry final : public WorkerChannel {
   EventSink sink_;
   std::set<std::string> drained_;
   std::map<std::string, Node> nodes_;
+  std::map<GpuErrorKey, int64_t> gpu_errors_;
 };
 
 }  // namespace ag::head

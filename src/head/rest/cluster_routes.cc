@@ -29,8 +29,12 @@ void ClusterRoutes::summary(const Call& call, bool tls, net::Respond respond) {
   json nodes = json::array();
   Resources total, used;
   int alive = 0;
+  json unhealthy = json::array();
   for (const auto& [id, node] : deps_.nodes.nodes()) {
     nodes.push_back(node_to_json(node, alloc[id]));
+    if (node.unhealthy && node.state == NodeState::kAlive) {
+      unhealthy.push_back({{"node_id", id}, {"reason", node.unhealthy->reason}, {"since_ms", node.unhealthy_since_ms}});
+    }
     if (node.state == NodeState::kAlive) {
       ++alive;
       total += node.total;
@@ -49,6 +53,7 @@ void ClusterRoutes::summary(const Call& call, bool tls, net::Respond respond) {
             {"resources", {{"num_cpus", total.cpu_millis / 1000.0}, {"memory_bytes", total.memory_bytes}, {"num_gpus", total.gpus}}},
             {"allocated", {{"num_cpus", used.cpu_millis / 1000.0}, {"memory_bytes", used.memory_bytes}, {"num_gpus", used.gpus}}},
             {"jobs", by_state},
+            {"unhealthy_nodes", unhealthy},
             {"tls", tls},
             {"version", version_line()},
             {"head", role_json(deps_.role)}}));
