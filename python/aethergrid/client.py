@@ -16,7 +16,7 @@ JOB_KEYS = ("entrypoint", "runtime_env", "num_workers", "task_options", "job_nam
             "max_retries", "timeout", "labels", "placement", "submission_id", "timeout_per_attempt",
             "allow_unschedulable", "retry_delay", "retry_on", "constraints", "priority",
             "after", "after_any", "after_failed", "hold", "begin", "exclusive", "queue", "no_preempt",
-            "hang_timeout", "on_hang", "hold_on_failure", "on_node_unhealthy")
+            "hang_timeout", "on_hang", "hold_on_failure", "on_node_unhealthy", "idle_gpu_timeout", "on_idle")
 
 
 class Client:
@@ -144,7 +144,7 @@ class Client:
                    retry_delay=None, retry_on=None, constraints=None, priority=None,
                    after=None, after_any=None, after_failed=None, hold=False, begin=None,
                    exclusive=False, queue=None, no_preempt=False, hang_timeout=None, on_hang=None,
-                   hold_on_failure=None, on_node_unhealthy=None):
+                   hold_on_failure=None, on_node_unhealthy=None, idle_gpu_timeout=None, on_idle=None):
         """Submits one job and returns its Job at once (it runs in the background).
 
         entrypoint: the command each of the `num_workers` tasks runs (through a shell).
@@ -164,6 +164,9 @@ class Client:
         gang is torn down or retried, to look inside with job.exec().
         on_node_unhealthy: "keep" (default: run on) or "requeue" (when a node it runs on
         turns UNHEALTHY, the gang is stopped and queued again, not counted as a retry).
+        idle_gpu_timeout: seconds after which a job whose GPUs all stay under 5% busy gets
+        a "job.idle" event; with on_idle="stop" it is stopped for it (default: the
+        head's --idle-gpu-timeout, if any).
         priority: placed before pending jobs of lower priority: "low", "normal" (default),
         "high", "urgent", or a whole number from -1000 to 1000; ties in submit order.
         after / after_any / after_failed: jobs (Job objects or ids, one or a list) it starts
@@ -206,7 +209,8 @@ class Client:
                           priority=priority, after=after, after_any=after_any,
                           after_failed=after_failed, hold=hold, begin=begin, exclusive=exclusive,
                           queue=queue, no_preempt=no_preempt, hang_timeout=hang_timeout, on_hang=on_hang,
-                          hold_on_failure=hold_on_failure, on_node_unhealthy=on_node_unhealthy)
+                          hold_on_failure=hold_on_failure, on_node_unhealthy=on_node_unhealthy,
+                          idle_gpu_timeout=idle_gpu_timeout, on_idle=on_idle)
         answer = self._transport.request("POST", "/api/jobs", body=spec, retry=True).json()
         return Job(self, answer["job_id"])
 
@@ -280,7 +284,7 @@ class Client:
               retry_delay=None, retry_on=None, constraints=None, priority=None,
               after=None, after_any=None, after_failed=None, hold=False, begin=None,
               exclusive=False, queue=None, no_preempt=False, hang_timeout=None, on_hang=None,
-              hold_on_failure=None, on_node_unhealthy=None):
+              hold_on_failure=None, on_node_unhealthy=None, idle_gpu_timeout=None, on_idle=None):
         """The JSON job spec to send, with working_dir uploaded."""
         spec = {"entrypoint": entrypoint, "num_workers": num_workers, "max_retries": max_retries,
                 "placement": placement, "submission_id": submission_id or uuid.uuid4().hex}
@@ -300,6 +304,10 @@ class Client:
             spec["hold_on_failure"] = hold_on_failure
         if on_node_unhealthy is not None:
             spec["on_node_unhealthy"] = on_node_unhealthy
+        if idle_gpu_timeout is not None:
+            spec["idle_gpu_timeout"] = idle_gpu_timeout
+        if on_idle is not None:
+            spec["on_idle"] = on_idle
         if allow_unschedulable:
             spec["allow_unschedulable"] = True
         if retry_delay is not None:

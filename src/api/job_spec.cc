@@ -500,7 +500,7 @@ Result<JobSpec> parse_job_spec(const json& body) {
   }
   static const std::set<std::string> kKnown = {
       "entrypoint", "num_workers", "task_options", "runtime_env", "job_name", "labels",
-      "max_retries", "timeout", "timeout_per_attempt", "hang_timeout", "on_hang", "on_node_unhealthy", "allocation", "interactive", "hold_on_failure",
+      "max_retries", "timeout", "timeout_per_attempt", "hang_timeout", "on_hang", "on_node_unhealthy", "idle_gpu_timeout", "on_idle", "allocation", "interactive", "hold_on_failure",
       "placement", "submission_id", "priority",
       "allow_unschedulable", "retry_delay", "retry_on", "constraints", "after", "after_any", "after_failed", "hold",
       "begin_ms", "array", "exclusive", "queue", "no_preempt"};
@@ -647,6 +647,20 @@ Result<JobSpec> parse_job_spec(const json& body) {
     }
     spec.fail_on_hang = text == "fail";
   }
+  if (body.contains("idle_gpu_timeout") && !body["idle_gpu_timeout"].is_null()) {
+    double t = 0;
+    if (auto err = read_number(body["idle_gpu_timeout"], "idle_gpu_timeout", 1, kMaxTimeoutSeconds, &t)) return *err;
+    spec.idle_gpu_timeout_s = t;
+  }
+  if (body.contains("on_idle") && !body["on_idle"].is_null()) {
+    std::string text;
+    if (auto err = read_string(body["on_idle"], "on_idle", 16, &text)) return *err;
+    if (text != "event" && text != "stop") {
+      return field_error("on_idle", "must be \"event\" (say so in the job's events) or \"stop\" (that, then stop "
+                                    "the job), got \"" + text + "\"");
+    }
+    spec.stop_on_idle = text == "stop";
+  }
   if (body.contains("on_node_unhealthy") && !body["on_node_unhealthy"].is_null()) {
     std::string text;
     if (auto err = read_string(body["on_node_unhealthy"], "on_node_unhealthy", 16, &text)) return *err;
@@ -715,6 +729,8 @@ json to_json(const JobSpec& spec) {
   if (spec.hang_timeout_s) j["hang_timeout"] = *spec.hang_timeout_s;
   if (spec.fail_on_hang) j["on_hang"] = "fail";
   if (spec.requeue_on_unhealthy) j["on_node_unhealthy"] = "requeue";
+  if (spec.idle_gpu_timeout_s) j["idle_gpu_timeout"] = *spec.idle_gpu_timeout_s;
+  if (spec.stop_on_idle) j["on_idle"] = "stop";
   if (spec.hold_on_failure_s) j["hold_on_failure"] = *spec.hold_on_failure_s;
   if (spec.allocation) j["allocation"] = true;
   if (spec.interactive) j["interactive"] = true;

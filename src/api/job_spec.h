@@ -161,6 +161,11 @@ struct JobSpec {
   // failing health check, a GPU error), the gang is stopped and queued again, not
   // counted against max_retries. "keep" (false, the default): it runs on.
   bool requeue_on_unhealthy = false;
+  // Every GPU the job holds stays under 5% busy for this long: an event ("job.idle"),
+  // and with on_idle "stop" (stop_on_idle) the job is stopped for it. Unset: the
+  // head's --idle-gpu-timeout, if any.
+  std::optional<double> idle_gpu_timeout_s;
+  bool stop_on_idle = false;
   // A failed attempt's tasks still running are kept this long before the gang is torn
   // down (or retried), so that a user can `ag exec` into them.
   std::optional<double> hold_on_failure_s;  // on_hang "fail": end the attempt (a retry if allowed), not only report it

@@ -27,6 +27,7 @@ struct StartHeadOptions {
   std::string job_retention = "0";  // a duration (30d); "0" keeps finished jobs
   double max_task_log_mb = 1024;
   double hang_timeout_s = 0;  // jobs without their own --hang-timeout: 0 watches none
+  double idle_gpu_timeout_s = 0;  // jobs without their own --idle-gpu-timeout: 0 watches none
   bool insecure = false;
   std::string tls_cert, tls_key;
   std::vector<std::string> advertise;

@@ -214,6 +214,7 @@ int start_head(const StartHeadOptions& options) {
   config.node_timeout_ms = static_cast<int64_t>(options.node_timeout_s * 1000);
   config.kill_grace_ms = static_cast<int64_t>(options.kill_grace_s * 1000);
   if (options.hang_timeout_s > 0) config.hang_timeout_s = options.hang_timeout_s;
+  if (options.idle_gpu_timeout_s > 0) config.idle_gpu_timeout_s = options.idle_gpu_timeout_s;
   config.usage_half_life_ms = static_cast<int64_t>(options.usage_half_life_days * 24 * 3600 * 1000);
   config.preempt_grace_ms = static_cast<int64_t>(options.preempt_grace_s * 1000);
   config.verbose = options.verbose;

@@ -85,6 +85,11 @@ int run(int argc, char** argv) {
   start_head_cmd->add_option("--dashboard-port", head.dashboard_port, "Dashboard port")->capture_default_str()->check(CLI::Range(1, 65535));
   start_head_cmd->add_option("--data-dir", head.data_dir, "Where the head keeps its database, logs and token");
   start_head_cmd->add_option("--node-timeout", head.node_timeout_s, "How long a node may go without a heartbeat before it is dead (15s, 1m)")->capture_default_str()->transform(ag::cli::duration_flag(0.2, 3600));
+  start_head_cmd->add_option("--idle-gpu-timeout", head.idle_gpu_timeout_s,
+                             "Jobs without their own --idle-gpu-timeout: every GPU under 5% busy this long is an event "
+                             "(30m; 0, the default, watches none)")
+      ->capture_default_str()
+      ->transform(ag::cli::duration_flag(0, 90 * 24 * 3600));
   start_head_cmd->add_option("--hang-timeout", head.hang_timeout_s,
                              "Jobs without their own --hang-timeout: no output and under 1% of a CPU this long is a "
                              "hang (10m; 0, the default, watches none)")

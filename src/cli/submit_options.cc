@@ -70,6 +70,13 @@ CLI::App* add_submit_command(CLI::App& app, SubmitOptions& options) {
                       "What a hang does: stacks (record it and every rank's stacks, the default) or fail (that, "
                       "then end the attempt; retried if --max-retries allows)")
       ->check(CLI::IsMember({"stacks", "fail"}));
+  command->add_option("--idle-gpu-timeout", options.idle_gpu_timeout_s,
+                      "Every GPU the job holds under 5% busy this long: an event (30m; default: the head's "
+                      "--idle-gpu-timeout, off unless set)")
+      ->transform(duration_flag(1, api::kMaxTimeoutSeconds));
+  command->add_option("--on-idle", options.on_idle,
+                      "What idle GPUs do: event (say so in the job's events, the default) or stop (stop the job)")
+      ->check(CLI::IsMember({"event", "stop"}));
   command->add_option("--on-node-unhealthy", options.on_node_unhealthy,
                       "When a node it runs on turns UNHEALTHY (a failing health check, a GPU error): keep (run "
                       "on, the default) or requeue (stop the gang and queue it again; not counted as a retry)")
@@ -262,6 +269,8 @@ Result<api::JobSpec> spec_from_submit_options(const SubmitOptions& options, int6
   spec.interactive = options.interactive_stdin || options.interactive_tty;
   spec.fail_on_hang = options.on_hang == "fail";
   spec.requeue_on_unhealthy = options.on_node_unhealthy == "requeue";
+  spec.idle_gpu_timeout_s = options.idle_gpu_timeout_s;
+  spec.stop_on_idle = options.on_idle == "stop";
   spec.hold_on_failure_s = options.hold_on_failure_s;
   spec.gpu_isolation = options.gpu_isolation;
   spec.allow_unschedulable = options.allow_unschedulable;

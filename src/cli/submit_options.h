@@ -41,6 +41,8 @@ struct SubmitOptions {
   std::optional<double> hang_timeout_s;
   std::string on_hang;  // "stacks" or "fail"; "" for the default (stacks)
   std::string on_node_unhealthy;  // "keep" or "requeue"; "" for the default (keep)
+  std::optional<double> idle_gpu_timeout_s;
+  std::string on_idle;  // "event" or "stop"; "" for the default (event)
   std::optional<double> hold_on_failure_s;
   bool gpu_isolation = false;
   bool allow_unschedulable = false;

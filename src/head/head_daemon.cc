@@ -45,6 +45,7 @@
 #include "net/http_server.h"
 #include "api/exec_protocol.h"
 #include "head/events/node_events.h"
+#include "head/exec/idle_gpu_watch.h"
 #include "head/exec/exec_relay.h"
 #include "head/exec/hang_watch.h"
 #include "head/rest/exec_routes.h"
@@ -447,6 +448,8 @@ int run_leader(const HeadConfig& config, store::KvStore& store, const LeaderLeas
       [&stacks](const std::string& node_id, const api::StackReport& report) { stacks.on_report(node_id, report); });
   HangWatch hangs({clock, timers, jobs, logs, gateway.job_usage(), stacks}, config.hang_timeout_s);
   hangs.start();
+  IdleGpuWatch idle_gpus({clock, timers, jobs, gateway.job_usage()}, config.idle_gpu_timeout_s);
+  idle_gpus.start();
   gateway.on_pull_update(
       [&pulls](const std::string& node_id, const api::PullUpdate& update) { pulls.update(node_id, update); });
   ApiRoutes routes({io, jobs, nodes, logs, packages, access, audit, gateway, clock, dashboard, pulls, role, stacks});

@@ -28,6 +28,7 @@ struct HeadConfig {
   int64_t max_task_log_bytes = int64_t{1} << 30;
   // The hang timeout of jobs without one of their own (head/exec/hang_watch.h).
   std::optional<double> hang_timeout_s;
+  std::optional<double> idle_gpu_timeout_s;  // jobs without their own: unset watches none
   // Finished jobs older than this are deleted (record, events, logs); 0 keeps them.
   int64_t job_retention_ms = 0;
   // TLS (net/tls.h): on unless `insecure`; plain HTTP is then answered only on

@@ -1,6 +1,7 @@
 #include "worker/resource_detector.h"
 
-#include <dlfcn.h>
+#include "worker/nvml.h"
+
 #include <sched.h>
 
 #include <fstream>
@@ -27,45 +28,24 @@ int64_t detect_memory_bytes() {
   return 0;
 }
 
-namespace {
-// The few NVML entry points used, with the C ABI NVML documents.
-using nvmlReturn_t = int;
-struct nvmlMemory_t {
-  unsigned long long total, free, used;
-};
-using InitFn = nvmlReturn_t (*)();
-using CountFn = nvmlReturn_t (*)(unsigned int*);
-using HandleFn = nvmlReturn_t (*)(unsigned int, void**);
-using NameFn = nvmlReturn_t (*)(void*, char*, unsigned int);
-using MemFn = nvmlReturn_t (*)(void*, nvmlMemory_t*);
-}  // namespace
-
 std::vector<GpuInfo> detect_gpus(std::string* why_none) {
   std::vector<GpuInfo> gpus;
-  void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    if (why_none) *why_none = "libnvidia-ml.so.1 not found (no NVIDIA driver)";
-    return gpus;
-  }
-  auto init = reinterpret_cast<InitFn>(dlsym(lib, "nvmlInit_v2"));
-  auto count_fn = reinterpret_cast<CountFn>(dlsym(lib, "nvmlDeviceGetCount_v2"));
-  auto handle_fn = reinterpret_cast<HandleFn>(dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
-  auto name_fn = reinterpret_cast<NameFn>(dlsym(lib, "nvmlDeviceGetName"));
-  auto mem_fn = reinterpret_cast<MemFn>(dlsym(lib, "nvmlDeviceGetMemoryInfo"));
+  const Nvml* nvml = Nvml::get(why_none);
   unsigned int count = 0;
-  if (!init || !count_fn || !handle_fn || init() != 0 || count_fn(&count) != 0) {
-    if (why_none) *why_none = "NVML did not initialise (driver not loaded?)";
-    return gpus;  // the library stays loaded; unloading NVML mid-process is unsafe
+  if (!nvml) return gpus;
+  if (nvml->device_count(&count) != nvml::kSuccess) {
+    if (why_none) *why_none = "NVML could not count the GPUs";
+    return gpus;
   }
   for (unsigned int i = 0; i < count; ++i) {
     GpuInfo gpu;
     gpu.index = static_cast<int>(i);
-    void* handle = nullptr;
-    if (handle_fn(i, &handle) == 0) {
+    nvml::Device device = nullptr;
+    if (nvml->device_by_index(i, &device) == nvml::kSuccess) {
       char name[96] = {0};
-      if (name_fn && name_fn(handle, name, sizeof name) == 0) gpu.name = name;
-      nvmlMemory_t mem{};
-      if (mem_fn && mem_fn(handle, &mem) == 0) gpu.memory_bytes = static_cast<int64_t>(mem.total);
+      if (nvml->name && nvml->name(device, name, sizeof name) == nvml::kSuccess) gpu.name = name;
+      nvml::Memory mem{};
+      if (nvml->memory && nvml->memory(device, &mem) == nvml::kSuccess) gpu.memory_bytes = static_cast<int64_t>(mem.total);
     }
     gpus.push_back(gpu);
   }

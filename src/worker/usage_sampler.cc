@@ -1,7 +1,6 @@
 #include "worker/usage_sampler.h"
 
 #include <dirent.h>
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,37 +15,7 @@
 
 namespace ag::worker {
 
-// The NVML entry points used for usage, resolved once; absent without a driver.
-struct UsageSampler::Nvml {
-  struct Utilization {
-    unsigned int gpu, memory;
-  };
-  struct Memory {
-    unsigned long long total, free, used;
-  };
-  int (*count)(unsigned int*) = nullptr;
-  int (*handle)(unsigned int, void**) = nullptr;
-  int (*utilization)(void*, Utilization*) = nullptr;
-  int (*memory)(void*, Memory*) = nullptr;
-};
-
-UsageSampler::UsageSampler() {
-  void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!lib) return;
-  auto init = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlInit_v2"));
-  auto nvml = new Nvml;
-  nvml->count = reinterpret_cast<int (*)(unsigned int*)>(dlsym(lib, "nvmlDeviceGetCount_v2"));
-  nvml->handle = reinterpret_cast<int (*)(unsigned int, void**)>(dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
-  nvml->utilization = reinterpret_cast<int (*)(void*, Nvml::Utilization*)>(dlsym(lib, "nvmlDeviceGetUtilizationRates"));
-  nvml->memory = reinterpret_cast<int (*)(void*, Nvml::Memory*)>(dlsym(lib, "nvmlDeviceGetMemoryInfo"));
-  if (!init || init() != 0 || !nvml->count || !nvml->handle) {
-    delete nvml;
-    return;
-  }
-  nvml_ = nvml;
-}
-
-UsageSampler::~UsageSampler() { delete nvml_; }
+UsageSampler::UsageSampler() : nvml_(Nvml::get()) {}
 
 api::NodeUsage UsageSampler::sample() {
   api::NodeUsage s;
@@ -72,16 +41,18 @@ api::NodeUsage UsageSampler::sample() {
   s.memory_used_bytes = (total_kib - available_kib) * 1024;
   if (nvml_) {
     unsigned int count = 0;
-    if (nvml_->count(&count) == 0) {
+    if (nvml_->device_count(&count) == nvml::kSuccess) {
       for (unsigned int i = 0; i < count; ++i) {
-        void* h = nullptr;
-        if (nvml_->handle(i, &h) != 0) continue;
+        nvml::Device h = nullptr;
+        if (nvml_->device_by_index(i, &h) != nvml::kSuccess) continue;
         api::GpuUsage g;
         g.index = static_cast<int>(i);
-        Nvml::Utilization u{};
-        if (nvml_->utilization && nvml_->utilization(h, &u) == 0) g.utilization_percent = static_cast<int64_t>(u.gpu);
-        Nvml::Memory m{};
-        if (nvml_->memory && nvml_->memory(h, &m) == 0) {
+        nvml::Utilization u{};
+        if (nvml_->utilization && nvml_->utilization(h, &u) == nvml::kSuccess) {
+          g.utilization_percent = static_cast<int64_t>(u.gpu);
+        }
+        nvml::Memory m{};
+        if (nvml_->memory && nvml_->memory(h, &m) == nvml::kSuccess) {
           g.memory_used_bytes = static_cast<int64_t>(m.used);
           g.memory_total_bytes = static_cast<int64_t>(m.total);
         }

@@ -10,13 +10,13 @@
 #include <vector>
 
 #include "api/protocol.h"
+#include "worker/nvml.h"
 
 namespace ag::worker {
 
 class UsageSampler {
  public:
   UsageSampler();
-  ~UsageSampler();
   api::NodeUsage sample();
 
   // What each task uses, `pids` being the tasks' process-group leaders: the CPU time
@@ -33,10 +33,9 @@ class UsageSampler {
     int64_t at_ms = 0;
   };
   std::map<int64_t, GroupTicks> last_group_ticks_;  // process group -> CPU ticks then
-  struct Nvml;
   uint64_t last_busy_ = 0;
   uint64_t last_total_ = 0;
-  Nvml* nvml_ = nullptr;
+  const Nvml* nvml_ = nullptr;  // null without a driver
 };
 
 }  // namespace ag::worker

@@ -26,6 +26,8 @@
 #include "net/asio_timers.h"
 #include "worker/agent.h"
 #include "worker/busy_ports.h"
+#include "worker/gpu_watch.h"
+#include "worker/nvml.h"
 #include "worker/head_dialer.h"
 #include "worker/network_interface.h"
 #include "worker/package_cache.h"
@@ -282,7 +284,10 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
     if (!target.ok()) return done(api::StackReport{request.request, request.task, false, "", target.error().message});
     stack_dumps.value()->take(request, target.value().processes, std::move(done));
   };
+  // Node health: the admin's checks (--health-check) and the GPUs' own (NVML); a
+  // registration carries a GPU fault first, as it lasts until an admin resumes the node.
   std::unique_ptr<HealthChecks> health;
+  std::unique_ptr<GpuWatch> gpu_watch;
   Agent* agent_ptr = nullptr;
   if (!config.health.commands.empty()) {
     health = std::make_unique<HealthChecks>(io, timers, config.health, [&agent_ptr](const api::HealthReport& report) {
@@ -293,8 +298,16 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
       }
       if (agent_ptr) agent_ptr->report_health(report);
     });
-    deps.unhealthy = [&health] { return health->unhealthy(); };
   }
+  if (const Nvml* nvml = Nvml::get(); nvml && !gpus.empty()) {
+    gpu_watch = std::make_unique<GpuWatch>(timers, *nvml, [&agent_ptr](const api::HealthReport& report) {
+      if (agent_ptr) agent_ptr->report_health(report);
+    });
+  }
+  deps.unhealthy = [&health, &gpu_watch]() -> std::optional<api::HealthReport> {
+    if (gpu_watch && gpu_watch->unhealthy()) return gpu_watch->unhealthy();
+    return health ? health->unhealthy() : std::nullopt;
+  };
   bool ready_reported = false;
   Agent agent(std::move(deps), agent_config, [&](const Status& status) {
     ready_reported = true;
@@ -322,6 +335,7 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
   agent_ptr = &agent;
   agent.start();
   if (health) health->start();
+  if (gpu_watch) gpu_watch->start();
   io.run();
   if (leaving) {
     spdlog::info("worker exited, its tasks left running");

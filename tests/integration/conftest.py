@@ -542,3 +542,25 @@ def host_cluster(netns_network):
         return netns.HostCluster(netns_network, **kwargs).start()
 
     return make
+
+
+@pytest.fixture
+def fake_nvml(tmp_path):
+    """(library, state file): a fake NVML (fake_nvml.c, built here) that a worker loads
+    through AG_NVML_LIBRARY, reporting what the state file says (2 GPUs to begin with)."""
+    lib = tmp_path / "libfake_nvml.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", str(lib), str(Path(__file__).parent / "fake_nvml.c")],
+                   check=True, timeout=60)
+    state = tmp_path / "nvml-state"
+    state.write_text("gpus 2\n")
+    return lib, state
+
+
+def start_gpu_worker(cluster, ip, lib, state):
+    """Starts a worker on `ip` whose GPUs are the fake NVML's; returns its node."""
+    cluster.ag("start-worker", "--head-node", cluster.address, "--node-ip-address", ip, "--num-cpus", 2,
+               "--data-dir", cluster.worker_data_dir(ip), "--kill-grace", cluster.kill_grace_s,
+               env={"AG_NVML_LIBRARY": str(lib), "FAKE_NVML_STATE": str(state)})
+    wait_until(lambda: [n for n in cluster.nodes() if n["address"] == ip and n["state"] == "ALIVE"], 15,
+               message=f"the worker on {ip}")
+    return next(n for n in cluster.nodes() if n["address"] == ip)

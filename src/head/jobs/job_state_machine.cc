@@ -97,7 +97,8 @@ void maybe_finish_attempt(Job& job, int64_t now_ms, Effects& fx) {
   if (job.stop_requested) {
     job.state = JobState::kStopped;
     job.finished_ms = now_ms;
-    job.message = "stopped by user";
+    // Who stopped it, as the stop said ("stopped by alice").
+    job.message = attempt.failure_reason.empty() ? "stopped by user" : attempt.failure_reason;
     fx.finished = true;
     fx.events.push_back("all tasks stopped; job STOPPED");
     return;

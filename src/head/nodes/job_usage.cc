@@ -8,6 +8,7 @@ void JobUsage::add_gpus(Report& report, const std::vector<int>& gpu_ids, const s
       if (gpu.index != id) continue;
       ++report.gpus;
       report.gpu_percent_sum += static_cast<double>(gpu.utilization_percent);
+      report.gpu_percent_max = std::max(report.gpu_percent_max, static_cast<double>(gpu.utilization_percent));
       report.gpu_memory_bytes += gpu.memory_used_bytes;
     }
   }
@@ -43,6 +44,7 @@ std::vector<JobUsage::Sample> JobUsage::series(const std::string& job_id, int64_
       ++sample.tasks;
       sample.gpus += report.gpus;
       gpu_percent_sum += report.gpu_percent_sum;
+      sample.gpu_percent_max = std::max(sample.gpu_percent_max, report.gpu_percent_max);
       sample.gpu_memory_bytes += report.gpu_memory_bytes;
     }
     if (sample.gpus > 0) sample.gpu_percent = gpu_percent_sum / sample.gpus;

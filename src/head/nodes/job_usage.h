@@ -30,6 +30,7 @@ class JobUsage {
     api::TaskUsage usage;
     int gpus = 0;                // GPUs the task holds that the node reported on
     double gpu_percent_sum = 0;  // their utilization, summed
+    double gpu_percent_max = 0;  // the busiest one's
     int64_t gpu_memory_bytes = 0;
   };
   // The GPU part of a report: the node's figures for the GPU indexes `gpu_ids`.
@@ -45,6 +46,7 @@ class JobUsage {
     int tasks = 0;            // how many tasks reported in the bucket
     int gpus = 0;             // GPUs measured among them
     double gpu_percent = 0;   // their mean utilization (0 without GPUs)
+    double gpu_percent_max = 0;  // the busiest one's
     int64_t gpu_memory_bytes = 0;
   };
   // Oldest first; empty for a job with no reports in the window.
