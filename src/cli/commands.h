@@ -153,6 +153,22 @@ int run_interactive(const ConnectionOptions& options, const Connection& conn, co
 // `ag stack JOB [--task-index N]` (cli/stack_command.cc).
 int stack(const ConnectionOptions& options, const std::string& job_id, std::optional<int> task_index);
 
+// `ag webhook ...` (webhook_commands.cc).
+struct WebhookAddOptions {
+  std::string url;
+  std::string events;   // "job.failed,node.dead"; "" for the default set
+  std::string jobs_of;  // another user's jobs (admins)
+  bool all = false;     // every job's and node's (admins)
+  std::string format = "json";
+  std::string ca_file;
+  std::optional<double> retry_for_s;
+};
+int webhook_add(const ConnectionOptions& options, const WebhookAddOptions& opts);
+int webhook_list(const ConnectionOptions& options);
+int webhook_remove(const ConnectionOptions& options, const std::string& id);
+int webhook_test(const ConnectionOptions& options, const std::string& id);
+int webhook_deliveries(const ConnectionOptions& options, const std::string& id);
+
 // `ag events` (events_command.cc).
 struct EventsOptions {
   bool follow = false;

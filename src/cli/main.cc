@@ -265,6 +265,32 @@ int run(int argc, char** argv) {
   events_cmd->add_option("--type", events_opts.types, "Only these types, comma-separated (job.failed,node.dead)");
   events_cmd->add_option("--limit", events_opts.limit, "At most this many past events (default 100)")
       ->check(CLI::Range(1, 10000));
+  ag::cli::WebhookAddOptions webhook_opts;
+  std::string webhook_id;
+  auto* webhook_cmd = app.add_subcommand("webhook", "Where the head POSTs job and node events (signed)");
+  webhook_cmd->require_subcommand(1);
+  auto* webhook_add_cmd = webhook_cmd->add_subcommand("add", "Add a webhook; prints its secret once");
+  webhook_add_cmd->add_option("url", webhook_opts.url, "The receiver: http(s)://HOST[:PORT]/PATH")->required();
+  webhook_add_cmd->add_option("--events", webhook_opts.events,
+                              "Which events, comma-separated (default job.failed,job.succeeded,job.stopped,"
+                              "job.preempted,node.dead,node.unhealthy)");
+  auto* webhook_of_opt = webhook_add_cmd->add_option("--jobs-of", webhook_opts.jobs_of, "Another user's jobs (admins)");
+  webhook_add_cmd->add_flag("--all", webhook_opts.all, "Every job's and every node's events (admins)")
+      ->excludes(webhook_of_opt);
+  webhook_add_cmd->add_option("--format", webhook_opts.format, "json, or slack (Slack's incoming-webhook shape)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"json", "slack"}));
+  webhook_add_cmd->add_option("--ca-file", webhook_opts.ca_file, "Verify an https receiver against this CA only (PEM)");
+  webhook_add_cmd->add_option("--retry-for", webhook_opts.retry_for_s,
+                              "How long one event is retried before it is given up (1h; 10s to 7d)")
+      ->transform(ag::cli::duration_flag(10, 7 * 24 * 3600));
+  auto* webhook_list_cmd = webhook_cmd->add_subcommand("list", "Your webhooks (an admin: everyone's)");
+  auto* webhook_remove_cmd = webhook_cmd->add_subcommand("remove", "Remove a webhook");
+  webhook_remove_cmd->add_option("id", webhook_id, "Webhook id (from `ag webhook list`)")->required();
+  auto* webhook_test_cmd = webhook_cmd->add_subcommand("test", "Send one webhook.test delivery now and say how it went");
+  webhook_test_cmd->add_option("id", webhook_id, "Webhook id")->required();
+  auto* webhook_deliveries_cmd = webhook_cmd->add_subcommand("deliveries", "A webhook's last 100 deliveries");
+  webhook_deliveries_cmd->add_option("id", webhook_id, "Webhook id")->required();
   std::string pf_job, pf_ports;
   int pf_task = 0;
   auto* pf_cmd = app.add_subcommand(
@@ -563,6 +589,11 @@ int run(int argc, char** argv) {
   }
   if (*pf_cmd) return ag::cli::port_forward(conn, pf_job, pf_task, pf_ports);
   if (*events_cmd) return ag::cli::events(conn, events_opts);
+  if (*webhook_add_cmd) return ag::cli::webhook_add(conn, webhook_opts);
+  if (*webhook_list_cmd) return ag::cli::webhook_list(conn);
+  if (*webhook_remove_cmd) return ag::cli::webhook_remove(conn, webhook_id);
+  if (*webhook_test_cmd) return ag::cli::webhook_test(conn, webhook_id);
+  if (*webhook_deliveries_cmd) return ag::cli::webhook_deliveries(conn, webhook_id);
   if (*alloc_cmd) return ag::cli::alloc(conn, alloc_opts);
   if (*release_alloc_cmd) return ag::cli::release_alloc(conn, release_job);
   if (*stack_cmd) {

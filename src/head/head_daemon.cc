@@ -452,13 +452,25 @@ int run_leader(const HeadConfig& config, store::KvStore& store, const LeaderLeas
   idle_gpus.start();
   gateway.on_pull_update(
       [&pulls](const std::string& node_id, const api::PullUpdate& update) { pulls.update(node_id, update); });
-  ApiRoutes routes({io, jobs, nodes, logs, packages, access, audit, gateway, clock, dashboard, pulls, role, stacks});
+  // Webhooks: stored, and delivered from the event stream by their own threads.
+  WebhookStore webhooks(store, timers);
+  if (Status s = webhooks.recover(); !s) {
+    on_ready(s);
+    return 1;
+  }
+  WebhookDispatcher deliveries({clock, timers, jobs.cluster_events, webhooks, jobs, nodes,
+                                std::string(identity.tls ? "https://" : "http://") + config.address + ":" +
+                                    std::to_string(config.dashboard_port)});
+  deliveries.start();
+  ApiRoutes routes(
+      {io, jobs, nodes, logs, packages, access, audit, gateway, clock, dashboard, pulls, role, stacks, webhooks, deliveries});
 
   // `ag exec` and `ag port-forward`: the client's WebSocket on /api/jobs/JOB/exec (or
   // /port-forward), the node's on /api/workers/exec/SESSION; every other upgrade is a
   // worker's channel.
   ExecRelay exec_relay({timers, access, nodes});
-  ExecRoutes exec_routes({io, jobs, nodes, logs, packages, access, audit, gateway, clock, dashboard, pulls, role, stacks},
+  ExecRoutes exec_routes({io, jobs, nodes, logs, packages, access, audit, gateway, clock, dashboard, pulls, role, stacks,
+                          webhooks, deliveries},
                          exec_relay);
   net::ServerHandlers handlers;
   handlers.on_request = [&routes, &metrics, &exec_routes](const net::HttpRequest& req, net::Respond respond) {

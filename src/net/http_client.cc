@@ -261,6 +261,35 @@ Result<HttpResponse> http_call(const Endpoint& to, const std::string& method,
   });
 }
 
+Result<HttpResponse> http_post(const Endpoint& to, const std::string& target, const std::string& body,
+                               const std::vector<std::pair<std::string, std::string>>& headers, int timeout_ms,
+                               size_t max_answer_bytes) {
+  http::request<http::string_body> req{http::verb::post, target, 11};
+  req.set(http::field::host, to.host);
+  req.set(http::field::user_agent, "AetherGrid");
+  req.set(http::field::content_type, "application/json");
+  for (const auto& [name, value] : headers) req.set(name, value);
+  req.body() = body;
+  req.prepare_payload();
+  http::response_parser<http::buffer_body> parser;
+  std::string answer;
+  std::string failure = exchange_reading(
+      to, timeout_ms, parser,
+      [&req](auto& stream, auto done) {
+        http::async_write(stream, req, [done](beast::error_code ec, size_t) { done(ec); });
+      },
+      [&](const char* data, size_t got) {
+        answer.append(data, std::min(got, max_answer_bytes - std::min(max_answer_bytes, answer.size())));
+        return answer.size() < max_answer_bytes;
+      });
+  if (!failure.empty() && !parser.is_header_done()) {
+    return Error{ErrorCode::kUnavailable, "cannot reach " + to.to_string() + ": " + failure};
+  }
+  HttpResponse out = from_header(parser.get().base());
+  out.body = std::move(answer);
+  return out;
+}
+
 Result<std::string> fetch_pinned_ca(Endpoint to, const std::string& fingerprint, int timeout_ms) {
   auto wanted = normalize_fingerprint(fingerprint);
   if (!wanted.ok()) return wanted.error();

@@ -21,7 +21,10 @@ struct Endpoint {
   // TLS without verifying anything: only to fetch the CA, whose fingerprint is then
   // checked (fetch_pinned_ca in net/tls.h).
   bool tls_unverified = false;
-  bool tls() const { return !ca_pem.empty() || tls_unverified; }
+  // TLS to a service that is not the head (a webhook receiver): verified against
+  // ca_pem when given, else the system's CAs (SSL_CERT_FILE, SSL_CERT_DIR honoured).
+  bool service_tls = false;
+  bool tls() const { return !ca_pem.empty() || tls_unverified || service_tls; }
   std::string to_string() const { return host + ":" + std::to_string(port); }
 };
 
@@ -46,6 +49,14 @@ Result<HttpResponse> http_call(const Endpoint& to, const std::string& method,
 Result<HttpResponse> http_upload(const Endpoint& to, const std::string& method, const std::string& target,
                                  std::string_view body, const std::string& token, int timeout_ms,
                                  const std::function<void(size_t sent)>& progress);
+
+// A POST of `body` (application/json) with `headers` added, to a service that is not the
+// head (a webhook receiver): reads at most `max_answer_bytes` of the answer's body and
+// drops the rest. Errors: kUnavailable "cannot reach HOST:PORT: why" (no such name,
+// refused, timed out, a certificate that does not verify).
+Result<HttpResponse> http_post(const Endpoint& to, const std::string& target, const std::string& body,
+                               const std::vector<std::pair<std::string, std::string>>& headers, int timeout_ms,
+                               size_t max_answer_bytes);
 
 // The head's cluster CA (PEM), fetched over TLS without verification (nothing secret
 // is sent) and kept only when its fingerprint is `fingerprint` ("sha256:..."). Errors:

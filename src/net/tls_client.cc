@@ -31,7 +31,7 @@ std::map<std::string, std::unique_ptr<SSL_SESSION, SessionFree>>& sessions() {
 
 Result<std::shared_ptr<asio::ssl::context>> client_context(const Endpoint& to) {
   std::lock_guard lock(mu);
-  std::string key = to.tls_unverified ? std::string("(unverified)") : to.ca_pem;
+  std::string key = to.tls_unverified ? std::string("(unverified)") : !to.ca_pem.empty() ? to.ca_pem : "(system)";
   auto& cache = contexts();
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   auto ctx = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client);
@@ -40,6 +40,12 @@ Result<std::shared_ptr<asio::ssl::context>> client_context(const Endpoint& to) {
   SSL_CTX_set_session_cache_mode(ctx->native_handle(), SSL_SESS_CACHE_CLIENT);
   if (to.tls_unverified) {
     ctx->set_verify_mode(asio::ssl::verify_none);
+  } else if (to.ca_pem.empty()) {
+    // The system's CAs: OpenSSL's default paths, which SSL_CERT_FILE and SSL_CERT_DIR move.
+    boost::beast::error_code ec;
+    ctx->set_default_verify_paths(ec);
+    if (ec) return invalid_argument("the system's CA certificates cannot be read: " + ec.message());
+    ctx->set_verify_mode(asio::ssl::verify_peer);
   } else {
     boost::beast::error_code ec;
     ctx->add_certificate_authority(asio::buffer(to.ca_pem), ec);
@@ -85,6 +91,11 @@ bool head_unverified(SSL* ssl) { return SSL_get_verify_result(ssl) != X509_V_OK;
 std::string handshake_failure(const std::string& library_words, SSL* ssl, const Endpoint& to) {
   ERR_clear_error();
   long result = SSL_get_verify_result(ssl);
+  if (result != X509_V_OK && to.service_tls) {
+    return std::string("TLS: the certificate of ") + to.host + " does not verify against " +
+           (to.ca_pem.empty() ? "this machine's CAs" : "the CA given") + " (" + X509_verify_cert_error_string(result) +
+           "), or does not name it";
+  }
   if (result != X509_V_OK) {
     return std::string("TLS: the head's certificate does not verify against the pinned cluster CA (") +
            X509_verify_cert_error_string(result) + "), or does not name " + to.host +

@@ -286,8 +286,8 @@ class Cluster:
         self.job_ids.add(job_id)
         return job_id, proc
 
-    def ag_json(self, *args, timeout=DEFAULT_CLI_TIMEOUT_S):
-        proc = self.ag("-o", "json", *args, timeout=timeout)
+    def ag_json(self, *args, timeout=DEFAULT_CLI_TIMEOUT_S, env=None):
+        proc = self.ag("-o", "json", *args, timeout=timeout, env=env)
         return json.loads(proc.stdout)
 
     # ---- daemons --------------------------------------------------------------------

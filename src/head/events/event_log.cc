@@ -18,6 +18,12 @@ bool known_event_type(std::string_view type) {
   return std::find(types.begin(), types.end(), type) != types.end();
 }
 
+std::string unknown_event_type(std::string_view type) {
+  std::string known;
+  for (const auto& t : event_types()) known += (known.empty() ? "" : ", ") + t;
+  return "unknown event type '" + std::string(type) + "'; the types are " + known;
+}
+
 namespace {
 
 // Whether `message` names `node_id` as a word ("placed on node_ab12 (127.0.0.2)"), not
@@ -35,6 +41,7 @@ bool names_node(const std::string& message, const std::string& node_id) {
 
 bool EventFilter::matches(const ClusterEvent& event) const {
   if (event.time_ms < since_ms) return false;
+  if (!owner.empty() && event.owner != owner) return false;
   if (!types.empty() && types.count(event.type) == 0) return false;
   // An array's elements are ARRAY_INDEX.
   if (!job_id.empty() && event.job_id != job_id &&

@@ -42,6 +42,8 @@ struct ClusterEvent {
 // "node.resumed", "node.unhealthy", "node.healthy".
 const std::vector<std::string>& event_types();
 bool known_event_type(std::string_view type);
+// The error for a type that is none of them, listing them.
+std::string unknown_event_type(std::string_view type);
 
 // Which events a reader wants; an empty field matches everything.
 struct EventFilter {
@@ -49,6 +51,7 @@ struct EventFilter {
   std::string node_id;          // events of this node, and job events naming it
   std::set<std::string> types;  // these types only
   int64_t since_ms = 0;         // at or after this wall time
+  std::string owner;            // events of this user's jobs only
   bool matches(const ClusterEvent& event) const;
 };
 

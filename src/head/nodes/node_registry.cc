@@ -82,6 +82,11 @@ void NodeRegistry::set_drained(std::set<std::string> drained) {
   }
 }
 
+const Node* NodeRegistry::find(const std::string& node_id) const {
+  auto it = nodes_.find(node_id);
+  return it == nodes_.end() ? nullptr : &it->second;
+}
+
 Node* NodeRegistry::find(const std::string& node_id) {
   auto it = nodes_.find(node_id);
   return it == nodes_.end() ? nullptr : &it->second;

@@ -88,6 +88,7 @@ class NodeRegistry final : public WorkerChannel {
                                             std::set<std::string>* next) const;
   void set_drained(std::set<std::string> drained);
   Node* find(const std::string& node_id);
+  const Node* find(const std::string& node_id) const;
   const std::map<std::string, Node>& nodes() const { return nodes_; }
 
   // Sends a control message to a node; returns false when it has no open channel.

@@ -38,7 +38,8 @@ ApiRoutes::ApiRoutes(Deps deps)
       quotas_(deps),
       queues_(deps),
       stacks_(deps),
-      events_(deps) {
+      events_(deps),
+      webhooks_(deps) {
   add_routes();
 }
 
@@ -63,6 +64,11 @@ void ApiRoutes::add_routes() {
   add("POST", "/api/nodes/{node}/drain", A::kAdmin, "draining or resuming a node", to(&cluster_, &ClusterRoutes::set_draining));
   add("POST", "/api/nodes/{node}/resume", A::kAdmin, "draining or resuming a node", to(&cluster_, &ClusterRoutes::set_draining));
   add("GET", "/api/events", A::kUser, "", to(&events_, &EventRoutes::list));
+  add("GET", "/api/webhooks", A::kUser, "", to(&webhooks_, &WebhookRoutes::list));
+  add("POST", "/api/webhooks", A::kSubmitter, "add webhooks", to(&webhooks_, &WebhookRoutes::add));
+  add("DELETE", "/api/webhooks/{id}", A::kSubmitter, "remove webhooks", to(&webhooks_, &WebhookRoutes::remove));
+  add("POST", "/api/webhooks/{id}/test", A::kSubmitter, "test webhooks", to(&webhooks_, &WebhookRoutes::test));
+  add("GET", "/api/webhooks/{id}/deliveries", A::kUser, "", to(&webhooks_, &WebhookRoutes::deliveries));
   add("GET", "/api/whoami", A::kUser, "", to(&cluster_, &ClusterRoutes::whoami));
   add("GET", "/api/version", A::kUser, "", to(&cluster_, &ClusterRoutes::version));
   // Jobs; a {job} may name an array, whose routes act on every element (array_routes.h).

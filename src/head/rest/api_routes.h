@@ -33,6 +33,7 @@
 #include "head/rest/rest_deps.h"
 #include "head/rest/route_table.h"
 #include "head/rest/stack_routes.h"
+#include "head/rest/webhook_routes.h"
 #include "net/http_types.h"
 
 namespace ag::head {
@@ -75,6 +76,7 @@ class ApiRoutes {
   QueueRoutes queues_;
   StackRoutes stacks_;
   EventRoutes events_;
+  WebhookRoutes webhooks_;
   RouteTable table_;
   std::string ca_pem_;
 };

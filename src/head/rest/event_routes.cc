@@ -101,9 +101,7 @@ Result<Query> read_query(const RestDeps& deps, const net::HttpRequest& req) {
       start = comma + 1;
       if (type.empty()) continue;
       if (!known_event_type(type)) {
-        std::string known;
-        for (const auto& t : event_types()) known += (known.empty() ? "" : ", ") + t;
-        return invalid_argument("unknown event type '" + type + "'; the types are " + known);
+        return invalid_argument(unknown_event_type(type));
       }
       q.filter.types.insert(type);
     }

@@ -19,6 +19,8 @@
 #include "head/nodes/image_pulls.h"
 #include "head/nodes/node_registry.h"
 #include "head/packages/package_store.h"
+#include "head/webhooks/webhook_dispatcher.h"
+#include "head/webhooks/webhook_store.h"
 
 namespace ag::head {
 
@@ -36,6 +38,8 @@ struct RestDeps {
   ImagePulls& pulls;
   const HeadRole& role;
   StackTaker& stacks;
+  WebhookStore& webhooks;
+  WebhookDispatcher& deliveries;
 };
 
 }  // namespace ag::head

@@ -80,7 +80,10 @@ class ApiRoutesTest : public ::testing::Test {
         metrics_({jobs_, nodes_, logs_, store_, role_}),
         hub_({io_, jobs_, nodes_, clock_}),
         dashboard_({access_, audit_, clock_, metrics_, hub_}),
-        routes_({io_, jobs_, nodes_, logs_, packages_, access_, audit_, gateway_, clock_, dashboard_, pulls_, role_, stacks_}) {
+        webhooks_(store_, clock_),
+        deliveries_({clock_, clock_, jobs_.cluster_events, webhooks_, jobs_, nodes_, "https://127.0.0.1:8265"}),
+        routes_({io_, jobs_, nodes_, logs_, packages_, access_, audit_, gateway_, clock_, dashboard_, pulls_, role_, stacks_,
+                 webhooks_, deliveries_}) {
     EXPECT_TRUE(access_.bootstrap(kAdmin, std::nullopt).ok());
     for (auto [name, role] : {std::pair{"alice", Role::kUser}, {"bob", Role::kUser}, {"vera", Role::kViewer}}) {
       access_.add_user({name, role}, [this, name](Result<std::string> token) { tokens_[name] = token.value(); });
@@ -148,6 +151,8 @@ class ApiRoutesTest : public ::testing::Test {
   dashboard::DashboardRoutes dashboard_;
   ImagePulls pulls_;
   StackTaker stacks_{clock_, channel_};
+  WebhookStore webhooks_;
+  WebhookDispatcher deliveries_;
   ApiRoutes routes_;
   std::map<std::string, std::string> tokens_;
 };
@@ -161,6 +166,11 @@ TEST_F(ApiRoutesTest, EveryRouteNeedsTheAccessListedHere) {
       {"POST /api/nodes/{node}/drain", Access::kAdmin},
       {"POST /api/nodes/{node}/resume", Access::kAdmin},
       {"GET /api/events", Access::kUser},
+      {"GET /api/webhooks", Access::kUser},
+      {"POST /api/webhooks", Access::kSubmitter},
+      {"DELETE /api/webhooks/{id}", Access::kSubmitter},
+      {"POST /api/webhooks/{id}/test", Access::kSubmitter},
+      {"GET /api/webhooks/{id}/deliveries", Access::kUser},
       {"GET /api/whoami", Access::kUser},
       {"GET /api/version", Access::kUser},
       {"GET /api/jobs", Access::kUser},
