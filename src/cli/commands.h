@@ -28,6 +28,8 @@ struct StartHeadOptions {
   double max_task_log_mb = 1024;
   double hang_timeout_s = 0;  // jobs without their own --hang-timeout: 0 watches none
   double idle_gpu_timeout_s = 0;  // jobs without their own --idle-gpu-timeout: 0 watches none
+  std::string log_export;         // a directory for JSON-lines copies of every task line
+  double log_export_max_mb = 256;
   bool insecure = false;
   std::string tls_cert, tls_key;
   std::vector<std::string> advertise;

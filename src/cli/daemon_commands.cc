@@ -215,6 +215,8 @@ int start_head(const StartHeadOptions& options) {
   config.kill_grace_ms = static_cast<int64_t>(options.kill_grace_s * 1000);
   if (options.hang_timeout_s > 0) config.hang_timeout_s = options.hang_timeout_s;
   if (options.idle_gpu_timeout_s > 0) config.idle_gpu_timeout_s = options.idle_gpu_timeout_s;
+  if (!options.log_export.empty()) config.log_export_dir = absolute(options.log_export);
+  config.log_export_max_bytes = static_cast<int64_t>(options.log_export_max_mb * (1 << 20));
   config.usage_half_life_ms = static_cast<int64_t>(options.usage_half_life_days * 24 * 3600 * 1000);
   config.preempt_grace_ms = static_cast<int64_t>(options.preempt_grace_s * 1000);
   config.verbose = options.verbose;

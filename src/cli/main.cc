@@ -85,6 +85,12 @@ int run(int argc, char** argv) {
   start_head_cmd->add_option("--dashboard-port", head.dashboard_port, "Dashboard port")->capture_default_str()->check(CLI::Range(1, 65535));
   start_head_cmd->add_option("--data-dir", head.data_dir, "Where the head keeps its database, logs and token");
   start_head_cmd->add_option("--node-timeout", head.node_timeout_s, "How long a node may go without a heartbeat before it is dead (15s, 1m)")->capture_default_str()->transform(ag::cli::duration_flag(0.2, 3600));
+  start_head_cmd->add_option("--log-export", head.log_export,
+                             "Also write every task line as JSON lines to files here, for a log shipper to tail");
+  start_head_cmd->add_option("--log-export-max-mb", head.log_export_max_mb,
+                             "Start a new export file once one holds this much (MiB; the newest 8 are kept)")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 1e6));
   start_head_cmd->add_option("--idle-gpu-timeout", head.idle_gpu_timeout_s,
                              "Jobs without their own --idle-gpu-timeout: every GPU under 5% busy this long is an event "
                              "(30m; 0, the default, watches none)")

@@ -46,6 +46,7 @@
 #include "api/exec_protocol.h"
 #include "head/events/node_events.h"
 #include "head/exec/idle_gpu_watch.h"
+#include "head/export/log_exporter.h"
 #include "head/exec/exec_relay.h"
 #include "head/exec/hang_watch.h"
 #include "head/rest/exec_routes.h"
@@ -448,6 +449,24 @@ int run_leader(const HeadConfig& config, store::KvStore& store, const LeaderLeas
       [&stacks](const std::string& node_id, const api::StackReport& report) { stacks.on_report(node_id, report); });
   HangWatch hangs({clock, timers, jobs, logs, gateway.job_usage(), stacks}, config.hang_timeout_s);
   hangs.start();
+  // Every task line to JSON-lines files for a log shipper, when asked.
+  std::unique_ptr<LogExporter> log_export;
+  if (!config.log_export_dir.empty()) {
+    LogExportConfig export_config;
+    export_config.dir = config.log_export_dir;
+    export_config.max_file_bytes = config.log_export_max_bytes;
+    log_export = std::make_unique<LogExporter>(export_config, timers, jobs, logs,
+                                               [&node_events](const std::string& type, const std::string& message) {
+                                                 node_events.record("", type, message);
+                                               });
+    if (Status s = log_export->open(); !s) {
+      on_ready(s);
+      return 1;
+    }
+    jobs.events.add_observer([&log_export](const Job& job) { log_export->on_job_changed(job); });
+    metrics.add_renderer([&log_export](std::string& out) { log_export->render_metrics(out); });
+    log_export->start();
+  }
   IdleGpuWatch idle_gpus({clock, timers, jobs, gateway.job_usage()}, config.idle_gpu_timeout_s);
   idle_gpus.start();
   gateway.on_pull_update(

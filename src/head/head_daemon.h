@@ -29,6 +29,8 @@ struct HeadConfig {
   // The hang timeout of jobs without one of their own (head/exec/hang_watch.h).
   std::optional<double> hang_timeout_s;
   std::optional<double> idle_gpu_timeout_s;  // jobs without their own: unset watches none
+  std::string log_export_dir;                // --log-export: "" exports nothing
+  int64_t log_export_max_bytes = int64_t{256} << 20;
   // Finished jobs older than this are deleted (record, events, logs); 0 keeps them.
   int64_t job_retention_ms = 0;
   // TLS (net/tls.h): on unless `insecure`; plain HTTP is then answered only on

@@ -320,6 +320,7 @@ std::string Metrics::render() const {
   header(out, "ag_log_ingested_bytes_total", "counter",
          "Task output bytes the head received from workers since it started.");
   sample(out, "ag_log_ingested_bytes_total", "", static_cast<double>(deps_.logs.bytes_ingested()));
+  for (const auto& render : renderers_) render(out);
   return out;
 }
 

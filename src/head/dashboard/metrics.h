@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <tuple>
@@ -75,6 +76,9 @@ class Metrics {
   // template, method and status code.
   net::Respond count_request(const net::HttpRequest& request, net::Respond respond);
 
+  // More families, rendered after the head's own (the log exporter's).
+  void add_renderer(std::function<void(std::string& out)> render) { renderers_.push_back(std::move(render)); }
+
   // The whole exposition, as served at /metrics.
   std::string render() const;
 
@@ -91,6 +95,7 @@ class Metrics {
   // (route, method, code) -> count. Shared with the wrapped responders, which may
   // outlive a request but never the Metrics (both die with the io loop).
   std::map<std::tuple<std::string, std::string, int>, uint64_t> requests_;
+  std::vector<std::function<void(std::string& out)>> renderers_;
   std::map<std::string, uint64_t> finished_ = {{"SUCCEEDED", 0}, {"FAILED", 0}, {"STOPPED", 0}};
 };
 

@@ -9,7 +9,7 @@ const std::vector<std::string>& event_types() {
   static const std::vector<std::string> kTypes = {
       "job.submitted", "job.update",   "job.requeued", "job.preempted",   "job.succeeded",     "job.failed",
       "job.stopped",   "job.hung",     "job.idle",     "node.registered", "node.disconnected", "node.dead",
-      "node.removed",  "node.drained", "node.resumed", "node.unhealthy",  "node.healthy"};
+      "node.removed",  "node.drained", "node.resumed", "node.unhealthy",  "node.healthy", "log_export.failed", "log_export.resumed"};
   return kTypes;
 }
 

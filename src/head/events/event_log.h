@@ -39,7 +39,8 @@ struct ClusterEvent {
 // Every event type: "job.submitted", "job.update", "job.requeued", "job.preempted",
 // "job.succeeded", "job.failed", "job.stopped", "job.hung", "job.idle",
 // "node.registered", "node.disconnected", "node.dead", "node.removed", "node.drained",
-// "node.resumed", "node.unhealthy", "node.healthy".
+// "node.resumed", "node.unhealthy", "node.healthy", and the head's own
+// "log_export.failed", "log_export.resumed".
 const std::vector<std::string>& event_types();
 bool known_event_type(std::string_view type);
 // The error for a type that is none of them, listing them.

@@ -1,5 +1,6 @@
 // NodeEvents: what happens to worker nodes (registered, disconnected, dead, removed,
-// drained, resumed, unhealthy, healthy), told to the cluster's EventLog and stored
+// drained, resumed, unhealthy, healthy), and the head's own events that belong to no
+// job (log export failing; node id ""), told to the cluster's EventLog and stored
 // in the `node_events` table (key: the event's seq, so keys sort in order). The store
 // keeps the newest kMaxStoredNodeEvents; older ones are deleted with each write.
 // Writes are not waited for: a node event lost to a crash is only a line of history.
