@@ -7,7 +7,8 @@
 namespace ag {
 
 // Large blocks come from the heap and up to 64 MiB of freed memory stays with the
-// process (the C library's defaults hand blocks of a few MiB back at once).
+// process (the C library's defaults hand blocks of a few MiB back at once); the
+// process keeps to two malloc arenas, so threads do not each hold freed pages.
 void keep_freed_memory();
 
 }  // namespace ag

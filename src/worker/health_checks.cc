@@ -65,6 +65,7 @@ struct HealthChecks::Run {
   bool reported = false;
   Timers::Id timeout = 0;
   Timers::Id after_exit = 0;
+  std::shared_ptr<std::function<void()>> reader;  // reads the output to its end
 };
 
 HealthChecks::HealthChecks(asio::io_context& io, Timers& timers, HealthCheckConfig config, Report report)
@@ -181,8 +182,8 @@ void HealthChecks::run_round() {
     // Kept alive by the run until it is done.
     run->pipe.non_blocking(true);
     (*read)();
-    auto keep_reader = read;
-    AsyncCommand::expect_exit(pid, [this, alive = alive_, weak, maybe_done, keep_reader](int status) {
+    run->reader = read;
+    AsyncCommand::expect_exit(pid, [this, alive = alive_, weak, maybe_done](int status) {
       auto r = weak.lock();
       if (!*alive || !r) return;
       r->exited = true;
@@ -199,12 +200,24 @@ void HealthChecks::run_round() {
         }
       });
     });
-    run->timeout = timers_.start(config_.timeout_ms, [weak] {
-      if (auto r = weak.lock(); r && !r->exited) {
-        r->timeout = 0;
-        r->timed_out = true;
-        ::kill(-r->pid, SIGKILL);
-      }
+    run->timeout = timers_.start(config_.timeout_ms, [this, alive = alive_, weak, maybe_done] {
+      auto r = weak.lock();
+      if (!*alive || !r || r->exited) return;
+      r->timeout = 0;
+      r->timed_out = true;
+      ::kill(-r->pid, SIGKILL);
+      // A check stuck in the kernel (a hung GPU driver) does not die even so: the round
+      // ends without it, failed; it is reaped whenever it goes.
+      r->after_exit = timers_.start(kOutputAfterExitMs * 5, [weak, maybe_done] {
+        auto r = weak.lock();
+        if (!r || r->reported) return;
+        r->after_exit = 0;
+        r->exited = true;
+        boost::system::error_code ignored;
+        r->pipe.close(ignored);
+        r->eof = true;
+        maybe_done();
+      });
     });
   }
 }

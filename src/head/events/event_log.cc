@@ -7,9 +7,10 @@ namespace ag::head {
 
 const std::vector<std::string>& event_types() {
   static const std::vector<std::string> kTypes = {
-      "job.submitted", "job.update",   "job.requeued", "job.preempted",   "job.succeeded",     "job.failed",
-      "job.stopped",   "job.hung",     "job.idle",     "node.registered", "node.disconnected", "node.dead",
-      "node.removed",  "node.drained", "node.resumed", "node.unhealthy",  "node.healthy", "log_export.failed", "log_export.resumed"};
+      "job.submitted",     "job.update",   "job.requeued",      "job.preempted",     "job.succeeded",
+      "job.failed",        "job.stopped",  "job.hung",          "job.idle",          "node.registered",
+      "node.disconnected", "node.dead",    "node.removed",      "node.drained",      "node.resumed",
+      "node.unhealthy",    "node.healthy", "log_export.failed", "log_export.resumed"};
   return kTypes;
 }
 
@@ -62,6 +63,7 @@ const ClusterEvent& EventLog::append(ClusterEvent event) {
   last_seq_ = std::max(last_seq_ + 1, event.time_ms * 1000);
   event.seq = last_seq_;
   if (events_.size() == capacity_) {
+    dropped_upto_ = events_.front().seq;
     events_.pop_front();
     dropped_ = true;
   }
@@ -85,6 +87,7 @@ void EventLog::recover(std::vector<ClusterEvent> events) {
   if (!events.empty()) last_seq_ = std::max(last_seq_, events.back().seq);
   if (events.size() > capacity_) {
     dropped_ = true;
+    dropped_upto_ = std::max(dropped_upto_, (events.end() - static_cast<std::ptrdiff_t>(capacity_) - 1)->seq);
     events.erase(events.begin(), events.end() - static_cast<std::ptrdiff_t>(capacity_));
   }
   events_.assign(std::make_move_iterator(events.begin()), std::make_move_iterator(events.end()));
@@ -95,7 +98,8 @@ EventLog::Page EventLog::after(int64_t cursor, const EventFilter& filter, size_t
   page.cursor = std::max(cursor, int64_t{0});
   auto it = std::upper_bound(events_.begin(), events_.end(), cursor,
                              [](int64_t c, const ClusterEvent& e) { return c < e.seq; });
-  page.truncated = cursor > 0 && dropped_ && it == events_.begin();
+  // Events after the cursor were dropped: it is older than the newest dropped one.
+  page.truncated = cursor > 0 && dropped_ && cursor < dropped_upto_;
   for (; it != events_.end() && page.events.size() < limit; ++it) {
     if (filter.matches(*it)) page.events.push_back(*it);
     page.cursor = it->seq;

@@ -99,7 +99,8 @@ class EventLog {
   size_t capacity_;
   std::deque<ClusterEvent> events_;  // by seq, oldest first
   int64_t last_seq_ = 0;
-  bool dropped_ = false;  // some events are older than the ring holds
+  bool dropped_ = false;     // some events are older than the ring holds
+  int64_t dropped_upto_ = 0;  // the seq of the newest of them
   std::map<uint64_t, Listener> listeners_;
   uint64_t next_listener_ = 1;
 };

@@ -206,7 +206,14 @@ Status LogExporter::write_lines(const std::string& text) {
     }
     return Error{s.error().code, "writing " + file_path(file_seq_) + ": " + s.error().message};
   }
-  if (::fdatasync(fd_) != 0) return internal_error(errno_text("syncing " + file_path(file_seq_)));
+  if (::fdatasync(fd_) != 0) {
+    const std::string why = errno_text("syncing " + file_path(file_seq_));
+    // Not counted as written: cut back, and the next pass writes it again.
+    if (::ftruncate(fd_, file_bytes_) != 0 || ::lseek(fd_, file_bytes_, SEEK_SET) < 0) {
+      spdlog::warn("could not cut {} back: {}", file_path(file_seq_), std::strerror(errno));
+    }
+    return internal_error(why);
+  }
   file_bytes_ += static_cast<int64_t>(text.size());
   return {};
 }

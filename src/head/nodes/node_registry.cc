@@ -23,6 +23,11 @@ Node& NodeRegistry::upsert(Node node) {
   }
   std::string id = node.node_id;
   if (it != nodes_.end() && node.usage.empty()) node.usage = std::move(it->second.usage);  // keep the history
+  // A GPU fault lasts until an admin clears it, whatever the node says when it comes back.
+  if (it != nodes_.end() && !node.unhealthy && it->second.unhealthy && it->second.unhealthy->sticky) {
+    node.unhealthy = it->second.unhealthy;
+    node.unhealthy_since_ms = it->second.unhealthy_since_ms;
+  }
   node.draining = drained_.count(id) > 0;
   nodes_[id] = std::move(node);
   Node& added = nodes_[id];

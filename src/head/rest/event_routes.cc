@@ -242,7 +242,7 @@ void EventRoutes::list(const Call& call, net::Respond respond) {
 
   const auto page = q.after >= 0 ? log.after(q.after, q.filter, static_cast<size_t>(q.limit))
                                  : log.newest(q.filter, static_cast<size_t>(q.limit));
-  if (!page.events.empty() || q.wait_ms == 0) {
+  if (!page.events.empty() || q.wait_ms == 0 || page.truncated) {
     json events = json::array();
     for (const auto& e : page.events) events.push_back(event_view(deps_, call.who, e));
     return respond(json_response(200, {{"events", events}, {"cursor", page.cursor}, {"truncated", page.truncated}}));

@@ -40,10 +40,15 @@ WebhookDispatcher::~WebhookDispatcher() {
 
 void WebhookDispatcher::start() {
   listener_ = deps_.events.listen([this](const ClusterEvent& event) {
+    std::vector<std::string> due;
     for (auto& [id, lane] : lanes_) {
       const Webhook* hook = deps_.hooks.find(id);
-      if (hook && hook->wants(event) && lane.window.size() < kWindow) pump(id);
+      if (!hook) continue;
+      // A lane with nothing in its window moves past events it does not want too, so
+      // its cursor keeps up with the stream.
+      if ((hook->wants(event) && lane.window.size() < kWindow) || lane.window.empty()) due.push_back(id);
     }
+    for (const auto& id : due) pump(id);
   });
   for (const auto& [id, _] : deps_.hooks.all()) added(id);
 }
@@ -117,7 +122,8 @@ void WebhookDispatcher::send(const std::string& id, Slot& slot) {
   const uint64_t request = next_request_++;
   in_flight_[request] = {id, slot.event.seq};
   if (!target.ok()) {  // checked when added; kept for a stored one edited by hand
-    finished({request, 0, target.error().message, 0});
+    // Told later, not from inside the pump that is sending it.
+    deps_.timers.start(0, [this, request, why = target.error().message] { finished({request, 0, why, 0}); });
     return;
   }
   const std::string body = delivery_body(slot.event, deps_.jobs, deps_.nodes, deps_.dashboard_url, now, hook.format);
@@ -140,7 +146,10 @@ void WebhookDispatcher::test(const std::string& id, std::function<void(const Del
   const uint64_t request = next_request_++;
   in_flight_[request] = {id, 0};
   tests_[request] = std::move(done);
-  if (!target.ok()) return finished({request, 0, target.error().message, 0});
+  if (!target.ok()) {
+    deps_.timers.start(0, [this, request, why = target.error().message] { finished({request, 0, why, 0}); });
+    return;
+  }
   const std::string body = delivery_body(event, deps_.jobs, deps_.nodes, deps_.dashboard_url, now, hook->format);
   sender_.send({request, target->endpoint, target->target, body,
                 webhook_headers(hook->secret, body, event.type, 0, now), kTimeoutMs});
@@ -150,7 +159,8 @@ void WebhookDispatcher::test(const std::string& id, std::function<void(const Del
 void WebhookDispatcher::poll() {
   poll_timer_ = 0;
   for (const auto& result : sender_.take_results()) finished(result);
-  if (sender_.in_flight() > 0) poll_timer_ = deps_.timers.start(kPollMs, [this] { poll(); });
+  // finished() may have sent more, and started the timer again already.
+  if (!poll_timer_ && sender_.in_flight() > 0) poll_timer_ = deps_.timers.start(kPollMs, [this] { poll(); });
 }
 
 void WebhookDispatcher::finished(const WebhookSender::Result& result) {

@@ -43,7 +43,8 @@ class WebhookDispatcher {
   };
   static constexpr size_t kWindow = 4;
   static constexpr size_t kDeliveriesKept = 100;
-  static constexpr size_t kThreads = 4;
+  // Enough for every window of a few webhooks at once: the threads mostly wait on the network.
+  static constexpr size_t kThreads = 16;
   static constexpr int kTimeoutMs = 10000;
 
   struct Delivery {

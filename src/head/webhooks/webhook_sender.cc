@@ -13,6 +13,7 @@ constexpr size_t kMaxAnswerBytes = 4096;
 struct WebhookSender::Shared {
   std::mutex mu;
   std::condition_variable wake;
+  std::condition_variable idle;  // busy went to 0
   std::deque<Request> queue;
   std::vector<Result> results;
   size_t busy = 0;
@@ -54,16 +55,20 @@ WebhookSender::WebhookSender(size_t threads) : shared_(std::make_shared<Shared>(
         lock.lock();
         --shared->busy;
         shared->results.push_back(std::move(result));
+        if (shared->busy == 0) shared->idle.notify_all();
       }
     }).detach();
   }
 }
 
 WebhookSender::~WebhookSender() {
-  std::lock_guard lock(shared_->mu);
+  std::unique_lock lock(shared_->mu);
   shared_->stopping = true;
   shared_->queue.clear();
   shared_->wake.notify_all();
+  // Requests under way are given a moment to end before the process goes on to exit
+  // (a thread still in one when it does would use what exit tears down).
+  shared_->idle.wait_for(lock, std::chrono::seconds(2), [this] { return shared_->busy == 0; });
 }
 
 void WebhookSender::send(Request request) {
@@ -79,7 +84,9 @@ std::vector<WebhookSender::Result> WebhookSender::take_results() {
 
 size_t WebhookSender::in_flight() const {
   std::lock_guard lock(shared_->mu);
-  return shared_->queue.size() + shared_->busy;
+  // Results not taken yet count: a request that ends between take_results() and this
+  // call still gets read.
+  return shared_->queue.size() + shared_->busy + shared_->results.size();
 }
 
 }  // namespace ag::head
