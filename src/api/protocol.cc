@@ -432,6 +432,8 @@ std::string encode(const ExecOpen& m) {
   return dump(j);
 }
 
+std::string encode(const HealthCleared&) { return dump({{"type", "health_cleared"}}); }
+
 std::string encode(const StackRequest& m) {
   json j = key_json("stack_request", m.task);
   j["request"] = m.request;
@@ -650,6 +652,7 @@ Result<HeadMessage> decode_head_message(std::string_view text) {
       return m;
     });
   }
+  if (type == "health_cleared") return HeadMessage{HealthCleared{}};
   if (type == "stack_request") {
     return read_as<HeadMessage>(doc, type, [](Fields& f) {
       StackRequest m;

@@ -256,6 +256,12 @@ struct StackRequest {
   bool operator==(const StackRequest&) const = default;
 };
 
+// An admin cleared the node's UNHEALTHY mark (`ag resume NODE`): the worker forgets the
+// failure it holds (a GPU fault), so its next registration does not bring it back.
+struct HealthCleared {
+  bool operator==(const HealthCleared&) const = default;
+};
+
 // ---- either way ----
 
 struct ErrorMessage {
@@ -270,7 +276,8 @@ using WorkerMessage =
     std::variant<Register, Heartbeat, TaskStarted, TaskExited, TaskNote, PullUpdate, ErrorMessage, StackReport,
                  HealthReport>;
 using HeadMessage =
-    std::variant<Registered, Launch, Kill, ExitAck, LogResume, ErrorMessage, HeartbeatAck, Pull, ExecOpen, StackRequest>;
+    std::variant<Registered, Launch, Kill, ExitAck, LogResume, ErrorMessage, HeartbeatAck, Pull, ExecOpen, StackRequest,
+                 HealthCleared>;
 
 std::string encode(const Register& m);
 std::string encode(const Heartbeat& m);
@@ -290,6 +297,7 @@ std::string encode(const ExecOpen& m);
 std::string encode(const StackRequest& m);
 std::string encode(const StackReport& m);
 std::string encode(const HealthReport& m);
+std::string encode(const HealthCleared& m);
 std::string encode(const WorkerMessage& m);
 std::string encode(const HeadMessage& m);
 

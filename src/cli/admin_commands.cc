@@ -484,6 +484,7 @@ int queue_create(const ConnectionOptions& options, const QueueOptions& queue) {
     body["max_memory_per_user"] = static_cast<int64_t>(*queue.max_memory_gb_per_user * (int64_t{1} << 30));
   }
   if (queue.max_running_jobs_per_user) body["max_running_jobs_per_user"] = *queue.max_running_jobs_per_user;
+  if (queue.idle_gpu_timeout_s) body["idle_gpu_timeout"] = *queue.idle_gpu_timeout_s;
   auto res = call(options, "PUT", "/api/queues/" + net::url_encode(queue.name), body);
   const bool updated = res.ok() && res.value().value("updated", false);
   return print_or_fail(options, res,

@@ -230,6 +230,7 @@ struct QueueOptions {
   std::optional<double> max_cpus_per_user;
   std::optional<double> max_memory_gb_per_user;
   std::optional<int64_t> max_running_jobs_per_user;
+  std::optional<double> idle_gpu_timeout_s;
 };
 int queue_create(const ConnectionOptions& conn, const QueueOptions& queue);
 int queue_remove(const ConnectionOptions& conn, const std::string& name);

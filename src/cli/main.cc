@@ -411,6 +411,9 @@ int run(int argc, char** argv) {
   queue_create_cmd->add_option("--max-memory-per-user", queue.max_memory_gb_per_user,
                                "Memory one user may hold in it, GiB (or 512M, 64G, ...)")
       ->transform(ag::cli::size_flag(int64_t{1} << 30, "GiB", 0, 1e9));
+  queue_create_cmd->add_option("--idle-gpu-timeout", queue.idle_gpu_timeout_s,
+                               "Its jobs that give none: every GPU under 5% busy this long is an event (30m)")
+      ->transform(ag::cli::duration_flag(1, 90 * 24 * 3600));
   queue_create_cmd->add_option("--max-running-jobs-per-user", queue.max_running_jobs_per_user,
                                "Jobs one user may run in it at once")
       ->check(CLI::NonNegativeNumber);

@@ -227,6 +227,9 @@ void Agent::on_message(const std::string& text) {
                    }
                    deps_.take_stacks(m, [this](api::StackReport report) { shipper_.send(std::move(report)); });
                  },
+                 [&](const api::HealthCleared&) {
+                   if (deps_.health_cleared) deps_.health_cleared();
+                 },
                  [&](const api::ErrorMessage& m) { on_refused(m); },
              },
              message.value());

@@ -56,6 +56,8 @@ class Agent {
     // The node's failing health report while it is not healthy again (worker/
     // health_checks.h), carried by each registration; unset: always healthy.
     std::function<std::optional<api::HealthReport>()> unhealthy = nullptr;
+    // An admin cleared the node's UNHEALTHY mark: forget the failures held.
+    std::function<void()> health_cleared = nullptr;
   };
   // `on_first_result` is called once: ok after the first registration, or the first
   // failure (the agent keeps retrying unless the failure is kUnauthenticated).

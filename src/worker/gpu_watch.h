@@ -36,6 +36,9 @@ class GpuWatch {
   void start();
   // The latest fault, once there is one (GPU faults are sticky here too).
   const std::optional<api::HealthReport>& unhealthy() const { return unhealthy_; }
+  // An admin cleared the node's mark (after a reset or repair): the faults seen so far
+  // are forgiven; only new ones mark it again.
+  void clear() { unhealthy_.reset(); }
 
  private:
   struct Gpu {

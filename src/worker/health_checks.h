@@ -47,6 +47,11 @@ class HealthChecks {
   void start();
   // The failing report while the node is not healthy again: a registration carries it.
   const std::optional<api::HealthReport>& unhealthy() const { return unhealthy_; }
+  // An admin cleared the node's mark: healthy until a check fails again.
+  void clear() {
+    unhealthy_.reset();
+    passes_ = 0;
+  }
 
   // Whether each command's program can run here: its first word an executable file, or
   // a command found on PATH (or a shell builtin). Errors name the command and the fix.

@@ -304,6 +304,11 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
       if (agent_ptr) agent_ptr->report_health(report);
     });
   }
+  deps.health_cleared = [&health, &gpu_watch] {
+    spdlog::info("an admin cleared this node's UNHEALTHY mark");
+    if (health) health->clear();
+    if (gpu_watch) gpu_watch->clear();
+  };
   deps.unhealthy = [&health, &gpu_watch]() -> std::optional<api::HealthReport> {
     if (gpu_watch && gpu_watch->unhealthy()) return gpu_watch->unhealthy();
     return health ? health->unhealthy() : std::nullopt;

@@ -80,3 +80,13 @@ def test_a_fault_present_at_start_is_known_at_once_and_after_a_head_restart(clus
     cluster.start_head()
     wait_until(lambda: cluster.nodes() and cluster.nodes()[0]["state"] == "ALIVE", 20, message="worker back")
     assert "a memory row remap is pending" in wait_unhealthy(cluster)["reason"]
+    # Resumed by an admin, it stays healthy through the next restart: the worker forgot it.
+    cluster.ag("resume", cluster.nodes()[0]["node_id"])
+    wait_until(lambda: cluster.nodes()[0]["unhealthy"] is None, 10, message="resumed")
+    head = cluster.head_pid()
+    os.kill(head, signal.SIGKILL)
+    wait_until(lambda: not Path(f"/proc/{head}").exists(), 5, message="head gone")
+    cluster.start_head()
+    wait_until(lambda: cluster.nodes() and cluster.nodes()[0]["state"] == "ALIVE", 20, message="worker back")
+    time.sleep(3)
+    assert cluster.nodes()[0]["unhealthy"] is None

@@ -53,3 +53,17 @@ def test_bad_idle_settings_are_refused(head_only):
     assert status == 400 and "on_idle" in body["error"] and '"stop"' in body["error"]
     status, body = head_only.api("POST", "/api/jobs", {"entrypoint": "true", "idle_gpu_timeout": 0})
     assert status == 400 and "idle_gpu_timeout" in body["error"]
+
+
+def test_a_queue_gives_its_jobs_an_idle_gpu_timeout(cluster_factory, fake_nvml):
+    lib, state = fake_nvml
+    cluster = cluster_factory("idlequeue", workers=())
+    start_gpu_worker(cluster, A, lib, state)
+    cluster.ag("queue", "create", "gpus", "--idle-gpu-timeout", "2s")
+    assert cluster.ag_json("queue", "list")["queues"][0]["idle_gpu_timeout"] == 2
+    job, _ = cluster.submit("--no-wait", "--queue", "gpus", "--num-gpus", "1", "--", "sleep 300")
+    cluster.wait_tasks_running(job)
+    wait_until(lambda: "job.idle" in cluster.ag("events", "--job", job, "--type", "job.idle").stdout, 30,
+               message="the job.idle event from the queue's timeout")
+    proc = cluster.ag("queue", "create", "bad", "--idle-gpu-timeout", "never", check=False)
+    assert proc.returncode == 2 and "--idle-gpu-timeout" in proc.stderr

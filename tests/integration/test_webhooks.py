@@ -226,3 +226,19 @@ def test_bad_webhooks_are_refused_with_the_reason(cluster, receiver_ca):
     vera = cluster.ag_json("user", "add", "vera", "--role", "viewer")["token"]
     proc = cluster.ag("webhook", "add", "http://127.0.0.1/", check=False, env={"AG_TOKEN": vera})
     assert proc.returncode == 1 and "viewers cannot add webhooks" in proc.stderr
+
+
+def test_https_receivers_are_verified_against_the_system_cas(cluster_factory, receiver_ca, receivers):
+    receiver = receivers(tls_dir=receiver_ca)
+    # Not a CA this machine trusts: refused, saying why.
+    plain = cluster_factory("systemcas", workers=())
+    hook = add_webhook(plain, receiver.url)
+    proc = plain.ag("webhook", "test", hook["id"], check=False)
+    assert proc.returncode == 1 and "does not verify against this machine's CAs" in proc.stdout
+    assert receiver.bodies() == []
+    # SSL_CERT_FILE names the CAs the head trusts, as OpenSSL's own tools take it.
+    trusting = cluster_factory("certfile", workers=(), start_head=False)
+    trusting.env["SSL_CERT_FILE"] = str(receiver_ca / "ca.crt")
+    trusting.start_head()
+    hook = add_webhook(trusting, receiver.url)
+    assert "delivered (HTTP 200)" in trusting.ag("webhook", "test", hook["id"]).stdout

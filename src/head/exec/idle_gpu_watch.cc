@@ -20,13 +20,19 @@ void IdleGpuWatch::start() {
   });
 }
 
+const QueueDef* IdleGpuWatch::jobs_queue(const Job& job) const {
+  return job.spec.queue.empty() ? nullptr : deps_.jobs.policy.queue(job.spec.queue);
+}
+
 void IdleGpuWatch::check() {
   const int64_t now = deps_.clock.now_ms();
   std::set<std::string> seen;
   for (const auto& [id, job] : deps_.jobs.table.active()) {
     const AttemptRecord* attempt = job->current_attempt();
-    const std::optional<double> timeout_s =
-        job->spec.idle_gpu_timeout_s ? job->spec.idle_gpu_timeout_s : default_timeout_s_;
+    // The job's own, else its queue's, else the head's.
+    std::optional<double> timeout_s = job->spec.idle_gpu_timeout_s;
+    if (const QueueDef* queue = jobs_queue(*job); !timeout_s && queue) timeout_s = queue->idle_gpu_timeout_s;
+    if (!timeout_s) timeout_s = default_timeout_s_;
     if (job->state != JobState::kRunning || !attempt || attempt->ending || attempt->finished() || !timeout_s ||
         job->spec.per_task().gpus == 0) {
       continue;

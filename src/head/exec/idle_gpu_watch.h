@@ -1,6 +1,6 @@
 // IdleGpuWatch: finds running jobs that hold GPUs and do not use them. A job with an
-// idle-GPU timeout (its own `idle_gpu_timeout`, else the head's --idle-gpu-timeout; off
-// by default) is idle once, for that long, every GPU its tasks hold has stayed under
+// idle-GPU timeout (its own `idle_gpu_timeout`, else its queue's, else the head's
+// --idle-gpu-timeout; off by default) is idle once, for that long, every GPU its tasks hold has stayed under
 // kIdlePercent busy (the workers' usage reports, nodes/job_usage.h; a stretch without
 // reports does not count as idle). Then an event says so ("job.idle" in the cluster's
 // stream), and a job with `on_idle: stop` is stopped for "GPUs idle for D".
@@ -51,6 +51,7 @@ class IdleGpuWatch {
     bool reported = false;
   };
   void idle(const Job& job, double timeout_s);
+  const QueueDef* jobs_queue(const Job& job) const;
 
   Deps deps_;
   std::optional<double> default_timeout_s_;

@@ -45,7 +45,9 @@ void PolicyChanges::set_draining(const std::string& node_id, bool draining, std:
   u_.writer.write_then(std::move(batch), [this, drained, node_id, draining] {
     u_.nodes.set_drained(drained);
     // `ag resume` also clears an UNHEALTHY mark (a failing check marks it again).
-    if (!draining) u_.nodes.clear_health(node_id, "resumed by an admin");
+    if (!draining && u_.nodes.clear_health(node_id, "resumed by an admin")) {
+      u_.nodes.send(node_id, api::HealthCleared{});  // so that it does not bring it back
+    }
     u_.loop.cluster_changed();
     u_.loop.request();
   }, std::move(done));

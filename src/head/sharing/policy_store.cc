@@ -70,7 +70,10 @@ std::string names_of(const std::map<std::string, QueueDef>& queues) {
 nlohmann::json quota_limits_json(const sched::Limits& limits) { return limits_to_json(limits); }
 
 json queue_json(const QueueDef& queue) {
-  json j = {{"nodes_with", queue.nodes_with}, {"priority", queue.default_priority}, {"preempt", queue.preempt}};
+  json j = {{"nodes_with", queue.nodes_with},
+            {"priority", queue.default_priority},
+            {"preempt", queue.preempt},
+            {"idle_gpu_timeout", queue.idle_gpu_timeout_s ? json(*queue.idle_gpu_timeout_s) : json(nullptr)}};
   for (const auto& field : kLimitFields) {
     const int64_t value = queue.per_user.*field.member;
     j[field.name] = value < 0 ? json(nullptr) : json(value);
@@ -111,6 +114,14 @@ Result<QueueDef> parse_queue(const json& body) {
                                 std::to_string(api::kMinPriority) + " to " + std::to_string(api::kMaxPriority) +
                                 ", got " + shown);
       }
+      continue;
+    }
+    if (key == "idle_gpu_timeout") {
+      if (!value.is_number() || value.get<double>() < 1 || value.get<double>() > api::kMaxTimeoutSeconds) {
+        return invalid_argument("field 'idle_gpu_timeout' must be a number of seconds from 1 to " +
+                                std::to_string(static_cast<int64_t>(api::kMaxTimeoutSeconds)) + ", got " + shown);
+      }
+      queue.idle_gpu_timeout_s = value.get<double>();
       continue;
     }
     if (key == "preempt") {

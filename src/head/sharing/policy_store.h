@@ -29,6 +29,8 @@ struct QueueDef {
   int default_priority = 0;
   sched::Limits per_user;  // max_priority unused
   bool preempt = false;
+  // Its jobs that give no idle_gpu_timeout of their own get this one.
+  std::optional<double> idle_gpu_timeout_s;
   bool operator==(const QueueDef&) const = default;
 };
 
@@ -39,7 +41,7 @@ nlohmann::json quota_limits_json(const sched::Limits& limits);
 
 // A queue as the API shows (and the store keeps) it: {"nodes_with", "priority",
 // "preempt", "max_gpus_per_user", "max_cpu_millis_per_user", "max_memory_per_user",
-// "max_running_jobs_per_user"}, and back (errors name the field).
+// "max_running_jobs_per_user", "idle_gpu_timeout"}, and back (errors name the field).
 nlohmann::json queue_json(const QueueDef& queue);
 Result<QueueDef> parse_queue(const nlohmann::json& body);
 
