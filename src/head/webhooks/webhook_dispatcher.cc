@@ -31,6 +31,7 @@ EventFilter filter_of(const Webhook& hook) {
 WebhookDispatcher::WebhookDispatcher(Deps deps) : deps_(std::move(deps)), sender_(kThreads) {}
 
 WebhookDispatcher::~WebhookDispatcher() {
+  *alive_ = false;
   if (listener_) deps_.events.unlisten(listener_);
   if (poll_timer_) deps_.timers.cancel(poll_timer_);
   for (auto& [_, lane] : lanes_) {
@@ -38,8 +39,29 @@ WebhookDispatcher::~WebhookDispatcher() {
   }
 }
 
+void WebhookDispatcher::await_durable() {
+  if (awaiting_durable_) return;
+  awaiting_durable_ = true;
+  const int64_t upto = deps_.events.last_seq();
+  deps_.after_durable([this, alive = alive_, upto] {
+    if (!*alive) return;
+    awaiting_durable_ = false;
+    durable_ = std::max(durable_, upto);
+    if (deps_.events.last_seq() > durable_) await_durable();
+    std::vector<std::string> ids;
+    for (const auto& [id, _] : lanes_) ids.push_back(id);
+    for (const auto& id : ids) pump(id);
+  });
+}
+
 void WebhookDispatcher::start() {
+  // What the head recovered is stored.
+  durable_ = deps_.events.last_seq();
   listener_ = deps_.events.listen([this](const ClusterEvent& event) {
+    if (event.seq > durable_) {
+      await_durable();
+      return;
+    }
     std::vector<std::string> due;
     for (auto& [id, lane] : lanes_) {
       const Webhook* hook = deps_.hooks.find(id);
@@ -89,8 +111,18 @@ void WebhookDispatcher::pump(const std::string& id) {
                    std::to_string(kEventLogCapacity) + "): they were not delivered";
       note(lane, std::move(lost));
     }
-    for (auto& event : page.events) lane.window.push_back({std::move(event), 0, now, now, false, false});
-    lane.scanned = page.cursor;
+    // Only what is stored: the rest waits for the writer (await_durable).
+    bool held = false;
+    for (auto& event : page.events) {
+      if (event.seq > durable_) {
+        held = true;
+        break;
+      }
+      lane.scanned = event.seq;
+      lane.window.push_back({std::move(event), 0, now, now, false, false});
+    }
+    if (!held) lane.scanned = page.cursor;  // past unwanted events too, stored or not
+    if (held) await_durable();
     if (lane.window.empty()) deps_.hooks.set_cursor(id, lane.scanned);
   }
   // Send what is due; wake up for the next retry.

@@ -81,7 +81,8 @@ class ApiRoutesTest : public ::testing::Test {
         hub_({io_, jobs_, nodes_, clock_}),
         dashboard_({access_, audit_, clock_, metrics_, hub_}),
         webhooks_(store_, clock_),
-        deliveries_({clock_, clock_, jobs_.cluster_events, webhooks_, jobs_, nodes_, "https://127.0.0.1:8265"}),
+        deliveries_({clock_, clock_, jobs_.cluster_events, webhooks_, jobs_, nodes_, "https://127.0.0.1:8265",
+                     [this](std::function<void()> fn) { jobs_.writer.after_durable(std::move(fn)); }}),
         routes_({io_, jobs_, nodes_, logs_, packages_, access_, audit_, gateway_, clock_, dashboard_, pulls_, role_, stacks_,
                  webhooks_, deliveries_}) {
     EXPECT_TRUE(access_.bootstrap(kAdmin, std::nullopt).ok());
