@@ -109,6 +109,22 @@ std::optional<Error> read_line(const json& v, const std::string& field, size_t m
   return control_character(*out, field);
 }
 
+// A field that is one of two words, each with what it does (on_hang, on_idle, ...):
+// `*second` says whether it is the second. Absent or null: left as it is.
+std::optional<Error> read_either(const json& body, const std::string& field, const std::string& first,
+                                 const std::string& first_does, const std::string& second,
+                                 const std::string& second_does, bool* is_second) {
+  if (!body.contains(field) || body[field].is_null()) return std::nullopt;
+  std::string text;
+  if (auto err = read_string(body[field], field, 16, &text)) return err;
+  if (text != first && text != second) {
+    return field_error(field, "must be \"" + first + "\" (" + first_does + ") or \"" + second + "\" (" + second_does +
+                                  "), got \"" + text + "\"");
+  }
+  *is_second = text == second;
+  return std::nullopt;
+}
+
 std::optional<Error> read_string_map(const json& v, const std::string& field, size_t max_entries,
                                      std::map<std::string, std::string>* out, size_t max_key_bytes,
                                      size_t max_value_bytes, size_t max_total_bytes) {
@@ -638,37 +654,23 @@ Result<JobSpec> parse_job_spec(const json& body) {
     if (auto err = read_number(body["hold_on_failure"], "hold_on_failure", 1, kMaxHoldOnFailureSeconds, &t)) return *err;
     spec.hold_on_failure_s = t;
   }
-  if (body.contains("on_hang") && !body["on_hang"].is_null()) {
-    std::string text;
-    if (auto err = read_string(body["on_hang"], "on_hang", 16, &text)) return *err;
-    if (text != "stacks" && text != "fail") {
-      return field_error("on_hang", "must be \"stacks\" (record the hang and every rank's stacks) or \"fail\" (that, "
-                                    "then end the attempt, retried if allowed), got \"" + text + "\"");
-    }
-    spec.fail_on_hang = text == "fail";
+  if (auto err = read_either(body, "on_hang", "stacks", "record the hang and every rank's stacks", "fail",
+                             "that, then end the attempt, retried if allowed", &spec.fail_on_hang)) {
+    return *err;
   }
   if (body.contains("idle_gpu_timeout") && !body["idle_gpu_timeout"].is_null()) {
     double t = 0;
     if (auto err = read_number(body["idle_gpu_timeout"], "idle_gpu_timeout", 1, kMaxTimeoutSeconds, &t)) return *err;
     spec.idle_gpu_timeout_s = t;
   }
-  if (body.contains("on_idle") && !body["on_idle"].is_null()) {
-    std::string text;
-    if (auto err = read_string(body["on_idle"], "on_idle", 16, &text)) return *err;
-    if (text != "event" && text != "stop") {
-      return field_error("on_idle", "must be \"event\" (say so in the job's events) or \"stop\" (that, then stop "
-                                    "the job), got \"" + text + "\"");
-    }
-    spec.stop_on_idle = text == "stop";
+  if (auto err = read_either(body, "on_idle", "event", "say so in the job's events", "stop", "that, then stop the job",
+                             &spec.stop_on_idle)) {
+    return *err;
   }
-  if (body.contains("on_node_unhealthy") && !body["on_node_unhealthy"].is_null()) {
-    std::string text;
-    if (auto err = read_string(body["on_node_unhealthy"], "on_node_unhealthy", 16, &text)) return *err;
-    if (text != "keep" && text != "requeue") {
-      return field_error("on_node_unhealthy", "must be \"keep\" (run on) or \"requeue\" (stop the gang and queue it "
-                                              "again, not counted against max_retries), got \"" + text + "\"");
-    }
-    spec.requeue_on_unhealthy = text == "requeue";
+  if (auto err = read_either(body, "on_node_unhealthy", "keep", "run on", "requeue",
+                             "stop the gang and queue it again, not counted against max_retries",
+                             &spec.requeue_on_unhealthy)) {
+    return *err;
   }
   if (body.contains("placement") && !body["placement"].is_null()) {
     std::string text;
