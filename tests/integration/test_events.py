@@ -22,9 +22,10 @@ def submit_no_wait(cluster, *args):
 
 
 def test_job_and_node_events_in_one_order_with_filters(cluster):
+    # One after the other, so the order of their endings is known.
     ok = submit_no_wait(cluster, "--", "true")
-    bad = submit_no_wait(cluster, "--", "echo about to fail; echo the reason >&2; exit 3")
     cluster.wait_state(ok, "SUCCEEDED")
+    bad = submit_no_wait(cluster, "--", "echo about to fail; echo the reason >&2; exit 3")
     cluster.wait_state(bad, "FAILED")
 
     every = events_json(cluster)
