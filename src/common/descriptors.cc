@@ -1,6 +1,9 @@
 #include "common/descriptors.h"
 
+#include <linux/close_range.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <fstream>
@@ -51,6 +54,10 @@ std::string descriptor_limit_hint(int error_number) {
            "; raise it with `sysctl -w fs.file-max=N`, or close what holds them)";
   }
   return "";
+}
+
+int close_descriptors_from(unsigned first, bool cloexec) {
+  return static_cast<int>(::syscall(SYS_close_range, first, ~0U, cloexec ? CLOSE_RANGE_CLOEXEC : 0U));
 }
 
 }  // namespace ag

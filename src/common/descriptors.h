@@ -25,4 +25,10 @@ Result<uint64_t> claim_descriptors(const std::string& daemon, uint64_t minimum);
 // other error.
 std::string descriptor_limit_hint(int error_number);
 
+// close_range(2) of descriptors `first` and up: closed, or with `cloexec` only marked
+// close-on-exec. Through the system call itself, since glibc's wrapper is 2.34's, newer
+// than the portable binary's glibc (docs/adr/0009). 0, or -1 with errno (ENOSYS on
+// kernels before 5.9, EINVAL for `cloexec` before 5.11).
+int close_descriptors_from(unsigned first, bool cloexec);
+
 }  // namespace ag

@@ -26,6 +26,7 @@
 
 extern char** environ;
 
+#include "common/descriptors.h"
 #include "worker/marked_processes.h"
 #include "worker/task_cgroup.h"
 #include "worker/task_limits.h"
@@ -672,7 +673,7 @@ std::optional<LaunchRequest> decode_launch(std::string_view bytes) {
 }
 
 void run_supervisor(int agent_fd, const std::string& agent_pid_file) {
-  ::close_range(static_cast<unsigned>(agent_fd) + 1, ~0U, 0);  // nothing inherited by mistake
+  close_descriptors_from(static_cast<unsigned>(agent_fd) + 1, /*cloexec=*/false);  // nothing inherited by mistake
   // The channel to the agent must never reach a task: with it a task could ask for
   // launches of its own (as this supervisor's user).
   ::fcntl(agent_fd, F_SETFD, FD_CLOEXEC);

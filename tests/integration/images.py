@@ -1,5 +1,6 @@
 """Container images for the tests, built from Debian's packages with no registry:
-`mmdebstrap` makes a bookworm root file system with a recipe's packages, and
+`mmdebstrap` makes a Debian root file system (bookworm, or bullseye for the recipes in
+OLD_SUITE) with a recipe's packages, and
 `podman import` turns it into an image. The tag is a hash of the recipe, so a machine
 builds each recipe once and later runs (and CI's next steps) find it.
 
@@ -25,16 +26,26 @@ RECIPES = {
     # for the .deb.
     "bare": [],
     "systemd-bare": ["systemd", "systemd-sysv", "procps"],
+    # The same two in Debian 11 (glibc 2.31, the oldest the portable binary is for).
+    "bare-bullseye": [],
+    "systemd-bare-bullseye": ["systemd", "systemd-sysv", "procps"],
+    # Python 3.9 and its venv (pip 20.3): the wheel installed as a user would (test_install.py).
+    "python-bullseye": ["python3", "python3-venv"],
 }
 SUITE = "bookworm"
+OLD_SUITE = {"bare-bullseye": "bullseye", "systemd-bare-bullseye": "bullseye", "python-bullseye": "bullseye"}
 # Building one takes a minute or a few (downloads); never forever.
 BUILD_TIMEOUT_S = 1200
 LOCK_FILE = os.path.join(tempfile.gettempdir(), "aethergrid-test-images.lock")
 
 
+def suite(recipe):
+    return OLD_SUITE.get(recipe, SUITE)
+
+
 def image_name(recipe):
     packages = RECIPES[recipe]
-    digest = hashlib.sha256((SUITE + " " + " ".join(sorted(packages))).encode()).hexdigest()[:12]
+    digest = hashlib.sha256((suite(recipe) + " " + " ".join(sorted(packages))).encode()).hexdigest()[:12]
     return "localhost/aethergrid-test-{}:{}".format(recipe, digest)
 
 
@@ -52,7 +63,7 @@ def ensure_image(recipe):
         with tempfile.TemporaryDirectory(prefix="ag-image-") as tmp:
             rootfs = os.path.join(tmp, "rootfs.tar")
             include = ["--include=" + ",".join(RECIPES[recipe])] if RECIPES[recipe] else []
-            subprocess.run(["mmdebstrap", "--quiet", "--variant=minbase", *include, SUITE, rootfs],
+            subprocess.run(["mmdebstrap", "--quiet", "--variant=minbase", *include, suite(recipe), rootfs],
                            check=True, timeout=BUILD_TIMEOUT_S)
             subprocess.run(["podman", "import", "--quiet",
                             "--change", "ENV=PATH=/usr/local/bin:/usr/bin:/bin",

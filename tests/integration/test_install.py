@@ -399,6 +399,79 @@ def test_the_wheel_brings_the_sdk_and_the_ag_command(tmp_path):
           file=sys.stderr)
 
 
+def installed_wheel(tmp_path, binary):
+    """(venv, wheel) after scripts/build-wheel.sh with `binary` and pip install of it."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AG_BINARY")}
+    built = subprocess.run([str(REPO / "scripts" / "build-wheel.sh"), str(tmp_path / "wheel")],
+                           env={**env, "AG_BINARY": str(binary)}, capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stdout + built.stderr
+    (wheel,) = (tmp_path / "wheel").glob("aethergrid-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
+    installed = subprocess.run([str(venv / "bin" / "pip"), "install", "--no-index", str(wheel)], env=env,
+                               capture_output=True, text=True, timeout=300)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    return venv, wheel
+
+
+def test_the_wheels_ag_falls_back_to_another_ag_where_its_glibc_is_too_old(tmp_path):
+    venv, _ = installed_wheel(tmp_path, AG_BIN)
+    (needed,) = venv.glob("lib/python3*/site-packages/aethergrid/_bin")
+    # As on a system older than the binary: it asks for a glibc newer than this one.
+    (needed / "ag.glibc").write_text("9.99\n")
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    (other / "ag").symlink_to(AG_BIN)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    ours = os.confstr("CS_GNU_LIBC_VERSION").split()[1]
+    ran = subprocess.run([str(venv / "bin" / "ag"), "--version"], capture_output=True, text=True, timeout=30,
+                         env={**env, "PATH": f"{venv / 'bin'}:{other}:/usr/bin:/bin"})
+    assert ran.returncode == 0 and ran.stdout.startswith("AetherGrid "), ran.stderr
+    assert ran.stderr == (f"aethergrid: the ag this package carries cannot run here (it needs glibc 9.99 or newer, "
+                          f"and this system has glibc {ours}); using {other / 'ag'}\n")
+    # With no other ag: the reason and what to do, and nothing run.
+    ran = subprocess.run([str(venv / "bin" / "ag"), "--version"], capture_output=True, text=True, timeout=30,
+                         env={**env, "PATH": f"{venv / 'bin'}:/usr/bin:/bin"})
+    assert ran.returncode == 127 and ran.stdout == "", ran.stdout
+    assert "cannot run here: it needs glibc 9.99 or newer" in ran.stderr and "scripts/build.sh" in ran.stderr
+    sdk = subprocess.run([str(venv / "bin" / "python"), "-c", "import aethergrid; aethergrid.ag_path()"], env=env,
+                         cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    assert sdk.returncode != 0 and "needs glibc 9.99" in sdk.stderr
+
+
+PORTABLE_BIN = REPO / "build-portable" / "bin" / "ag"
+
+
+@pytest.mark.skipif(not (PORTABLE_BIN.exists() and shutil.which("podman") and shutil.which("mmdebstrap")),
+                    reason="needs the portable build (scripts/build-portable.sh), podman and mmdebstrap")
+def test_the_portable_wheel_is_manylinux_2_31_and_works_in_debian_11(tmp_path):
+    venv, wheel = installed_wheel(tmp_path, PORTABLE_BIN)
+    assert wheel.name.endswith("-py3-none-manylinux_2_31_x86_64.whl"), wheel.name
+    # For a system with an older glibc, pip finds no distribution it may install.
+    def download(platform):
+        return subprocess.run([str(venv / "bin" / "pip"), "download", "--no-index", "--find-links", str(wheel.parent),
+                               "--platform", platform, "--only-binary=:all:", "--no-deps", "-d",
+                               str(tmp_path / platform), "aethergrid"], capture_output=True, text=True, timeout=120)
+    older = download("manylinux_2_28_x86_64")
+    assert older.returncode != 0 and "No matching distribution found for aethergrid" in older.stderr, older.stderr
+    assert download("manylinux_2_31_x86_64").returncode == 0
+    with rootfs.machine("python-bullseye", volumes=[(wheel, f"/tmp/{wheel.name}")]) as m:
+        assert m.sh("getconf GNU_LIBC_VERSION") == "glibc 2.31"
+        # As a user would: a venv, pip install of the wheel (pip 20.3 checks the tag).
+        m.sh(f"python3 -m venv /v && /v/bin/pip install --no-index /tmp/{wheel.name}", timeout=300)
+        expected = subprocess.run([str(PORTABLE_BIN), "--version"], capture_output=True, text=True,
+                                  timeout=30).stdout.strip()
+        assert m.sh("/v/bin/ag --version") == expected
+        # The binary it carries runs a head, a worker and a job, which the SDK submits.
+        m.sh("PATH=/v/bin:$PATH; ag start-head --node-ip-address 127.0.0.1 >/dev/null && "
+             "ag start-worker --head-node 127.0.0.1:6379 --num-cpus 2 >/dev/null", timeout=120)
+        out = m.sh("cd /tmp && /v/bin/python -c \"import aethergrid as ag; c = ag.Client(); "
+                   "j = c.submit_job(entrypoint='echo from debian 11 rank=\\$RANK', num_workers=1); "
+                   "print(j.wait(timeout=60)['state']); print(j.get_logs())\"", timeout=120)
+        assert "SUCCEEDED" in out and "from debian 11 rank=0" in out, out
+        m.sh("/v/bin/ag stop", timeout=60)
+
+
 def test_pip_install_of_the_source_folder_brings_ag_too(tmp_path):
     # A copy of python/, so that the build's leftovers stay out of the checkout.
     source = tmp_path / "python"

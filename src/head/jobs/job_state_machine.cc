@@ -5,6 +5,7 @@
 #include <cstring>
 #include <ctime>
 #include <iomanip>
+#include <iterator>
 #include <sstream>
 
 #include "common/amounts.h"
@@ -239,6 +240,20 @@ bool AttemptRecord::all_terminal() const {
   return true;
 }
 
+namespace {
+// Linux's name of signal `number` without "SIG", nullptr for one without a name (the
+// real-time signals). A table of our own: glibc's sigabbrev_np is 2.32's, newer than
+// the portable binary's glibc (docs/adr/0009).
+const char* signal_abbreviation(int number) {
+  static constexpr const char* kNames[] = {
+      nullptr, "HUP",  "INT",  "QUIT", "ILL",  "TRAP", "ABRT",   "BUS",  "FPE",   "KILL", "USR1",
+      "SEGV",  "USR2", "PIPE", "ALRM", "TERM", "STKFLT", "CHLD", "CONT", "STOP", "TSTP",  "TTIN",
+      "TTOU",  "URG",  "XCPU", "XFSZ", "VTALRM", "PROF", "WINCH", "IO",  "PWR",  "SYS"};
+  if (number <= 0 || number >= static_cast<int>(std::size(kNames))) return nullptr;
+  return kNames[number];
+}
+}  // namespace
+
 std::string describe_exit(const api::TaskExit& exit) {
   if (!exit.start_error.empty()) return "could not start: " + exit.start_error;
   if (!exit.lost.empty()) return "was lost: " + exit.lost;
@@ -251,7 +266,7 @@ std::string describe_exit(const api::TaskExit& exit) {
            " after the kernel killed one of its processes: out of memory" + limit;
   }
   if (exit.signal) {
-    const char* name = sigabbrev_np(*exit.signal);
+    const char* name = signal_abbreviation(*exit.signal);
     return "was killed by signal " + std::to_string(*exit.signal) +
            (name ? " (SIG" + std::string(name) + ")" : "");
   }

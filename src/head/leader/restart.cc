@@ -1,8 +1,9 @@
 #include "head/leader/restart.h"
 
+#include "common/descriptors.h"
+
 #include <spdlog/spdlog.h>
 #include <fcntl.h>
-#include <linux/close_range.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -35,7 +36,9 @@ void restart_as_standby(const std::string& why) {
   // Every descriptor but the standard three goes with the exec: marked close-on-exec
   // rather than closed, so that the threads still running meanwhile never see a number
   // reused under them.
-  if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+  // (The system call itself: glibc's wrapper is 2.34's, newer than the portable
+  // binary's 2.31.)
+  if (::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
     for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
       const int fd = std::atoi(entry.path().filename().c_str());
       if (fd > 2) (void)::fcntl(fd, F_SETFD, FD_CLOEXEC);
