@@ -12,7 +12,7 @@ packages=(
   libarchive-dev libssl-dev
   libacl1-dev             # libacl.a: the portable `ag` links libarchive statically (scripts/build-portable.sh)
   libgtest-dev libgmock-dev libbenchmark-dev googletest
-  python3 python3-pytest python3-torch python3-numpy
+  python3 python3-pytest python3-pytest-xdist python3-torch python3-numpy
   python3-setuptools python3-wheel python3-pip python3-venv   # the wheel with `ag` (scripts/build-wheel.sh)
   procps iproute2 curl openssl
   iptables                # the multi-host tests drop packets between network-namespace hosts

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's second command: builds AetherGrid and runs every test: the GoogleTest
 # unit tests (ctest), then the integration tests (pytest over real head and worker
-# daemons on 127.0.0.0/8). Ends with pytest's summary line.
+# daemons on 127.0.0.0/8), four at a time (pytest-xdist; AG_TEST_PROCESSES=N for
+# another number, 0 for one at a time). Ends with pytest's summary line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
@@ -15,4 +16,6 @@ echo "== unit tests (ctest)"
 (cd build && ctest --output-on-failure -j "$(nproc)")
 echo "== integration tests (pytest)"
 export AG_BIN="$(pwd)/build/bin/ag"
-/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/integration "$@"
+# Each test has its own addresses, ports (conftest.free_ports: a block per process), data
+# dirs and network namespaces, so they run side by side; most of their time is waiting.
+/usr/bin/python3 -m pytest -q -p no:cacheprovider -n "${AG_TEST_PROCESSES:-4}" --durations=15 tests/integration "$@"

@@ -39,18 +39,34 @@ _DEFAULT_TOKEN = object()
 _SUBMITTED_RE = re.compile(r"\b(job_[0-9a-zA-Z]+) submitted")
 
 
+# Tests run in parallel (pytest-xdist, scripts/test.sh): each worker process (gw0, gw1,
+# ...) hands out ports from a block of its own, below the kernel's ephemeral range (where
+# outgoing connections' ports come from), so that two tests running at once never pick
+# the same port between this check and their daemon's bind.
+_PORT_BLOCK = 1000
+_PORT_BASE = 20000
+_port_worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").lstrip("gw") or 0) % 12
+_port_next = [0]
+
+
 def free_ports(count, host="127.0.0.1"):
-    """Ports nothing listens on now: bind port 0 `count` times at once, then close."""
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
+    """`count` ports nothing listens on now, on any address (`host` is kept for callers),
+    from this test process's own block, taken in turn."""
+    ports = []
+    for _ in range(_PORT_BLOCK):
+        port = _PORT_BASE + _port_worker * _PORT_BLOCK + _port_next[0] % _PORT_BLOCK
+        _port_next[0] += 1
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            continue
+        finally:
             s.close()
+        ports.append(port)
+        if len(ports) == count:
+            return ports
+    raise RuntimeError(f"no {count} free ports left in {_PORT_BASE + _port_worker * _PORT_BLOCK}+{_PORT_BLOCK}")
 
 
 def read_environ(pid):
