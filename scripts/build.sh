@@ -1,15 +1,33 @@
 #!/usr/bin/env bash
 # Builds AetherGrid into build/ (one build dir, ccache, Ninja). Installs missing
-# Debian packages first. Usage: scripts/build.sh [extra cmake args]
+# Debian packages first.
+#   scripts/build.sh [extra cmake args]            everything: ag, unit tests, benchmarks
+#   scripts/build.sh --example [extra cmake args]  `ag` alone, with only the packages
+#                                                  building it and the example need
+# Both build ag the same way (RelWithDebInfo), so the one reuses what the other built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+example=false
+if [ "${1:-}" = "--example" ]; then
+  example=true
+  shift
+fi
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
 # Paths relative to the checkout, so that a clone elsewhere (CI) hits the same cache.
 export CCACHE_BASEDIR="$(pwd)"
 # With -g, ccache would also hash the build folder's absolute path, so a fresh clone
 # elsewhere (CI) would miss every entry; the paths inside are relative already.
 export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
-cmake --build build -j "$(nproc)"
+if $example; then
+  scripts/install-deps.sh --example
+  # Without the test libraries, unless this build dir has them configured already.
+  testing=()
+  [ -f build/CMakeCache.txt ] || testing=(-DBUILD_TESTING=OFF)
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${testing[@]}" "$@" >/dev/null
+  cmake --build build --target ag -j "$(nproc)"
+else
+  scripts/install-deps.sh
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=ON "$@" >/dev/null
+  cmake --build build -j "$(nproc)"
+fi
 echo "built: $(pwd)/build/bin/ag"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The README's first command: builds AetherGrid, starts a local cluster (a head on
+# The README's first command: builds `ag` (only it, with only the Debian packages it and
+# the example need: scripts/build.sh --example), starts a local cluster (a head on
 # 127.0.0.1 and two workers on 127.0.0.2 and 127.0.0.3), runs the example DDP job
 # (2 ranks, gloo on CPU) through `ag submit`, shows both ranks' output, and stops
 # the cluster again. Then runs the same job through the Python SDK
@@ -7,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
-scripts/build.sh
+scripts/build.sh --example
 ag="$repo/build/bin/ag"
 # A session of its own, so that the example never touches another cluster here.
 export AG_SESSION_DIR="${AG_SESSION_DIR:-/tmp/aethergrid-example-$(id -u)}"
