@@ -13,12 +13,13 @@ example_packages=(
   libboost-dev libboost-system-dev
   nlohmann-json3-dev libsqlite3-dev libcli11-dev libspdlog-dev libfmt-dev
   libarchive-dev libssl-dev
+  libpq-dev               # libpq's header: the PostgreSQL store loads libpq at run time
   python3 python3-torch python3-numpy
   procps iproute2
 )
 # Testing, benchmarking and packaging (scripts/test.sh).
 test_packages=(
-  libpq-dev postgresql    # the PostgreSQL store (libpq); the tests start their own server (initdb, pg_ctl)
+  postgresql              # the PostgreSQL store's tests start their own server (initdb, pg_ctl)
   libacl1-dev             # libacl.a: the portable `ag` links libarchive statically (scripts/build-portable.sh)
   libgtest-dev libgmock-dev libbenchmark-dev googletest
   python3-pytest python3-pytest-xdist
