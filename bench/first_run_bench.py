@@ -90,7 +90,10 @@ def main():
     commit = subprocess.run(["git", "-C", clone, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
                             check=True).stdout.strip()
     name = f"ag-first-run-{os.getpid()}"
-    subprocess.run(PODMAN_RUN + ["--name", name, "--init", "-v", f"{clone}:/src", image, "sleep", "infinity"],
+    # This machine's CA bundle, for npm's HTTPS through the egress proxy (a fresh machine
+    # of this kind has it; apt's mirror is plain HTTP).
+    cas = ["-v", "/etc/ssl/certs/ca-certificates.crt:/etc/host-ca.crt:ro", "-e", "NODE_EXTRA_CA_CERTS=/etc/host-ca.crt"]
+    subprocess.run(PODMAN_RUN + ["--name", name, "--init", *cas, "-v", f"{clone}:/src", image, "sleep", "infinity"],
                    check=True, capture_output=True, timeout=120)
     log_path = os.path.join(workdir, "first-run.log")
     try:

@@ -3,8 +3,11 @@
 # Debian packages first.
 #   scripts/build.sh [extra cmake args]            everything: ag, unit tests, benchmarks
 #   scripts/build.sh --example [extra cmake args]  `ag` alone, with only the packages
-#                                                  building it and the example need
-# Both build ag the same way (RelWithDebInfo), so the one reuses what the other built.
+#                                                  building it and the example need, and
+#                                                  without debug info (a third less
+#                                                  compiling: the first run's minutes)
+# The two configure build/ differently (Release -O2 / RelWithDebInfo -O2 -g); ccache
+# keeps both, so going back and forth costs a link once each has been built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 example=false
@@ -23,7 +26,8 @@ if $example; then
   # Without the test libraries, unless this build dir has them configured already.
   testing=()
   [ -f build/CMakeCache.txt ] || testing=(-DBUILD_TESTING=OFF)
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${testing[@]}" "$@" >/dev/null
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
+    "${testing[@]}" "$@" >/dev/null
   cmake --build build --target ag -j "$(nproc)"
 else
   scripts/install-deps.sh

@@ -7,11 +7,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
 # The release artifacts test_package.py installs into clean Debian root file systems:
-# the portable binary and its .deb, and a .deb of the same source with a newer version
-# for the upgrade test. Their objects are build/'s (ccache): about a minute of linking.
-echo "== release build and packages (build-portable/, build-portable-next/)"
+# the portable binary and its .deb, a .deb of the same source with a newer version and
+# the previous release's .deb, for the upgrade tests. Their objects are build/'s
+# (ccache): about a minute of linking (the previous release: once per machine).
+echo "== release build and packages (build-portable/, build-portable-next/, build-previous/)"
 scripts/build-deb.sh >/dev/null
 AG_VERSION_SUFFIX=+rebuild1 BUILD_DIR=build-portable-next scripts/build-deb.sh >/dev/null
+scripts/build-previous-deb.sh >/dev/null
 echo "== unit tests (ctest)"
 (cd build && ctest --output-on-failure -j "$(nproc)")
 echo "== integration tests (pytest)"

@@ -272,13 +272,39 @@ def test_the_deb_units_under_systemd_run_jobs_log_twice_keep_tasks_and_clean_up(
     assert m.sh("getent passwd aethergrid-head | wc -l") == "1"
 
 
-def test_upgrading_the_deb_keeps_every_job_log_and_token_and_the_running_task(deb, next_deb, systemd_machine):
+@pytest.fixture
+def previous_deb():
+    return built("AG_DEB_PREVIOUS", "build-previous/aethergrid_*.deb", "scripts/build-previous-deb.sh")
+
+
+@pytest.mark.parametrize("upgrade", ["from the previous release", "to a rebuild of this source"])
+def test_upgrading_the_deb_keeps_every_job_log_token_user_and_queue_and_the_running_task(upgrade, request,
+                                                                                         systemd_machine):
+    # From the release packaging/previous-release names to this source; from this
+    # source to a newer build of it.
+    if upgrade == "from the previous release":
+        old_deb, new_deb = request.getfixturevalue("previous_deb"), request.getfixturevalue("deb")
+    else:
+        old_deb, new_deb = request.getfixturevalue("deb"), request.getfixturevalue("next_deb")
     m = systemd_machine
-    old_version, new_version = deb_field(deb, "Version"), deb_field(next_deb, "Version")
+    old_version, new_version = deb_field(old_deb, "Version"), deb_field(new_deb, "Version")
     assert subprocess.run(["dpkg", "--compare-versions", new_version, "gt", old_version], timeout=30).returncode == 0
-    install(m, deb)
+    install(m, old_deb)
     start_units(m)
-    assert m.sh(f"{ADMIN} --version").startswith(f"AetherGrid {old_version} ")
+    old_build = m.sh(f"{ADMIN} --version")
+    assert old_build.startswith(f"AetherGrid {old_version} ")
+    if upgrade == "from the previous release":
+        commit = (REPO / "packaging" / "previous-release").read_text().split()[-1]
+        assert f"(commit {commit[:12]}," in old_build, old_build  # that release's own source
+
+    # A user with their own token, and a queue.
+    added = json.loads(m.sh(f"{ADMIN} -o json user add alice"))
+    alice = f"ag --address 127.0.0.1:6379 --token {added['token']}"
+    m.sh(f"{ADMIN} queue create nightly --priority low")
+    queues_before = {q["name"]: q["priority"] for q in json.loads(m.sh(f"{ADMIN} -o json queue list"))["queues"]}
+    assert queues_before.get("nightly") == -100, queues_before  # "low"
+    alice_id = re.search(r"job_[0-9a-zA-Z]+", m.sh(f"{alice} submit --no-wait -- echo from alice")).group(0)
+    m.wait_job(alice_id, ("SUCCEEDED",))
 
     done_id = m.submit("echo done before the upgrade")
     m.wait_job(done_id, ("SUCCEEDED",))
@@ -289,7 +315,7 @@ def test_upgrading_the_deb_keeps_every_job_log_and_token_and_the_running_task(de
               " /var/lib/aethergrid/worker/node-credential | sha256sum"
     secrets_before = m.sh(secrets)
 
-    out = install(m, next_deb)
+    out = install(m, new_deb)
     assert "aethergrid-head still runs the previous AetherGrid" in out, out
     assert m.sh("ag --version").startswith(f"AetherGrid {new_version} ")
     # The head first: its restart keeps every job, its log and every token.
@@ -314,3 +340,10 @@ def test_upgrading_the_deb_keeps_every_job_log_and_token_and_the_running_task(de
     assert m.sh(secrets) == secrets_before
     assert f"AetherGrid {new_version} " in m.sh("journalctl --no-pager -o cat -u aethergrid-worker | tail -n 20")
     assert m.job(pending_id)["state"] == "PENDING"
+    # The user, their token, their job and its log, and the queue.
+    users = json.loads(m.sh(f"{ADMIN} -o json user list"))
+    assert "alice" in [u["name"] for u in users["users"]], users
+    assert m.sh(f"{alice} logs {alice_id}") == "from alice"
+    assert json.loads(m.sh(f"{alice} -o json status {alice_id}"))["owner"] == "alice"
+    queues = {q["name"]: q["priority"] for q in json.loads(m.sh(f"{ADMIN} -o json queue list"))["queues"]}
+    assert queues == queues_before
