@@ -33,7 +33,9 @@ sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
 import images  # noqa: E402
 
 BEGIN, END = "<!-- first-run:begin -->", "<!-- first-run:end -->"
-PODMAN_RUN = ["podman", "run", "-d", "--runtime", "runc", "--ulimit", "nofile=20000:20000",
+# Privileged: the machine it stands for is one where the scripts run as root (mmdebstrap
+# unshares namespaces to extract the portable build's glibc).
+PODMAN_RUN = ["podman", "run", "-d", "--privileged", "--runtime", "runc", "--ulimit", "nofile=20000:20000",
               "--ulimit", "nproc=30000:30000"]
 
 # Run inside the container: each phase prints "phase NAME SECONDS".

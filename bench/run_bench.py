@@ -11,6 +11,7 @@ import argparse
 import http.client
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -151,10 +152,15 @@ def spawn_floor(n=500, command=None):
     return json.loads(out)
 
 
-def bench_start_latency(cluster, jobs):
-    """Submit -> every rank of a 2-task gang running its command, one job at a time."""
+def bench_start_latency(cluster, jobs, mean_gap_s=0.0, seed=31):
+    """Submit -> every rank of a 2-task gang running its command, one job at a time:
+    back to back, or (mean_gap_s > 0) after an idle gap drawn from an exponential
+    distribution of that mean before each submit (random arrivals at low load)."""
+    gaps = random.Random(seed)
     latencies = []
     for _ in range(jobs):
+        if mean_gap_s > 0:
+            time.sleep(gaps.expovariate(1 / mean_gap_s))
         t0 = time.time()
         job_id = cluster.api("POST", "/api/jobs", {
             "entrypoint": "exec bash -c 'echo $EPOCHREALTIME'", "num_workers": 2,

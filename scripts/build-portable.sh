@@ -56,4 +56,4 @@ if [ "$(printf '%s\n%s\n' "$newest" "$oldest_glibc" | sort -V | tail -1)" != "$o
   objdump -T "$ag" | grep -E "GLIBC_$newest\b" >&2
   exit 1
 fi
-echo "built: $ag ($(du -h "$ag" | cut -f1), glibc >= $newest, debug info: $ag.debug)"
+echo "built: $ag ($(du -h "$ag" | cut -f1), for glibc $oldest_glibc and later (its newest symbol: $newest), debug info: $ag.debug)"

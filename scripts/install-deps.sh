@@ -20,7 +20,7 @@ example_packages=(
 # Testing, benchmarking and packaging (scripts/test.sh).
 test_packages=(
   postgresql              # the PostgreSQL store's tests start their own server (initdb, pg_ctl)
-  libacl1-dev             # libacl.a: the portable `ag` links libarchive statically (scripts/build-portable.sh)
+  libacl1-dev zlib1g-dev  # libacl.a, libz.a: the portable `ag` links libarchive statically (scripts/build-portable.sh)
   libgtest-dev libgmock-dev libbenchmark-dev googletest
   python3-pytest python3-pytest-xdist
   python3-setuptools python3-wheel python3-pip python3-venv   # the wheel with `ag` (scripts/build-wheel.sh)
