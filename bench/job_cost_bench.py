@@ -133,19 +133,21 @@ def run(jobs, traced_jobs, latency_jobs, mean_gap_ms):
         r["head_write_calls"] = per(io1[1] - io0[1])
         # Counts with strace attached (slow; counts only).
         if shutil.which("strace"):
-            worker = pids[workers[0]]
             head_tracer, head_out = traced_counts(cluster, head, traced_jobs, ["fsync", "fdatasync", "sync_file_range"])
-            worker_tracer, worker_out = traced_counts(cluster, worker, traced_jobs)
+            # Every agent: the scheduler may pack the jobs onto one of them.
+            agent_traces = [traced_counts(cluster, pids[name], traced_jobs) for name in workers]
             run_bench.bench_throughput(cluster, traced_jobs, 1)
-            for tracer in (head_tracer, worker_tracer):
+            for tracer in [head_tracer] + [t for t, _ in agent_traces]:
                 tracer.send_signal(signal.SIGINT)
                 tracer.wait(30)
             head_calls = read_strace(head_out)
-            worker_calls = read_strace(worker_out)
+            worker_calls = {}
+            for _, out in agent_traces:
+                for name, count in read_strace(out).items():
+                    worker_calls[name] = worker_calls.get(name, 0) + count
             r["traced_jobs"] = traced_jobs
             r["fsyncs"] = sum(head_calls.values()) / traced_jobs
-            # The jobs went to both workers about evenly: this one's share is half.
-            r["worker_syscalls"] = sum(worker_calls.values()) / (traced_jobs / 2)
+            r["worker_syscalls"] = sum(worker_calls.values()) / traced_jobs
             r["worker_top"] = sorted(worker_calls.items(), key=lambda kv: -kv[1])[:6]
         return r
     finally:
@@ -179,7 +181,7 @@ def report(r, command):
     if "fsyncs" in r:
         top = ", ".join(f"{name} {count}" for name, count in r["worker_top"])
         rows += [("head: fsyncs per job (strace)", f"{r['fsyncs']:.2f}", "", "", ""),
-                 (f"worker agent: system calls per job (strace; the most frequent over its {r['traced_jobs'] // 2} "
+                 (f"worker agents: system calls per job (strace; the most frequent over {r['traced_jobs']} "
                   "jobs: " + top + ")",
                   f"{r['worker_syscalls']:.0f}", "", "", "")]
     lines = [BEGIN, "## What one trivial job costs (issue 31)", "",

@@ -172,9 +172,20 @@ def ha_factory(tmp_path, pg):
         c.teardown()
 
 
+def parent_pid(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return None
+
+
 def task_pid(job_id):
-    pids = job_processes([job_id])
-    return min(pids) if pids else None
+    """The task's own process: the one of the job's processes whose parent is not one of
+    them (not the lowest pid, which a child has once pids wrap around on a busy machine)."""
+    pids = set(job_processes([job_id]))
+    roots = [pid for pid in pids if parent_pid(pid) not in pids]
+    return min(roots) if roots else None
 
 
 # A task whose output spans the takeover: 400 numbered lines over ~8 s.
