@@ -20,4 +20,10 @@ echo "== integration tests (pytest)"
 export AG_BIN="$(pwd)/build/bin/ag"
 # Each test has its own addresses, ports (conftest.free_ports: a block per process), data
 # dirs and network namespaces, so they run side by side; most of their time is waiting.
-/usr/bin/python3 -m pytest -q -p no:cacheprovider -n "${AG_TEST_PROCESSES:-4}" --durations=15 tests/integration "$@"
+# Those marked `serial` (they measure CPU time, or need the CPUs) run first, alone; a
+# failure there ends the script with that run's summary line.
+status=0
+/usr/bin/python3 -m pytest -q -p no:cacheprovider -m serial tests/integration "$@" || status=$?
+[ "$status" -eq 0 ] || [ "$status" -eq 5 ] || exit "$status"  # 5: none selected (-k)
+/usr/bin/python3 -m pytest -q -p no:cacheprovider -n "${AG_TEST_PROCESSES:-4}" --durations=15 -m "not serial" \
+  tests/integration "$@"

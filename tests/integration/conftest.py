@@ -39,6 +39,12 @@ _DEFAULT_TOKEN = object()
 _SUBMITTED_RE = re.compile(r"\b(job_[0-9a-zA-Z]+) submitted")
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "serial: measures CPU time or needs the machine's CPUs: scripts/test.sh runs these "
+        "one at a time, before the others run side by side (-m serial / -m 'not serial')")
+
+
 # Tests run in parallel (pytest-xdist, scripts/test.sh): each worker process (gw0, gw1,
 # ...) hands out ports from a block of its own, below the kernel's ephemeral range (where
 # outgoing connections' ports come from), so that two tests running at once never pick

@@ -54,6 +54,7 @@ def log_has(c, job_id, text):
     return text in proc.stdout
 
 
+@pytest.mark.serial  # two torch ranks on a 2-CPU machine: not beside other tests
 def test_stack_finds_the_rank_waiting_in_a_collective(cluster, tmp_path):
     c = cluster
     (tmp_path / "hang.py").write_text(HANG)
