@@ -16,9 +16,10 @@ def bundled_cannot_run():
     """Why the bundled binary cannot run here (a glibc older than it needs), or None."""
     try:
         with open(_GLIBC_NEEDED) as f:
-            needed = f.read().strip()
-    except OSError:
-        return None
+            needed = f.read(32).strip()
+        _version(needed)
+    except (OSError, ValueError):
+        return None  # no requirement recorded (or none this launcher can read): try the binary
     try:
         found = os.confstr("CS_GNU_LIBC_VERSION").split()[1]  # "glibc 2.31"
     except (ValueError, OSError, IndexError, AttributeError):

@@ -437,6 +437,11 @@ def test_the_wheels_ag_falls_back_to_another_ag_where_its_glibc_is_too_old(tmp_p
     sdk = subprocess.run([str(venv / "bin" / "python"), "-c", "import aethergrid; aethergrid.ag_path()"], env=env,
                          cwd=tmp_path, capture_output=True, text=True, timeout=30)
     assert sdk.returncode != 0 and "needs glibc 9.99" in sdk.stderr
+    # A requirement it cannot read is no requirement: the bundled binary runs.
+    (needed / "ag.glibc").write_text("not a version\n")
+    ran = subprocess.run([str(venv / "bin" / "ag"), "--version"], capture_output=True, text=True, timeout=30,
+                         env={**env, "PATH": f"{venv / 'bin'}:/usr/bin:/bin"})
+    assert ran.returncode == 0 and ran.stdout.startswith("AetherGrid ") and ran.stderr == "", ran.stderr
 
 
 PORTABLE_BIN = REPO / "build-portable" / "bin" / "ag"
