@@ -41,7 +41,8 @@ _SUBMITTED_RE = re.compile(r"\b(job_[0-9a-zA-Z]+) submitted")
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "serial: measures CPU time or needs the machine's CPUs: scripts/test.sh runs these "
+        "markers", "serial: measures CPU time, needs the machine's CPUs or uses up a per-user "
+        "limit: scripts/test.sh runs these "
         "one at a time, before the others run side by side (-m serial / -m 'not serial')")
 
 

@@ -397,6 +397,7 @@ def test_a_stop_on_a_full_disk_is_refused_and_changes_nothing(small_disk, cluste
     assert cluster.wait_state(job_id, "STOPPED", timeout=30)["state"] == "STOPPED"
 
 
+@pytest.mark.serial  # uses up this user's inotify instances: a worker of a test beside it exiting frees some
 def test_a_worker_without_inotify_instances_joins_and_runs_jobs_by_polling(cluster_factory):
     c = cluster_factory("noinotify", workers=())
     import ctypes
