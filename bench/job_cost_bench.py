@@ -12,7 +12,7 @@ spawn floor: posix_spawn + wait of /bin/true (build/bin/spawn_floor), its rate a
 CPU per spawn.
 
     /usr/bin/python3 bench/job_cost_bench.py [--jobs 1000] [--traced-jobs 200] [--latency-jobs 200]
-        [--mean-gap-ms 300] [--write]
+        [--mean-gap-ms 300] [--before AG --before-label COMMIT] [--write]
 """
 import argparse
 import datetime
@@ -154,12 +154,12 @@ def run(jobs, traced_jobs, latency_jobs, mean_gap_ms):
         cluster.stop()
 
 
-def report(r, command):
-    today = datetime.date.today().isoformat()
+def rows(r):
+    """(measure, result, baseline in the same run, ratio, target) for one build's results."""
     floor_rate, floor_cpu = r["floor"]["rate_per_s"], r["floor_cpu_ms"]
     floor_p50 = r["floor"]["p50_ms"]
     back, rand = r["start_back_to_back"], r["start_random"]
-    rows = [
+    out = [
         (f"2-task gang, submit to both ranks running, back to back (n={r['latency_jobs']}): p50 / p99",
          f"{back['p50_ms']:.1f} / {back['p99_ms']:.1f} ms", f"spawn floor p50 {floor_p50:.2f} ms",
          f"{back['p50_ms'] / floor_p50:.1f}×", "≤ 3×"),
@@ -180,15 +180,28 @@ def report(r, command):
     ]
     if "fsyncs" in r:
         top = ", ".join(f"{name} {count}" for name, count in r["worker_top"])
-        rows += [("head: fsyncs per job (strace)", f"{r['fsyncs']:.2f}", "", "", ""),
-                 (f"worker agents: system calls per job (strace; the most frequent over {r['traced_jobs']} "
-                  "jobs: " + top + ")",
-                  f"{r['worker_syscalls']:.0f}", "", "", "")]
+        out += [("head: fsyncs per job (strace)", f"{r['fsyncs']:.2f}", "", "", ""),
+                (f"worker agents: system calls per job (strace; the most frequent over {r['traced_jobs']} "
+                 "jobs: " + top + ")", f"{r['worker_syscalls']:.0f}", "", "", "")]
+    return out
+
+
+def report(r, command, before=None, before_label=""):
+    today = datetime.date.today().isoformat()
     lines = [BEGIN, "## What one trivial job costs (issue 31)", "",
              f"`{command}` on {today}, 2 cores. A head on 127.0.0.1, workers on 127.0.0.2 and 127.0.0.3; "
-             "one-task `true` jobs from one client; CPU from /proc (a process's own and what it reaped).", "",
-             "| measure | result | baseline in the same run | ratio | target |", "| --- | --- | --- | --- | --- |"]
-    lines += [f"| {a} | {b} | {c} | {d} | {e} |" for a, b, c, d, e in rows]
+             "one-task `true` jobs from one client; CPU from /proc (a process's own and what it reaped).", ""]
+    if before is None:
+        lines += ["| measure | result | baseline in the same run | ratio | target |", "| --- | --- | --- | --- | --- |"]
+        lines += [f"| {a} | {b} | {c} | {d} | {e} |" for a, b, c, d, e in rows(r)]
+    else:
+        lines += [f"The build before ({before_label}) ran first, in the same run, against its own spawn floor.", "",
+                  "| measure | before: result | ratio | this build: result | baseline | ratio | target |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
+        old = rows(before)
+        for i, (a, b, c, d, e) in enumerate(rows(r)):
+            was = old[i] if i < len(old) else (a, "", "", "", "")
+            lines.append(f"| {a} | {was[1]} | {was[3]} | {b} | {c} | {d} | {e} |")
     lines += ["", "The parts do not add up to the machine's total: the kernel's work for the network, the disk "
               "and processes that exit is charged partly to no process. This is the model later changes are "
               "judged by, each against the build before it in the same run.", "", END, ""]
@@ -201,13 +214,20 @@ def main():
     parser.add_argument("--traced-jobs", type=int, default=200)
     parser.add_argument("--latency-jobs", type=int, default=200, help="gangs for each start-latency measure")
     parser.add_argument("--mean-gap-ms", type=int, default=300, help="mean idle gap before each random arrival")
+    parser.add_argument("--before", metavar="AG", help="the `ag` of the build before: measured first, in the same run")
+    parser.add_argument("--before-label", default="", help="what that build is (a commit), for the table")
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
     if not os.path.exists(run_bench.AG):
         sys.exit(f"error: {run_bench.AG} not found; build first (scripts/build.sh) or set AG_BIN")
+    before = None
+    if args.before:
+        this_build, run_bench.AG = run_bench.AG, args.before
+        before = run(args.jobs, args.traced_jobs, args.latency_jobs, args.mean_gap_ms)
+        run_bench.AG = this_build
     r = run(args.jobs, args.traced_jobs, args.latency_jobs, args.mean_gap_ms)
     command = ("/usr/bin/python3 bench/job_cost_bench.py " + " ".join(sys.argv[1:])).strip()
-    text = report(r, command)
+    text = report(r, command, before, args.before_label or args.before or "")
     print(text)
     if args.write:
         run_bench.write_results_section(text, BEGIN, END)

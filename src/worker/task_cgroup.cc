@@ -67,17 +67,17 @@ std::string create_task_cgroup(const std::string& root, const std::string& name)
   return path;
 }
 
-void join_cgroup(const char* group) {
-  if (!group || !*group) return;
+bool join_cgroup(const char* group) {
+  if (!group || !*group) return true;
   char path[4096];
   std::snprintf(path, sizeof path, "%s/cgroup.procs", group);
   int fd = ::open(path, O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return;
+  if (fd < 0) return false;
   char pid[32];
   int len = std::snprintf(pid, sizeof pid, "%d\n", static_cast<int>(::getpid()));
-  ssize_t ignored = ::write(fd, pid, static_cast<size_t>(len));
-  (void)ignored;
+  const bool written = ::write(fd, pid, static_cast<size_t>(len)) == len;
   ::close(fd);
+  return written;
 }
 
 std::vector<int> cgroup_pids(const std::string& group) {

@@ -19,9 +19,9 @@ std::string prepare_cgroup_root(const std::string& node_id, std::string* why_not
 // Creates the group for one task under `root`; returns its path, or "" on failure.
 std::string create_task_cgroup(const std::string& root, const std::string& name);
 
-// Moves the calling process into `group` (call in the task before exec). Plain system
-// calls only: it runs between fork and exec.
-void join_cgroup(const char* group);
+// Moves the calling process into `group`; false when it could not. Plain system calls
+// only: it may run between fork and exec.
+bool join_cgroup(const char* group);
 
 // Pids in the group and the groups below it (a container's, made by its engine).
 std::vector<int> cgroup_pids(const std::string& group);

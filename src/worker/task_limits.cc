@@ -219,6 +219,47 @@ LimitRoots prepare_limit_roots(const std::string& node_id, const std::string& tr
   return roots;
 }
 
+namespace {
+
+std::string write_v1_memory_cap(const std::string& group, int64_t bytes) {
+  // Swap must not let the task past its cap either (memsw is absent without swap
+  // accounting); memsw may never be below the plain limit, hence the order.
+  const std::string text = std::to_string(bytes);
+  write_control(group + "/memory.memsw.limit_in_bytes", "-1");
+  std::string error = write_control(group + "/memory.limit_in_bytes", text);
+  write_control(group + "/memory.memsw.limit_in_bytes", text);
+  return error;
+}
+
+std::string write_v1_cpu_cap(const std::string& group, int64_t cpu_millis) {
+  std::string error = write_control(group + "/cpu.cfs_period_us", std::to_string(kCfsPeriodUs));
+  return error.empty() ? write_control(group + "/cpu.cfs_quota_us", cfs_quota_text(cpu_millis)) : error;
+}
+
+}  // namespace
+
+TaskLimitGroups plan_v1_limit_groups(const LimitRoots& roots, const std::string& name, const TaskLimits& limits) {
+  TaskLimitGroups out;
+  if (limits.memory_bytes > 0 && !roots.memory.empty()) {
+    out.memory = join_path(roots.memory, name);
+    out.extra.push_back(out.memory);
+  }
+  if (limits.cpu_millis > 0 && !roots.cpu.empty()) out.extra.push_back(join_path(roots.cpu, name));
+  return out;
+}
+
+std::string write_v1_caps(const std::string& group, const TaskLimits& limits) {
+  struct stat st {};
+  std::string error;
+  if (limits.memory_bytes > 0 && ::stat((group + "/memory.limit_in_bytes").c_str(), &st) == 0) {
+    error = write_v1_memory_cap(group, limits.memory_bytes);
+  }
+  if (error.empty() && limits.cpu_millis > 0 && ::stat((group + "/cpu.cfs_quota_us").c_str(), &st) == 0) {
+    error = write_v1_cpu_cap(group, limits.cpu_millis);
+  }
+  return error;
+}
+
 Result<TaskLimitGroups> create_limit_groups(const LimitRoots& roots, const std::string& tracking_group,
                                             const std::string& name, const TaskLimits& limits) {
   TaskLimitGroups out;
@@ -243,11 +284,7 @@ Result<TaskLimitGroups> create_limit_groups(const LimitRoots& roots, const std::
       error = write_control(group + "/memory.max", bytes);
       write_control(group + "/memory.swap.max", "0");  // not there without swap accounting
     } else {
-      // Swap must not let the task past its cap either (memsw is absent without swap
-      // accounting); memsw may never be below the plain limit, hence the order.
-      write_control(group + "/memory.memsw.limit_in_bytes", "-1");
-      error = write_control(group + "/memory.limit_in_bytes", bytes);
-      write_control(group + "/memory.memsw.limit_in_bytes", bytes);
+      error = write_v1_memory_cap(group, limits.memory_bytes);
     }
     if (!error.empty()) return fail(error);
     out.memory = group;
@@ -260,8 +297,7 @@ Result<TaskLimitGroups> create_limit_groups(const LimitRoots& roots, const std::
     if (roots.unified) {
       error = write_control(group + "/cpu.max", cpu_max_text(limits.cpu_millis));
     } else {
-      error = write_control(group + "/cpu.cfs_period_us", std::to_string(kCfsPeriodUs));
-      if (error.empty()) error = write_control(group + "/cpu.cfs_quota_us", cfs_quota_text(limits.cpu_millis));
+      error = write_v1_cpu_cap(group, limits.cpu_millis);
     }
     if (!error.empty()) return fail(error);
     if (!roots.unified) out.extra.push_back(group);

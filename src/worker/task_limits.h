@@ -77,6 +77,14 @@ struct TaskLimitGroups {
 Result<TaskLimitGroups> create_limit_groups(const LimitRoots& roots, const std::string& tracking_group,
                                             const std::string& name, const TaskLimits& limits);
 
+// The v1 limit groups a task named `name` gets under `roots` (v1 only), without making
+// them: the task supervisor makes them with the task (worker/warm_task.h).
+TaskLimitGroups plan_v1_limit_groups(const LimitRoots& roots, const std::string& name, const TaskLimits& limits);
+
+// Writes `limits`' caps on a v1 group of the memory or the cpu hierarchy (whichever
+// its control files show). Returns "" or what could not be written.
+std::string write_v1_caps(const std::string& group, const TaskLimits& limits);
+
 // How many of the group's processes the OOM killer ended (0 when unknown), the groups
 // below it included.
 int64_t oom_kills(const std::string& memory_group);

@@ -26,6 +26,7 @@
 #include "worker/container_engine.h"
 #include "worker/task_cgroup.h"
 #include "worker/task_record.h"
+#include "worker/task_start.h"
 #include "worker/task_supervisor.h"
 
 namespace ag::worker {
@@ -99,6 +100,7 @@ TaskRunner::TaskRunner(asio::io_context& io, std::string data_dir, std::string c
       data_dir_(std::move(data_dir)),
       cgroup_root_(std::move(cgroup_root)),
       limits_(std::move(limits)),
+      groups_by_supervisor_(!cgroup_root_.empty() && !limits_.unified && !on_cgroup2(cgroup_root_)),
       sigchld_(io, SIGCHLD),
       supervisor_(std::move(supervisor)) {
   if (inotify_fd >= 0) {
@@ -327,7 +329,11 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
                  std::to_string(spec.id.task_index) + "." + random_hex(4);
   fs::remove_all(task->dir, fs_error);  // a relaunch after a lost launch starts clean
   const std::string group_name = fs::path(task->dir).filename().string();
-  task->cgroup = create_task_cgroup(cgroup_root_, group_name);
+  // On v1 the supervisor makes a host task's groups with it: a ready-made process's
+  // spare groups become them (worker/warm_task.h).
+  const bool supervisor_makes_groups = groups_by_supervisor_ && !spec.container;
+  task->cgroup =
+      supervisor_makes_groups ? cgroup_root_ + "/" + group_name : create_task_cgroup(cgroup_root_, group_name);
   LimitRoots roots = limits_;
   if (spec.container) {
     task->container = container_name(spec.id.job_id, spec.id.attempt, spec.id.task_index);
@@ -343,7 +349,9 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
       roots.cpu.clear();
     }
   }
-  auto limit_groups = create_limit_groups(roots, task->cgroup, group_name, spec.limits);
+  auto limit_groups = supervisor_makes_groups
+                          ? Result<TaskLimitGroups>(plan_v1_limit_groups(roots, group_name, spec.limits))
+                          : create_limit_groups(roots, task->cgroup, group_name, spec.limits);
   if (!limit_groups.ok()) {
     remove_cgroup(task->cgroup);
     return limit_groups.error();
@@ -364,7 +372,11 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   // A container's caps hold the container (made below them by its engine), not the
   // engine's client: a client held to half a CPU would start the container late. Its
   // cleanup removes them.
-  if (!spec.container) request.limit_cgroups = task->limit_cgroups;
+  if (!spec.container) {
+    request.limit_cgroups = task->limit_cgroups;
+    request.limits = spec.limits;
+    request.make_groups = supervisor_makes_groups;
+  }
   request.memory_cgroup = limit_groups.value().memory;
   request.marker = task->marker;
   request.orphan_timeout_ms = spec.orphan_timeout_ms;

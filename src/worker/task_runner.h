@@ -109,6 +109,7 @@ class TaskRunner final : public TaskLauncher {
   std::string data_dir_;
   std::string cgroup_root_;
   LimitRoots limits_;
+  bool groups_by_supervisor_;  // cgroup v1: host tasks' groups are made by the supervisor
   LauncherEvents events_;
   boost::asio::signal_set sigchld_;
   SupervisorClient supervisor_;

@@ -27,6 +27,9 @@
 extern char** environ;
 
 #include "common/descriptors.h"
+#include "worker/fd_frames.h"
+#include "worker/task_start.h"
+#include "worker/warm_task.h"
 #include "worker/marked_processes.h"
 #include "worker/task_cgroup.h"
 #include "worker/task_limits.h"
@@ -35,99 +38,14 @@ namespace ag::worker {
 namespace {
 
 constexpr int kReplyTimeoutMs = 10000;
-constexpr uint32_t kMaxFrameBytes = 64u << 20;
+// How long a launch waits for the ready-made process to sit in its groups (it started
+// moving when the previous launch was answered).
+constexpr int kWarmWaitMs = 20;
 
 int64_t monotonic_ms() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
-
-bool write_all(int fd, const char* data, size_t size) {
-  while (size > 0) {
-    ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-bool read_all(int fd, char* data, size_t size) {
-  while (size > 0) {
-    ssize_t n = ::read(fd, data, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-// A frame: 4-byte length, then the payload; `pass_fd` (when >= 0) rides along with
-// the length.
-bool write_frame(int fd, const std::string& payload, int pass_fd) {
-  uint32_t length = static_cast<uint32_t>(payload.size());
-  iovec iov{&length, sizeof length};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  if (pass_fd >= 0) {
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
-    cmsg->cmsg_level = SOL_SOCKET;
-    cmsg->cmsg_type = SCM_RIGHTS;
-    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(cmsg), &pass_fd, sizeof(int));
-  }
-  ssize_t n;
-  do {
-    n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
-  if (n <= 0) return false;
-  if (static_cast<size_t>(n) < sizeof length &&
-      !write_all(fd, reinterpret_cast<const char*>(&length) + n, sizeof length - static_cast<size_t>(n))) {
-    return false;
-  }
-  return write_all(fd, payload.data(), payload.size());
-}
-
-// Reads one frame; `received_fd` gets a descriptor passed with it (or -1). False at
-// the end of the stream or on a malformed frame.
-bool read_frame(int fd, std::string* payload, int* received_fd) {
-  *received_fd = -1;
-  uint32_t length = 0;
-  iovec iov{&length, sizeof length};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  ssize_t n;
-  do {
-    n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
-  } while (n < 0 && errno == EINTR);
-  if (n <= 0) return false;
-  for (cmsghdr* cmsg = CMSG_FIRSTHDR(&msg); cmsg; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
-    if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS) std::memcpy(received_fd, CMSG_DATA(cmsg), sizeof(int));
-  }
-  if (static_cast<size_t>(n) < sizeof length &&
-      !read_all(fd, reinterpret_cast<char*>(&length) + n, sizeof length - static_cast<size_t>(n))) {
-    if (*received_fd >= 0) ::close(*received_fd);
-    *received_fd = -1;
-    return false;
-  }
-  payload->resize(length <= kMaxFrameBytes ? length : 0);
-  if (length > kMaxFrameBytes || !read_all(fd, payload->data(), length)) {
-    if (*received_fd >= 0) ::close(*received_fd);
-    *received_fd = -1;
-    return false;
-  }
-  return true;
 }
 
 // True when the pid in `pid_file` is a live `ag start-worker` process.
@@ -233,127 +151,6 @@ bool all_gone(const Supervised& task) {
   return find_marked_processes(task.marker).empty();
 }
 
-// The supervisor steps into the task's groups for the spawn (the child inherits them)
-// and out again: it must not stay in a task's group.
-void enter_groups(const LaunchRequest& request) {
-  join_cgroup(request.cgroup.c_str());
-  for (const auto& group : request.limit_cgroups) join_cgroup(group.c_str());
-}
-
-void leave_groups(const LaunchRequest& request) {
-  auto parent = [](const std::string& group) { return group.substr(0, group.rfind('/')); };
-  if (!request.cgroup.empty()) join_cgroup((request.cgroup_home.empty() ? parent(request.cgroup) : request.cgroup_home).c_str());
-  for (const auto& group : request.limit_cgroups) join_cgroup(parent(group).c_str());
-}
-
-// Starts the task with posix_spawn (which shares this process's memory until the
-// exec): in its own process group, with default signals, the output file as stdout
-// and stderr, in its working dir, and inside its control group (the supervisor steps
-// into the group for the spawn and out again). Returns the pid, or 0 with `error` set.
-// A task that runs as another account: fork (the supervisor is small and has one
-// thread), then in the child the same set-up as posix_spawn's plus the switch to the
-// task's groups and user before the exec. An exec that fails is reported through a
-// close-on-exec pipe. Returns the pid, or 0 with `error` set.
-pid_t start_task_as(const LaunchRequest& request, int output_fd, std::string* error) {
-  std::vector<char*> argv, envp;
-  for (const auto& s : request.argv) argv.push_back(const_cast<char*>(s.c_str()));
-  argv.push_back(nullptr);
-  for (const auto& s : request.envp) envp.push_back(const_cast<char*>(s.c_str()));
-  envp.push_back(nullptr);
-  const LaunchRequest::RunAs& as = *request.run_as;
-  std::vector<gid_t> groups(as.groups.begin(), as.groups.end());
-  int report[2];
-  if (::pipe2(report, O_CLOEXEC) != 0) {
-    *error = std::string("cannot start the task: pipe: ") + std::strerror(errno);
-    return 0;
-  }
-  enter_groups(request);
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    // The child: only async-signal-safe calls from here to the exec.
-    ::close(report[0]);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
-    ::setpgid(0, 0);
-    int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0 && devnull != 0) {
-      ::dup2(devnull, 0);
-      ::close(devnull);
-    }
-    ::dup2(output_fd, 1);
-    ::dup2(output_fd, 2);
-    const char* step = "setgroups";
-    if (::setgroups(groups.size(), groups.data()) == 0 && (step = "setgid", ::setgid(as.gid) == 0) &&
-        (step = "setuid", ::setuid(as.uid) == 0) && (step = "chdir", ::chdir(request.working_dir.c_str()) == 0)) {
-      step = "exec";
-      ::execve(argv[0], argv.data(), envp.data());
-    }
-    int code = errno;
-    ssize_t ignored = ::write(report[1], step, std::strlen(step) + 1);
-    ignored = ::write(report[1], &code, sizeof code);
-    (void)ignored;
-    ::_exit(127);
-  }
-  int fork_errno = errno;
-  ::close(report[1]);
-  leave_groups(request);
-  if (pid < 0) {
-    ::close(report[0]);
-    *error = std::string("cannot start the task: fork: ") + std::strerror(fork_errno);
-    return 0;
-  }
-  char failure[64] = {0};
-  ssize_t n = 0;
-  for (;;) {  // until the exec closes the pipe, or the child's report is whole
-    ssize_t got = ::read(report[0], failure + n, sizeof failure - static_cast<size_t>(n));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;
-    n += got;
-  }
-  ::close(report[0]);
-  if (n > 0) {
-    int code = 0;
-    size_t step_len = ::strnlen(failure, sizeof failure);
-    if (step_len + 1 + sizeof code <= static_cast<size_t>(n)) std::memcpy(&code, failure + step_len + 1, sizeof code);
-    ::waitpid(pid, nullptr, 0);
-    *error = "cannot start `/bin/sh -c ...` as uid " + std::to_string(as.uid) + " in " + request.working_dir + ": " +
-             std::string(failure, step_len) + ": " + std::strerror(code);
-    return 0;
-  }
-  return pid;
-}
-
-pid_t start_task(const LaunchRequest& request, int output_fd, std::string* error) {
-  if (request.run_as) return start_task_as(request, output_fd, error);
-  std::vector<char*> argv, envp;
-  for (const auto& s : request.argv) argv.push_back(const_cast<char*>(s.c_str()));
-  argv.push_back(nullptr);
-  for (const auto& s : request.envp) envp.push_back(const_cast<char*>(s.c_str()));
-  envp.push_back(nullptr);
-  posix_spawnattr_t attr;
-  init_clean_spawn(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_USEVFORK);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, output_fd, 1);
-  posix_spawn_file_actions_adddup2(&actions, output_fd, 2);
-  posix_spawn_file_actions_addchdir_np(&actions, request.working_dir.c_str());
-  enter_groups(request);
-  pid_t pid = 0;
-  int rc = argv[0] ? posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), envp.data()) : EINVAL;
-  leave_groups(request);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
-    *error = "cannot start `/bin/sh -c ...` in " + request.working_dir + ": " + std::strerror(rc);
-    return 0;
-  }
-  return pid;
-}
-
 class Supervisor {
  public:
   Supervisor(int agent_fd, std::string agent_pid_file)
@@ -364,14 +161,14 @@ class Supervisor {
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);
     ::sigprocmask(SIG_BLOCK, &chld, nullptr);
-    int signal_fd = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+    signal_fd_ = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
     int64_t last_check = monotonic_ms();
     for (;;) {
-      pollfd fds[2] = {{signal_fd, POLLIN, 0}, {agent_fd_, POLLIN, 0}};
+      pollfd fds[2] = {{signal_fd_, POLLIN, 0}, {agent_fd_, POLLIN, 0}};
       ::poll(fds, agent_fd_ >= 0 ? 2 : 1, endings_.empty() ? 1000 : 10);
       if (fds[0].revents & POLLIN) {
         signalfd_siginfo info;
-        while (::read(signal_fd, &info, sizeof info) > 0) {
+        while (::read(signal_fd_, &info, sizeof info) > 0) {
         }
       }
       reap();
@@ -387,6 +184,8 @@ class Supervisor {
         retry_cgroup_removal();
       }
       if (agent_fd_ < 0 && tasks_.empty() && endings_.empty()) {
+        retire_warm();
+        for (pid_t helper : helpers_) ::waitpid(helper, nullptr, 0);  // an unused warm process leaves at once
         retry_cgroup_removal();
         ::_exit(0);
       }
@@ -398,9 +197,11 @@ class Supervisor {
     std::string payload;
     int output_fd = -1;
     if (!read_frame(agent_fd_, &payload, &output_fd)) {
-      // The agent is gone (or restarting): the tasks go on; see check_orphaned.
+      // The agent is gone (or restarting): the tasks go on; see check_orphaned. No
+      // more launches come.
       ::close(agent_fd_);
       agent_fd_ = -1;
+      retire_warm();
       return;
     }
     std::string reply;
@@ -409,7 +210,7 @@ class Supervisor {
       reply = "error the supervisor got a malformed launch request";
     } else {
       std::string error;
-      pid_t pid = start_task(*request, output_fd, &error);
+      pid_t pid = start(*request, payload, output_fd, &error);
       if (pid > 0) {
         tasks_[pid] = {request->task_dir, request->cgroup,       request->limit_cgroups,
                        request->memory_cgroup, request->cleanup_argv, request->marker,
@@ -423,14 +224,57 @@ class Supervisor {
     if (!write_frame(agent_fd_, reply, -1)) {
       ::close(agent_fd_);
       agent_fd_ = -1;
+      retire_warm();
+      return;
     }
+    // Not while the next launch waits: it is made after the last of a burst.
+    pollfd next{agent_fd_, POLLIN, 0};
+    if (request && ::poll(&next, 1, 0) == 0) prepare_warm(*request);
+  }
+
+  // Starts the task: as the ready-made process where one fits, else afresh.
+  pid_t start(const LaunchRequest& request, const std::string& payload, int output_fd, std::string* error) {
+    if (warm_ && warm_->fits(request) && warm_->ready(kWarmWaitMs)) {
+      const pid_t pid = warm_->pid();
+      const WarmTask::Outcome outcome = warm_->launch(request, payload, output_fd, error);
+      helpers_.erase(pid);  // the task now, or gone
+      retire_warm();
+      if (outcome == WarmTask::Outcome::kStarted) return pid;
+      if (outcome == WarmTask::Outcome::kFailed) return 0;
+    }
+    if (request.make_groups) {
+      *error = make_task_groups(request);
+      if (!error->empty()) return 0;
+    }
+    return start_task(request, output_fd, error);
+  }
+
+  // After a launch: a process ready for the next task of its kind (cgroup v1 only: on
+  // v2 a task is born in its group).
+  void prepare_warm(const LaunchRequest& request) {
+    if (warm_off_ || request.cgroup.empty() || (warm_ && warm_->fits(request))) return;
+    retire_warm();
+    if (on_cgroup2(request.cgroup)) {
+      warm_off_ = true;
+      return;
+    }
+    warm_ = WarmTask::make(WarmTask::group_dirs(request), {signal_fd_, agent_fd_});
+    if (warm_) helpers_.insert(warm_->pid());
+  }
+
+  // Lets an unused ready-made process go; its spare groups go once it has.
+  void retire_warm() {
+    if (!warm_) return;
+    for (auto& group : warm_->release()) leftover_cgroups_.push_back(std::move(group));
+    warm_.reset();
   }
 
   void reap() {
     int status = 0;
     pid_t pid;
     while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
-      cleanups_.erase(pid);
+      helpers_.erase(pid);
+      if (warm_ && warm_->pid() == pid) retire_warm();  // it died unused
       auto it = tasks_.find(pid);
       if (it == tasks_.end()) continue;  // an orphan handed to us, or a cleanup: reaped, nothing else
       Supervised task = std::move(it->second);
@@ -473,7 +317,7 @@ class Supervisor {
     posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
     posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
     pid_t pid = 0;
-    if (posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ) == 0) cleanups_.insert(pid);
+    if (posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ) == 0) helpers_.insert(pid);
     posix_spawn_file_actions_destroy(&actions);
   }
 
@@ -494,7 +338,7 @@ class Supervisor {
     }
     std::vector<int> orphans;
     for (int pid : own_children()) {
-      if (!tasks_.count(pid) && !cleanups_.count(pid)) orphans.push_back(pid);
+      if (!tasks_.count(pid) && !helpers_.count(pid)) orphans.push_back(pid);
     }
     if (orphans.empty()) return;
     std::set<int> held;
@@ -564,7 +408,11 @@ class Supervisor {
   std::string agent_pid_file_;
   std::map<pid_t, Supervised> tasks_;
   std::vector<std::string> leftover_cgroups_;
-  std::set<pid_t> cleanups_;  // cleanup commands still running
+  // Children that are no task: cleanup commands still running, ready-made processes.
+  std::set<pid_t> helpers_;
+  std::unique_ptr<WarmTask> warm_;
+  bool warm_off_ = false;  // cgroup v2: none are made
+  int signal_fd_ = -1;
   std::vector<Ending> endings_;
   int64_t orphaned_since_ = 0;
 };
@@ -613,6 +461,8 @@ std::string encode_launch(const LaunchRequest& request) {
   field(run_as);
   field(request.cgroup_home);
   field(request.memory_cgroup);
+  field(std::to_string(request.limits.memory_bytes) + " " + std::to_string(request.limits.cpu_millis) + " " +
+        (request.make_groups ? "1" : "0"));
   field(std::to_string(request.limit_cgroups.size()));
   for (const auto& group : request.limit_cgroups) field(group);
   field(std::to_string(request.cleanup_argv.size()));
@@ -631,7 +481,7 @@ std::optional<LaunchRequest> decode_launch(std::string_view bytes) {
     fields.emplace_back(bytes.substr(0, end));
     bytes.remove_prefix(end + 1);
   }
-  if (fields.size() < 12 || fields[0] != "launch") return std::nullopt;
+  if (fields.size() < 13 || fields[0] != "launch") return std::nullopt;
   LaunchRequest request;
   request.task_dir = fields[1];
   request.working_dir = fields[2];
@@ -654,7 +504,16 @@ std::optional<LaunchRequest> decode_launch(std::string_view bytes) {
   }
   request.cgroup_home = fields[7];
   request.memory_cgroup = fields[8];
-  size_t next = 9;
+  {
+    const char* caps = fields[9].c_str();
+    request.limits.memory_bytes = std::strtoll(caps, &end, 10);
+    if (end == caps || *end != ' ') return std::nullopt;
+    caps = end + 1;
+    request.limits.cpu_millis = std::strtoll(caps, &end, 10);
+    if (end == caps || (std::strcmp(end, " 0") != 0 && std::strcmp(end, " 1") != 0)) return std::nullopt;
+    request.make_groups = end[1] == '1';
+  }
+  size_t next = 10;
   // A count, then that many fields.
   auto counted = [&](std::vector<std::string>* out) {
     if (next >= fields.size()) return false;

@@ -5,8 +5,12 @@
 // its agent: a restarted agent adopts the tasks, and the supervisor goes on recording
 // their ends; it leaves once its agent is gone and its last task has ended.
 //
-//   agent ==(socket: launch request + output fd)==> supervisor --posix_spawn--> sh -c ENTRYPOINT
+//   agent ==(socket: launch request + output fd)==> supervisor --> sh -c ENTRYPOINT
 //         <==(the task's pid, or why it could not start)==
+//
+// How it starts a task (posix_spawn, fork, clone3 into its cgroup v2 group) is in
+// worker/task_start.h; on cgroup v1 it keeps a process ready in spare groups for the
+// next task (worker/warm_task.h) and makes host tasks' groups itself.
 //
 // A long-lived supervisor, not one per task: forking a process of the agent's size and
 // tearing it down again cost more than the short tasks themselves. It is the same
@@ -23,6 +27,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "worker/task_limits.h"
 
 namespace ag::worker {
 
@@ -34,6 +39,10 @@ struct LaunchRequest {
   std::string cgroup_home;  // where the supervisor goes back to after the spawn ("" = cgroup's parent)
   std::vector<std::string> limit_cgroups;  // groups in other hierarchies that cap the task (task_limits.h)
   std::string memory_cgroup;               // where the task's out-of-memory kills are counted, or ""
+  TaskLimits limits;                       // the caps written on `limit_cgroups`
+  // The supervisor makes `cgroup` and `limit_cgroups` (cgroup v1 host tasks); else the
+  // agent made them.
+  bool make_groups = false;
   // Run once the task has ended, however it ended (a container task: remove what its
   // engine left), with two more arguments: "cleanup" and the task's exit code, or
   // "signal". Empty for none.

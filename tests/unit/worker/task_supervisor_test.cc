@@ -7,13 +7,21 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+
 #include <chrono>
+#include <functional>
+#include <sstream>
 #include <filesystem>
 #include <string>
 #include <thread>
 
 #include "worker/fs_fixtures.h"
+#include "worker/task_cgroup.h"
+#include "worker/task_limits.h"
 #include "worker/task_runner.h"
+#include "worker/task_start.h"
 
 namespace ag::worker {
 namespace {
@@ -56,6 +64,7 @@ TEST(LaunchRequestTest, TheTasksLimitGroupsRoundTrip) {
   request.cgroup_home = "/sys/fs/cgroup/aethergrid/n1/supervisor";
   request.limit_cgroups = {"/sys/fs/cgroup/memory/aethergrid/n1/job_1.0.0", "/sys/fs/cgroup/cpu/aethergrid/n1/job_1.0.0"};
   request.memory_cgroup = request.limit_cgroups[0];
+  request.limits = {512ll << 20, 1500};
 
   auto decoded = decode_launch(encode_launch(request));
 
@@ -63,6 +72,8 @@ TEST(LaunchRequestTest, TheTasksLimitGroupsRoundTrip) {
   EXPECT_EQ(decoded->cgroup_home, request.cgroup_home);
   EXPECT_EQ(decoded->limit_cgroups, request.limit_cgroups);
   EXPECT_EQ(decoded->memory_cgroup, request.memory_cgroup);
+  EXPECT_EQ(decoded->limits.memory_bytes, 512ll << 20);
+  EXPECT_EQ(decoded->limits.cpu_millis, 1500);
   EXPECT_EQ(decoded->argv, request.argv);
   EXPECT_EQ(decoded->envp, request.envp);
   request.limit_cgroups.push_back(std::string("/x") + '\0' + "y");
@@ -260,6 +271,168 @@ TEST_F(SupervisorProcessTest, RequestWithANulByteIsRefusedBeforeItIsSent) {
   EXPECT_EQ(pid.error().code, ErrorCode::kInvalidArgument);
   EXPECT_THAT(pid.error().message, HasSubstr("NUL"));
   EXPECT_EQ(client_.pid(), 0) << "no supervisor was needed";
+}
+
+// The control group of `pid` in the v1 hierarchy of `controller` ("" for v2's line),
+// relative to its mount.
+std::string cgroup_of(pid_t pid, const std::string& controller) {
+  std::istringstream lines(read_file("/proc/" + std::to_string(pid) + "/cgroup"));
+  for (std::string line; std::getline(lines, line);) {
+    size_t first = line.find(':'), second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    std::string controllers = "," + line.substr(first + 1, second - first - 1) + ",";
+    if (controller.empty() ? line.substr(first + 1, second - first - 1).empty()
+                           : controllers.find("," + controller + ",") != std::string::npos) {
+      return line.substr(second + 1);
+    }
+  }
+  return "";
+}
+
+// The supervisor's children named `comm`.
+std::vector<pid_t> children_named(pid_t parent, const std::string& comm) {
+  std::vector<pid_t> out;
+  std::istringstream children(read_file("/proc/" + std::to_string(parent) + "/task/" + std::to_string(parent) + "/children"));
+  for (pid_t pid = 0; children >> pid;) {
+    std::string name = read_file("/proc/" + std::to_string(pid) + "/comm");
+    if (name == comm + "\n") out.push_back(pid);
+  }
+  return out;
+}
+
+// A folder for the test's groups in a mounted cgroup hierarchy (made, removed with
+// everything below it at the end), or "" where the test may not make one.
+class CgroupDir {
+ public:
+  explicit CgroupDir(const std::string& mount) {
+    std::string dir = mount + "/ag-supervisor-test-" + std::to_string(::getpid());
+    if (::access((mount + "/cgroup.procs").c_str(), W_OK) == 0 && ::mkdir(dir.c_str(), 0755) == 0) path_ = dir;
+  }
+  ~CgroupDir() {
+    for (int i = 0; i < 200 && !path_.empty() && !remove_cgroup(path_); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  const std::string& path() const { return path_; }
+  std::string relative(const std::string& mount) const { return path_.substr(mount.size()); }
+
+ private:
+  std::string path_;
+};
+
+bool wait_for(const std::function<bool()>& done, int ms = 5000) {
+  for (int waited = 0; waited < ms; waited += 10) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return done();
+}
+
+// On cgroup v1, the supervisor keeps a process ready in spare groups: the next task of
+// the same kind is that process, renamed into its groups with its caps, and no process
+// moves on the launch path. Whatever is not used goes when the agent does.
+TEST_F(SupervisorProcessTest, OnCgroupV1TheNextTaskIsTheReadyMadeProcessInItsOwnGroups) {
+  const std::string pids_mount = "/sys/fs/cgroup/pids", cpu_mount = "/sys/fs/cgroup/cpu";
+  CgroupDir pids(pids_mount), cpu(cpu_mount);
+  if (pids.path().empty() || cpu.path().empty() || on_cgroup2(pids.path())) {
+    GTEST_SKIP() << "needs writable cgroup v1 pids and cpu hierarchies";
+  }
+  auto groups = [&](const std::string& name, LaunchRequest* r) {
+    r->cgroup = pids.path() + "/" + name;
+    r->limit_cgroups = {cpu.path() + "/" + name};
+    r->limits.cpu_millis = 500;
+  };
+  // The first task: the supervisor makes its groups (as for the agent's host tasks).
+  LaunchRequest first = request("sleep 30");
+  groups("first", &first);
+  first.make_groups = true;
+  int fd = output_fd();
+  auto first_pid = client_.launch(first, fd, agent_pid_file_);
+  ::close(fd);
+  ASSERT_TRUE(first_pid.ok()) << first_pid.error().message;
+  EXPECT_EQ(cgroup_of(static_cast<pid_t>(*first_pid), "cpu"), cpu.relative(cpu_mount) + "/first");
+  EXPECT_EQ(read_file(first.limit_cgroups[0] + "/cpu.cfs_quota_us"), "50000\n");
+  ::kill(static_cast<pid_t>(*first_pid), SIGKILL);
+  const pid_t supervisor = client_.pid();
+  pid_t warm = 0;
+  ASSERT_TRUE(wait_for([&] {
+    auto found = children_named(supervisor, "ag-warm-task");
+    warm = found.empty() ? 0 : found[0];
+    return warm && cgroup_of(warm, "pids").find("/warm.") != std::string::npos &&
+           cgroup_of(warm, "cpu").find("/warm.") != std::string::npos;
+  })) << "no ready-made process sits in spare groups";
+  EXPECT_EQ(wait_for_exit_record(), "signal 9\n");
+
+  // The second: its groups made as for a container's client (by the agent, caps
+  // included) give way to the spares.
+  fs::remove(work_ / "task" / "exit");
+  LaunchRequest second = request("sleep 30");
+  groups("second", &second);
+  ASSERT_EQ(create_task_cgroup(pids.path(), "second"), second.cgroup);
+  ASSERT_EQ(::mkdir(second.limit_cgroups[0].c_str(), 0755), 0);
+  ASSERT_EQ(write_v1_caps(second.limit_cgroups[0], second.limits), "");
+  fd = output_fd();
+  auto pid = client_.launch(second, fd, agent_pid_file_);
+  ::close(fd);
+
+  ASSERT_TRUE(pid.ok()) << pid.error().message;
+  EXPECT_EQ(*pid, warm) << "the task is the ready-made process";
+  EXPECT_EQ(cgroup_of(warm, "pids"), pids.relative(pids_mount) + "/second");
+  EXPECT_EQ(cgroup_of(warm, "cpu"), cpu.relative(cpu_mount) + "/second");
+  EXPECT_EQ(read_file(second.limit_cgroups[0] + "/cpu.cfs_quota_us"), "50000\n") << "the caps went with it";
+  EXPECT_NE(read_file("/proc/" + std::to_string(warm) + "/comm"), "ag-warm-task\n") << "it ran the command";
+  EXPECT_THAT(cgroup_pids(second.cgroup), ::testing::Contains(warm));
+  EXPECT_EQ(cgroup_of(supervisor, "pids"), pids.relative(pids_mount)) << "the supervisor is in no task's group";
+
+  // The agent goes: the unused process and its spare groups go; the task stays.
+  ::kill(warm, SIGKILL);
+  EXPECT_EQ(wait_for_exit_record(), "signal 9\n");
+  client_.~SupervisorClient();
+  new (&client_) SupervisorClient(AG_BINARY);
+  EXPECT_TRUE(wait_for([&] { return ::waitpid(supervisor, nullptr, WNOHANG) == supervisor; })) << "the supervisor left";
+  for (const auto& dir : {pids.path(), cpu.path()}) {
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      EXPECT_EQ(entry.path().filename().string().rfind("warm.", 0), std::string::npos) << entry.path();
+    }
+  }
+}
+
+TEST_F(SupervisorProcessTest, GroupsThatCannotBeMadeAreReportedAndNothingStarts) {
+  CgroupDir pids("/sys/fs/cgroup/pids");
+  if (pids.path().empty() || on_cgroup2(pids.path())) GTEST_SKIP() << "needs a writable cgroup v1 pids hierarchy";
+  LaunchRequest r = request("echo must not run");
+  r.cgroup = pids.path() + "/missing-parent/task";
+  r.make_groups = true;
+  int fd = output_fd();
+
+  auto pid = client_.launch(r, fd, agent_pid_file_);
+  ::close(fd);
+
+  ASSERT_FALSE(pid.ok());
+  EXPECT_THAT(pid.error().message, HasSubstr("cannot create the task's control group " + r.cgroup));
+  EXPECT_EQ(read_file(work_ / "task" / "output.log"), "");
+}
+
+// On cgroup v2 a task is born in its group: neither the supervisor nor anything else
+// steps into it.
+TEST_F(SupervisorProcessTest, OnCgroupV2TheTaskIsBornInItsGroup) {
+  std::string mount = fs::exists("/sys/fs/cgroup/cgroup.controllers") ? "/sys/fs/cgroup" : "/sys/fs/cgroup/unified";
+  CgroupDir v2(mount);
+  if (v2.path().empty() || !on_cgroup2(v2.path())) GTEST_SKIP() << "needs a writable cgroup v2 hierarchy";
+  for (const char* name : {"one", "two"}) {
+    fs::remove(work_ / "task" / "exit");
+    LaunchRequest r = request("sleep 30");
+    r.cgroup = create_task_cgroup(v2.path(), name);
+    ASSERT_FALSE(r.cgroup.empty());
+    int fd = output_fd();
+    auto pid = client_.launch(r, fd, agent_pid_file_);
+    ::close(fd);
+    ASSERT_TRUE(pid.ok()) << pid.error().message;
+    EXPECT_EQ(cgroup_of(static_cast<pid_t>(*pid), ""), v2.relative(mount) + "/" + name);
+    EXPECT_TRUE(children_named(client_.pid(), "ag-warm-task").empty()) << "none is made on v2";
+    ::kill(static_cast<pid_t>(*pid), SIGKILL);
+    EXPECT_EQ(wait_for_exit_record(), "signal 9\n");
+  }
 }
 
 }  // namespace

@@ -1,0 +1,101 @@
+#include "worker/fd_frames.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+
+namespace ag::worker {
+namespace {
+
+constexpr uint32_t kMaxFrameBytes = 64u << 20;
+
+bool write_all(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool read_all(int fd, char* data, size_t size) {
+  while (size > 0) {
+    ssize_t n = ::read(fd, data, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+bool write_frame(int fd, const std::string& payload, int pass_fd) {
+  uint32_t length = static_cast<uint32_t>(payload.size());
+  iovec iov{&length, sizeof length};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  if (pass_fd >= 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(cmsg), &pass_fd, sizeof(int));
+  }
+  ssize_t n;
+  do {
+    n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) return false;
+  if (static_cast<size_t>(n) < sizeof length &&
+      !write_all(fd, reinterpret_cast<const char*>(&length) + n, sizeof length - static_cast<size_t>(n))) {
+    return false;
+  }
+  return write_all(fd, payload.data(), payload.size());
+}
+
+bool read_frame(int fd, std::string* payload, int* received_fd) {
+  *received_fd = -1;
+  uint32_t length = 0;
+  iovec iov{&length, sizeof length};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n;
+  do {
+    n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) return false;
+  for (cmsghdr* cmsg = CMSG_FIRSTHDR(&msg); cmsg; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
+    if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS)
+      std::memcpy(received_fd, CMSG_DATA(cmsg), sizeof(int));
+  }
+  if (static_cast<size_t>(n) < sizeof length &&
+      !read_all(fd, reinterpret_cast<char*>(&length) + n, sizeof length - static_cast<size_t>(n))) {
+    if (*received_fd >= 0) ::close(*received_fd);
+    *received_fd = -1;
+    return false;
+  }
+  payload->resize(length <= kMaxFrameBytes ? length : 0);
+  if (length > kMaxFrameBytes || !read_all(fd, payload->data(), length)) {
+    if (*received_fd >= 0) ::close(*received_fd);
+    *received_fd = -1;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace ag::worker

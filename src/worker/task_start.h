@@ -1,0 +1,53 @@
+// How the task supervisor makes a task's first process: in its own process group, with
+// every signal at its default, stdin from /dev/null, stdout and stderr into the task's
+// output file, in its working dir, as its account, and inside its control groups.
+//
+//   start_task      posix_spawn (no account to switch to), or fork; the supervisor steps
+//                   into the task's v1 groups for it and out again, and on cgroup v2 the
+//                   child is born in its group (clone3 with CLONE_INTO_CGROUP)
+//   become_task     the child's half, after a fork: the set-up, then the exec
+//
+// A process that changes group waits for the kernel (an RCU grace period, ~8 ms on an
+// idle machine); a process born in its group does not. worker/warm_task.h avoids the
+// wait on v1 too.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "worker/task_supervisor.h"
+
+namespace ag::worker {
+
+// Starts the task; returns its pid, or 0 with `error` set (the step that failed and
+// why).
+pid_t start_task(const LaunchRequest& request, int output_fd, std::string* error);
+
+// The request's argv and envp as exec wants them (pointers into `request`).
+struct ExecArgs {
+  explicit ExecArgs(const LaunchRequest& request);
+  std::vector<char*> argv;
+  std::vector<char*> envp;
+  std::vector<gid_t> groups;  // the account's supplementary groups
+};
+
+// In a child just forked from the (single-threaded) supervisor: the task's set-up and
+// exec. A failure writes the step's name, a NUL and errno to `report_fd` (close-on-exec:
+// an exec closes it without a word), then exits 127.
+[[noreturn]] void become_task(const LaunchRequest& request, const ExecArgs& args, int output_fd, int report_fd);
+
+// Reads what become_task reported on `report_fd` until it closes: "" when the exec
+// happened, else why the task could not start.
+std::string read_start_failure(int report_fd, const LaunchRequest& request);
+
+// Makes the task's groups (its tracking group and v1 limit groups; those there already
+// stay) and writes its caps on the limit groups. Returns "" or why not, having removed
+// what it made.
+std::string make_task_groups(const LaunchRequest& request);
+
+// True when `path` is on a cgroup v2 file system.
+bool on_cgroup2(const std::string& path);
+
+}  // namespace ag::worker

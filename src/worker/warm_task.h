@@ -1,0 +1,74 @@
+// A task process made before its task, so that no process changes control group on the
+// launch path (cgroup v1; on v2 a task is born in its group, worker/task_start.h).
+// Moving a process between v1 groups waits for an RCU grace period, ~8 ms on an idle
+// machine: the supervisor pays it ahead, while nothing waits.
+//
+//   make     the supervisor forks the process; it moves itself into a spare group
+//            beside each group a task of the last launch's kind joins
+//            (<dir>/warm.<supervisor pid>.<n>) and says it is ready
+//   launch   each group the agent made for the task gives way to the spare beside it
+//            (rmdir, then rename: a v1 group keeps its processes under its new name),
+//            the task's caps go on them, and the process gets the launch request and
+//            its output file, sets itself up and execs (become_task)
+//
+// The process is the supervisor's child, as a task started the other way is. A process
+// never used leaves when its socket closes.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "worker/task_supervisor.h"
+
+namespace ag::worker {
+
+class WarmTask {
+ public:
+  // Forks a process for tasks whose groups lie in `group_dirs` (the tracking group's
+  // folder first, then each limit group's). `inherited`: the supervisor's descriptors
+  // the child closes at once. nullptr when a spare group cannot be made or the fork
+  // fails (tasks then start the other way).
+  static std::unique_ptr<WarmTask> make(const std::vector<std::string>& group_dirs, const std::vector<int>& inherited);
+  ~WarmTask();
+  WarmTask(const WarmTask&) = delete;
+  WarmTask& operator=(const WarmTask&) = delete;
+
+  pid_t pid() const { return pid_; }
+
+  // The folders a task of `request`'s kind has its groups in (what `make` takes).
+  static std::vector<std::string> group_dirs(const LaunchRequest& request);
+  // Whether `request`'s task fits this process: its groups lie in the same folders.
+  bool fits(const LaunchRequest& request) const;
+  // Whether the process sits in its spare groups, waiting at most `wait_ms` for it.
+  bool ready(int wait_ms);
+
+  enum class Outcome {
+    kStarted,  // the process is the task now
+    kFailed,   // it could not become the task (`error` says why); it is gone
+    kNotUsed,  // the groups could not be handed over: the task's groups are as the agent
+               // made them (caps included) and the process is gone; start it another way
+  };
+  // Hands `request` (its encoding: `payload`) and `output_fd` to the process. Whatever
+  // the outcome, this object is spent: drop it (and remove `spare_groups()` later).
+  Outcome launch(const LaunchRequest& request, const std::string& payload, int output_fd, std::string* error);
+
+  // Spare groups still standing (not handed to a task): to remove once the process has
+  // left them. Closes the process's socket, which makes an unused process leave.
+  std::vector<std::string> release();
+
+ private:
+  WarmTask(pid_t pid, int fd, std::vector<std::string> dirs, std::vector<std::string> spares)
+      : pid_(pid), fd_(fd), dirs_(std::move(dirs)), spares_(std::move(spares)) {}
+  void end_process();
+
+  pid_t pid_;
+  int fd_;
+  std::vector<std::string> dirs_;
+  std::vector<std::string> spares_;  // "" once handed to a task
+  bool ready_ = false;
+};
+
+}  // namespace ag::worker
