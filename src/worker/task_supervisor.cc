@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -38,8 +39,12 @@ namespace ag::worker {
 namespace {
 
 constexpr int kReplyTimeoutMs = 10000;
-// How long a launch waits for the ready-made process to sit in its groups (it started
-// moving when the previous launch was answered).
+// A ready-made process (worker/warm_task.h) is made once no launch has come for this
+// long. Launches that come closer together start afresh: the kernel lets a process
+// change group at once while such moves follow each other closely, and a fork per task
+// would cost more than it saves.
+constexpr int64_t kWarmIdleMs = 10;
+// How long a launch waits for the ready-made process to sit in its groups.
 constexpr int kWarmWaitMs = 20;
 
 int64_t monotonic_ms() {
@@ -165,7 +170,9 @@ class Supervisor {
     int64_t last_check = monotonic_ms();
     for (;;) {
       pollfd fds[2] = {{signal_fd_, POLLIN, 0}, {agent_fd_, POLLIN, 0}};
-      ::poll(fds, agent_fd_ >= 0 ? 2 : 1, endings_.empty() ? 1000 : 10);
+      int64_t timeout_ms = endings_.empty() ? 1000 : 10;
+      if (warm_due_ms_ > 0) timeout_ms = std::clamp<int64_t>(warm_due_ms_ - monotonic_ms(), 0, timeout_ms);
+      ::poll(fds, agent_fd_ >= 0 ? 2 : 1, static_cast<int>(timeout_ms));
       if (fds[0].revents & POLLIN) {
         signalfd_siginfo info;
         while (::read(signal_fd_, &info, sizeof info) > 0) {
@@ -177,6 +184,10 @@ class Supervisor {
       finish_endings();
       if (agent_fd_ >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) take_request();
       int64_t now = monotonic_ms();
+      if (warm_due_ms_ > 0 && now >= warm_due_ms_) {
+        warm_due_ms_ = 0;
+        prepare_warm();
+      }
       if (now - last_check >= 1000) {
         last_check = now;
         check_orphaned(now);
@@ -227,9 +238,12 @@ class Supervisor {
       retire_warm();
       return;
     }
-    // Not while the next launch waits: it is made after the last of a burst.
-    pollfd next{agent_fd_, POLLIN, 0};
-    if (request && ::poll(&next, 1, 0) == 0) prepare_warm(*request);
+    if (request && !warm_off_ && !request->cgroup.empty()) {
+      // The next task is likely of this one's kind.
+      warm_off_ = on_cgroup2(request->cgroup);
+      warm_dirs_ = WarmTask::group_dirs(*request);
+      warm_due_ms_ = warm_off_ ? 0 : monotonic_ms() + kWarmIdleMs;
+    }
   }
 
   // Starts the task: as the ready-made process where one fits, else afresh.
@@ -249,16 +263,12 @@ class Supervisor {
     return start_task(request, output_fd, error);
   }
 
-  // After a launch: a process ready for the next task of its kind (cgroup v1 only: on
-  // v2 a task is born in its group).
-  void prepare_warm(const LaunchRequest& request) {
-    if (warm_off_ || request.cgroup.empty() || (warm_ && warm_->fits(request))) return;
+  // A process ready for the next task of the last one's kind (cgroup v1 only: on v2 a
+  // task is born in its group).
+  void prepare_warm() {
+    if (warm_off_ || agent_fd_ < 0 || warm_dirs_.empty() || (warm_ && warm_->group_dirs() == warm_dirs_)) return;
     retire_warm();
-    if (on_cgroup2(request.cgroup)) {
-      warm_off_ = true;
-      return;
-    }
-    warm_ = WarmTask::make(WarmTask::group_dirs(request), {signal_fd_, agent_fd_});
+    warm_ = WarmTask::make(warm_dirs_, {signal_fd_, agent_fd_});
     if (warm_) helpers_.insert(warm_->pid());
   }
 
@@ -411,7 +421,9 @@ class Supervisor {
   // Children that are no task: cleanup commands still running, ready-made processes.
   std::set<pid_t> helpers_;
   std::unique_ptr<WarmTask> warm_;
-  bool warm_off_ = false;  // cgroup v2: none are made
+  bool warm_off_ = false;              // cgroup v2: none are made
+  std::vector<std::string> warm_dirs_;  // where the last task's groups are
+  int64_t warm_due_ms_ = 0;             // when to make one, 0: not due
   int signal_fd_ = -1;
   std::vector<Ending> endings_;
   int64_t orphaned_since_ = 0;

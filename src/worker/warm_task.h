@@ -3,9 +3,9 @@
 // Moving a process between v1 groups waits for an RCU grace period, ~8 ms on an idle
 // machine: the supervisor pays it ahead, while nothing waits.
 //
-//   make     the supervisor forks the process; it moves itself into a spare group
-//            beside each group a task of the last launch's kind joins
-//            (<dir>/warm.<supervisor pid>.<n>) and says it is ready
+//   make     the supervisor forks the process once launches pause; it moves itself
+//            into a spare group beside each group a task of the last launch's kind
+//            joins (<dir>/warm.<supervisor pid>.<n>) and says it is ready
 //   launch   each group the agent made for the task gives way to the spare beside it
 //            (rmdir, then rename: a v1 group keeps its processes under its new name),
 //            the task's caps go on them, and the process gets the launch request and
@@ -40,6 +40,7 @@ class WarmTask {
 
   // The folders a task of `request`'s kind has its groups in (what `make` takes).
   static std::vector<std::string> group_dirs(const LaunchRequest& request);
+  const std::vector<std::string>& group_dirs() const { return dirs_; }
   // Whether `request`'s task fits this process: its groups lie in the same folders.
   bool fits(const LaunchRequest& request) const;
   // Whether the process sits in its spare groups, waiting at most `wait_ms` for it.
