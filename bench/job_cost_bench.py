@@ -103,6 +103,8 @@ def run(jobs, traced_jobs, latency_jobs, mean_gap_ms):
         run_bench.bench_throughput(cluster, 200, 1)  # warm up
         r = {"jobs": jobs}
         r["floor"], r["floor_cpu_ms"] = spawn_floor_cpu()
+        # The gang's own command, spawned directly: what a rank's start costs without us.
+        r["command_floor"] = run_bench.spawn_floor(300, ["/bin/sh", "-c", run_bench.TASK_COMMAND])
         # Gang start (submit -> both ranks running), back to back and at random arrivals.
         r["latency_jobs"], r["mean_gap_ms"] = latency_jobs, mean_gap_ms
         r["start_back_to_back"] = run_bench.bench_start_latency(cluster, latency_jobs)
@@ -165,6 +167,8 @@ def rows(r):
          f"{back['p50_ms'] / floor_p50:.1f}×", "≤ 3×"),
         (f"… at random arrivals (exponential gaps, mean {r['mean_gap_ms']} ms): p50 / p99",
          f"{rand['p50_ms']:.1f} / {rand['p99_ms']:.1f} ms", "", f"{rand['p50_ms'] / floor_p50:.1f}×", "≤ 3×"),
+        ("… the ranks' own command (`sh -c \"{}\"`), spawned and waited for directly: p50".format(
+            run_bench.TASK_COMMAND), f"{r['command_floor']['p50_ms']:.2f} ms", "", "", ""),
         ("trivial jobs from one client, back to back (n={})".format(r["jobs"]), f"{r['rate']:.0f} jobs/s",
          f"spawn floor {floor_rate:.0f}/s", f"{r['rate'] / floor_rate:.0%}", "≥ 60%"),
         ("machine CPU per job (all processes, kernel included)", f"{r['machine_ms']:.2f} ms",

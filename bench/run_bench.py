@@ -152,6 +152,10 @@ def spawn_floor(n=500, command=None):
     return json.loads(out)
 
 
+# What each rank of the start-latency gang runs: it prints when it started.
+START_COMMAND = "exec bash -c 'echo $EPOCHREALTIME'"
+
+
 def bench_start_latency(cluster, jobs, mean_gap_s=0.0, seed=31):
     """Submit -> every rank of a 2-task gang running its command, one job at a time:
     back to back, or (mean_gap_s > 0) after an idle gap drawn from an exponential
@@ -163,7 +167,7 @@ def bench_start_latency(cluster, jobs, mean_gap_s=0.0, seed=31):
             time.sleep(gaps.expovariate(1 / mean_gap_s))
         t0 = time.time()
         job_id = cluster.api("POST", "/api/jobs", {
-            "entrypoint": "exec bash -c 'echo $EPOCHREALTIME'", "num_workers": 2,
+            "entrypoint": START_COMMAND, "num_workers": 2,
             "placement": "spread", "task_options": {"num_cpus": 1}})["job_id"]
         job = cluster.wait(job_id)
         assert job["state"] == "SUCCEEDED", job

@@ -2,9 +2,10 @@
 // every signal at its default, stdin from /dev/null, stdout and stderr into the task's
 // output file, in its working dir, as its account, and inside its control groups.
 //
-//   start_task      posix_spawn (no account to switch to), or fork; the supervisor steps
-//                   into the task's v1 groups for it and out again, and on cgroup v2 the
-//                   child is born in its group (clone3 with CLONE_INTO_CGROUP)
+//   start_task      posix_spawn (no account to switch to: the supervisor steps into the
+//                   task's v1 groups for it and out again), or fork (the child joins its
+//                   groups), or on cgroup v2 clone3 with CLONE_INTO_CGROUP (the child is
+//                   born in its group)
 //   become_task     the child's half, after a fork: the set-up, then the exec
 //
 // A process that changes group waits for the kernel (an RCU grace period, ~8 ms on an
@@ -33,10 +34,12 @@ struct ExecArgs {
   std::vector<gid_t> groups;  // the account's supplementary groups
 };
 
-// In a child just forked from the (single-threaded) supervisor: the task's set-up and
-// exec. A failure writes the step's name, a NUL and errno to `report_fd` (close-on-exec:
-// an exec closes it without a word), then exits 127.
-[[noreturn]] void become_task(const LaunchRequest& request, const ExecArgs& args, int output_fd, int report_fd);
+// In a child just forked from the (single-threaded) supervisor: the task's set-up (its
+// groups first, with `join_groups`) and exec. A failure writes the step's name, a NUL
+// and errno to `report_fd` (close-on-exec: an exec closes it without a word), then
+// exits 127.
+[[noreturn]] void become_task(const LaunchRequest& request, const ExecArgs& args, int output_fd, int report_fd,
+                              bool join_groups = false);
 
 // Reads what become_task reported on `report_fd` until it closes: "" when the exec
 // happened, else why the task could not start.
