@@ -41,6 +41,7 @@ def _ag_arm_stacks():
     try:
         import atexit
         import faulthandler
+        os.makedirs(folder, mode=0o700, exist_ok=True)  # the first Python process of the task makes it
         path = os.path.join(folder, "%d.stack" % os.getpid())
         stack_file = open(path, "w")
         faulthandler.register(int(number), file=stack_file, all_threads=True, chain=False)
@@ -188,6 +189,10 @@ class Take : public std::enable_shared_from_this<Take> {
  private:
   // The process's stack file: a plain file of its own user's, never a link.
   static int open_stack_file(const std::string& dir, const ProcessInfo& process, std::string* note) {
+    if (dir.empty()) {
+      *note = "its stack file is missing (no Python process of the task armed itself)";
+      return -1;
+    }
     const std::string path = dir + "/" + std::to_string(process.own_pid) + ".stack";
     const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     struct stat st {};
@@ -280,23 +285,51 @@ Result<std::unique_ptr<StackDumps>> StackDumps::create(asio::io_context& io, con
   const std::string stacks = data_dir + "/stacks";
   fs::create_directories(stacks, ec);
   if (ec) return internal_error("cannot create " + stacks + ": " + ec.message());
-  ::chmod(stacks.c_str(), 0711);  // each task's folder inside is its user's alone
+  ::chmod(stacks.c_str(), 0711);  // each user's folder inside is theirs alone
   return std::unique_ptr<StackDumps>(new StackDumps(io, data_dir));
 }
 
-std::string StackDumps::task_dir(const api::TaskKey& task) const {
-  return data_dir_ + "/stacks/" + task.job_id + "." + std::to_string(task.attempt) + "." +
-         std::to_string(task.task_index);
+std::string StackDumps::task_name(const api::TaskKey& task) {
+  return task.job_id + "." + std::to_string(task.attempt) + "." + std::to_string(task.task_index);
 }
 
-Result<std::string> StackDumps::make_task_dir(const api::TaskKey& task, const std::optional<TaskUser>& user) {
-  const std::string dir = task_dir(task);
+std::string StackDumps::find_task_dir(const api::TaskKey& task) const {
+  const std::string stacks = data_dir_ + "/stacks/";
+  const std::string name = task_name(task);
+  struct stat st {};
+  // A task armed by an agent before user folders existed.
+  if (::lstat((stacks + name).c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return stacks + name;
   std::error_code ec;
-  fs::remove_all(dir, ec);  // a relaunch starts clean
-  if (::mkdir(dir.c_str(), 0700) != 0) return internal_error("cannot create " + dir + ": " + std::strerror(errno));
+  for (const auto& entry : fs::directory_iterator(stacks, ec)) {
+    const std::string candidate = entry.path().string() + "/" + name;
+    if (entry.path().filename().string().rfind("u", 0) == 0 && ::lstat(candidate.c_str(), &st) == 0 &&
+        S_ISDIR(st.st_mode)) {
+      return candidate;
+    }
+  }
+  return "";
+}
+
+Result<std::string> StackDumps::user_dir(const std::optional<TaskUser>& user) {
+  const uid_t uid = user ? user->uid : ::geteuid();
+  const std::string dir = data_dir_ + "/stacks/u" + std::to_string(uid);
+  if (made_.count(uid)) return dir;
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return internal_error("cannot create " + dir + ": " + std::strerror(errno));
+  }
   if (user && ::chown(dir.c_str(), user->uid, user->gid) != 0) {
     return internal_error("cannot give " + dir + " to " + user->name + ": " + std::strerror(errno));
   }
+  made_.insert(uid);
+  return dir;
+}
+
+Result<std::string> StackDumps::task_dir_for(const api::TaskKey& task, const std::optional<TaskUser>& user) {
+  auto parent = user_dir(user);
+  if (!parent.ok()) return parent.error();
+  const std::string dir = parent.value() + "/" + task_name(task);
+  std::error_code ec;
+  fs::remove_all(dir, ec);  // a relaunch starts clean
   return dir;
 }
 
@@ -310,7 +343,8 @@ void StackDumps::name_in_env(std::map<std::string, std::string>& env, const std:
 
 Status StackDumps::arm(const api::TaskKey& task, const std::optional<TaskUser>& user,
                        std::map<std::string, std::string>& env) {
-  auto dir = make_task_dir(task, user);
+  // Made by the task's first Python process: a task that runs none costs no folder.
+  auto dir = task_dir_for(task, user);
   if (!dir.ok()) return dir.error();
   name_in_env(env, dir.value(), data_dir_ + "/python-hook");
   return {};
@@ -318,8 +352,15 @@ Status StackDumps::arm(const api::TaskKey& task, const std::optional<TaskUser>& 
 
 Status StackDumps::arm_container(const api::TaskKey& task, const std::optional<TaskUser>& user,
                                  std::map<std::string, std::string>& env, std::vector<api::Mount>& mounts) {
-  auto dir = make_task_dir(task, user);
+  // Mounted into the container: made now.
+  auto dir = task_dir_for(task, user);
   if (!dir.ok()) return dir.error();
+  if (::mkdir(dir.value().c_str(), 0700) != 0) {
+    return internal_error("cannot create " + dir.value() + ": " + std::strerror(errno));
+  }
+  if (user && ::chown(dir.value().c_str(), user->uid, user->gid) != 0) {
+    return internal_error("cannot give " + dir.value() + " to " + user->name + ": " + std::strerror(errno));
+  }
   mounts.push_back({data_dir_ + "/python-hook", kContainerHook, true});
   mounts.push_back({dir.value(), kContainerStacks, false});
   name_in_env(env, kContainerStacks, kContainerHook);
@@ -328,13 +369,15 @@ Status StackDumps::arm_container(const api::TaskKey& task, const std::optional<T
 
 void StackDumps::forget(const api::TaskKey& task) {
   std::error_code ec;
-  fs::remove_all(task_dir(task), ec);
+  for (std::string dir; !(dir = find_task_dir(task)).empty();) {
+    if (fs::remove_all(dir, ec) == 0 || ec) break;
+  }
 }
 
 void StackDumps::take(const api::StackRequest& request, std::vector<int> pids,
                       std::function<void(api::StackReport)> done) {
   std::sort(pids.begin(), pids.end());
-  std::make_shared<Take>(io_, request, std::move(done))->start(task_dir(request.task), pids);
+  std::make_shared<Take>(io_, request, std::move(done))->start(find_task_dir(request.task), pids);
 }
 
 }  // namespace ag::worker

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,8 +43,9 @@ class StackDumps {
   // The signal the processes arm (SIGRTMIN + 6).
   static int signal_number();
 
-  // Makes the task's folder for its stacks (its user's) and adds what arms its Python
-  // processes to `env`: AG_STACK_DIR, AG_STACK_SIGNAL, the hook last on PYTHONPATH.
+  // Names the task's folder for its stacks (stacks/u<uid>/<task>, made by its first
+  // Python process in its user's folder) and adds what arms its Python processes to
+  // `env`: AG_STACK_DIR, AG_STACK_SIGNAL, the hook last on PYTHONPATH.
   Status arm(const api::TaskKey& task, const std::optional<TaskUser>& user, std::map<std::string, std::string>& env);
   // The same for a container task: the hook and the folder are mounted into the
   // container (kContainerHook, kContainerStacks) and `env` names them there.
@@ -51,7 +53,7 @@ class StackDumps {
                        std::map<std::string, std::string>& env, std::vector<api::Mount>& mounts);
   static constexpr const char* kContainerHook = "/run/aethergrid/python-hook";
   static constexpr const char* kContainerStacks = "/run/aethergrid/stacks";
-  // Removes the task's folder.
+  // Removes the task's folder, if it was made.
   void forget(const api::TaskKey& task);
 
   // The stacks of `pids` (the task's processes); `done` runs on the io thread.
@@ -59,13 +61,18 @@ class StackDumps {
 
  private:
   StackDumps(boost::asio::io_context& io, std::string data_dir) : io_(io), data_dir_(std::move(data_dir)) {}
-  std::string task_dir(const api::TaskKey& task) const;
-  // The task's folder, made afresh and given to its user.
-  Result<std::string> make_task_dir(const api::TaskKey& task, const std::optional<TaskUser>& user);
+  static std::string task_name(const api::TaskKey& task);
+  // Where the task's stacks are (stacks/u<uid>/<task>), "" when there is no such folder.
+  std::string find_task_dir(const api::TaskKey& task) const;
+  // stacks/u<uid>: the folder of the user's tasks' folders, theirs alone (made once).
+  Result<std::string> user_dir(const std::optional<TaskUser>& user);
+  // Where the task's folder goes (nothing of an earlier launch left there).
+  Result<std::string> task_dir_for(const api::TaskKey& task, const std::optional<TaskUser>& user);
   static void name_in_env(std::map<std::string, std::string>& env, const std::string& dir, const std::string& hook);
 
   boost::asio::io_context& io_;
   std::string data_dir_;
+  std::set<uint32_t> made_;  // users whose folder exists
 };
 
 }  // namespace ag::worker

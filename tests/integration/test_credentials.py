@@ -160,10 +160,10 @@ def test_tasks_run_as_the_task_user_and_cannot_read_what_the_worker_keeps(cluste
     assert "READ" not in out, out
     assert out.count("DENIED") == len(secrets), out
     # Nothing of the worker's: stdio, and the file this Python process opened itself for
-    # `ag stack` (in its task's own folder under the worker's stacks/).
+    # `ag stack` (in its task's own folder, in its user's under the worker's stacks/).
     fds = out.split("fds ", 1)[1].split("\n", 1)[0]
     assert fds.startswith("[0, 1, 2, 3] "), out
-    assert f"/stacks/{job_id}.0.0/" in fds.split("3: ")[1], out
+    assert f"/stacks/u{nobody.pw_uid}/{job_id}.0.0/" in fds.split("3: ")[1], out
     assert f"home {nobody.pw_dir} user nobody" in out, out
 
 
