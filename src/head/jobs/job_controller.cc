@@ -84,6 +84,7 @@ Status JobController::recover() {
             [](const Job* a, const Job* b) { return a->array_index < b->array_index; });
   for (const Job* job : elements) u_.arrays.add(*job, job->state == JobState::kRunning);
   for (Job* job : waiting) admit(*job);
+  u_.capacity.rebuild(u_.nodes, u_.jobs);
   spdlog::info("recovered {} jobs ({} pending, {} running) from the store", u_.jobs.all().size(),
                u_.loop.queue().size(), u_.jobs.active().size());
   u_.loop.request();
@@ -230,7 +231,8 @@ void JobController::set_hold(const std::string& job_id, bool hold, const std::st
 
 void JobController::on_node_registered(const std::string& node_id, const std::vector<api::RunningTask>& running,
                                        const std::vector<api::TaskKey>& ended) {
-  Reconciliation plan = reconcile_node(u_.jobs.all(), u_.jobs.active(), node_id, running, ended, config_.kill_grace_ms);
+  Reconciliation plan =
+      reconcile_node(u_.jobs.all(), u_.capacity.jobs_on(node_id, u_.jobs), node_id, running, ended, config_.kill_grace_ms);
   for (const auto& kill : plan.kill) u_.workers.send(node_id, kill);
   for (const auto& task : plan.adopt) task_started(task.task, task.pid);
   for (const auto& ref : plan.relaunch) u_.dispatcher.relaunch(*u_.jobs.find(ref.task.job_id), ref);
@@ -335,7 +337,7 @@ void JobController::begin_times_came(const std::vector<std::string>& job_ids) {
 
 void JobController::run_pass() {
   if (u_.loop.queue().empty()) return;
-  PassPlan pass = plan_pass({u_.jobs, u_.nodes, u_.policy, u_.usage, u_.loop, u_.clock.now_ms()});
+  PassPlan pass = plan_pass({u_.jobs, u_.nodes, u_.capacity, u_.policy, u_.usage, u_.loop, u_.clock.now_ms()});
   if (pass.next_retry_ms != 0) u_.loop.at(pass.next_retry_ms);
   for (const auto& placement : pass.plan.placements) {
     Job& job = *u_.jobs.find(placement.job_id);
@@ -502,6 +504,8 @@ void JobController::apply(Job& job, const Effects& fx) {
     u_.jobs.deactivate(job.id);
   }
   if (fx.requeue) u_.loop.queue().add(queue_entry(job));
+  // What its live tasks hold now, before anyone else hears of the change.
+  u_.capacity.job_changed(job, u_.jobs.active().count(job.id) > 0);
   if (fx.finished) {
     u_.loop.queue().remove(queue_entry(job));
     ungate(job);
