@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 
 #include "common/ids.h"
 #include "head/jobs/admission.h"
@@ -24,6 +25,20 @@ Gang gang_of(const Job& job) {
   const int64_t tasks = attempt ? static_cast<int64_t>(attempt->tasks.size()) : 0;
   const Resources per_task = job.spec.per_task();
   return {job.id, job.owner, {per_task.cpu_millis * tasks, per_task.memory_bytes * tasks, per_task.gpus * tasks}};
+}
+
+// Whether a node with `free` could hold a task of a queued job: not when, in some
+// dimension, it has none free and every queued job needs some of it.
+bool could_hold_any(const Resources& free, const sched::PendingQueue& queue) {
+  if (queue.empty()) return false;
+  Resources least{INT64_MAX, INT64_MAX, INT64_MAX};
+  for (const auto& owner : queue.owners()) {
+    const Resources need = queue.least_need(owner);
+    least = {std::min(least.cpu_millis, need.cpu_millis), std::min(least.memory_bytes, need.memory_bytes),
+             std::min(least.gpus, need.gpus)};
+  }
+  return !((free.cpu_millis <= 0 && least.cpu_millis > 0) || (free.memory_bytes <= 0 && least.memory_bytes > 0) ||
+           (free.gpus <= 0 && least.gpus > 0));
 }
 
 Error no_such_job(const std::string& job_id) {
@@ -243,8 +258,17 @@ void JobController::on_node_registered(const std::string& node_id, const std::ve
     exit.lost = "node " + label + " reconnected without it";
     task_ended(ref.task, exit);
   }
+  // A node that brings nothing a queued job could use (as full as a restarted head's
+  // nodes come back, with the tasks they run, or not taking tasks) changes no pass's
+  // outcome unless jobs wait set aside for the cluster to change, or it is the only
+  // node: a pass for it would weigh the same blocked jobs again, and in a storm of
+  // registrations those passes would be all the head does.
+  const sched::NodeView* view = u_.capacity.node(node_id);
+  const bool brings_nothing = !view || !view->schedulable || !could_hold_any(view->free, u_.loop.queue());
+  const bool others_schedulable = u_.capacity.schedulable() > (view && view->schedulable ? 1 : 0);
+  const bool weigh_again = u_.loop.any_set_aside() || !brings_nothing || !others_schedulable;
   u_.loop.cluster_changed();
-  u_.loop.request();
+  if (weigh_again) u_.loop.request();
 }
 
 Status JobController::on_task_started(const std::string& node_id, const api::TaskKey& task, int64_t pid) {
