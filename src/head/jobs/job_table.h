@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/resources.h"
@@ -74,6 +75,9 @@ class JobTable {
   void for_each_holding(const std::function<void(const Job&, const sched::Use&)>& fn) const;
 
   std::map<std::string, Job> jobs_;
+  // The same by hash, for find (called several times per placement): entries of jobs_
+  // stay where they are.
+  std::unordered_map<std::string, Job*> by_id_;
   std::map<std::string, std::vector<JobEvent>> events_;
   // Jobs with a live attempt, to their entry in jobs_ (a std::map: entries stay where
   // they are, and an active job is never removed).
