@@ -1,6 +1,7 @@
 // The scheduler's working view kept between passes (ClusterCapacity): after any
 // sequence of events the job layer takes in, the view it kept equals the one rebuilt
-// from scratch from the node registry and the job table.
+// from scratch from the node registry and the job table; a registration that brings
+// nothing a queued job could use posts no pass.
 #include "head/jobs/cluster_capacity.h"
 
 #include <random>
@@ -174,6 +175,31 @@ TEST_F(ClusterCapacityTest, AnExclusiveJobLeavesNothingFreeOnItsNode) {
   EXPECT_EQ(jobs_->capacity.use_by_owner().size(), 1u);
   ASSERT_TRUE(stop(id).ok());
   check("the stop");
+}
+
+TEST_F(ClusterCapacityTest, ANodeBackWithNothingAQueuedJobCanUsePostsNoPass) {
+  add_node("node_a", 4, {0});
+  add_node("node_b", 4, {0});
+  api::JobSpec s = spec(1, 1);
+  s.num_gpus = 1;
+  const std::string first = submit(s);
+  submit(s);
+  start_all(channel_.take<api::Launch>());
+  const std::string waiting = submit(s);  // no GPU is free
+  ASSERT_EQ(job(waiting).state, JobState::kPending);
+  clock_.run_ready();
+  // node_a comes back (as after a head restart) running its task: CPUs free, no GPU,
+  // and every queued job needs one: no pass.
+  const std::string node = node_of({first, 0, 0});
+  jobs_->controller.on_node_registered(node, {{{first, 0, 0}, 1000}}, {});
+  EXPECT_EQ(clock_.run_ready(), 0);
+  EXPECT_EQ(job(waiting).state, JobState::kPending);
+  // A node with a GPU free asks for one, which places the job.
+  add_node("node_c", 4, {0});
+  jobs_->controller.on_node_registered("node_c", {}, {});
+  EXPECT_GT(clock_.run_ready(), 0);
+  EXPECT_EQ(job(waiting).state, JobState::kRunning);
+  check("the registrations");
 }
 
 }  // namespace
