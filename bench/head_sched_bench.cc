@@ -13,7 +13,9 @@
 // pass left to run). A pass may run after every registration, as it may in the head
 // when registrations and posted passes take turns on the io thread.
 //
-//   build/bin/head_sched_bench [--nodes 1000,10000] [--jobs 100000] [--users 100]
+//   build/bin/head_sched_bench [--nodes 1000,10000] [--jobs 100000] [--users 100] [--storm 1]
+//
+// (--storm 0: the fill alone.)
 //
 // Prints one Markdown table row per cluster size for each (bench/RESULTS.md).
 #include <unistd.h>
@@ -115,7 +117,7 @@ void storm(int num_nodes, testing::FakeClock& clock, store::MemoryStore& store, 
   row.kills = channel.take<api::Kill>().size();
 }
 
-Row run(int num_nodes, int num_jobs, int num_users) {
+Row run(int num_nodes, int num_jobs, int num_users, bool with_storm) {
   const std::filesystem::path logs_dir =
       std::filesystem::temp_directory_path() / ("ag-head-sched-bench-" + std::to_string(::getpid()));
   Row row;
@@ -182,7 +184,7 @@ Row run(int num_nodes, int num_jobs, int num_users) {
       if (auto found = states.find(head::JobState::kRunning); found != states.end()) row.placed = found->second;
       running = running_by_node(jobs.table);
     }  // the head stops: what it still held is written
-    storm(num_nodes, clock, store, logs, running, row);
+    if (with_storm) storm(num_nodes, clock, store, logs, running, row);
   }
   std::filesystem::remove_all(logs_dir);
   return row;
@@ -192,12 +194,14 @@ Row run(int num_nodes, int num_jobs, int num_users) {
 
 int main(int argc, char** argv) {
   std::vector<int> node_counts{1000, 10000};
-  int num_jobs = 100000, num_users = 100;
+  int num_jobs = 100000, num_users = 100, with_storm = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--nodes"))
       node_counts = parse_list(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--jobs"))
       num_jobs = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--storm"))
+      with_storm = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--users"))
       num_users = std::atoi(argv[i + 1]);
     else {
@@ -211,13 +215,14 @@ int main(int argc, char** argv) {
   std::printf("| --- | --- | --- | --- | --- | --- |\n");
   std::vector<Row> rows;
   for (int nodes : node_counts) {
-    const Row row = run(nodes, num_jobs, num_users);
+    const Row row = run(nodes, num_jobs, num_users, with_storm != 0);
     std::printf("| %d | %d (%d) | %zu (%zu) | %.2f s | %.0f | %.1f s |\n", nodes, num_jobs, num_users, row.placed,
                 row.launches, row.fill_ms / 1000.0, static_cast<double>(row.placed) / (row.fill_ms / 1000.0),
                 row.submit_s);
     std::fflush(stdout);
     rows.push_back(row);
   }
+  if (!with_storm) return 0;
   std::printf("\nRegistration storm after a head restart (every node at once, a pass after each):\n\n");
   std::printf("| nodes | running jobs recovered in | nodes ALIVE | tasks adopted (kills) | settled in |\n");
   std::printf("| --- | --- | --- | --- | --- |\n");
