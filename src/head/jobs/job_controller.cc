@@ -261,12 +261,15 @@ void JobController::on_node_registered(const std::string& node_id, const std::ve
   // A node that brings nothing a queued job could use (as full as a restarted head's
   // nodes come back, with the tasks they run, or not taking tasks) changes no pass's
   // outcome unless jobs wait set aside for the cluster to change, or it is the only
-  // node: a pass for it would weigh the same blocked jobs again, and in a storm of
+  // node, or a queue may preempt (the tasks it runs are victims a pass may now choose):
+  // a pass for it would weigh the same blocked jobs again, and in a storm of
   // registrations those passes would be all the head does.
   const sched::NodeView* view = u_.capacity.node(node_id);
   const bool brings_nothing = !view || !view->schedulable || !could_hold_any(view->free, u_.loop.queue());
   const bool others_schedulable = u_.capacity.schedulable() > (view && view->schedulable ? 1 : 0);
-  const bool weigh_again = u_.loop.any_set_aside() || !brings_nothing || !others_schedulable;
+  const bool preemption = std::any_of(u_.policy.queues().begin(), u_.policy.queues().end(),
+                                      [](const auto& queue) { return queue.second.preempt; });
+  const bool weigh_again = u_.loop.any_set_aside() || !brings_nothing || !others_schedulable || preemption;
   u_.loop.cluster_changed();
   if (weigh_again) u_.loop.request();
 }
