@@ -246,8 +246,8 @@ void JobController::set_hold(const std::string& job_id, bool hold, const std::st
 
 void JobController::on_node_registered(const std::string& node_id, const std::vector<api::RunningTask>& running,
                                        const std::vector<api::TaskKey>& ended) {
-  Reconciliation plan =
-      reconcile_node(u_.jobs.all(), u_.capacity.jobs_on(node_id, u_.jobs), node_id, running, ended, config_.kill_grace_ms);
+  Reconciliation plan = reconcile_node(u_.jobs.all(), u_.capacity.jobs_on(node_id, u_.jobs), node_id, running, ended,
+                                       config_.kill_grace_ms);
   for (const auto& kill : plan.kill) u_.workers.send(node_id, kill);
   for (const auto& task : plan.adopt) task_started(task.task, task.pid);
   for (const auto& ref : plan.relaunch) u_.dispatcher.relaunch(*u_.jobs.find(ref.task.job_id), ref);
