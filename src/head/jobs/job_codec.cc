@@ -1,6 +1,7 @@
 #include "head/jobs/job_codec.h"
 
 #include <cstdio>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -47,7 +48,7 @@ json attempt_to_json(const AttemptRecord& a) {
           {"failed_task_index", a.failed_task >= 0 ? json(a.failed_task) : json(nullptr)},
           {"last_lines", a.failure_tail ? json(*a.failure_tail) : json(nullptr)},
           {"failure_exit_code", optional_int(a.failure_exit_code)}, {"failure_node_lost", a.failure_node_lost},
-          {"preempted", a.preempted}, {"held_until_ms", a.held_until_ms}, {"tasks", tasks}};
+          {"preempted", a.preempted}, {"held_until_ms", a.held_until_ms}, {"tasks", std::move(tasks)}};
 }
 
 AttemptRecord attempt_from_json(const json& j) {
@@ -133,7 +134,7 @@ json job_to_json(const Job& job) {
   j["submitted_from"] = job.submitted_from;
   json attempts = json::array();
   for (const auto& a : job.attempts) attempts.push_back(attempt_to_json(a));
-  j["attempts"] = attempts;
+  j["attempts"] = std::move(attempts);
   j["num_attempts"] = job.attempts.size();
   return j;
 }

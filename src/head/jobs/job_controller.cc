@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 
 #include "common/ids.h"
 #include "head/jobs/admission.h"
@@ -24,6 +25,20 @@ Gang gang_of(const Job& job) {
   const int64_t tasks = attempt ? static_cast<int64_t>(attempt->tasks.size()) : 0;
   const Resources per_task = job.spec.per_task();
   return {job.id, job.owner, {per_task.cpu_millis * tasks, per_task.memory_bytes * tasks, per_task.gpus * tasks}};
+}
+
+// Whether a node with `free` could hold a task of a queued job: not when, in some
+// dimension, it has none free and every queued job needs some of it.
+bool could_hold_any(const Resources& free, const sched::PendingQueue& queue) {
+  if (queue.empty()) return false;
+  Resources least{INT64_MAX, INT64_MAX, INT64_MAX};
+  for (const auto& owner : queue.owners()) {
+    const Resources need = queue.least_need(owner);
+    least = {std::min(least.cpu_millis, need.cpu_millis), std::min(least.memory_bytes, need.memory_bytes),
+             std::min(least.gpus, need.gpus)};
+  }
+  return !((free.cpu_millis <= 0 && least.cpu_millis > 0) || (free.memory_bytes <= 0 && least.memory_bytes > 0) ||
+           (free.gpus <= 0 && least.gpus > 0));
 }
 
 Error no_such_job(const std::string& job_id) {
@@ -84,6 +99,7 @@ Status JobController::recover() {
             [](const Job* a, const Job* b) { return a->array_index < b->array_index; });
   for (const Job* job : elements) u_.arrays.add(*job, job->state == JobState::kRunning);
   for (Job* job : waiting) admit(*job);
+  u_.capacity.rebuild(u_.nodes, u_.jobs);
   spdlog::info("recovered {} jobs ({} pending, {} running) from the store", u_.jobs.all().size(),
                u_.loop.queue().size(), u_.jobs.active().size());
   u_.loop.request();
@@ -230,7 +246,8 @@ void JobController::set_hold(const std::string& job_id, bool hold, const std::st
 
 void JobController::on_node_registered(const std::string& node_id, const std::vector<api::RunningTask>& running,
                                        const std::vector<api::TaskKey>& ended) {
-  Reconciliation plan = reconcile_node(u_.jobs.all(), u_.jobs.active(), node_id, running, ended, config_.kill_grace_ms);
+  Reconciliation plan = reconcile_node(u_.jobs.all(), u_.capacity.jobs_on(node_id, u_.jobs), node_id, running, ended,
+                                       config_.kill_grace_ms);
   for (const auto& kill : plan.kill) u_.workers.send(node_id, kill);
   for (const auto& task : plan.adopt) task_started(task.task, task.pid);
   for (const auto& ref : plan.relaunch) u_.dispatcher.relaunch(*u_.jobs.find(ref.task.job_id), ref);
@@ -241,8 +258,20 @@ void JobController::on_node_registered(const std::string& node_id, const std::ve
     exit.lost = "node " + label + " reconnected without it";
     task_ended(ref.task, exit);
   }
+  // A node that brings nothing a queued job could use (as full as a restarted head's
+  // nodes come back, with the tasks they run, or not taking tasks) changes no pass's
+  // outcome unless jobs wait set aside for the cluster to change, or it is the only
+  // node, or a queue may preempt (the tasks it runs are victims a pass may now choose):
+  // a pass for it would weigh the same blocked jobs again, and in a storm of
+  // registrations those passes would be all the head does.
+  const sched::NodeView* view = u_.capacity.node(node_id);
+  const bool brings_nothing = !view || !view->schedulable || !could_hold_any(view->free, u_.loop.queue());
+  const bool others_schedulable = u_.capacity.schedulable() > (view && view->schedulable ? 1 : 0);
+  const bool preemption = std::any_of(u_.policy.queues().begin(), u_.policy.queues().end(),
+                                      [](const auto& queue) { return queue.second.preempt; });
+  const bool weigh_again = u_.loop.any_set_aside() || !brings_nothing || !others_schedulable || preemption;
   u_.loop.cluster_changed();
-  u_.loop.request();
+  if (weigh_again) u_.loop.request();
 }
 
 Status JobController::on_task_started(const std::string& node_id, const api::TaskKey& task, int64_t pid) {
@@ -335,7 +364,7 @@ void JobController::begin_times_came(const std::vector<std::string>& job_ids) {
 
 void JobController::run_pass() {
   if (u_.loop.queue().empty()) return;
-  PassPlan pass = plan_pass({u_.jobs, u_.nodes, u_.policy, u_.usage, u_.loop, u_.clock.now_ms()});
+  PassPlan pass = plan_pass({u_.jobs, u_.nodes, u_.capacity, u_.policy, u_.usage, u_.loop, u_.clock.now_ms()});
   if (pass.next_retry_ms != 0) u_.loop.at(pass.next_retry_ms);
   for (const auto& placement : pass.plan.placements) {
     Job& job = *u_.jobs.find(placement.job_id);
@@ -502,6 +531,8 @@ void JobController::apply(Job& job, const Effects& fx) {
     u_.jobs.deactivate(job.id);
   }
   if (fx.requeue) u_.loop.queue().add(queue_entry(job));
+  // What its live tasks hold now, before anyone else hears of the change.
+  u_.capacity.job_changed(job, u_.jobs.active().count(job.id) > 0);
   if (fx.finished) {
     u_.loop.queue().remove(queue_entry(job));
     ungate(job);

@@ -24,6 +24,7 @@
 #include "common/clock.h"
 #include "common/result.h"
 #include "head/jobs/array_throttle.h"
+#include "head/jobs/cluster_capacity.h"
 #include "head/jobs/deadlines.h"
 #include "head/jobs/gate_index.h"
 #include "head/jobs/job_config.h"
@@ -48,6 +49,7 @@ class JobController {
   // The units it feeds, and what it reads of the rest of the head.
   struct Units {
     JobTable& jobs;
+    ClusterCapacity& capacity;  // told of every change of a job it applies
     JobWriter& writer;
     SchedulingLoop& loop;
     TaskDispatcher& dispatcher;

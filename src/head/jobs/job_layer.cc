@@ -25,11 +25,17 @@ JobLayer::JobLayer(Deps d, JobConfig config)
                  config.master_port_first, config.master_port_last, config.preempt_grace_ms),
       deadlines(d.clock, d.timers,
                 [this](const std::string& id, const Deadline& deadline) { controller.deadline_passed(id, deadline); }),
-      controller(JobController::Units{table, writer, loop, dispatcher, deadlines, gates, arrays, usage, events, cluster_events, policy,
-                                      d.nodes, d.workers, d.logs, d.store, d.clock},
+      controller(JobController::Units{table, capacity, writer, loop, dispatcher, deadlines, gates, arrays, usage,
+                                      events, cluster_events, policy, d.nodes, d.workers, d.logs, d.store, d.clock},
                  config),
       retention(JobRetention::Units{table, writer, gates, loop, arrays, d.logs, events}),
-      changes(PolicyChanges::Units{policy, d.nodes, table, writer, loop}) {}
+      changes(PolicyChanges::Units{policy, d.nodes, table, writer, loop}) {
+  capacity.rebuild(d.nodes, table);
+  node_watch_ =
+      d.nodes.watch_changes([this](const std::string& id, const Node* node) { capacity.node_changed(id, node); });
+}
+
+JobLayer::~JobLayer() { deps.nodes.unwatch_changes(node_watch_); }
 
 Status JobLayer::recover() {
   if (Status s = policy.recover(); !s) return s;

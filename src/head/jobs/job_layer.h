@@ -7,6 +7,8 @@
 //
 //   PolicyStore, UsageLedger     sharing policy and fair-share usage, as stored
 //   JobTable                     jobs, events, the active index, submission ids
+//   ClusterCapacity              the scheduler's working view of the nodes, kept
+//                                between passes (follows the registry and the jobs)
 //   JobWriter                    every store write of the layer (write-behind batches,
 //                                write-ahead of placements, deletions)
 //   SchedulingLoop               the pending queue and when passes run
@@ -31,6 +33,7 @@
 #include "common/timers.h"
 #include "head/events/event_log.h"
 #include "head/jobs/array_throttle.h"
+#include "head/jobs/cluster_capacity.h"
 #include "head/jobs/deadlines.h"
 #include "head/jobs/gate_index.h"
 #include "head/jobs/job_config.h"
@@ -61,6 +64,7 @@ struct JobLayer {
     const Clock& clock;
   };
   JobLayer(Deps deps, JobConfig config);
+  ~JobLayer();
   JobLayer(const JobLayer&) = delete;
   JobLayer& operator=(const JobLayer&) = delete;
 
@@ -76,6 +80,7 @@ struct JobLayer {
   PolicyStore policy;
   UsageLedger usage;
   JobTable table;
+  ClusterCapacity capacity;
   JobWriter writer;
   SchedulingLoop loop;
   GateIndex gates;
@@ -86,6 +91,9 @@ struct JobLayer {
   JobController controller;
   JobRetention retention;
   PolicyChanges changes;
+
+ private:
+  uint64_t node_watch_ = 0;  // capacity's watch of the registry
 };
 
 // Each pending job's place in the queue, 1 for the next to be weighed (queue_seq ->

@@ -40,7 +40,8 @@ Result<std::vector<std::string>> JobTable::load(store::KvStore& store, int64_t n
     if (!job->spec.submission_id.empty()) {
       submission_ids_[submission_key(job->owner, job->spec.submission_id)] = job->id;
     }
-    jobs_[job->id] = std::move(job.value());
+    Job& loaded = jobs_[job->id] = std::move(job.value());
+    by_id_[loaded.id] = &loaded;
   }
   auto events = store.scan(store::kEventsTable);
   if (!events.ok()) return events.error();
@@ -53,13 +54,13 @@ Result<std::vector<std::string>> JobTable::load(store::KvStore& store, int64_t n
 }
 
 const Job* JobTable::find(const std::string& job_id) const {
-  auto it = jobs_.find(job_id);
-  return it == jobs_.end() ? nullptr : &it->second;
+  auto it = by_id_.find(job_id);
+  return it == by_id_.end() ? nullptr : it->second;
 }
 
 Job* JobTable::find(const std::string& job_id) {
-  auto it = jobs_.find(job_id);
-  return it == jobs_.end() ? nullptr : &it->second;
+  auto it = by_id_.find(job_id);
+  return it == by_id_.end() ? nullptr : it->second;
 }
 
 const Job* JobTable::find_submission(const std::string& owner, const std::string& submission_id) const {
@@ -85,6 +86,7 @@ Job& JobTable::add(Job job, JobEvent first) {
   const std::string id = job.id;
   events_[id].push_back(std::move(first));
   Job& added = jobs_[id] = std::move(job);
+  by_id_[id] = &added;
   return added;
 }
 
@@ -104,6 +106,7 @@ void JobTable::remove(const std::string& job_id) {
   if (!job.spec.submission_id.empty()) release_submission(job.owner, job.spec.submission_id);
   active_.erase(job_id);
   events_.erase(job_id);
+  by_id_.erase(job_id);
   jobs_.erase(it);
 }
 

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/resources.h"
@@ -74,7 +75,12 @@ class JobTable {
   void for_each_holding(const std::function<void(const Job&, const sched::Use&)>& fn) const;
 
   std::map<std::string, Job> jobs_;
-  std::map<std::string, std::vector<JobEvent>> events_;
+  // The same by hash, for find (called several times per placement): entries of jobs_
+  // stay where they are.
+  std::unordered_map<std::string, Job*> by_id_;
+  // Each job's events, by hash (looked up at every change of a job); the vectors stay
+  // where they are, as the writer holds them while it writes.
+  std::unordered_map<std::string, std::vector<JobEvent>> events_;
   // Jobs with a live attempt, to their entry in jobs_ (a std::map: entries stay where
   // they are, and an active job is never removed).
   std::map<std::string, Job*> active_;

@@ -152,8 +152,10 @@ std::vector<store::Mutation> JobWriter::records(const Job& job, const std::vecto
   return out;
 }
 
-void JobWriter::write_now(const Job& job, std::function<void(bool ok)> stored) {
-  std::vector<store::Mutation> batch{{store::kJobsTable, job.id, job_to_json(job).dump()}};
+void JobWriter::write_now(const std::vector<const Job*>& jobs, std::function<void(bool ok)> stored) {
+  std::vector<store::Mutation> batch;
+  batch.reserve(jobs.size());
+  for (const Job* job : jobs) batch.push_back({store::kJobsTable, job->id, job_to_json(*job).dump()});
   store_.write(std::move(batch), [this, alive = alive_, stored = std::move(stored)](const Status& status) {
     timers_.post([alive, stored, ok = status.ok()] {
       if (*alive) stored(ok);

@@ -62,9 +62,11 @@ class JobWriter {
   // The records of `job` and its `events` (from the first): for a write that must be
   // durable before the job exists in memory (a submit) or changes (a stop's draft).
   static std::vector<store::Mutation> records(const Job& job, const std::vector<JobEvent>& events);
-  // Writes the job as it stands at once; `stored(ok)` after (the job stays marked, so
-  // the next batch writes it again with its events, whatever happens to this write).
-  void write_now(const Job& job, std::function<void(bool ok)> stored);
+  // Writes the jobs as they stand at once, in one write; `stored(ok)` after (the jobs
+  // stay marked, so the next batch writes them again with their events, whatever
+  // happens to this write).
+  void write_now(const std::vector<const Job*>& jobs, std::function<void(bool ok)> stored);
+  void write_now(const Job& job, std::function<void(bool ok)> stored) { write_now({&job}, std::move(stored)); }
 
  private:
   void schedule(int64_t delay_ms);

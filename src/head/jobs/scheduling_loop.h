@@ -56,6 +56,7 @@ class SchedulingLoop {
   void passed(size_t weighed, size_t placed);
 
   bool set_aside(const std::string& job_id) const { return set_aside_.count(job_id) > 0; }
+  bool any_set_aside() const { return !set_aside_.empty(); }
   void set_aside_job(const std::string& job_id) { set_aside_.insert(job_id); }
   // The job is weighed again (gated, or gone).
   void take_back(const std::string& job_id) { set_aside_.erase(job_id); }

@@ -10,54 +10,28 @@ namespace {
 // leave out the rest of that owner's jobs.
 constexpr int kOverQuotaLookedAt = 8;
 
-// Every node with what live tasks leave free of it.
-std::vector<sched::NodeView> free_capacity(const NodeRegistry& registry, const JobTable& jobs) {
-  std::map<std::string, sched::NodeView> views = node_capacity(registry);
-  for (const auto& [_, active] : jobs.active()) {
-    const Job& job = *active;
-    const AttemptRecord* attempt = job.current_attempt();
-    if (!attempt) continue;
-    Resources per_task = job.spec.per_task();
-    for (const auto& task : attempt->tasks) {
-      if (task.terminal()) continue;
-      auto v = views.find(task.node_id);
-      if (v == views.end()) continue;
-      // A node an exclusive job runs on has nothing free for anyone else.
-      if (job.spec.exclusive) v->second.free_gpu_ids.clear();
-      v->second.free -= job.spec.exclusive ? v->second.free : per_task;
-      auto& ids = v->second.free_gpu_ids;
-      for (int g : task.gpu_ids) ids.erase(std::remove(ids.begin(), ids.end(), g), ids.end());
-    }
-  }
-  std::vector<sched::NodeView> nodes;
-  nodes.reserve(views.size());
-  for (auto& [_, v] : views) {
-    v.free.cpu_millis = std::max<int64_t>(0, v.free.cpu_millis);
-    v.free.memory_bytes = std::max<int64_t>(0, v.free.memory_bytes);
-    v.free.gpus = static_cast<int64_t>(v.free_gpu_ids.size());
-    nodes.push_back(std::move(v));
-  }
-  return nodes;
-}
-
 }  // namespace
+
+sched::NodeView node_view(const Node& node, bool draining_schedulable) {
+  sched::NodeView v;
+  v.node_id = node.node_id;
+  v.total = node.total;
+  v.free = node.total;
+  v.free_gpu_ids = node.gpu_ids;
+  // An unhealthy node is set aside as a drained one is (it takes tasks again once
+  // healthy or resumed).
+  v.schedulable = node.state == NodeState::kAlive && (draining_schedulable || (!node.draining && !node.unhealthy));
+  v.labels = node.labels;
+  v.containers = !node.container_engine.empty();
+  v.mount_prefixes = node.allowed_mounts;
+  return v;
+}
 
 std::map<std::string, sched::NodeView> node_capacity(const NodeRegistry& nodes, bool draining_schedulable) {
   std::map<std::string, sched::NodeView> views;
   for (const auto& [id, node] : nodes.nodes()) {
-    sched::NodeView v;
-    v.node_id = id;
-    v.total = node.total;
-    v.free = node.total;
-    v.free_gpu_ids = node.gpu_ids;
-    // An unhealthy node is set aside as a drained one is (it takes tasks again once
-    // healthy or resumed).
-    v.schedulable =
-        node.state == NodeState::kAlive && (draining_schedulable || (!node.draining && !node.unhealthy));
-    v.labels = node.labels;
-    v.containers = !node.container_engine.empty();
-    v.mount_prefixes = node.allowed_mounts;
-    views[id] = std::move(v);
+    views[id] = node_view(node, draining_schedulable);
+    views[id].node_id = id;
   }
   return views;
 }
@@ -107,7 +81,6 @@ std::vector<sched::RunningJob> running_for_preemption(const JobTable& jobs, cons
 PassPlan plan_pass(const PassState& state) {
   PassPlan out;
   const sched::PendingQueue& pending = state.loop.queue();
-  std::vector<sched::NodeView> nodes = free_capacity(state.nodes, state.jobs);
   std::vector<sched::PendingJob> queue;
   // One pass looks at the oldest jobs only: a pass runs after every event that frees
   // capacity, and walking a queue of thousands each time would cost more than it
@@ -116,7 +89,7 @@ PassPlan plan_pass(const PassState& state) {
   // Jobs whose owner holds all their quota allows wait with that reason and take no
   // place in the window (it only grows during the pass), so one user's backlog never
   // stops the others'.
-  std::map<std::string, sched::Use> use = state.jobs.use_by_owner();
+  std::map<std::string, sched::Use> use = state.capacity.use_by_owner();
   std::set<std::string> owners;  // whose groups group quotas need
   if (!state.policy.group_quotas().empty()) {
     for (const auto& [owner, _] : use) owners.insert(owner);
@@ -124,7 +97,7 @@ PassPlan plan_pass(const PassState& state) {
   }
   sched::PassInput input;
   input.quotas = state.policy.quota_policy(owners);
-  input.queue_use = state.jobs.use_by_queue();
+  input.queue_use = state.capacity.use_by_queue();
   input.now_ms = state.now_ms;
   input.max_blocked = SchedulingLoop::kMaxJobsPerPass;  // as many as a narrow pass weighs in all
   const sched::QuotaLedger ledger(input.quotas, use, input.queue_use);
@@ -166,7 +139,7 @@ PassPlan plan_pass(const PassState& state) {
   });
   if (may_preempt) input.running = running_for_preemption(state.jobs, state.nodes);
   input.use = std::move(use);
-  out.plan = sched::schedule(nodes, queue, input);
+  out.plan = sched::schedule(state.capacity.nodes(), queue, input);
   out.plan.pending.insert(out.plan.pending.end(), over_quota.begin(), over_quota.end());
   out.weighed = queue.size();
   return out;

@@ -3,7 +3,8 @@
 // pure scheduler's input (head/scheduler/scheduler.h) and ask it for a plan; the job
 // controller carries the plan out.
 //
-//   plan_pass: capacity minus what live tasks hold --> the queue's window in order
+//   plan_pass: the working view of the cluster (cluster_capacity.h: each node with what
+//   live tasks leave free, what each owner holds) --> the queue's window in order
 //   (priority, fair share, submit order; owners over quota left out, jobs set aside or
 //   waiting out a retry delay skipped) --> sched::schedule --> placements, reasons,
 //   preemptions
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "api/job_spec.h"
+#include "head/jobs/cluster_capacity.h"
 #include "head/jobs/job_table.h"
 #include "head/nodes/node_registry.h"
 #include "head/sharing/policy_store.h"
@@ -24,6 +26,9 @@
 
 namespace ag::head {
 
+// A node with its whole capacity free (before running tasks are taken off);
+// `draining_schedulable`: whether a draining node counts.
+sched::NodeView node_view(const Node& node, bool draining_schedulable = false);
 // Every node with its whole capacity free (before running tasks are taken off);
 // `draining_schedulable`: whether draining nodes count (they take tasks again later).
 std::map<std::string, sched::NodeView> node_capacity(const NodeRegistry& nodes, bool draining_schedulable = false);
@@ -37,6 +42,7 @@ std::vector<sched::RunningJob> running_for_preemption(const JobTable& jobs, cons
 struct PassState {
   const JobTable& jobs;
   const NodeRegistry& nodes;
+  const ClusterCapacity& capacity;  // kept from the jobs and nodes above
   const PolicyStore& policy;
   const UsageLedger& usage;
   const SchedulingLoop& loop;  // the queue, its window and the jobs set aside

@@ -9,27 +9,49 @@ TaskDispatcher::TaskDispatcher(Deps deps, int master_port_first, int master_port
 
 void TaskDispatcher::launch_when_stored(const Job& placed, const std::vector<TaskRef>& refs) {
   for (const auto& ref : refs) unstored_launches_.insert(ref.task);
-  auto launch = [this, alive = alive_, job_id = placed.id, refs] {
+  // The placements of one pass (or of whatever else runs on the io thread before the
+  // write) go to the store in one write.
+  placed_.push_back({placed.id, refs});
+  if (placed_.size() > 1) return;  // that write is posted already
+  deps_.timers.post([this, alive = alive_] {
+    if (*alive) store_placements();
+  });
+}
+
+void TaskDispatcher::store_placements() {
+  auto placed = std::make_shared<std::vector<Placed>>(std::move(placed_));
+  placed_.clear();
+  std::vector<const Job*> jobs;
+  jobs.reserve(placed->size());
+  for (const auto& p : *placed) {
+    if (const Job* job = deps_.job(p.job_id)) jobs.push_back(job);
+  }
+  auto launch = [this, alive = alive_, placed] {
     if (!*alive) return;
-    for (const auto& ref : refs) {
-      if (!unstored_launches_.erase(ref.task)) continue;  // sent already
-      // Unless the attempt was stopped or given up meanwhile.
-      const Job* job = deps_.job(job_id);
-      const AttemptRecord* attempt = job ? job->current_attempt() : nullptr;
-      if (!attempt || attempt->number != ref.task.attempt || attempt->ending) continue;
-      const TaskRecord& task = attempt->tasks[static_cast<size_t>(ref.task.task_index)];
-      if (task.state == TaskState::kStarting && task.node_id == ref.node_id) send_launch(*job, ref);
-    }
+    for (const auto& p : *placed) launch_stored(p);
   };
-  // The placed job alone, at once: it does not wait for a batch in flight, and the
-  // store commits it with whatever else is queued. The job stays marked changed, so
-  // the next batch writes it again (with its events) whatever happens to this write;
-  // a later batch always carries a newer copy, and the store applies writes in order.
-  deps_.writer.write_now(placed, [this, launch](bool stored) {
+  // The placed jobs as they stand, at once: the write does not wait for a batch in
+  // flight, and the store commits it with whatever else is queued. The jobs stay marked
+  // changed, so the next batch writes them again (with their events) whatever happens
+  // to this write; a later batch always carries a newer copy, and the store applies
+  // writes in order.
+  deps_.writer.write_now(jobs, [this, launch](bool stored) {
     if (stored) return launch();
-    // A full disk, say: the launch waits for the batch, which retries until it is stored.
+    // A full disk, say: the launches wait for the batch, which retries until it is stored.
     deps_.writer.after_durable(launch);
   });
+}
+
+void TaskDispatcher::launch_stored(const Placed& placed) {
+  for (const auto& ref : placed.refs) {
+    if (!unstored_launches_.erase(ref.task)) continue;  // sent already
+    // Unless the attempt was stopped or given up meanwhile.
+    const Job* job = deps_.job(placed.job_id);
+    const AttemptRecord* attempt = job ? job->current_attempt() : nullptr;
+    if (!attempt || attempt->number != ref.task.attempt || attempt->ending) continue;
+    const TaskRecord& task = attempt->tasks[static_cast<size_t>(ref.task.task_index)];
+    if (task.state == TaskState::kStarting && task.node_id == ref.node_id) send_launch(*job, ref);
+  }
 }
 
 void TaskDispatcher::relaunch(const Job& job, const TaskRef& ref) {

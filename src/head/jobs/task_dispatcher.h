@@ -1,10 +1,11 @@
 // TaskDispatcher: what the head sends workers about tasks, and the master ports gangs
 // use.
 //
-//   placement --launch_when_stored--> the placed job written at once (JobWriter) -->
-//       stored: each task still starting where it was placed is launched (a head
-//       restarted after a task began knows its attempt; ADR 0001); not stored: the
-//       launch waits for the next batch, which is retried until it is
+//   placement --launch_when_stored--> the placed jobs written at once (JobWriter), all
+//       those of one pass in one write posted right after it --> stored: each task
+//       still starting where it was placed is launched (a head restarted after a task
+//       began knows its attempt; ADR 0001); not stored: the launches wait for the next
+//       batch, which is retried until it is
 //   a node re-registers --relaunch--> its starting tasks again, unless their placement
 //       is still being stored (they go then)
 //   a launch the node cannot take (gone meanwhile) --> start_failed, from the io queue
@@ -58,6 +59,13 @@ class TaskDispatcher {
   void release_master_port(const std::string& node_id, int port) { master_ports_.release(node_id, port); }
 
  private:
+  struct Placed {
+    std::string job_id;
+    std::vector<TaskRef> refs;
+  };
+  // Writes every job placed since the last write, then launches their tasks.
+  void store_placements();
+  void launch_stored(const Placed& placed);
   void send_launch(const Job& job, const TaskRef& ref);
 
   Deps deps_;
@@ -66,6 +74,7 @@ class TaskDispatcher {
   // Placed tasks whose launch waits for their placement to be stored (a node that
   // re-registers meanwhile is not sent them twice).
   std::set<api::TaskKey> unstored_launches_;
+  std::vector<Placed> placed_;  // waiting for the write posted for them
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -29,8 +29,8 @@ Node& NodeRegistry::upsert(Node node) {
     node.unhealthy_since_ms = it->second.unhealthy_since_ms;
   }
   node.draining = drained_.count(id) > 0;
-  nodes_[id] = std::move(node);
-  Node& added = nodes_[id];
+  Node& added = nodes_[id] = std::move(node);
+  changed(id);
   if (added.state == NodeState::kAlive) {
     char memory[32];
     std::snprintf(memory, sizeof memory, "%.1f GiB", static_cast<double>(added.total.memory_bytes) / (1 << 30));
@@ -81,6 +81,7 @@ void NodeRegistry::set_drained(std::set<std::string> drained) {
     const bool draining = drained_.count(id) > 0;
     if (node.draining == draining) continue;
     node.draining = draining;
+    changed(id);
     tell(node, draining ? "node.drained" : "node.resumed",
          draining ? "drained: takes no new tasks; those running finish (`ag resume " + id + "` undoes it)"
                   : "resumed: takes new tasks again");
@@ -118,6 +119,7 @@ void NodeRegistry::disconnected(const std::string& node_id, const net::WsConnect
   node->channel.reset();
   if (node->state != NodeState::kAlive) return;
   node->state = NodeState::kDisconnected;
+  changed(node_id);
   tell(*node, "node.disconnected",
        "disconnected: its tasks may still run; it is declared DEAD unless it reconnects within the node timeout");
 }
@@ -137,6 +139,7 @@ bool NodeRegistry::set_health(const std::string& node_id, const api::HealthRepor
   node->unhealthy = report;
   node->unhealthy->sticky = sticky;
   if (was_healthy) node->unhealthy_since_ms = now_ms;
+  changed(node_id);
   tell(*node, "node.unhealthy",
        "UNHEALTHY: " + report.reason + "; it takes no new tasks" +
            (sticky ? " until an admin runs `ag resume " + node_id + "`" : " until its checks pass 3 times in a row"));
@@ -148,6 +151,7 @@ bool NodeRegistry::clear_health(const std::string& node_id, const std::string& w
   if (!node || !node->unhealthy) return false;
   node->unhealthy.reset();
   node->unhealthy_since_ms = 0;
+  changed(node_id);
   tell(*node, "node.healthy", "healthy again (" + why + "); it takes new tasks");
   return true;
 }
@@ -159,6 +163,7 @@ bool NodeRegistry::mark_dead(const std::string& node_id) {
   node->state = NodeState::kDead;
   if (node->channel) node->channel->close();
   node->channel.reset();
+  changed(node_id);
   tell(*node, "node.removed", "removed by an admin: its credential is revoked and its tasks are lost");
   return was_live;
 }
@@ -171,6 +176,7 @@ std::vector<std::string> NodeRegistry::expire(int64_t steady_now_ms, int64_t tim
       node.state = NodeState::kDead;
       if (node.channel) node.channel->close();
       node.channel.reset();
+      changed(id);
       char waited[32];
       std::snprintf(waited, sizeof waited, "%g", static_cast<double>(timeout_ms) / 1000);
       tell(node, "node.dead", std::string("no heartbeat for ") + waited + " s: DEAD; tasks it ran count as lost");

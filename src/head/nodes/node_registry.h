@@ -7,6 +7,7 @@
 // timeout). A DEAD node that registers again becomes ALIVE. Io thread only.
 #pragma once
 
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
@@ -73,6 +74,16 @@ class NodeRegistry final : public WorkerChannel {
   // "node.drained", "node.resumed", ... and what happened, as a person reads it.
   using EventSink = std::function<void(const Node& node, const std::string& type, const std::string& message)>;
   void on_event(EventSink sink) { sink_ = std::move(sink); }
+  // Hears of every change of what the scheduler reads of a node (its state, resources,
+  // labels, engine, mounts, drain, health): the node as it is now, or null once erased.
+  // The scheduler's working view (head/jobs/cluster_capacity.h) follows the nodes so.
+  // Returns an id for unwatch_changes (a watcher that goes before the registry must).
+  using ChangeSink = std::function<void(const std::string& node_id, const Node* node)>;
+  uint64_t watch_changes(ChangeSink sink) {
+    changes_.emplace(next_watch_, std::move(sink));
+    return next_watch_++;
+  }
+  void unwatch_changes(uint64_t id) { changes_.erase(id); }
 
   // Adds or refreshes a node from its registration (an ALIVE node: told as
   // "node.registered"); returns it.
@@ -119,7 +130,10 @@ class NodeRegistry final : public WorkerChannel {
   // Marks the node DEAD and closes its channel (`ag remove-node`: "node.removed");
   // returns whether it was live before. erase() then forgets it.
   bool mark_dead(const std::string& node_id);
-  void erase(const std::string& node_id) { nodes_.erase(node_id); }
+  void erase(const std::string& node_id) {
+    nodes_.erase(node_id);
+    changed(node_id);
+  }
 
   // Nodes whose last heartbeat is older than `timeout_ms`, newly marked DEAD.
   std::vector<std::string> expire(int64_t steady_now_ms, int64_t timeout_ms);
@@ -128,8 +142,13 @@ class NodeRegistry final : public WorkerChannel {
   void tell(const Node& node, const std::string& type, const std::string& message) const {
     if (sink_) sink_(node, type, message);
   }
+  void changed(const std::string& node_id) const {
+    for (const auto& [_, sink] : changes_) sink(node_id, find(node_id));
+  }
 
   EventSink sink_;
+  std::map<uint64_t, ChangeSink> changes_;
+  uint64_t next_watch_ = 1;
   std::set<std::string> drained_;
   std::map<std::string, Node> nodes_;
   std::map<GpuErrorKey, int64_t> gpu_errors_;

@@ -174,9 +174,18 @@ double fractional_slots_in(const Resources& avail, const Resources& need, int64_
   return slots;
 }
 
-std::vector<WorkingNode> make_working_nodes(const std::vector<NodeView>& nodes) {
+std::vector<const NodeView*> pointers_to(const std::vector<NodeView>& nodes) {
+  std::vector<const NodeView*> out;
+  out.reserve(nodes.size());
+  for (const NodeView& view : nodes) out.push_back(&view);
+  return out;
+}
+
+std::vector<WorkingNode> make_working_nodes(const std::vector<const NodeView*>& nodes) {
   std::vector<WorkingNode> working;
-  for (const NodeView& view : nodes) {
+  working.reserve(nodes.size());
+  for (const NodeView* pointer : nodes) {
+    const NodeView& view = *pointer;
     if (!view.schedulable) continue;
     WorkingNode node;
     node.view = &view;
@@ -525,7 +534,7 @@ std::optional<PendingKind> parse_pending_kind(std::string_view text) {
 }
 
 std::optional<std::string> never_fits(const std::vector<NodeView>& nodes, const PendingJob& job) {
-  std::vector<WorkingNode> working = make_working_nodes(nodes);
+  std::vector<WorkingNode> working = make_working_nodes(pointers_to(nodes));
   if (working.empty()) return std::nullopt;
   return infeasible_reason(working, largest_node(working), job);
 }
@@ -588,6 +597,10 @@ Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>&
 }
 
 Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>& queue, const PassInput& input) {
+  return schedule(pointers_to(nodes), queue, input);
+}
+
+Plan schedule(const std::vector<const NodeView*>& nodes, const std::vector<PendingJob>& queue, const PassInput& input) {
   Plan plan;
   QuotaLedger ledger(input.quotas, input.use, input.queue_use);
   bool blocked_before = false;  // a job ahead was blocked: only the first may preempt
@@ -634,8 +647,11 @@ Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>&
     // A pack job that may run anywhere (no labels, image or mounts to match) on a large
     // cluster: the index finds the nodes a scan of every node would. When they do not
     // hold it, the scan below says why and reserves.
-    if (index.enabled() && job.policy == PlacementPolicy::kPack && !job.exclusive && job.constraints.empty() &&
-        !job.needs_containers && job.mount_sources.empty() && !demands_nothing(job.per_task)) {
+    // When the index finds nothing, a scan would not either: the job is blocked.
+    const bool indexed = index.enabled() && job.policy == PlacementPolicy::kPack && !job.exclusive &&
+                         job.constraints.empty() && !job.needs_containers && job.mount_sources.empty() &&
+                         !demands_nothing(job.per_task);
+    if (indexed) {
       if (std::vector<Assignment> chosen = index.pack(job.per_task, job.num_tasks); !chosen.empty()) {
         plan.placements.push_back(commit_placement(working, index, job, std::move(chosen)));
         ledger.add(job);
@@ -644,15 +660,15 @@ Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>&
     }
     const int64_t n = job.num_tasks;
     std::vector<Candidate> candidates;
-    candidates.reserve(working.size());
     int64_t free_slots = 0;
-    for (size_t i = 0; i < working.size(); ++i) {
+    for (size_t i = 0; i < working.size() && !indexed; ++i) {
+      if (i == 0) candidates.reserve(working.size());
       const bool usable = matches(working[i], job) && (!job.exclusive || idle(working[i]));
       const int64_t slots = usable ? slots_in(working[i].free, job.per_task, n) : 0;
       candidates.push_back({i, slots, static_cast<double>(slots)});
       free_slots = std::min(free_slots + std::min(slots, n), n);
     }
-    if (free_slots >= n) {
+    if (!indexed && free_slots >= n) {
       plan.placements.push_back(
           commit_placement(working, index, job, choose_nodes(std::move(candidates), job)));
       ledger.add(job);

@@ -157,6 +157,9 @@ Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>&
 // (preemption.h): plan.preemptions names them, its reason says so (kPreempting), and it
 // reserves as any blocked job does, so that what the victims free is kept for it.
 Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>& queue, const PassInput& input);
+// The same over nodes kept elsewhere (the head keeps its view between passes and hands
+// the scheduler pointers to it, sorted by node_id or not): nothing is copied.
+Plan schedule(const std::vector<const NodeView*>& nodes, const std::vector<PendingJob>& queue, const PassInput& input);
 
 // Whether `job`'s tasks may run on `node` at all: its labels, engine and mounts.
 bool can_run_on(const NodeView& node, const PendingJob& job);

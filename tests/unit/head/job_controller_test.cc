@@ -468,7 +468,7 @@ TEST_F(JobLayerTest, NodeLossFailsTheGangKillsTheRestAndRetries) {
   std::string id = submit(s);
   auto launches = channel_.take<api::Launch>();
   start_all(launches);
-  nodes_.find("node_b")->state = NodeState::kDead;
+  nodes_.mark_dead("node_b");
   jobs_->controller.on_node_dead("node_b");
   clock_.run_ready();
   auto kills = channel_.take<api::Kill>();

@@ -60,7 +60,11 @@ class SchedulingViewTest : public ::testing::Test {
     return added;
   }
 
-  PassPlan plan() { return plan_pass({table_, nodes_, policy_, usage_, loop_, clock_.now_ms()}); }
+  PassPlan plan() {
+    ClusterCapacity capacity;
+    capacity.rebuild(nodes_, table_);
+    return plan_pass({table_, nodes_, capacity, policy_, usage_, loop_, clock_.now_ms()});
+  }
 
   void apply(const PolicyStore::Change& change) {
     store_.write(change.batch, [](const Status&) {});
