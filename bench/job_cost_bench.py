@@ -206,6 +206,10 @@ def report(r, command, before=None, before_label=""):
         for i, (a, b, c, d, e) in enumerate(rows(r)):
             was = old[i] if i < len(old) else (a, "", "", "", "")
             lines.append(f"| {a} | {was[1]} | {was[3]} | {b} | {c} | {d} | {e} |")
+    floor_p50 = r["floor"]["p50_ms"]
+    lines += ["", f"A rank's own command, spawned directly, takes {r['command_floor']['p50_ms'] / floor_p50:.1f}× the "
+              "spawn floor by itself (a shell that starts bash): a gang whose ranks run it cannot start within 3× "
+              "the floor however little the rest costs."]
     lines += ["", "The parts do not add up to the machine's total: the kernel's work for the network, the disk "
               "and processes that exit is charged partly to no process. This is the model later changes are "
               "judged by, each against the build before it in the same run.", "", END, ""]
