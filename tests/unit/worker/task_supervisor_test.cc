@@ -292,7 +292,8 @@ std::string cgroup_of(pid_t pid, const std::string& controller) {
 // The supervisor's children named `comm`.
 std::vector<pid_t> children_named(pid_t parent, const std::string& comm) {
   std::vector<pid_t> out;
-  std::istringstream children(read_file("/proc/" + std::to_string(parent) + "/task/" + std::to_string(parent) + "/children"));
+  const std::string self = std::to_string(parent);
+  std::istringstream children(read_file("/proc/" + self + "/task/" + self + "/children"));
   for (pid_t pid = 0; children >> pid;) {
     std::string name = read_file("/proc/" + std::to_string(pid) + "/comm");
     if (name == comm + "\n") out.push_back(pid);
