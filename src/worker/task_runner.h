@@ -69,6 +69,9 @@ class TaskRunner final : public TaskLauncher {
   Result<int64_t> launch(const LaunchSpec& spec) override;
   void kill(const api::TaskKey& id, int64_t grace_ms) override;
   void kill_all(int64_t grace_ms) override;
+  // The worker stops and every task has ended: the supervisor leaves (waited for up to
+  // `wait_ms`), taking what it kept ready with it.
+  void finish(int wait_ms) { supervisor_.finish(wait_ms); }
   void forget(const api::TaskKey& id) override;
   // Ends, as lost, the tasks of a previous agent's supervisor that died meanwhile.
   void check() override;

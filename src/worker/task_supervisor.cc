@@ -588,6 +588,17 @@ Status SupervisorClient::start(const std::string& agent_pid_file) {
   return {};
 }
 
+void SupervisorClient::finish(int wait_ms) {
+  drop();
+  for (int waited = 0; pid_ > 0 && waited <= wait_ms; waited += 5) {
+    if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+      pid_ = 0;
+      break;
+    }
+    ::usleep(5000);
+  }
+}
+
 void SupervisorClient::drop() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;

@@ -86,6 +86,10 @@ class SupervisorClient {
 
   // The supervisor's pid, 0 before the first launch.
   pid_t pid() const { return pid_; }
+  // The agent is stopping with no task left: closes the socket, so the supervisor lets
+  // its ready-made process go with its groups and leaves, and waits up to `wait_ms` for
+  // it to be gone (the agent then removes the node's folders of groups).
+  void finish(int wait_ms);
   // Called when the agent reaped `pid`: true (and the next launch forks a new
   // supervisor) when it was this supervisor.
   bool on_reaped(pid_t pid);

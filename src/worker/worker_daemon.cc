@@ -347,7 +347,8 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
     return 0;
   }
   std::filesystem::remove(pid_file, fs_error);
-  // Empty once every task has ended.
+  runner.value()->finish(2000);
+  // Empty once every task has ended and the supervisor has gone.
   if (!limit_roots.unified) {
     remove_cgroup(limit_roots.memory);
     remove_cgroup(limit_roots.cpu);

@@ -163,6 +163,24 @@ def zombie_children(parent_pid):
     return [p for p in all_pids() if proc_ppid(p) == parent_pid and proc_state(p) == "Z"]
 
 
+def job_cgroups(hierarchies, job_id):
+    """The control groups workers made for `job_id`'s tasks under each of `hierarchies`
+    (<hierarchy>/aethergrid/<node>/<job>.*). Workers of tests running beside this one
+    remove their node's folders at any time: a folder gone while it is read is empty."""
+    found = []
+    for hierarchy in hierarchies:
+        try:
+            nodes = [entry.path for entry in os.scandir(os.path.join(hierarchy, "aethergrid")) if entry.is_dir()]
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for node in nodes:
+            try:
+                found += [entry.path for entry in os.scandir(node) if entry.name.startswith(job_id + ".")]
+            except (FileNotFoundError, NotADirectoryError):
+                pass
+    return sorted(found)
+
+
 def wait_until(predicate, timeout, interval=0.1, message="condition"):
     """Poll predicate() until it returns a truthy value; return that value. Fails the
     test with `message` after `timeout` seconds."""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, WORKER_IPS, free_ports, pid_alive, wait_until
+from conftest import REPO, WORKER_IPS, free_ports, job_cgroups, pid_alive, wait_until
 from images import ensure_image
 
 
@@ -60,7 +60,8 @@ def ccluster(cluster_factory, data_dir):
 def cgroups_of(job_id):
     """Control groups left for `job_id`'s tasks in any hierarchy (the task's own, and
     those its engine made below it)."""
-    return [str(p) for p in Path("/sys/fs/cgroup").glob(f"*/aethergrid/*/{job_id}.*")]
+    hierarchies = [entry.path for entry in os.scandir("/sys/fs/cgroup") if entry.is_dir()]
+    return job_cgroups(hierarchies, job_id)
 
 
 def no_containers_left(job_id):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PYTHON, WORKER_IPS, wait_until
+from conftest import PYTHON, WORKER_IPS, job_cgroups, wait_until
 
 # Allocates (and touches) MiB of memory in steps, printing as it goes.
 GROW = (PYTHON + " -c \"import sys\nblocks=[]\nfor i in range(int(sys.argv[1])):\n"
@@ -52,7 +52,7 @@ def task_groups(job_id):
     root = own_memory_cgroup()
     if root is None:
         return []
-    return sorted(str(p) for p in root.glob(f"aethergrid/*/{job_id}.*"))
+    return job_cgroups([str(root)], job_id)
 
 
 def test_nodes_say_which_caps_they_enforce(cluster):
