@@ -177,7 +177,9 @@ bool on_cgroup2(const std::string& path) {
 
 pid_t start_task(const LaunchRequest& request, int output_fd, std::string* error) {
   // On v2 every cap is on the task's own group: a child born in it needs no step in.
-  const bool cgroup2 = !clone3_unavailable && request.limit_cgroups.empty() && on_cgroup2(request.cgroup);
+  // (The agent asks the supervisor to make a task's groups on v1 only.)
+  const bool cgroup2 =
+      !clone3_unavailable && !request.make_groups && request.limit_cgroups.empty() && on_cgroup2(request.cgroup);
   if (request.run_as || cgroup2) return fork_task(request, output_fd, cgroup2, error);
   return spawn_task(request, output_fd, error);
 }

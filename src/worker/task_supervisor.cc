@@ -240,7 +240,7 @@ class Supervisor {
     }
     if (request && !warm_off_ && !request->cgroup.empty()) {
       // The next task is likely of this one's kind.
-      warm_off_ = on_cgroup2(request->cgroup);
+      warm_off_ = !request->make_groups && on_cgroup2(request->cgroup);  // make_groups: v1
       warm_dirs_ = WarmTask::group_dirs(*request);
       warm_due_ms_ = warm_off_ ? 0 : monotonic_ms() + kWarmIdleMs;
     }
