@@ -1,9 +1,9 @@
 #include "worker/task_start.h"
 
 #include <fcntl.h>
-#include <grp.h>
+#include <sched.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <cstring>
 
-#include "worker/async_command.h"
 #include "worker/task_cgroup.h"
 #include "worker/task_limits.h"
 
@@ -45,20 +44,6 @@ struct CloneArgs {
 
 bool clone3_unavailable = false;  // an older kernel refused it once: not tried again
 
-// The supervisor steps into the task's groups for the spawn (the child inherits them)
-// and out again: it must not stay in a task's group.
-void enter_groups(const LaunchRequest& request) {
-  join_cgroup(request.cgroup.c_str());
-  for (const auto& group : request.limit_cgroups) join_cgroup(group.c_str());
-}
-
-void leave_groups(const LaunchRequest& request) {
-  auto parent = [](const std::string& group) { return group.substr(0, group.rfind('/')); };
-  if (!request.cgroup.empty())
-    join_cgroup((request.cgroup_home.empty() ? parent(request.cgroup) : request.cgroup_home).c_str());
-  for (const auto& group : request.limit_cgroups) join_cgroup(parent(group).c_str());
-}
-
 std::string describe_failure(const LaunchRequest& request, const std::string& step, int code) {
   std::string text = "cannot start `/bin/sh -c ...`";
   if (request.run_as) text += " as uid " + std::to_string(request.run_as->uid);
@@ -67,39 +52,81 @@ std::string describe_failure(const LaunchRequest& request, const std::string& st
   return text + std::strerror(code);
 }
 
-// fork, or on cgroup v2 clone3 straight into the task's group. The supervisor is small
-// and has one thread, so a fork is cheap and its child may do anything before the exec.
-pid_t fork_task(const LaunchRequest& request, int output_fd, bool into_cgroup2, std::string* error) {
+// What a child sharing the supervisor's memory needs, and where it says why it could
+// not start the task.
+struct SharedChild {
+  const LaunchRequest* request;
+  const ExecArgs* args;
+  int output_fd;
+  StartReport report;
+};
+
+int run_shared_child(void* arg) {
+  auto* child = static_cast<SharedChild*>(arg);
+  become_task(*child->request, *child->args, child->output_fd, child->report, true);
+}
+
+// A child that shares the supervisor's memory until its exec, on a stack of its own,
+// the supervisor waiting meanwhile (as posix_spawn does): no copy of the supervisor's
+// page tables to make and tear down again. The child joins the task's groups itself.
+pid_t clone_task(const LaunchRequest& request, int output_fd, std::string* error) {
+  const ExecArgs args(request);
+  SharedChild child{&request, &args, output_fd, {}};
+  // Every signal blocked until the child has reset their handlers: a handler of the
+  // supervisor's must not run in it, on memory they share.
+  sigset_t all, old;
+  sigfillset(&all);
+  ::sigprocmask(SIG_SETMASK, &all, &old);
+  alignas(64) static char stack[64 * 1024];
+  const pid_t pid = ::clone(run_shared_child, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &child);
+  const int clone_errno = errno;
+  ::sigprocmask(SIG_SETMASK, &old, nullptr);
+  if (pid < 0) {
+    *error = std::string("cannot start the task: clone: ") + std::strerror(clone_errno);
+    return 0;
+  }
+  if (child.report.code != 0) {
+    ::waitpid(pid, nullptr, 0);
+    *error = describe_failure(request, child.report.step, child.report.code);
+    return 0;
+  }
+  return pid;
+}
+
+// On cgroup v2: clone3 straight into the task's group (a copy of the supervisor's
+// memory: clone3 cannot give a child sharing it a stack from C). The supervisor is small
+// and has one thread, so the copy is cheap and its child may do anything before the exec.
+pid_t clone3_task(const LaunchRequest& request, int output_fd, std::string* error) {
+  int group_fd = ::open(request.cgroup.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (group_fd < 0) return clone_task(request, output_fd, error);
   const ExecArgs args(request);
   int report[2];
   if (::pipe2(report, O_CLOEXEC) != 0) {
+    ::close(group_fd);
     *error = std::string("cannot start the task: pipe: ") + std::strerror(errno);
     return 0;
   }
-  pid_t pid = -1;
-  int group_fd = into_cgroup2 ? ::open(request.cgroup.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-  if (group_fd >= 0) {
-    CloneArgs clone;
-    clone.flags = kCloneIntoCgroup;
-    clone.exit_signal = SIGCHLD;
-    clone.cgroup = static_cast<uint64_t>(group_fd);
-    pid = static_cast<pid_t>(::syscall(kClone3, &clone, sizeof clone));
-    if (pid < 0 && (errno == ENOSYS || errno == E2BIG)) clone3_unavailable = true;
-  }
-  // Else the child joins its groups itself: two moves, where stepping in and out
-  // would be four.
-  const bool child_joins = pid < 0;
-  if (child_joins) pid = ::fork();
+  CloneArgs clone;
+  clone.flags = kCloneIntoCgroup;
+  clone.exit_signal = SIGCHLD;
+  clone.cgroup = static_cast<uint64_t>(group_fd);
+  const pid_t pid = static_cast<pid_t>(::syscall(kClone3, &clone, sizeof clone));
   if (pid == 0) {
     ::close(report[0]);
-    become_task(request, args, output_fd, report[1], child_joins);
+    StartReport to_pipe;
+    to_pipe.fd = report[1];
+    become_task(request, args, output_fd, to_pipe);
   }
-  const int fork_errno = errno;
-  if (group_fd >= 0) ::close(group_fd);
+  const int clone_errno = errno;
+  ::close(group_fd);
   ::close(report[1]);
   if (pid < 0) {
     ::close(report[0]);
-    *error = std::string("cannot start the task: fork: ") + std::strerror(fork_errno);
+    if (clone_errno == ENOSYS || clone_errno == E2BIG) {
+      clone3_unavailable = true;
+      return clone_task(request, output_fd, error);
+    }
+    *error = std::string("cannot start the task: clone3: ") + std::strerror(clone_errno);
     return 0;
   }
   std::string failure = read_start_failure(report[0], request);
@@ -107,32 +134,6 @@ pid_t fork_task(const LaunchRequest& request, int output_fd, bool into_cgroup2, 
   if (!failure.empty()) {
     ::waitpid(pid, nullptr, 0);
     *error = failure;
-    return 0;
-  }
-  return pid;
-}
-
-// posix_spawn shares the supervisor's memory until the exec: the cheapest start where
-// no account is switched and the supervisor steps into the task's groups for it.
-pid_t spawn_task(const LaunchRequest& request, int output_fd, std::string* error) {
-  ExecArgs args(request);
-  posix_spawnattr_t attr;
-  init_clean_spawn(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_USEVFORK);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, output_fd, 1);
-  posix_spawn_file_actions_adddup2(&actions, output_fd, 2);
-  posix_spawn_file_actions_addchdir_np(&actions, request.working_dir.c_str());
-  enter_groups(request);
-  pid_t pid = 0;
-  int rc = args.argv[0] ? posix_spawn(&pid, args.argv[0], &actions, &attr, args.argv.data(), args.envp.data()) : EINVAL;
-  leave_groups(request);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
-    *error = describe_failure(request, "exec", rc);
     return 0;
   }
   return pid;
@@ -180,15 +181,26 @@ pid_t start_task(const LaunchRequest& request, int output_fd, std::string* error
   // (The agent asks the supervisor to make a task's groups on v1 only.)
   const bool cgroup2 =
       !clone3_unavailable && !request.make_groups && request.limit_cgroups.empty() && on_cgroup2(request.cgroup);
-  if (request.run_as || cgroup2) return fork_task(request, output_fd, cgroup2, error);
-  return spawn_task(request, output_fd, error);
+  return cgroup2 ? clone3_task(request, output_fd, error) : clone_task(request, output_fd, error);
 }
 
-void become_task(const LaunchRequest& request, const ExecArgs& args, int output_fd, int report_fd, bool join_groups) {
+void StartReport::fail(const char* step, int error) {
+  if (fd >= 0) {
+    ssize_t ignored = ::write(fd, step, std::strlen(step) + 1);
+    ignored = ::write(fd, &error, sizeof error);
+    (void)ignored;
+  } else {
+    std::strncpy(this->step, step, sizeof this->step - 1);
+    code = error;
+  }
+}
+
+void become_task(const LaunchRequest& request, const ExecArgs& args, int output_fd, StartReport& report,
+                 bool join_groups) {
+  for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
   ::setpgid(0, 0);
   int devnull = ::open("/dev/null", O_RDONLY);
   if (devnull >= 0 && devnull != 0) {
@@ -204,10 +216,13 @@ void become_task(const LaunchRequest& request, const ExecArgs& args, int output_
     ok = join_cgroup(request.cgroup.c_str());
     for (const auto& group : request.limit_cgroups) ok = ok && join_cgroup(group.c_str());
   }
+  // The system calls themselves: libc's wrappers would tell every thread of the
+  // process to change too, and a child sharing the supervisor's memory shares its
+  // idea of its threads.
   if (ok && request.run_as) {
     const LaunchRequest::RunAs& as = *request.run_as;
-    ok = (step = "setgroups", ::setgroups(args.groups.size(), args.groups.data()) == 0) &&
-         (step = "setgid", ::setgid(as.gid) == 0) && (step = "setuid", ::setuid(as.uid) == 0);
+    ok = (step = "setgroups", ::syscall(SYS_setgroups, args.groups.size(), args.groups.data()) == 0) &&
+         (step = "setgid", ::syscall(SYS_setgid, as.gid) == 0) && (step = "setuid", ::syscall(SYS_setuid, as.uid) == 0);
   }
   if (ok && (step = "chdir", ::chdir(request.working_dir.c_str()) == 0)) {
     step = "exec";
@@ -216,10 +231,7 @@ void become_task(const LaunchRequest& request, const ExecArgs& args, int output_
     else
       errno = EINVAL;
   }
-  int code = errno;
-  ssize_t ignored = ::write(report_fd, step, std::strlen(step) + 1);
-  ignored = ::write(report_fd, &code, sizeof code);
-  (void)ignored;
+  report.fail(step, errno);
   ::_exit(127);
 }
 

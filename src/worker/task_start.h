@@ -2,11 +2,11 @@
 // every signal at its default, stdin from /dev/null, stdout and stderr into the task's
 // output file, in its working dir, as its account, and inside its control groups.
 //
-//   start_task      posix_spawn (no account to switch to: the supervisor steps into the
-//                   task's v1 groups for it and out again), or fork (the child joins its
-//                   groups), or on cgroup v2 clone3 with CLONE_INTO_CGROUP (the child is
-//                   born in its group)
-//   become_task     the child's half, after a fork: the set-up, then the exec
+//   start_task      a child sharing the supervisor's memory until its exec (clone with
+//                   CLONE_VM | CLONE_VFORK: no page tables copied), which joins its
+//                   groups itself; or on cgroup v2 clone3 with CLONE_INTO_CGROUP (the
+//                   child is born in its group)
+//   become_task     the child's half: the set-up, then the exec
 //
 // A process that changes group waits for the kernel (an RCU grace period, ~8 ms on an
 // idle machine); a process born in its group does not. worker/warm_task.h avoids the
@@ -34,14 +34,25 @@ struct ExecArgs {
   std::vector<gid_t> groups;  // the account's supplementary groups
 };
 
-// In a child just forked from the (single-threaded) supervisor: the task's set-up (its
-// groups first, with `join_groups`) and exec. A failure writes the step's name, a NUL
-// and errno to `report_fd` (close-on-exec: an exec closes it without a word), then
-// exits 127.
-[[noreturn]] void become_task(const LaunchRequest& request, const ExecArgs& args, int output_fd, int report_fd,
+// Where the child tells why it could not start the task: a pipe (`fd`, close-on-exec:
+// the exec closes it without a word), or, with no fd, memory it shares with the
+// supervisor (`step` and `code`, still 0 after an exec).
+struct StartReport {
+  int fd = -1;
+  char step[32] = {};
+  int code = 0;
+  // The step that failed and errno: a step's name and a NUL, then the int, to the
+  // pipe; else into step and code.
+  void fail(const char* step, int error);
+};
+
+// In a child of the (single-threaded) supervisor, a copy of it or one sharing its
+// memory: the task's set-up (its groups first, with `join_groups`) and exec. A failure
+// is reported to `report`, then the child exits 127. Allocates nothing.
+[[noreturn]] void become_task(const LaunchRequest& request, const ExecArgs& args, int output_fd, StartReport& report,
                               bool join_groups = false);
 
-// Reads what become_task reported on `report_fd` until it closes: "" when the exec
+// Reads what become_task reported to a pipe until it closes: "" when the exec
 // happened, else why the task could not start.
 std::string read_start_failure(int report_fd, const LaunchRequest& request);
 

@@ -36,7 +36,9 @@ struct LaunchRequest {
   std::string task_dir;     // where `exit` is written
   std::string working_dir;  // the task's current directory
   std::string cgroup;       // the task's control group, or "" where there is none
-  std::string cgroup_home;  // where the supervisor goes back to after the spawn ("" = cgroup's parent)
+  // Where a supervisor of an earlier version, which stepped into a task's groups for
+  // the spawn, steps back to ("" = cgroup's parent); this one never moves.
+  std::string cgroup_home;
   std::vector<std::string> limit_cgroups;  // groups in other hierarchies that cap the task (task_limits.h)
   std::string memory_cgroup;               // where the task's out-of-memory kills are counted, or ""
   TaskLimits limits;                       // the caps written on `limit_cgroups`

@@ -61,7 +61,9 @@ void remove_stale_spares(const std::string& dir) {
     ::_exit(127);
   }
   const ExecArgs args(*request);
-  become_task(*request, args, output_fd, fd);
+  StartReport report;
+  report.fd = fd;
+  become_task(*request, args, output_fd, report);
 }
 
 }  // namespace

@@ -228,6 +228,44 @@ TEST_F(SupervisorProcessTest, MissingWorkingDirIsReportedNotHung) {
   EXPECT_FALSE(fs::exists(work_ / "task" / "exit")) << "no end is recorded for a task that never started";
 }
 
+TEST_F(SupervisorProcessTest, TheTaskRunsAsItsAccountWithEverySignalAtItsDefault) {
+  if (::geteuid() != 0) GTEST_SKIP() << "switching accounts needs root";
+  ::chmod(work_.path().c_str(), 0777);
+  ::chmod((work_ / "task").c_str(), 0777);
+  LaunchRequest r = request("cat /proc/self/status; exit 3");
+  r.run_as = LaunchRequest::RunAs{65534, 65534, {44, 109}};
+  int fd = output_fd();
+  auto pid = client_.launch(r, fd, agent_pid_file_);
+  ::close(fd);
+
+  ASSERT_TRUE(pid.ok()) << pid.error().message;
+  EXPECT_EQ(wait_for_exit_record(), "exit 3\n");
+  const std::string status = read_file(work_ / "task" / "output.log");
+  EXPECT_THAT(status, HasSubstr("Uid:\t65534\t65534\t65534\t65534"));
+  EXPECT_THAT(status, HasSubstr("Gid:\t65534\t65534\t65534\t65534"));
+  EXPECT_THAT(status, HasSubstr("Groups:\t44 109"));
+  EXPECT_THAT(status, HasSubstr("SigBlk:\t0000000000000000")) << "the supervisor's blocked signals are not the task's";
+  EXPECT_THAT(status, HasSubstr("SigCgt:\t0000000000000000")) << "no handler of the supervisor's is the task's";
+}
+
+TEST_F(SupervisorProcessTest, AWorkingDirTheAccountCannotEnterIsReportedAndNothingStarts) {
+  if (::geteuid() != 0) GTEST_SKIP() << "switching accounts needs root";
+  ::chmod((work_ / "task").c_str(), 0777);
+  const fs::path closed = work_ / "closed";
+  fs::create_directories(closed);
+  ::chmod(closed.c_str(), 0700);
+  LaunchRequest r = request("true");
+  r.working_dir = closed.string();
+  r.run_as = LaunchRequest::RunAs{65534, 65534, {}};
+  int fd = output_fd();
+  auto pid = client_.launch(r, fd, agent_pid_file_);
+  ::close(fd);
+
+  ASSERT_FALSE(pid.ok());
+  EXPECT_THAT(pid.error().message, HasSubstr("as uid 65534 in " + closed.string() + ": chdir: Permission denied"));
+  EXPECT_FALSE(fs::exists(work_ / "task" / "exit")) << "no end is recorded for a task that never started";
+}
+
 TEST_F(SupervisorProcessTest, ASupervisorThatDiedIsReplacedAtTheNextLaunch) {
   int fd = output_fd();
   ASSERT_TRUE(client_.launch(request("true"), fd, agent_pid_file_).ok());
@@ -383,7 +421,8 @@ TEST_F(SupervisorProcessTest, OnCgroupV1TheNextTaskIsTheReadyMadeProcessInItsOwn
   EXPECT_EQ(read_file(second.limit_cgroups[0] + "/cpu.cfs_quota_us"), "50000\n") << "the caps went with it";
   EXPECT_NE(read_file("/proc/" + std::to_string(warm) + "/comm"), "ag-warm-task\n") << "it ran the command";
   EXPECT_THAT(cgroup_pids(second.cgroup), ::testing::Contains(warm));
-  EXPECT_EQ(cgroup_of(supervisor, "pids"), pids.relative(pids_mount)) << "the supervisor is in no task's group";
+  EXPECT_EQ(cgroup_of(supervisor, "pids"), cgroup_of(::getpid(), "pids"))
+      << "the supervisor stays where it was started, in no task's group";
 
   // The agent goes: the unused process and its spare groups go; the task stays.
   ::kill(warm, SIGKILL);
