@@ -49,7 +49,7 @@ struct LaunchRequest {
   // engine left), with two more arguments: "cleanup" and the task's exit code, or
   // "signal". Empty for none.
   std::vector<std::string> cleanup_argv;
-  std::string marker;       // AG_TASK_MARKER value of the task's processes
+  std::string marker;  // AG_TASK_MARKER value of the task's processes
   int64_t orphan_timeout_ms = 10000;
   // The account the task runs as (worker/task_user.h); unset: the supervisor's own.
   struct RunAs {
