@@ -7,13 +7,13 @@
 
 namespace ag {
 
-bool spread_subdirectories(const std::string& dir) {
+bool spread_subdirectories(const std::string& dir, bool spread) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return false;
   int flags = 0;
   bool ok = ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
-  if (ok && !(flags & FS_TOPDIR_FL)) {
-    flags |= FS_TOPDIR_FL;
+  if (ok && static_cast<bool>(flags & FS_TOPDIR_FL) != spread) {
+    flags ^= FS_TOPDIR_FL;
     ok = ::ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0;
   }
   ::close(fd);

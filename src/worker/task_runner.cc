@@ -79,7 +79,9 @@ Result<std::unique_ptr<TaskRunner>> TaskRunner::create(asio::io_context& io, std
   std::error_code ec;
   fs::create_directories(data_dir + "/tasks", ec);
   if (ec) return internal_error("cannot create " + data_dir + "/tasks: " + ec.message());
-  spread_subdirectories(data_dir + "/tasks");
+  // Its folders are renamed in and out (DirPool): none is made or removed there but
+  // when the spares run out.
+  spread_subdirectories(data_dir + "/tasks", false);
   int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
@@ -98,6 +100,7 @@ TaskRunner::TaskRunner(asio::io_context& io, std::string data_dir, std::string c
                        std::string supervisor, int inotify_fd)
     : io_(io),
       data_dir_(std::move(data_dir)),
+      task_dirs_(data_dir_ + "/spare-task-dirs", kSpareTaskDirs),
       cgroup_root_(std::move(cgroup_root)),
       limits_(std::move(limits)),
       groups_by_supervisor_(!cgroup_root_.empty() && !limits_.unified && !on_cgroup2(cgroup_root_)),
@@ -327,7 +330,7 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   task->dir = task_dir(spec.id);
   task->marker = spec.id.job_id + "." + std::to_string(spec.id.attempt) + "." +
                  std::to_string(spec.id.task_index) + "." + random_hex(4);
-  fs::remove_all(task->dir, fs_error);  // a relaunch after a lost launch starts clean
+  task_dirs_.give_back(task->dir);  // a relaunch after a lost launch starts clean
   const std::string group_name = fs::path(task->dir).filename().string();
   // On v1 the supervisor makes a host task's groups with it: a ready-made process's
   // spare groups become them (worker/warm_task.h).
@@ -358,9 +361,9 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   }
   task->limit_cgroups = limit_groups.value().extra;
   if (!limit_groups.value().memory.empty()) task->memory_limit_bytes = spec.limits.memory_bytes;
-  if (::mkdir(task->dir.c_str(), 0755) != 0) {
+  if (int err = task_dirs_.take(task->dir); err != 0) {
     remove_groups(*task);
-    return internal_error("cannot create " + task->dir + ": " + std::strerror(errno));
+    return internal_error("cannot create " + task->dir + ": " + std::strerror(err));
   }
 
   // The task's exec, for the supervisor to start.
@@ -384,7 +387,7 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   if (spec.container) {
     auto argv = container_argv(*task, spec);
     if (!argv.ok()) {
-      fs::remove_all(task->dir, fs_error);
+      task_dirs_.give_back(task->dir);
       remove_groups(*task);
       return argv.error();
     }
@@ -420,7 +423,7 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   auto started = supervisor_.launch(request, output_fd, data_dir_ + "/agent.pid");
   if (!started.ok()) {
     ::close(output_fd);
-    fs::remove_all(task->dir, fs_error);
+    task_dirs_.give_back(task->dir);
     remove_groups(*task);
     return started.error();
   }
@@ -504,8 +507,7 @@ std::vector<TaskRunner::Recovered> TaskRunner::recover() {
 
 void TaskRunner::forget(const api::TaskKey& id) {
   if (tasks_.count(id)) return;  // still running: keep its folder
-  std::error_code ec;
-  fs::remove_all(task_dir(id), ec);
+  task_dirs_.give_back(task_dir(id));
   if (stack_dumps_) stack_dumps_->forget(id);
 }
 

@@ -31,17 +31,19 @@
 
 #include "api/protocol.h"
 #include "common/result.h"
+#include "worker/dir_pool.h"
 #include "worker/marked_processes.h"
 #include "worker/stack_dumps.h"
+#include "worker/task_accounts.h"
 #include "worker/task_launcher.h"
 #include "worker/task_supervisor.h"
-#include "worker/task_accounts.h"
 
 namespace ag::worker {
 
 class TaskRunner final : public TaskLauncher {
  public:
-  static constexpr int kPollMs = 100;  // how often polling looks at unwatched tasks
+  static constexpr int kPollMs = 100;           // how often polling looks at unwatched tasks
+  static constexpr size_t kSpareTaskDirs = 64;  // emptied task folders kept for the next launches
   // Task folders live under <data_dir>/tasks; supervisors read <data_dir>/agent.pid
   // (written by the worker daemon) to know whether an agent is alive.
   // `cgroup_root`: where per-task control groups go ("" for none; task_cgroup.h);
@@ -110,6 +112,7 @@ class TaskRunner final : public TaskLauncher {
 
   boost::asio::io_context& io_;
   std::string data_dir_;
+  DirPool task_dirs_;  // tasks/<id>/ of each task, from launch until forgotten
   std::string cgroup_root_;
   LimitRoots limits_;
   bool groups_by_supervisor_;  // cgroup v1: host tasks' groups are made by the supervisor
