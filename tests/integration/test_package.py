@@ -45,6 +45,10 @@ GLIBC = {"linux-vdso.so.1", "libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.
 DEBIANS = {"bare": "2.36", "bare-bullseye": "2.31"}
 LINES = 40
 SLOW_JOB = f"for i in $(seq 1 {LINES}); do echo line $i; sleep 0.2; done"
+# SLOW_JOB, then it runs on until the test makes this file: an upgrade on a loaded
+# machine can take longer than its lines.
+GO_FILE = "/var/tmp/ag-upgrade-test-go"
+SLOW_JOB_UNTIL_GO = SLOW_JOB + f"; while [ ! -e {GO_FILE} ]; do sleep 0.1; done"
 
 
 def built(env_name, pattern, how):
@@ -309,7 +313,8 @@ def test_upgrading_the_deb_keeps_every_job_log_token_user_and_queue_and_the_runn
     done_id = m.submit("echo done before the upgrade")
     m.wait_job(done_id, ("SUCCEEDED",))
     pending_id = m.submit("true", options="--num-cpus 64 --allow-unschedulable")
-    running_id = m.submit(SLOW_JOB)
+    m.sh(f"rm -f {GO_FILE}")
+    running_id = m.submit(SLOW_JOB_UNTIL_GO)
     pid = m.running_task_pid(running_id)
     secrets = "cat /var/lib/aethergrid/head/token /var/lib/aethergrid/head/join-token" \
               " /var/lib/aethergrid/worker/node-credential | sha256sum"
@@ -333,6 +338,7 @@ def test_upgrading_the_deb_keeps_every_job_log_token_user_and_queue_and_the_runn
     assert agent_after != agent_before
     assert m.sh(f"readlink /proc/{agent_after}/exe") == "/usr/bin/ag"  # the new binary, not a deleted old one
     m.sh(f"kill -0 {pid}")
+    m.sh(f"touch {GO_FILE}")
     job = m.wait_job(running_id, ("SUCCEEDED", "FAILED"))
     assert job["state"] == "SUCCEEDED" and len(job["attempts"]) == 1, job
     assert job["attempts"][0]["tasks"][0]["pid"] == pid
