@@ -9,10 +9,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <string_view>
 
+#include "worker/simple_command.h"
 #include "worker/task_cgroup.h"
 #include "worker/task_limits.h"
 
@@ -147,6 +150,26 @@ ExecArgs::ExecArgs(const LaunchRequest& request) {
   for (const auto& s : request.envp) envp.push_back(const_cast<char*>(s.c_str()));
   envp.push_back(nullptr);
   if (request.run_as) groups.assign(request.run_as->groups.begin(), request.run_as->groups.end());
+
+  const auto& a = request.argv;
+  if (a.size() != 3 || a[0] != "/bin/sh" || a[1] != "-c" || request.working_dir.empty() ||
+      request.working_dir[0] != '/') {
+    return;
+  }
+  auto found = std::find_if(request.envp.begin(), request.envp.end(),
+                            [](const std::string& var) { return var.rfind("PATH=", 0) == 0; });
+  auto command = simple_command(a[2]);
+  if (!command || found == request.envp.end()) return;  // no PATH: the shell's own default
+  words = std::move(*command);
+  candidates = program_candidates(words.front(), std::string_view(*found).substr(5));
+  pwd = "PWD=" + request.working_dir;
+  for (auto& word : words) direct_argv.push_back(word.data());
+  direct_argv.push_back(nullptr);
+  for (const auto& var : request.envp) {
+    if (var.rfind("PWD=", 0) != 0) direct_envp.push_back(const_cast<char*>(var.c_str()));
+  }
+  direct_envp.push_back(pwd.data());
+  direct_envp.push_back(nullptr);
 }
 
 std::string make_task_groups(const LaunchRequest& request) {
@@ -226,6 +249,13 @@ void become_task(const LaunchRequest& request, const ExecArgs& args, int output_
   }
   if (ok && (step = "chdir", ::chdir(request.working_dir.c_str()) == 0)) {
     step = "exec";
+    // A simple command: the shell's search and exec, done here. Where it finds nothing
+    // it can run, the shell itself, which says why as it always has; a file that is no
+    // program (ENOEXEC) is the shell's to run as a script, and ends the search.
+    for (const auto& candidate : args.candidates) {
+      ::execve(candidate.c_str(), args.direct_argv.data(), args.direct_envp.data());
+      if (errno == ENOEXEC) break;
+    }
     if (args.argv[0])
       ::execve(args.argv[0], args.argv.data(), args.envp.data());
     else

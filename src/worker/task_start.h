@@ -26,12 +26,22 @@ namespace ag::worker {
 // why).
 pid_t start_task(const LaunchRequest& request, int output_fd, std::string* error);
 
-// The request's argv and envp as exec wants them (pointers into `request`).
+// The request's argv and envp as exec wants them (pointers into `request`), and for an
+// entrypoint the shell would only exec (worker/simple_command.h) that exec's own: its
+// words, where to look for the program, and the environment with PWD as the shell
+// would have set it. Made before the child starts: the child allocates nothing.
 struct ExecArgs {
   explicit ExecArgs(const LaunchRequest& request);
+  ExecArgs(const ExecArgs&) = delete;
+  ExecArgs& operator=(const ExecArgs&) = delete;
   std::vector<char*> argv;
   std::vector<char*> envp;
-  std::vector<gid_t> groups;  // the account's supplementary groups
+  std::vector<gid_t> groups;            // the account's supplementary groups
+  std::vector<std::string> words;       // empty: the request's argv only
+  std::vector<std::string> candidates;  // the program on PATH, in the shell's order
+  std::string pwd;                      // "PWD=<working dir>"
+  std::vector<char*> direct_argv;
+  std::vector<char*> direct_envp;
 };
 
 // Where the child tells why it could not start the task: a pipe (`fd`, close-on-exec:

@@ -5,15 +5,14 @@
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
-
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <sstream>
-#include <filesystem>
 #include <string>
 #include <thread>
 
@@ -29,6 +28,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::ag::testing::read_file;
 using ::ag::testing::TempDir;
+using ::ag::testing::write_file;
 using ::testing::HasSubstr;
 
 LaunchRequest sample_request() {
@@ -62,7 +62,8 @@ TEST(LaunchRequestTest, TheTasksLimitGroupsRoundTrip) {
   LaunchRequest request = sample_request();
   request.cgroup = "/sys/fs/cgroup/aethergrid/n1/job_1.0.0";
   request.cgroup_home = "/sys/fs/cgroup/aethergrid/n1/supervisor";
-  request.limit_cgroups = {"/sys/fs/cgroup/memory/aethergrid/n1/job_1.0.0", "/sys/fs/cgroup/cpu/aethergrid/n1/job_1.0.0"};
+  request.limit_cgroups = {"/sys/fs/cgroup/memory/aethergrid/n1/job_1.0.0",
+                           "/sys/fs/cgroup/cpu/aethergrid/n1/job_1.0.0"};
   request.memory_cgroup = request.limit_cgroups[0];
   request.limits = {512ll << 20, 1500};
 
@@ -139,9 +140,15 @@ TEST(LaunchRequestTest, MalformedRequestsAreRefused) {
   EXPECT_FALSE(decode_launch(std::string("stop\0", 5) + good.substr(7)).has_value()) << "unknown kind";
   LaunchRequest too_many = sample_request();
   std::string text = encode_launch(too_many);
-  size_t argc_at = text.find(std::string("\0" "3\0", 3));
+  size_t argc_at =
+      text.find(std::string("\0"
+                            "3\0",
+                            3));
   ASSERT_NE(argc_at, std::string::npos);
-  text.replace(argc_at, 3, std::string("\0" "9\0", 3));
+  text.replace(argc_at, 3,
+               std::string("\0"
+                           "9\0",
+                           3));
   EXPECT_FALSE(decode_launch(text).has_value()) << "more arguments claimed than sent";
 }
 
@@ -264,6 +271,39 @@ TEST_F(SupervisorProcessTest, AWorkingDirTheAccountCannotEnterIsReportedAndNothi
   ASSERT_FALSE(pid.ok());
   EXPECT_THAT(pid.error().message, HasSubstr("as uid 65534 in " + closed.string() + ": chdir: Permission denied"));
   EXPECT_FALSE(fs::exists(work_ / "task" / "exit")) << "no end is recorded for a task that never started";
+}
+
+// A simple command runs without the shell (worker/simple_command.h) and behaves as under
+// it (each expectation is what `/bin/sh -c` gives): PATH searched in order past what
+// cannot run, the shell's own errors and exit codes where nothing can, a program without "#!" run as a script, PWD set,
+// words whole.
+TEST_F(SupervisorProcessTest, ASimpleCommandBehavesAsUnderTheShell) {
+  const fs::path first = work_ / "bin1", second = work_ / "bin2";
+  fs::create_directories(first);
+  fs::create_directories(second);
+  write_file(first / "prog", "#!/bin/sh\necho first\n", fs::perms(0644));  // not executable: skipped
+  write_file(second / "prog", "#!/bin/sh\necho second \"$@\"\n", fs::perms(0755));
+  write_file(first / "only-readable", "#!/bin/sh\n", fs::perms(0644));
+  write_file(first / "no-hash-bang", "echo run as a script by $0\n", fs::perms(0755));
+  auto run = [&](const std::string& command) {
+    fs::remove(work_ / "task" / "exit");
+    fs::remove(work_ / "task" / "output.log");
+    LaunchRequest r = request(command);
+    r.envp = {"PATH=" + first.string() + ":" + second.string() + ":/usr/bin:/bin", "PWD=/nowhere",
+              "AG_TASK_MARKER=" + r.marker};
+    int fd = output_fd();
+    auto pid = client_.launch(r, fd, agent_pid_file_);
+    ::close(fd);
+    EXPECT_TRUE(pid.ok()) << command;
+    std::string exit = wait_for_exit_record();
+    return exit + read_file(work_ / "task" / "output.log");
+  };
+  EXPECT_EQ(run("prog 'a  b' c"), "exit 0\nsecond a  b c\n");
+  EXPECT_EQ(run("exec sh -c 'echo \"$PWD|$1|$2\"' x 'a b' c"), "exit 0\n" + work_.path().string() + "|a b|c\n");
+  EXPECT_EQ(run("no-such-program-here x"), "exit 127\n/bin/sh: 1: no-such-program-here: not found\n");
+  // What dash says and exits with (127 here too).
+  EXPECT_EQ(run("only-readable"), "exit 127\n/bin/sh: 1: only-readable: Permission denied\n");
+  EXPECT_EQ(run("no-hash-bang"), "exit 0\nrun as a script by " + (first / "no-hash-bang").string() + "\n");
 }
 
 TEST_F(SupervisorProcessTest, ASupervisorThatDiedIsReplacedAtTheNextLaunch) {
