@@ -35,7 +35,7 @@ bool empty_files(const std::string& path) {
 
 }  // namespace
 
-DirPool::DirPool(std::string spare_dir, size_t keep) : dir_(std::move(spare_dir)), keep_(keep) {
+DirPool::DirPool(std::string spare_dir, size_t keep, int uses) : dir_(std::move(spare_dir)), keep_(keep), uses_(uses) {
   std::error_code ec;
   std::filesystem::remove_all(dir_, ec);
   ::mkdir(dir_.c_str(), 0700);
@@ -43,23 +43,30 @@ DirPool::DirPool(std::string spare_dir, size_t keep) : dir_(std::move(spare_dir)
 
 int DirPool::take(const std::string& path) {
   while (!spares_.empty()) {
-    if (::rename(spares_.back().c_str(), path.c_str()) == 0) {
+    Spare& spare = spares_.back();
+    if (::rename(spare.path.c_str(), path.c_str()) == 0) {
+      taken_[path] = spare.used + 1;
       spares_.pop_back();
       return 0;
     }
     if (errno == EEXIST || errno == ENOTEMPTY) break;  // `path` is there: the spare stays
     std::error_code ec;
-    std::filesystem::remove_all(spares_.back(), ec);  // it went, or cannot be used
+    std::filesystem::remove_all(spare.path, ec);  // it went, or cannot be used
     spares_.pop_back();
   }
-  return ::mkdir(path.c_str(), 0755) == 0 ? 0 : errno;
+  if (::mkdir(path.c_str(), 0755) != 0) return errno;
+  taken_[path] = 1;
+  return 0;
 }
 
 void DirPool::give_back(const std::string& path) {
-  if (spares_.size() < keep_ && empty_files(path)) {
+  auto taken = taken_.find(path);
+  const int used = taken == taken_.end() ? uses_ : taken->second;
+  if (taken != taken_.end()) taken_.erase(taken);
+  if (used < uses_ && spares_.size() < keep_ && empty_files(path)) {
     std::string spare = dir_ + "/" + std::to_string(++sequence_);
     if (::rename(path.c_str(), spare.c_str()) == 0) {
-      spares_.push_back(std::move(spare));
+      spares_.push_back({std::move(spare), used});
       return;
     }
   }

@@ -79,9 +79,9 @@ Result<std::unique_ptr<TaskRunner>> TaskRunner::create(asio::io_context& io, std
   std::error_code ec;
   fs::create_directories(data_dir + "/tasks", ec);
   if (ec) return internal_error("cannot create " + data_dir + "/tasks: " + ec.message());
-  // Its folders are renamed in and out (DirPool): none is made or removed there but
-  // when the spares run out.
-  spread_subdirectories(data_dir + "/tasks", false);
+  // Its folders serve a few tasks each (DirPool); a new one goes to a block group of
+  // its own, away from where the last ones' files came and went.
+  spread_subdirectories(data_dir + "/tasks");
   int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
@@ -100,7 +100,7 @@ TaskRunner::TaskRunner(asio::io_context& io, std::string data_dir, std::string c
                        std::string supervisor, int inotify_fd)
     : io_(io),
       data_dir_(std::move(data_dir)),
-      task_dirs_(data_dir_ + "/spare-task-dirs", kSpareTaskDirs),
+      task_dirs_(data_dir_ + "/spare-task-dirs", kSpareTaskDirs, kTaskDirUses),
       cgroup_root_(std::move(cgroup_root)),
       limits_(std::move(limits)),
       groups_by_supervisor_(!cgroup_root_.empty() && !limits_.unified && !on_cgroup2(cgroup_root_)),

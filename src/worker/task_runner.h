@@ -43,7 +43,8 @@ namespace ag::worker {
 class TaskRunner final : public TaskLauncher {
  public:
   static constexpr int kPollMs = 100;           // how often polling looks at unwatched tasks
-  static constexpr size_t kSpareTaskDirs = 64;  // emptied task folders kept for the next launches
+  static constexpr size_t kSpareTaskDirs = 32;  // emptied task folders kept for the next launches
+  static constexpr int kTaskDirUses = 16;       // tasks one folder serves (worker/dir_pool.h)
   // Task folders live under <data_dir>/tasks; supervisors read <data_dir>/agent.pid
   // (written by the worker daemon) to know whether an agent is alive.
   // `cgroup_root`: where per-task control groups go ("" for none; task_cgroup.h);

@@ -25,7 +25,7 @@ void write(const fs::path& path, const std::string& text) { std::ofstream(path) 
 
 TEST(DirPoolTest, AFolderGivenBackIsEmptiedAndUsedAgain) {
   TempDir root;
-  DirPool pool((root / "spares").string(), 4);
+  DirPool pool((root / "spares").string(), 4, 100);
   ASSERT_EQ(pool.take((root / "a").string()), 0);
   EXPECT_TRUE(fs::is_directory(root / "a"));
   write(root / "a" / "output.log", "hello");
@@ -44,7 +44,7 @@ TEST(DirPoolTest, AFolderGivenBackIsEmptiedAndUsedAgain) {
 
 TEST(DirPoolTest, SparesBeyondTheCapAndFoldersHoldingFoldersAreRemoved) {
   TempDir root;
-  DirPool pool((root / "spares").string(), 1);
+  DirPool pool((root / "spares").string(), 1, 100);
   for (const char* name : {"a", "b", "c"}) ASSERT_EQ(pool.take((root / name).string()), 0);
   fs::create_directories(root / "c" / "inner");
   pool.give_back((root / "c").string());
@@ -60,7 +60,7 @@ TEST(DirPoolTest, SparesBeyondTheCapAndFoldersHoldingFoldersAreRemoved) {
 
 TEST(DirPoolTest, ASpareThatWentIsReplacedByANewFolder) {
   TempDir root;
-  DirPool pool((root / "spares").string(), 4);
+  DirPool pool((root / "spares").string(), 4, 100);
   ASSERT_EQ(pool.take((root / "a").string()), 0);
   pool.give_back((root / "a").string());
   fs::remove_all(root / "spares");
@@ -72,7 +72,7 @@ TEST(DirPoolTest, ASpareThatWentIsReplacedByANewFolder) {
 
 TEST(DirPoolTest, TakingAFolderThatIsThereFailsAndKeepsTheSpare) {
   TempDir root;
-  DirPool pool((root / "spares").string(), 4);
+  DirPool pool((root / "spares").string(), 4, 100);
   ASSERT_EQ(pool.take((root / "a").string()), 0);
   pool.give_back((root / "a").string());
   fs::create_directories(root / "busy");
@@ -86,8 +86,31 @@ TEST(DirPoolTest, WhatAnEarlierAgentLeftAmongTheSparesGoes) {
   TempDir root;
   fs::create_directories(root / "spares" / "7");
   write(root / "spares" / "7" / "output.log", "old");
-  DirPool pool((root / "spares").string(), 4);
+  DirPool pool((root / "spares").string(), 4, 100);
   EXPECT_TRUE(fs::is_directory(root / "spares"));
   EXPECT_TRUE(fs::is_empty(root / "spares"));
+  EXPECT_EQ(pool.spares(), 0u);
+}
+
+TEST(DirPoolTest, AFolderServesItsUsesThenGoes) {
+  TempDir root;
+  DirPool pool((root / "spares").string(), 4, 3);
+  ASSERT_EQ(pool.take((root / "t0").string()), 0);
+  const ino_t first = inode_of(root / "t0");
+  pool.give_back((root / "t0").string());
+  for (int i = 1; i < 3; ++i) {
+    const std::string path = (root / ("t" + std::to_string(i))).string();
+    ASSERT_EQ(pool.take(path), 0);
+    EXPECT_EQ(inode_of(path), first) << "use " << i + 1;
+    pool.give_back(path);
+  }
+  EXPECT_EQ(pool.spares(), 0u) << "its third use was its last";
+  EXPECT_FALSE(fs::exists(root / "t2"));
+  ASSERT_EQ(pool.take((root / "t3").string()), 0) << "a new folder";
+
+  // A folder the pool did not make (a task an earlier agent left) is removed, not kept.
+  fs::create_directories(root / "adopted");
+  pool.give_back((root / "adopted").string());
+  EXPECT_FALSE(fs::exists(root / "adopted"));
   EXPECT_EQ(pool.spares(), 0u);
 }
