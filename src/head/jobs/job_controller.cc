@@ -8,6 +8,7 @@
 
 #include "common/ids.h"
 #include "head/jobs/admission.h"
+#include "head/jobs/job_codec.h"
 #include "head/jobs/reconcile.h"
 #include "head/scheduler/gates.h"
 #include "head/jobs/scheduling_view.h"
@@ -145,10 +146,13 @@ void JobController::submit_all(std::vector<api::JobSpec> specs,
     } else {
       made.emplace_back(id, -1);
     }
+    // The spec's stored text once for the job (and every element of an array).
+    std::shared_ptr<const JobSpecText> spec_text = make_spec_text(spec);
     for (const auto& [job_id, index] : made) {
       Job job;
       job.id = job_id;
       job.spec = spec;
+      job.spec_text = spec_text;
       job.owner = by.owner;
       job.submitted_from = by.from;
       job.submitted_ms = now;
