@@ -82,9 +82,9 @@ struct JobSpecText {
 struct Job {
   std::string id;
   api::JobSpec spec;
-  // `spec` as text, made where the job is made (submit, load; keep_spec_text): a spec
-  // never changes after, and whoever would change it must clear this. Null: encoded
-  // from `spec` whenever the job is written.
+  // `spec` as its stored record writes it (make_spec_text), made at submit or, for a
+  // job loaded at start, at its first change: a spec never changes after, and whoever
+  // would change it must clear this. Null: encoded from `spec` whenever it is written.
   std::shared_ptr<const JobSpecText> spec_text;
   std::string owner;           // the user who submitted it ("" for jobs from before users)
   std::string submitted_from;  // the address the submission came from

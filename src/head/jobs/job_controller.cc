@@ -521,7 +521,12 @@ void JobController::apply(Job& job, const Effects& fx) {
     failed->failure_tail =
         u_.logs.tail({job.id, failed->number, failed->failed_task}, kFailureTailBytes, kFailureTailLines);
   }
-  if (fx.changed || !fx.events.empty()) record(job, fx.events, event_type(job, fx));
+  if (fx.changed || !fx.events.empty()) {
+    // Written from now on at every change: its spec's stored text once (a job loaded at
+    // start has none: most of a restart's jobs are finished, and are never written).
+    if (!job.spec_text) job.spec_text = make_spec_text(job.spec);
+    record(job, fx.events, event_type(job, fx));
+  }
   if (!fx.launch.empty()) u_.dispatcher.launch_when_stored(job, fx.launch);
   for (const auto& ref : fx.kill) {
     u_.dispatcher.kill(ref, fx.kill_grace_ms > 0 ? fx.kill_grace_ms : config_.kill_grace_ms);

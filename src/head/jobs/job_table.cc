@@ -36,9 +36,6 @@ Result<std::vector<std::string>> JobTable::load(store::KvStore& store, int64_t n
       salvaged.push_back(kept->id);
       job = std::move(*kept);
     }
-    // What will be written again: its spec's stored text once (a finished job is
-    // rarely written, and would only hold it in memory).
-    if (!job->terminal()) job->spec_text = make_spec_text(job->spec);
     next_seq_ = std::max(next_seq_, job->queue_seq + 1);
     if (!job->spec.submission_id.empty()) {
       submission_ids_[submission_key(job->owner, job->spec.submission_id)] = job->id;
