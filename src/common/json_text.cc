@@ -24,6 +24,13 @@ size_t utf8_sequence(std::string_view text, size_t i) {
   return 0;
 }
 
+template <typename Integer>
+void append_decimal(std::string& out, Integer value) {
+  char buf[24];
+  auto end = std::to_chars(buf, buf + sizeof buf, value).ptr;
+  out.append(buf, static_cast<size_t>(end - buf));
+}
+
 }  // namespace
 
 void JsonText::separate() {
@@ -35,28 +42,15 @@ void JsonText::separate() {
   first_ = false;
 }
 
-JsonText& JsonText::begin_object() {
+JsonText& JsonText::open(char bracket) {
   separate();
-  out_ += '{';
+  out_ += bracket;
   first_ = true;
   return *this;
 }
 
-JsonText& JsonText::end_object() {
-  out_ += '}';
-  first_ = false;
-  return *this;
-}
-
-JsonText& JsonText::begin_array() {
-  separate();
-  out_ += '[';
-  first_ = true;
-  return *this;
-}
-
-JsonText& JsonText::end_array() {
-  out_ += ']';
+JsonText& JsonText::close(char bracket) {
+  out_ += bracket;
   first_ = false;
   return *this;
 }
@@ -81,17 +75,13 @@ JsonText& JsonText::string(std::string_view value) {
 
 JsonText& JsonText::integer(int64_t value) {
   separate();
-  char buf[24];
-  auto end = std::to_chars(buf, buf + sizeof buf, value).ptr;
-  out_.append(buf, static_cast<size_t>(end - buf));
+  append_decimal(out_, value);
   return *this;
 }
 
 JsonText& JsonText::unsigned_integer(uint64_t value) {
   separate();
-  char buf[24];
-  auto end = std::to_chars(buf, buf + sizeof buf, value).ptr;
-  out_.append(buf, static_cast<size_t>(end - buf));
+  append_decimal(out_, value);
   return *this;
 }
 

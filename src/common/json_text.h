@@ -22,10 +22,10 @@ class JsonText {
  public:
   explicit JsonText(std::string& out) : out_(out) {}
 
-  JsonText& begin_object();
-  JsonText& end_object();
-  JsonText& begin_array();
-  JsonText& end_array();
+  JsonText& begin_object() { return open('{'); }
+  JsonText& end_object() { return close('}'); }
+  JsonText& begin_array() { return open('['); }
+  JsonText& end_array() { return close(']'); }
   // The key of the next value in the object being written.
   JsonText& key(std::string_view name);
 
@@ -43,6 +43,8 @@ class JsonText {
  private:
   // Before a value or an opening bracket: the comma between elements, none after a key.
   void separate();
+  JsonText& open(char bracket);
+  JsonText& close(char bracket);
   void append_escaped(std::string_view text);
 
   std::string& out_;

@@ -18,11 +18,11 @@ void optional_int(JsonText& out, const std::optional<int>& value) {
   }
 }
 
-void string_or_null(JsonText& out, const std::string& value) {
-  if (value.empty()) {
-    out.null();
-  } else {
+void string_or_null(JsonText& out, std::string_view value, bool present) {
+  if (present) {
     out.string(value);
+  } else {
+    out.null();
   }
 }
 
@@ -59,11 +59,7 @@ void write_attempt(JsonText& out, const AttemptRecord& a) {
   out.key("finished_ms").integer(a.finished_ms);
   out.key("held_until_ms").integer(a.held_until_ms);
   out.key("last_lines");
-  if (a.failure_tail) {
-    out.string(*a.failure_tail);
-  } else {
-    out.null();
-  }
+  string_or_null(out, a.failure_tail ? std::string_view(*a.failure_tail) : "", a.failure_tail.has_value());
   out.key("master_addr").string(a.master_addr);
   out.key("master_port").integer(a.master_port);
   out.key("preempted").boolean(a.preempted);
@@ -87,7 +83,7 @@ void write_job(JsonText& out, const Job& job, const JobSpecText& spec_text) {
   out.key("entrypoint").string(spec.entrypoint);
   out.key("finished_ms").integer(job.finished_ms);
   out.key("held_by");
-  string_or_null(out, job.held_by);
+  string_or_null(out, job.held_by, !job.held_by.empty());
   out.key("job_id").string(job.id);
   out.key("labels").begin_object();
   for (const auto& [name, value] : spec.labels) out.key(name).string(value);
@@ -100,14 +96,10 @@ void write_job(JsonText& out, const Job& job, const JobSpecText& spec_text) {
   out.key("num_workers").integer(spec.num_workers);
   out.key("owner").string(job.owner);
   out.key("pending_kind");
-  if (job.pending_kind) {
-    out.string(sched::to_string(*job.pending_kind));
-  } else {
-    out.null();
-  }
+  string_or_null(out, job.pending_kind ? sched::to_string(*job.pending_kind) : "", job.pending_kind.has_value());
   out.key("priority").integer(spec.priority);
   out.key("queue");
-  string_or_null(out, spec.queue);
+  string_or_null(out, spec.queue, !spec.queue.empty());
   out.key("queue_seq").unsigned_integer(job.queue_seq);
   out.key("retry_at_ms").integer(job.retry_at_ms);
   out.key("spec").raw(spec_text.spec);
