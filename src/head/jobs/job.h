@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -71,9 +72,20 @@ struct AttemptRecord {
   bool finished() const { return finished_ms != 0; }
 };
 
+// A job's spec as its stored record writes it (job_codec.h's job_record_text): made
+// once the spec is final, kept with the job and shared by the elements of an array.
+struct JobSpecText {
+  std::string spec;      // the "spec" object, as dump() writes it
+  std::string num_cpus;  // spec.num_cpus, as dump() writes it
+};
+
 struct Job {
   std::string id;
   api::JobSpec spec;
+  // `spec` as its stored record writes it (make_spec_text), made at submit or, for a
+  // job loaded at start, at its first change: a spec never changes after, and whoever
+  // would change it must clear this. Null: encoded from `spec` whenever it is written.
+  std::shared_ptr<const JobSpecText> spec_text;
   std::string owner;           // the user who submitted it ("" for jobs from before users)
   std::string submitted_from;  // the address the submission came from
   JobState state = JobState::kPending;

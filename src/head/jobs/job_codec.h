@@ -4,6 +4,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -13,6 +14,13 @@
 namespace ag::head {
 
 nlohmann::json job_to_json(const Job& job);
+// The stored form of a job: the text job_to_json(job).dump() writes, written without
+// the tree (every change of a job is written ahead whole: this is the head's hot path).
+// Uses job.spec_text when set. Throws what dump() throws (nlohmann::json::type_error
+// for a string that is not UTF-8).
+std::string job_record_text(const Job& job);
+// job.spec_text made from job.spec; once the spec is final (it never changes after).
+std::shared_ptr<const JobSpecText> make_spec_text(const api::JobSpec& spec);
 // Errors: kInternal when a stored document is not a job record.
 Result<Job> job_from_json(const nlohmann::json& doc);
 
@@ -23,6 +31,8 @@ Result<Job> job_from_json(const nlohmann::json& doc);
 std::optional<Job> salvage_job(const nlohmann::json& doc, const std::string& why, int64_t now_ms);
 
 nlohmann::json event_to_json(const JobEvent& event);
+// event_to_json(event).dump(), without the tree; throws as job_record_text does.
+std::string event_record_text(const JobEvent& event);
 Result<JobEvent> event_from_json(const nlohmann::json& doc);
 
 // Short form for job lists: no attempts, only the counts users scan for.

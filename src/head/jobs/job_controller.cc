@@ -8,6 +8,7 @@
 
 #include "common/ids.h"
 #include "head/jobs/admission.h"
+#include "head/jobs/job_codec.h"
 #include "head/jobs/reconcile.h"
 #include "head/scheduler/gates.h"
 #include "head/jobs/scheduling_view.h"
@@ -145,10 +146,13 @@ void JobController::submit_all(std::vector<api::JobSpec> specs,
     } else {
       made.emplace_back(id, -1);
     }
+    // The spec's stored text once for the job (and every element of an array).
+    std::shared_ptr<const JobSpecText> spec_text = make_spec_text(spec);
     for (const auto& [job_id, index] : made) {
       Job job;
       job.id = job_id;
       job.spec = spec;
+      job.spec_text = spec_text;
       job.owner = by.owner;
       job.submitted_from = by.from;
       job.submitted_ms = now;
@@ -517,7 +521,12 @@ void JobController::apply(Job& job, const Effects& fx) {
     failed->failure_tail =
         u_.logs.tail({job.id, failed->number, failed->failed_task}, kFailureTailBytes, kFailureTailLines);
   }
-  if (fx.changed || !fx.events.empty()) record(job, fx.events, event_type(job, fx));
+  if (fx.changed || !fx.events.empty()) {
+    // Written from now on at every change: its spec's stored text once (a job loaded at
+    // start has none: most of a restart's jobs are finished, and are never written).
+    if (!job.spec_text) job.spec_text = make_spec_text(job.spec);
+    record(job, fx.events, event_type(job, fx));
+  }
   if (!fx.launch.empty()) u_.dispatcher.launch_when_stored(job, fx.launch);
   for (const auto& ref : fx.kill) {
     u_.dispatcher.kill(ref, fx.kill_grace_ms > 0 ? fx.kill_grace_ms : config_.kill_grace_ms);

@@ -4,15 +4,16 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace ag::head {
 
 struct FlushState {
-  // Jobs changed since the last flush -> index of their first event not yet written.
-  std::map<std::string, size_t> unsaved;
+  // Jobs changed since the last flush -> index of their first event not yet written
+  // (by hash: marked at every change of a job; the order of a write does not matter).
+  std::unordered_map<std::string, size_t> unsaved;
   bool armed = false;
   bool in_flight = false;  // a flush is being written
   bool again = false;      // changes came while it was

@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 
 #include "head/jobs/job_codec.h"
 
@@ -70,10 +69,10 @@ void JobWriter::flush() {
   for (const auto& [id, first_event] : state_.unsaved) {
     const Job* job = source_.job(id);
     if (!job || deletions_.count(id)) continue;
-    batch.push_back({store::kJobsTable, id, job_to_json(*job).dump()});
+    batch.push_back({store::kJobsTable, id, job_record_text(*job)});
     if (const auto* events = source_.events(id)) {
       for (size_t i = first_event; i < events->size(); ++i) {
-        batch.push_back({store::kEventsTable, event_key(id, i), event_to_json((*events)[i]).dump()});
+        batch.push_back({store::kEventsTable, event_key(id, i), event_record_text((*events)[i])});
       }
     }
   }
@@ -145,9 +144,9 @@ void JobWriter::write_then(std::vector<store::Mutation> batch, std::function<voi
 }
 
 std::vector<store::Mutation> JobWriter::records(const Job& job, const std::vector<JobEvent>& events) {
-  std::vector<store::Mutation> out{{store::kJobsTable, job.id, job_to_json(job).dump()}};
+  std::vector<store::Mutation> out{{store::kJobsTable, job.id, job_record_text(job)}};
   for (size_t i = 0; i < events.size(); ++i) {
-    out.push_back({store::kEventsTable, event_key(job.id, i), event_to_json(events[i]).dump()});
+    out.push_back({store::kEventsTable, event_key(job.id, i), event_record_text(events[i])});
   }
   return out;
 }
@@ -155,7 +154,7 @@ std::vector<store::Mutation> JobWriter::records(const Job& job, const std::vecto
 void JobWriter::write_now(const std::vector<const Job*>& jobs, std::function<void(bool ok)> stored) {
   std::vector<store::Mutation> batch;
   batch.reserve(jobs.size());
-  for (const Job* job : jobs) batch.push_back({store::kJobsTable, job->id, job_to_json(*job).dump()});
+  for (const Job* job : jobs) batch.push_back({store::kJobsTable, job->id, job_record_text(*job)});
   store_.write(std::move(batch), [this, alive = alive_, stored = std::move(stored)](const Status& status) {
     timers_.post([alive, stored, ok = status.ok()] {
       if (*alive) stored(ok);

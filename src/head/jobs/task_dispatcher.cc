@@ -1,5 +1,7 @@
 #include "head/jobs/task_dispatcher.h"
 
+#include <set>
+
 #include "head/jobs/reconcile.h"
 
 namespace ag::head {

@@ -17,8 +17,8 @@
 
 #include <functional>
 #include <memory>
-#include <set>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "api/protocol.h"
@@ -71,9 +71,15 @@ class TaskDispatcher {
   Deps deps_;
   MasterPorts master_ports_;
   int64_t preempt_grace_ms_;
+  struct TaskKeyHash {
+    size_t operator()(const api::TaskKey& key) const {
+      return std::hash<std::string>()(key.job_id) ^ (static_cast<size_t>(key.attempt) << 20) ^
+             static_cast<size_t>(key.task_index);
+    }
+  };
   // Placed tasks whose launch waits for their placement to be stored (a node that
-  // re-registers meanwhile is not sent them twice).
-  std::set<api::TaskKey> unstored_launches_;
+  // re-registers meanwhile is not sent them twice); by hash, looked up at every launch.
+  std::unordered_set<api::TaskKey, TaskKeyHash> unstored_launches_;
   std::vector<Placed> placed_;  // waiting for the write posted for them
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

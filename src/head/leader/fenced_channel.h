@@ -18,19 +18,11 @@ class FencedChannel final : public WorkerChannel {
   FencedChannel(WorkerChannel& inner, int64_t epoch, std::function<bool()> acting)
       : inner_(inner), epoch_(epoch), acting_(std::move(acting)) {}
 
-  bool send(const std::string& node_id, const api::HeadMessage& message) override {
+  bool send(const std::string& node_id, api::HeadMessage message) override {
     if (!acting_()) return false;
-    if (const auto* launch = std::get_if<api::Launch>(&message)) {
-      api::Launch stamped = *launch;
-      stamped.epoch = epoch_;
-      return inner_.send(node_id, stamped);
-    }
-    if (const auto* kill = std::get_if<api::Kill>(&message)) {
-      api::Kill stamped = *kill;
-      stamped.epoch = epoch_;
-      return inner_.send(node_id, stamped);
-    }
-    return inner_.send(node_id, message);
+    if (auto* launch = std::get_if<api::Launch>(&message)) launch->epoch = epoch_;
+    if (auto* kill = std::get_if<api::Kill>(&message)) kill->epoch = epoch_;
+    return inner_.send(node_id, std::move(message));
   }
 
  private:

@@ -98,7 +98,7 @@ Node* NodeRegistry::find(const std::string& node_id) {
   return it == nodes_.end() ? nullptr : &it->second;
 }
 
-bool NodeRegistry::send(const std::string& node_id, const api::HeadMessage& message) {
+bool NodeRegistry::send(const std::string& node_id, api::HeadMessage message) {
   Node* node = find(node_id);
   if (!node || !node->channel) return false;
   node->channel->send(api::encode(message), /*binary=*/false);

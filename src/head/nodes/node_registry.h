@@ -103,7 +103,7 @@ class NodeRegistry final : public WorkerChannel {
   const std::map<std::string, Node>& nodes() const { return nodes_; }
 
   // Sends a control message to a node; returns false when it has no open channel.
-  bool send(const std::string& node_id, const api::HeadMessage& message) override;
+  bool send(const std::string& node_id, api::HeadMessage message) override;
 
   // A node's health report (or its registration's), at `now_ms`. Returns whether the
   // node just turned UNHEALTHY ("node.unhealthy"; a new reason while unhealthy is told

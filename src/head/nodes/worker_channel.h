@@ -11,8 +11,9 @@ namespace ag::head {
 class WorkerChannel {
  public:
   virtual ~WorkerChannel() = default;
-  // Sends `message` to the node; false when the node has no open channel.
-  virtual bool send(const std::string& node_id, const api::HeadMessage& message) = 0;
+  // Sends `message` to the node; false when the node has no open channel. Taken by
+  // value: a launch is built for the send and moved in, never copied on the way.
+  virtual bool send(const std::string& node_id, api::HeadMessage message) = 0;
 };
 
 }  // namespace ag::head

@@ -13,9 +13,9 @@ namespace ag::testing {
 
 class FakeWorkerChannel final : public head::WorkerChannel {
  public:
-  bool send(const std::string& node_id, const api::HeadMessage& message) override {
+  bool send(const std::string& node_id, api::HeadMessage message) override {
     if (unreachable.count(node_id)) return false;
-    sent.emplace_back(node_id, message);
+    sent.emplace_back(node_id, std::move(message));
     return true;
   }
 
