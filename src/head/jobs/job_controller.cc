@@ -526,6 +526,9 @@ void JobController::apply(Job& job, const Effects& fx) {
     // start has none: most of a restart's jobs are finished, and are never written).
     if (!job.spec_text) job.spec_text = make_spec_text(job.spec);
     record(job, fx.events, event_type(job, fx));
+    // A finished job is written once more, and then seldom: its text would only hold
+    // memory (~0.5 KiB a job; the write makes it again for the moment).
+    if (fx.finished && job.terminal()) job.spec_text.reset();
   }
   if (!fx.launch.empty()) u_.dispatcher.launch_when_stored(job, fx.launch);
   for (const auto& ref : fx.kill) {

@@ -36,6 +36,11 @@ TEST_F(JobLayerTest, SubmitPlaceLaunchExitSucceeds) {
   clock_.advance(20);  // changes are written together, at most once per 20 ms
   EXPECT_EQ(stored(id).state, JobState::kSucceeded);  // durable, not only in memory
   EXPECT_TRUE(channel_.take<api::Kill>().empty());
+  // A finished job holds no stored text of its spec; its record is written whole.
+  EXPECT_EQ(job(id).spec_text, nullptr);
+  auto record = store_.get(store::kJobsTable, id);
+  ASSERT_TRUE(record.ok() && record.value());
+  EXPECT_EQ(*record.value(), job_record_text(job(id)));
 }
 
 // Two nodes with four GPUs each (numbered apart so that a mix-up shows) and a gang of
