@@ -33,6 +33,21 @@ bool empty_files(const std::string& path) {
   return emptied;
 }
 
+// Whether the folder has no entry; false when it cannot be read.
+bool holds_nothing(const std::string& path) {
+  DIR* listing = ::opendir(path.c_str());
+  if (!listing) return false;
+  bool empty = true;
+  while (dirent* entry = ::readdir(listing)) {
+    const char* name = entry->d_name;
+    if (name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0))) continue;
+    empty = false;
+    break;
+  }
+  ::closedir(listing);
+  return empty;
+}
+
 }  // namespace
 
 DirPool::DirPool(std::string spare_dir, size_t keep, int uses) : dir_(std::move(spare_dir)), keep_(keep), uses_(uses) {
@@ -72,6 +87,15 @@ void DirPool::give_back(const std::string& path) {
   }
   std::error_code ec;
   std::filesystem::remove_all(path, ec);
+}
+
+void DirPool::give_back_if_empty(const std::string& path) {
+  auto taken = taken_.find(path);
+  const int used = taken == taken_.end() ? 0 : taken->second;
+  if (taken != taken_.end()) taken_.erase(taken);
+  if (used >= uses_ || spares_.size() >= keep_ || !holds_nothing(path)) return;
+  std::string spare = dir_ + "/" + std::to_string(++sequence_);
+  if (::rename(path.c_str(), spare.c_str()) == 0) spares_.push_back({std::move(spare), used});
 }
 
 }  // namespace ag::worker

@@ -31,6 +31,10 @@ class DirPool {
   // uses, the spares are full, or it holds a folder, or it cannot be emptied.
   void give_back(const std::string& path);
 
+  // Keeps `path` as a spare if it holds nothing (and the spares are not full); else
+  // leaves it as it is.
+  void give_back_if_empty(const std::string& path);
+
   size_t spares() const { return spares_.size(); }
 
  private:

@@ -10,12 +10,11 @@
 #include <sstream>
 
 #include "common/sha256.h"
+#include "worker/task_folders.h"
 
 namespace ag::worker {
 
-std::string LaunchPreparer::node_name() const {
-  return "node " + config_.node_id + " (" + config_.node_ip + ")";
-}
+std::string LaunchPreparer::node_name() const { return "node " + config_.node_id + " (" + config_.node_ip + ")"; }
 
 void LaunchPreparer::prepare(api::Launch launch, int64_t orphan_timeout_ms, Note note, Ready ready) {
   auto shared = std::make_shared<api::Launch>(std::move(launch));
@@ -79,10 +78,10 @@ std::string LaunchPreparer::mount_problem(const std::vector<api::Mount>& mounts)
       std::string allowed;
       for (const auto& prefix : config_.allowed_mounts) allowed += (allowed.empty() ? "" : ", ") + prefix;
       return "mount source " + m.source + " is not under a path " + node + " allows (" +
-             (allowed.empty() ? "it allows none" : "it allows " + allowed) + "); start its worker with `--allow-mount " +
-             m.source + "` (or a folder above it)";
+             (allowed.empty() ? "it allows none" : "it allows " + allowed) +
+             "); start its worker with `--allow-mount " + m.source + "` (or a folder above it)";
     }
-    struct stat st{};
+    struct stat st {};
     if (::stat(m.source.c_str(), &st) != 0) {
       return "mount source " + m.source + " does not exist on " + node + ": " + std::strerror(errno);
     }
@@ -129,21 +128,21 @@ void LaunchPreparer::with_environment(const std::shared_ptr<api::Launch>& launch
 void LaunchPreparer::in_working_dir(const std::shared_ptr<api::Launch>& launch, LaunchSpec spec, const Ready& ready) {
   const std::string& package = launch->working_dir_hash;
   if (package.empty()) {
-    spec.working_dir = config_.data_dir + "/work/" + spec.id.job_id + "." + std::to_string(spec.id.attempt) + "." +
-                       std::to_string(spec.id.task_index);
+    spec.working_dir = own_working_dir(config_.data_dir, spec.id);
     const api::TaskKey id = spec.id;  // before spec is moved
     return ready(id, std::move(spec));
   }
-  deps_.packages.prepare(spec.id.job_id, package, spec.owner, [this, spec, package, ready](Result<std::string> dir) mutable {
-    if (!dir.ok()) {
-      return ready(spec.id, internal_error("working_dir package sha256:" + package + ": " + dir.error().message));
-    }
-    spec.working_dir = dir.value();
-    // Counted once per task: a repeated launch of the same task must not keep it.
-    if (!package_tasks_.insert(spec.id).second) deps_.packages.release(spec.id.job_id);
-    const api::TaskKey id = spec.id;  // before spec is moved
-    ready(id, std::move(spec));
-  });
+  deps_.packages.prepare(
+      spec.id.job_id, package, spec.owner, [this, spec, package, ready](Result<std::string> dir) mutable {
+        if (!dir.ok()) {
+          return ready(spec.id, internal_error("working_dir package sha256:" + package + ": " + dir.error().message));
+        }
+        spec.working_dir = dir.value();
+        // Counted once per task: a repeated launch of the same task must not keep it.
+        if (!package_tasks_.insert(spec.id).second) deps_.packages.release(spec.id.job_id);
+        const api::TaskKey id = spec.id;  // before spec is moved
+        ready(id, std::move(spec));
+      });
 }
 
 Result<std::string> LaunchPreparer::python_shim(const std::string& executable, bool on_node) const {

@@ -99,8 +99,7 @@ Result<std::unique_ptr<TaskRunner>> TaskRunner::create(asio::io_context& io, std
 TaskRunner::TaskRunner(asio::io_context& io, std::string data_dir, std::string cgroup_root, LimitRoots limits,
                        std::string supervisor, int inotify_fd)
     : io_(io),
-      data_dir_(std::move(data_dir)),
-      task_dirs_(data_dir_ + "/spare-task-dirs", kSpareTaskDirs, kTaskDirUses),
+      folders_(std::move(data_dir)),
       cgroup_root_(std::move(cgroup_root)),
       limits_(std::move(limits)),
       groups_by_supervisor_(!cgroup_root_.empty() && !limits_.unified && !on_cgroup2(cgroup_root_)),
@@ -117,11 +116,7 @@ TaskRunner::TaskRunner(asio::io_context& io, std::string data_dir, std::string c
 
 TaskRunner::~TaskRunner() = default;
 
-std::string TaskRunner::task_dir(const api::TaskKey& id) const {
-  return data_dir_ + "/tasks/" + id.job_id + "." + std::to_string(id.attempt) + "." + std::to_string(id.task_index);
-}
-
-std::string TaskRunner::log_path(const api::TaskKey& id) const { return task_dir(id) + "/output.log"; }
+std::string TaskRunner::log_path(const api::TaskKey& id) const { return folders_.task_dir(id) + "/output.log"; }
 
 int64_t TaskRunner::output_size(const api::TaskKey& id) const {
   struct stat st {};
@@ -311,9 +306,13 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   if (!account.ok()) return account.error();
   const std::optional<TaskUser>& task_user = account.value();
   std::error_code fs_error;
-  // One mkdir when the parent exists (the common case): mkdir is slow on some disks.
-  bool made_working_dir = ::mkdir(spec.working_dir.c_str(), 0755) == 0;
-  if (!made_working_dir && errno != EEXIST) {
+  // One rename or mkdir when the parent exists (the common case): mkdir is slow on
+  // some disks. The task's own folder may be a spare another task left empty.
+  const int made = spec.working_dir == own_working_dir(folders_.data_dir(), spec.id)
+                       ? folders_.make_working_dir(spec.working_dir)
+                       : (::mkdir(spec.working_dir.c_str(), 0755) == 0 ? 0 : errno);
+  bool made_working_dir = made == 0;
+  if (!made_working_dir && made != EEXIST) {
     fs::create_directories(spec.working_dir, fs_error);
     if (fs_error) return internal_error("cannot create working directory " + spec.working_dir + ": " + fs_error.message());
     made_working_dir = true;
@@ -327,10 +326,10 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   auto task = std::make_shared<Task>();
   task->account = task_user;
   task->id = spec.id;
-  task->dir = task_dir(spec.id);
+  task->dir = folders_.task_dir(spec.id);
   task->marker = spec.id.job_id + "." + std::to_string(spec.id.attempt) + "." +
                  std::to_string(spec.id.task_index) + "." + random_hex(4);
-  task_dirs_.give_back(task->dir);  // a relaunch after a lost launch starts clean
+  folders_.release_task_dir(task->dir);  // a relaunch after a lost launch starts clean
   const std::string group_name = fs::path(task->dir).filename().string();
   // On v1 the supervisor makes a host task's groups with it: a ready-made process's
   // spare groups become them (worker/warm_task.h).
@@ -361,7 +360,7 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   }
   task->limit_cgroups = limit_groups.value().extra;
   if (!limit_groups.value().memory.empty()) task->memory_limit_bytes = spec.limits.memory_bytes;
-  if (int err = task_dirs_.take(task->dir); err != 0) {
+  if (int err = folders_.make_task_dir(task->dir); err != 0) {
     remove_groups(*task);
     return internal_error("cannot create " + task->dir + ": " + std::strerror(err));
   }
@@ -387,7 +386,7 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   if (spec.container) {
     auto argv = container_argv(*task, spec);
     if (!argv.ok()) {
-      task_dirs_.give_back(task->dir);
+      folders_.release_task_dir(task->dir);
       remove_groups(*task);
       return argv.error();
     }
@@ -420,10 +419,10 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   // from it by offset.
   int output_fd = ::open((task->dir + "/output.log").c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
   if (output_fd < 0) return internal_error("cannot create " + task->dir + "/output.log: " + std::strerror(errno));
-  auto started = supervisor_.launch(request, output_fd, data_dir_ + "/agent.pid");
+  auto started = supervisor_.launch(request, output_fd, folders_.data_dir() + "/agent.pid");
   if (!started.ok()) {
     ::close(output_fd);
-    task_dirs_.give_back(task->dir);
+    folders_.release_task_dir(task->dir);
     remove_groups(*task);
     return started.error();
   }
@@ -457,7 +456,7 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
 std::vector<TaskRunner::Recovered> TaskRunner::recover() {
   std::vector<Recovered> found;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(data_dir_ + "/tasks", ec)) {
+  for (const auto& entry : fs::directory_iterator(folders_.data_dir() + "/tasks", ec)) {
     std::ifstream state_in(entry.path() / "task.json");
     std::stringstream text;
     text << state_in.rdbuf();
@@ -507,7 +506,8 @@ std::vector<TaskRunner::Recovered> TaskRunner::recover() {
 
 void TaskRunner::forget(const api::TaskKey& id) {
   if (tasks_.count(id)) return;  // still running: keep its folder
-  task_dirs_.give_back(task_dir(id));
+  folders_.release_task_dir(folders_.task_dir(id));
+  folders_.release_working_dir(id);
   if (stack_dumps_) stack_dumps_->forget(id);
 }
 

@@ -31,10 +31,10 @@
 
 #include "api/protocol.h"
 #include "common/result.h"
-#include "worker/dir_pool.h"
 #include "worker/marked_processes.h"
 #include "worker/stack_dumps.h"
 #include "worker/task_accounts.h"
+#include "worker/task_folders.h"
 #include "worker/task_launcher.h"
 #include "worker/task_supervisor.h"
 
@@ -42,9 +42,7 @@ namespace ag::worker {
 
 class TaskRunner final : public TaskLauncher {
  public:
-  static constexpr int kPollMs = 100;           // how often polling looks at unwatched tasks
-  static constexpr size_t kSpareTaskDirs = 32;  // emptied task folders kept for the next launches
-  static constexpr int kTaskDirUses = 16;       // tasks one folder serves (worker/dir_pool.h)
+  static constexpr int kPollMs = 100;  // how often polling looks at unwatched tasks
   // Task folders live under <data_dir>/tasks; supervisors read <data_dir>/agent.pid
   // (written by the worker daemon) to know whether an agent is alive.
   // `cgroup_root`: where per-task control groups go ("" for none; task_cgroup.h);
@@ -93,7 +91,6 @@ class TaskRunner final : public TaskLauncher {
   // Where a task's output is kept.
   std::string log_path(const api::TaskKey& id) const;
   struct Task;
-  std::string task_dir(const api::TaskKey& id) const;
   void watch(const std::shared_ptr<Task>& task);
   void read_inotify();
   // Follows the tasks inotify does not watch: output size and exit record, every kPollMs.
@@ -112,8 +109,7 @@ class TaskRunner final : public TaskLauncher {
   void remove_container(const Task& task);
 
   boost::asio::io_context& io_;
-  std::string data_dir_;
-  DirPool task_dirs_;  // tasks/<id>/ of each task, from launch until forgotten
+  TaskFolders folders_;  // each task's tasks/ and (without a package) work/ folders
   std::string cgroup_root_;
   LimitRoots limits_;
   bool groups_by_supervisor_;  // cgroup v1: host tasks' groups are made by the supervisor

@@ -2,11 +2,13 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include "fs_fixtures.h"
+#include "worker/task_folders.h"
 
 namespace fs = std::filesystem;
 using ag::testing::TempDir;
@@ -20,6 +22,11 @@ ino_t inode_of(const fs::path& path) {
 }
 
 void write(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
+
+std::string read_file_or_empty(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
 
 }  // namespace
 
@@ -113,4 +120,51 @@ TEST(DirPoolTest, AFolderServesItsUsesThenGoes) {
   pool.give_back((root / "adopted").string());
   EXPECT_FALSE(fs::exists(root / "adopted"));
   EXPECT_EQ(pool.spares(), 0u);
+}
+
+TEST(DirPoolTest, OnlyAnEmptyFolderIsKeptByGiveBackIfEmpty) {
+  TempDir root;
+  DirPool pool((root / "spares").string(), 4, 100);
+  fs::create_directories(root / "full");
+  write(root / "full" / "model.pt", "weights");
+  pool.give_back_if_empty((root / "full").string());
+  EXPECT_EQ(read_file_or_empty(root / "full" / "model.pt"), "weights") << "what a task left stays";
+  EXPECT_EQ(pool.spares(), 0u);
+  fs::create_directories(root / "empty");
+  pool.give_back_if_empty((root / "empty").string());
+  EXPECT_FALSE(fs::exists(root / "empty"));
+  EXPECT_EQ(pool.spares(), 1u);
+}
+
+TEST(TaskFoldersTest, AnEmptyWorkingFolderServesALaterTaskAsTheAgentsAgain) {
+  TempDir root;
+  fs::create_directories(root / "work");
+  ag::worker::TaskFolders folders(root.path().string());
+  const ag::api::TaskKey first{"job_a", 0, 0}, second{"job_b", 1, 2}, kept{"job_c", 0, 0};
+  const std::string first_dir = ag::worker::own_working_dir(root.path().string(), first);
+  EXPECT_EQ(first_dir, (root / "work" / "job_a.0.0").string());
+  ASSERT_EQ(folders.make_working_dir(first_dir), 0);
+  const ino_t made = inode_of(first_dir);
+  ::chmod(first_dir.c_str(), 0700);
+  if (::geteuid() == 0) {
+    ASSERT_EQ(::chown(first_dir.c_str(), 65534, 65534), 0);  // as a task user's
+  }
+  folders.release_working_dir(first);
+  EXPECT_FALSE(fs::exists(first_dir));
+
+  const std::string second_dir = ag::worker::own_working_dir(root.path().string(), second);
+  ASSERT_EQ(folders.make_working_dir(second_dir), 0);
+  EXPECT_EQ(inode_of(second_dir), made);
+  struct stat st {};
+  ASSERT_EQ(::stat(second_dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0755u);
+  EXPECT_EQ(st.st_uid, ::geteuid());
+  EXPECT_EQ(folders.make_working_dir(second_dir), EEXIST);
+
+  // A folder with the user's files in it stays where it is.
+  const std::string kept_dir = ag::worker::own_working_dir(root.path().string(), kept);
+  ASSERT_EQ(folders.make_working_dir(kept_dir), 0);
+  write(fs::path(kept_dir) / "out.txt", "result");
+  folders.release_working_dir(kept);
+  EXPECT_EQ(read_file_or_empty(fs::path(kept_dir) / "out.txt"), "result");
 }
