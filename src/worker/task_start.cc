@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string_view>
+#include <unordered_map>
 
 #include "worker/simple_command.h"
 #include "worker/task_cgroup.h"
@@ -165,8 +166,24 @@ ExecArgs::ExecArgs(const LaunchRequest& request) {
   pwd = "PWD=" + request.working_dir;
   for (auto& word : words) direct_argv.push_back(word.data());
   direct_argv.push_back(nullptr);
-  for (const auto& var : request.envp) {
-    if (var.rfind("PWD=", 0) != 0) direct_envp.push_back(const_cast<char*>(var.c_str()));
+  // The environment as the shell passes it on: names it could hold (a letter or _, then
+  // letters, digits and _), each once with its last value, and PWD its own.
+  auto name_of = [](const std::string& var) {
+    const size_t eq = var.find('=');
+    return eq == std::string::npos ? std::string_view() : std::string_view(var).substr(0, eq);
+  };
+  auto shell_name = [](std::string_view name) {
+    auto letter = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
+    if (name.empty() || !letter(name[0])) return false;
+    return std::all_of(name.begin(), name.end(), [&](char c) { return letter(c) || (c >= '0' && c <= '9'); });
+  };
+  std::unordered_map<std::string_view, size_t> last;
+  for (size_t i = 0; i < request.envp.size(); ++i) last[name_of(request.envp[i])] = i;
+  for (size_t i = 0; i < request.envp.size(); ++i) {
+    const std::string_view name = name_of(request.envp[i]);
+    if (shell_name(name) && name != "PWD" && last[name] == i) {
+      direct_envp.push_back(const_cast<char*>(request.envp[i].c_str()));
+    }
   }
   direct_envp.push_back(pwd.data());
   direct_envp.push_back(nullptr);

@@ -127,6 +127,16 @@ TEST(SimpleCommandTest, ExecArgsCarryTheDirectExecWithPwdAsTheShellSetsIt) {
   EXPECT_EQ(env, (Words{"PATH=/usr/bin:/bin", "HOME=/root", "PWD=/srv/work"}));
   EXPECT_STREQ(args.argv[0], "/bin/sh") << "the shell stays the fallback";
 
+  // As dash passes the environment on: names a shell variable can have, each once with
+  // its last value (a duplicate AG_TASK_MARKER is the runner's own, set last).
+  request.envp = {"PATH=/usr/bin", "A-B=1", "NO_VALUE", "X=1", "1X=2", "X=2", "_ok9=3", "PWD=/a", "PWD=/b"};
+  const ExecArgs filtered(request);
+  env.clear();
+  for (char* var : filtered.direct_envp) {
+    if (var) env.emplace_back(var);
+  }
+  EXPECT_EQ(env, (Words{"PATH=/usr/bin", "X=2", "_ok9=3", "PWD=/srv/work"}));
+
   request.argv = {"/bin/sh", "-c", "echo hi"};
   EXPECT_TRUE(ExecArgs(request).candidates.empty());
   request.argv = {"/usr/bin/podman", "run", "x"};
