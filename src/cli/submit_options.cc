@@ -9,28 +9,9 @@
 
 #include "cli/time_args.h"
 #include "cli/unit_flags.h"
+#include "common/shell_quote.h"
 
 namespace ag::cli {
-namespace {
-
-// Quotes an argument for /bin/sh when it needs it.
-std::string shell_quote(const std::string& arg) {
-  if (!arg.empty() &&
-      arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") ==
-          std::string::npos) {
-    return arg;
-  }
-  std::string out = "'";
-  for (char c : arg) {
-    if (c == '\'')
-      out += "'\\''";
-    else
-      out.push_back(c);
-  }
-  return out + "'";
-}
-
-}  // namespace
 
 CLI::App* add_submit_command(CLI::App& app, SubmitOptions& options) {
   CLI::App* command = app.add_subcommand("submit", "Submit a job: ag submit [options] -- COMMAND...");

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "common/sha256.h"
+#include "common/shell_quote.h"
 #include "worker/task_folders.h"
 
 namespace ag::worker {
@@ -155,9 +156,7 @@ Result<std::string> LaunchPreparer::python_shim(const std::string& executable, b
   std::filesystem::create_directories(dir, ec);
   // Scripts rather than symlinks: a virtualenv's interpreter reached through a link in
   // another folder would not find its environment, and sys.executable would name the link.
-  std::string quoted = "'";
-  for (char c : executable) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  quoted += "'";
+  const std::string quoted = shell_quote(executable);
   for (const char* name : {"python", "python3"}) {
     std::string path = dir + "/" + name;
     std::string tmp = path + ".tmp";

@@ -22,6 +22,7 @@
 
 #include "common/dir_spread.h"
 #include "common/ids.h"
+#include "common/shell_quote.h"
 #include "worker/async_command.h"
 #include "worker/container_engine.h"
 #include "worker/task_cgroup.h"
@@ -583,11 +584,6 @@ Result<std::vector<std::string>> TaskRunner::container_argv(const Task& task, co
 }
 
 std::vector<std::string> TaskRunner::container_cleanup_argv(const Task& task) const {
-  auto quote = [](const std::string& s) {
-    std::string out = "'";
-    for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return out + "'";
-  };
   // The engine removes a container that ends by itself (--rm), so one whose client
   // exited 0 is gone. Any other end is removed here ($1: the exit code, or "signal";
   // none from remove_container, which always removes). A client killed while the
@@ -595,14 +591,14 @@ std::vector<std::string> TaskRunner::container_cleanup_argv(const Task& task) co
   // may leave it locked for a moment: the removal is tried again, for up to 10 s, until
   // the engine no longer knows the container. Then the groups the engine made below the
   // task's, in every hierarchy.
-  const std::string engine = quote(task.engine_path), name = quote(task.container);
+  const std::string engine = shell_quote(task.engine_path), name = shell_quote(task.container);
   std::string script = "if [ \"$1\" != 0 ]; then n=0; while [ $n -lt 20 ]; do " + engine + " rm --force " + name +
                        " >/dev/null 2>&1; " + engine + " container inspect " + name +
                        " >/dev/null 2>&1 || break; sleep 0.5; n=$((n+1)); done; fi";
   if (!task.cgroup_parent.empty()) {
     // The engine's monitor may outlive the client a moment: up to 5 s for its groups.
     std::string groups;
-    for (const auto& mount : limits_.mounts) groups += " " + quote(mount + task.cgroup_parent);
+    for (const auto& mount : limits_.mounts) groups += " " + shell_quote(mount + task.cgroup_parent);
     script += "; n=0; while [ $n -lt 25 ]; do left=; for g in" + groups +
               "; do [ -d \"$g\" ] || continue; find \"$g\" -depth -type d -exec rmdir {} + 2>/dev/null;"
               " [ -d \"$g\" ] && left=1; done; [ -z \"$left\" ] && break; sleep 0.2; n=$((n+1)); done; true";

@@ -2,29 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include "common/shell_quote.h"
 #include "worker/task_start.h"
 
+using ag::shell_quote;
 using ag::worker::ExecArgs;
 using ag::worker::LaunchRequest;
 using ag::worker::program_candidates;
 using ag::worker::simple_command;
 using Words = std::vector<std::string>;
-
-namespace {
-
-// How `ag submit -- ARGS...` quotes each argument into the entrypoint.
-std::string quote(const std::string& arg) {
-  if (!arg.empty() &&
-      arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") ==
-          std::string::npos) {
-    return arg;
-  }
-  std::string out = "'";
-  for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-}  // namespace
 
 TEST(SimpleCommandTest, AProgramAndItsArgumentsAreItsWords) {
   EXPECT_EQ(simple_command("python train.py --lr=0.1  --epochs 3"),
@@ -43,6 +29,7 @@ TEST(SimpleCommandTest, ExecIsTheShellsOwnProcessAndSoIsThis) {
   EXPECT_FALSE(simple_command("exec true"));
 }
 
+// `ag submit -- ARGS...` quotes each argument with shell_quote.
 TEST(SimpleCommandTest, WhatTheCliQuotesComesBackWordForWord) {
   const std::vector<Words> cases = {
       {"python", "-c", "import sys; print(sys.argv)", "it's", "a\"b", "$HOME", "*", "tab\there", "new\nline", ""},
@@ -51,7 +38,7 @@ TEST(SimpleCommandTest, WhatTheCliQuotesComesBackWordForWord) {
   };
   for (const auto& argv : cases) {
     std::string line;
-    for (const auto& arg : argv) line += (line.empty() ? "" : " ") + quote(arg);
+    for (const auto& arg : argv) line += (line.empty() ? "" : " ") + shell_quote(arg);
     EXPECT_EQ(simple_command(line), argv) << line;
   }
 }
