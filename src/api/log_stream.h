@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 
+#include "api/log_frame.h"
 #include "api/protocol.h"
 #include "common/result.h"
 

@@ -1,6 +1,7 @@
 // The head <-> worker protocol: one WebSocket per worker, opened by the worker at
 // GET /api/workers/connect with a join token or its node credential. Control messages are JSON text
-// frames, each an object with a "type"; task output travels in binary log frames.
+// frames, each an object with a "type"; task output travels in binary log frames
+// (api/log_frame.h).
 // This header is the whole protocol: one struct per message, encode() to the wire,
 // decode_*() back with an error that names the field. The head (head/gateway/worker_gateway.cc,
 // head/jobs/task_dispatcher.cc) and the agent (worker/agent.cc) speak only through these.
@@ -313,21 +314,5 @@ Result<HeadMessage> decode_head_message(std::string_view text);
 // read well even though the rest does not: lets a worker end a task whose launch it
 // cannot read.
 std::optional<TaskKey> task_key_of(std::string_view text, std::string_view type);
-
-// Header of a binary log frame: which task's output, and where in its log it starts.
-struct LogFrameHeader {
-  TaskKey task;
-  int64_t offset = 0;
-  bool operator==(const LogFrameHeader&) const = default;
-};
-
-// Encodes [u32 big-endian header length][header JSON][payload bytes].
-std::string encode_log_frame(const LogFrameHeader& header, std::string_view payload);
-// The frame up to its payload, which the sender then appends (the worker reads task
-// output straight into it).
-std::string log_frame_prefix(const LogFrameHeader& header, size_t payload_capacity = 0);
-
-// Decodes a frame; `payload` views into `frame`. Errors name what was wrong.
-Result<LogFrameHeader> decode_log_frame(std::string_view frame, std::string_view* payload);
 
 }  // namespace ag::api

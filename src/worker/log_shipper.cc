@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "api/log_frame.h"
+
 namespace ag::worker {
 namespace {
 

@@ -17,6 +17,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "api/log_frame.h"
 #include "api/log_stream.h"
 #include "net/tls_socket.h"
 

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "api/log_frame.h"
 #include "api/protocol.h"
 #include "common/result.h"
 #include "net/http_client.h"

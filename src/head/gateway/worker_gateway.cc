@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/job_spec.h"
+#include "api/log_frame.h"
 #include "api/log_stream.h"
 #include "head/logs/log_stream_reader.h"
 #include "net/http_server.h"

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "api/log_frame.h"
 #include "api/log_stream.h"
 #include "net/http_server.h"
 

@@ -1,3 +1,4 @@
+#include "api/log_frame.h"
 #include "api/log_stream.h"
 
 #include <gtest/gtest.h>

@@ -1,6 +1,7 @@
 // Tests for the head <-> worker protocol (api/protocol.h): every message survives a
 // round trip through its wire form, and each kind of bad message is refused with an
 // error that names what was wrong.
+#include "api/log_frame.h"
 #include "api/protocol.h"
 
 #include <gmock/gmock.h>

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "api/log_frame.h"
 #include "worker/log_stream.h"
 
 namespace ag::testing {

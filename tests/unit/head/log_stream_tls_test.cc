@@ -16,6 +16,7 @@
 #include <map>
 #include <thread>
 
+#include "api/log_frame.h"
 #include "api/log_stream.h"
 #include "head/logs/log_stream_reader.h"
 #include "net/auth.h"

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "api/log_frame.h"
 #include "fakes/fake_clock.h"
 #include "fakes/fake_ws_connection.h"
 #include "head/auth/access_control.h"

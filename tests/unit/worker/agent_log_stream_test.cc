@@ -2,6 +2,8 @@
 // task's file, one at a time, with every message for the head behind them in order.
 #include "worker/agent_fixture.h"
 
+#include "api/log_frame.h"
+
 namespace ag::worker::agent_testing {
 namespace {
 

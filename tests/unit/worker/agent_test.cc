@@ -2,6 +2,8 @@
 // head's side of the protocol and checks what the agent does and answers.
 #include "worker/agent_fixture.h"
 
+#include "api/log_frame.h"
+
 namespace ag::worker::agent_testing {
 namespace {
 TEST_F(AgentTest, RegistersWithResourcesAndWhatAPreviousAgentLeft) {

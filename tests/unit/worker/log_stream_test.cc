@@ -15,6 +15,7 @@
 #include <fstream>
 #include <thread>
 
+#include "api/log_frame.h"
 #include "api/log_stream.h"
 
 namespace ag::worker {
