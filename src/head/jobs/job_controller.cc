@@ -123,13 +123,17 @@ void JobController::submit_all(std::vector<api::JobSpec> specs,
   if (auto refused = check_submit(specs, by.owner, by.admin, view)) return done(*refused);
   struct Accepted {
     Job job;
-    JobEvent event;
+    std::vector<std::string> events;  // submitted, and placed when it was at once
+    std::vector<TaskRef> launch;      // placed at once: its tasks, launched once stored
   };
   auto accepted = std::make_shared<std::vector<Accepted>>();
   std::vector<std::string> ids;
   std::vector<std::string> reserved;  // submission ids kept for jobs not yet stored
   std::vector<store::Mutation> batch;
   const int64_t now = u_.clock.now_ms();
+  // Jobs are placed at their submit while nothing waits before them (in the queue, in
+  // a submit being stored, earlier in this one): the placement is stored with the job.
+  bool at_once = u_.loop.idle();
   for (auto& spec : specs) {
     // A retried submit (same client-chosen id) returns the job it created before.
     // Per owner: one user's submission id never finds another's job.
@@ -149,7 +153,8 @@ void JobController::submit_all(std::vector<api::JobSpec> specs,
     // The spec's stored text once for the job (and every element of an array).
     std::shared_ptr<const JobSpecText> spec_text = make_spec_text(spec);
     for (const auto& [job_id, index] : made) {
-      Job job;
+      Accepted a;
+      Job& job = a.job;
       job.id = job_id;
       job.spec = spec;
       job.spec_text = spec_text;
@@ -165,12 +170,22 @@ void JobController::submit_all(std::vector<api::JobSpec> specs,
       // Until a scheduling pass says more: a pass looks at the oldest pending jobs only,
       // so a job far back in a long queue still says why it waits.
       job.message = "queued behind jobs submitted before it";
-      JobEvent event{now, "submitted" + (by.owner.empty() ? "" : " by " + by.owner) +
-                              (by.from.empty() ? "" : " from " + by.from) + ": " +
-                              (index >= 0 ? "element " + std::to_string(index) + " of array " + id + ", " : "") +
-                              std::to_string(job.spec.num_workers) + " task(s), entrypoint: " + job.spec.entrypoint};
-      for (auto& mutation : JobWriter::records(job, {event})) batch.push_back(std::move(mutation));
-      accepted->push_back({std::move(job), event});
+      a.events.push_back("submitted" + (by.owner.empty() ? "" : " by " + by.owner) +
+                         (by.from.empty() ? "" : " from " + by.from) + ": " +
+                         (index >= 0 ? "element " + std::to_string(index) + " of array " + id + ", " : "") +
+                         std::to_string(job.spec.num_workers) + " task(s), entrypoint: " + job.spec.entrypoint);
+      if (at_once) {
+        if (std::optional<Effects> fx = place_at_once(job, now)) {
+          a.events.insert(a.events.end(), fx->events.begin(), fx->events.end());
+          a.launch = std::move(fx->launch);
+        } else {
+          at_once = false;
+        }
+      }
+      std::vector<JobEvent> events;
+      for (const auto& message : a.events) events.push_back({now, message});
+      for (auto& mutation : JobWriter::records(job, events)) batch.push_back(std::move(mutation));
+      accepted->push_back(std::move(a));
     }
     if (!spec.submission_id.empty()) {
       u_.jobs.reserve_submission(by.owner, spec.submission_id, made.front().first);
@@ -179,6 +194,9 @@ void JobController::submit_all(std::vector<api::JobSpec> specs,
     ids.push_back(id);
   }
   if (accepted->empty()) return done(ids);
+  // Jobs that wait: a job submitted meanwhile is not placed ahead of them.
+  const bool queues = accepted->back().launch.empty();
+  if (queues) u_.loop.joining(+1);
   // The jobs become visible only once durable: acknowledging first could lose them.
   u_.writer.write_then(
       std::move(batch),
@@ -186,24 +204,57 @@ void JobController::submit_all(std::vector<api::JobSpec> specs,
         std::vector<Job*> added;
         for (auto& a : *accepted) {
           u_.arrays.add(a.job);
-          // The submission is in the stream once durable; its event is written again
-          // with its place there.
-          JobEvent event = stream_event(a.job, a.event.message, "job.submitted");
-          Job& job = u_.jobs.add(std::move(a.job), std::move(event));
+          // The job's events are in the stream once durable; they are written again
+          // with their places there.
+          JobEvent first = stream_event(a.job, a.events.front(), "job.submitted");
+          Job& job = u_.jobs.add(std::move(a.job), std::move(first));
+          for (size_t i = 1; i < a.events.size(); ++i) u_.jobs.add_event(job.id, stream_event(job, a.events[i], "job.update"));
           u_.writer.changed(job.id, 0);
           u_.listeners.added(job);
-          added.push_back(&job);
+          if (a.launch.empty()) {
+            added.push_back(&job);
+            continue;
+          }
+          // Placed at once, and stored so: its capacity and master port are held already.
+          u_.jobs.activate(job);
+          u_.usage.charge(gang_of(job), false);
+          arm_timeout(job);
+          u_.dispatcher.launch(job, a.launch);
         }
         for (Job* job : added) admit(*job);
       },
-      [this, ids, done = std::move(done), reserved, owner = by.owner](const Status& status) {
+      [this, ids, accepted, queues, done = std::move(done), reserved, owner = by.owner](const Status& status) {
+        if (queues) u_.loop.joining(-1);
         if (!status) {
           for (const auto& sid : reserved) u_.jobs.release_submission(owner, sid);
+          // What the jobs placed at once held is free again.
+          for (const auto& a : *accepted) {
+            const AttemptRecord* attempt = a.job.current_attempt();
+            if (!attempt) continue;
+            u_.capacity.job_changed(a.job, false);
+            u_.dispatcher.release_master_port(attempt->tasks.front().node_id, attempt->master_port);
+          }
           return done(status.error());
         }
         done(ids);
-        u_.loop.request();
+        if (queues) u_.loop.request();
       });
+}
+
+std::optional<Effects> JobController::place_at_once(Job& draft, int64_t now_ms) {
+  if (!draft.array_id.empty() || !draft.held_by.empty() || u_.capacity.schedulable() == 0) return std::nullopt;
+  if (sched::check_gates(gates_of(draft, u_.jobs, u_.arrays), now_ms).verdict != sched::GateDecision::Verdict::kOpen) {
+    return std::nullopt;
+  }
+  std::optional<sched::JobPlacement> placement =
+      place_now({u_.jobs, u_.nodes, u_.capacity, u_.policy, u_.usage, u_.loop, now_ms}, draft);
+  if (!placement) return std::nullopt;
+  std::vector<PlacedTask> tasks = placed_tasks(u_.nodes, *placement);
+  const int port = u_.dispatcher.allocate_master_port(tasks.empty() ? "" : tasks.front().node_id);
+  Effects fx = on_placed(draft, tasks, port, now_ms);
+  // Held while the job is stored, so that no pass or submit meanwhile gives it away.
+  u_.capacity.job_changed(draft, true);
+  return fx;
 }
 
 void JobController::stop(const std::string& job_id, const std::string& by, std::function<void(Status)> done) {
@@ -372,11 +423,7 @@ void JobController::run_pass() {
   if (pass.next_retry_ms != 0) u_.loop.at(pass.next_retry_ms);
   for (const auto& placement : pass.plan.placements) {
     Job& job = *u_.jobs.find(placement.job_id);
-    std::vector<PlacedTask> tasks;
-    for (const auto& t : placement.tasks) {
-      const Node* node = u_.nodes.find(t.node_id);
-      tasks.push_back({t.node_id, node ? node->address : "", t.gpu_ids});
-    }
+    std::vector<PlacedTask> tasks = placed_tasks(u_.nodes, placement);
     u_.loop.queue().remove(queue_entry(job));
     u_.jobs.activate(job);
     const int port = u_.dispatcher.allocate_master_port(tasks.empty() ? "" : tasks.front().node_id);

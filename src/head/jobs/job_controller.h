@@ -5,6 +5,8 @@
 // builds them all and wires them together).
 //
 //   submit --admission--> stored (JobWriter) --> table + gates or queue --> pass
+//   submit while nothing waits --admission--> placed at once --> stored with its
+//         placement (one write) --> table, tasks launched
 //   pass: plan_pass (scheduling_view.h) --> placements --> TaskDispatcher (launch once
 //         stored); reasons --> pending jobs; preemptions --> victims stopped
 //   worker: task started / exited, node lost or back (reconcile.h) --> state machine
@@ -17,6 +19,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -133,6 +136,10 @@ class JobController {
 
  private:
   void task_started(const api::TaskKey& task, int64_t pid);
+  // A job just submitted while nothing waits before it, placed before it is stored (its
+  // placement stored with it, in one write): what it holds is reserved meanwhile.
+  // nullopt: it queues (gated, an array's element, no room now, over a quota).
+  std::optional<Effects> place_at_once(Job& draft, int64_t now_ms);
   // Carries out the state machine's effects on `job`.
   void apply(Job& job, const Effects& fx);
   // Gates: a pending job joins the queue once every gate is open (`opened_by` is its

@@ -11,6 +11,8 @@
 //                  window that placed something chains another pass
 //   set_aside  --> jobs no node of the cluster can hold, left out of passes until the
 //                  cluster changes (cluster_changed)
+//   joining    --> submits being stored whose jobs may join the queue; while any is, or
+//                  any job is queued, a new job is not placed at its submit (idle())
 //
 // The pass itself (`run_pass`) is the job controller's: plan_pass (scheduling_view.h)
 // over the head's state, and its plan carried out. Scheduling is pushed, never polled. Io thread only.
@@ -63,6 +65,12 @@ class SchedulingLoop {
   // Nodes came or went, or queues changed: what no node could hold may fit now.
   void cluster_changed() { set_aside_.clear(); }
 
+  // A submit whose jobs may queue is being stored (+1), or its write ended (-1).
+  void joining(int delta) { joining_ += delta; }
+  // Nothing waits or is about to: a job submitted now goes ahead of nobody if it is
+  // placed at once.
+  bool idle() const { return queue_.empty() && joining_ == 0; }
+
  private:
   const Clock& clock_;
   Timers& timers_;
@@ -73,6 +81,7 @@ class SchedulingLoop {
   Timers::Id retry_timer_ = 0;
   int64_t retry_timer_at_ms_ = 0;
   std::set<std::string> set_aside_;
+  int joining_ = 0;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -78,6 +78,16 @@ std::vector<sched::RunningJob> running_for_preemption(const JobTable& jobs, cons
   return running;
 }
 
+std::vector<PlacedTask> placed_tasks(const NodeRegistry& nodes, const sched::JobPlacement& placement) {
+  std::vector<PlacedTask> tasks;
+  tasks.reserve(placement.tasks.size());
+  for (const auto& t : placement.tasks) {
+    const Node* node = nodes.find(t.node_id);
+    tasks.push_back({t.node_id, node ? node->address : "", t.gpu_ids});
+  }
+  return tasks;
+}
+
 PassPlan plan_pass(const PassState& state) {
   PassPlan out;
   const sched::PendingQueue& pending = state.loop.queue();
@@ -143,6 +153,24 @@ PassPlan plan_pass(const PassState& state) {
   out.plan.pending.insert(out.plan.pending.end(), over_quota.begin(), over_quota.end());
   out.weighed = queue.size();
   return out;
+}
+
+std::optional<sched::JobPlacement> place_now(const PassState& state, const Job& job) {
+  sched::PendingJob candidate = pending_job(job.id, job.spec, state.policy);
+  candidate.owner = job.owner;
+  candidate.may_preempt = false;
+  sched::PassInput input;
+  input.use = state.capacity.use_by_owner();
+  std::set<std::string> owners{job.owner};  // whose groups group quotas need
+  if (!state.policy.group_quotas().empty()) {
+    for (const auto& [owner, _] : input.use) owners.insert(owner);
+  }
+  input.quotas = state.policy.quota_policy(owners);
+  input.queue_use = state.capacity.use_by_queue();
+  input.now_ms = state.now_ms;
+  sched::Plan plan = sched::schedule(state.capacity.nodes(), {candidate}, input);
+  if (plan.placements.empty()) return std::nullopt;
+  return std::move(plan.placements.front());
 }
 
 }  // namespace ag::head

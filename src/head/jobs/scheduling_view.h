@@ -12,11 +12,13 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "api/job_spec.h"
 #include "head/jobs/cluster_capacity.h"
+#include "head/jobs/job_state_machine.h"
 #include "head/jobs/job_table.h"
 #include "head/nodes/node_registry.h"
 #include "head/sharing/policy_store.h"
@@ -55,7 +57,16 @@ struct PassPlan {
   int64_t next_retry_ms = 0;   // the earliest retry delay still running, or 0
 };
 
+// Where each task of `placement` goes, with its node's address.
+std::vector<PlacedTask> placed_tasks(const NodeRegistry& nodes, const sched::JobPlacement& placement);
+
 // One scheduling pass's plan over the head's state as it is.
 PassPlan plan_pass(const PassState& state);
+
+// Where `job`, submitted while no job waits in the queue, goes at once: the placement
+// a pass over it alone would make (its owner's and queue's quotas, its queue's nodes),
+// or nullopt when it must queue (no room now, or over a quota: the pass after its
+// submit says why). It preempts nothing: a job that would have to, queues.
+std::optional<sched::JobPlacement> place_now(const PassState& state, const Job& job);
 
 }  // namespace ag::head

@@ -56,6 +56,10 @@ void TaskDispatcher::launch_stored(const Placed& placed) {
   }
 }
 
+void TaskDispatcher::launch(const Job& job, const std::vector<TaskRef>& refs) {
+  for (const auto& ref : refs) send_launch(job, ref);
+}
+
 void TaskDispatcher::relaunch(const Job& job, const TaskRef& ref) {
   if (!unstored_launches_.count(ref.task)) send_launch(job, ref);
 }

@@ -6,6 +6,7 @@
 //       still starting where it was placed is launched (a head restarted after a task
 //       began knows its attempt; ADR 0001); not stored: the launches wait for the next
 //       batch, which is retried until it is
+//   a placement stored already (with its job's submit) --launch--> sent at once
 //   a node re-registers --relaunch--> its starting tasks again, unless their placement
 //       is still being stored (they go then)
 //   a launch the node cannot take (gone meanwhile) --> start_failed, from the io queue
@@ -50,6 +51,8 @@ class TaskDispatcher {
 
   // The launches of a new placement of `job`, once it is stored.
   void launch_when_stored(const Job& job, const std::vector<TaskRef>& refs);
+  // The launches of a placement that is durable already.
+  void launch(const Job& job, const std::vector<TaskRef>& refs);
   // A starting task again (its node re-registered without it).
   void relaunch(const Job& job, const TaskRef& ref);
   void kill(const TaskRef& ref, int64_t grace_ms);

@@ -197,6 +197,80 @@ TEST_F(JobLayerTest, AJobStoppedBeforeItsPlacementIsStoredIsNeverLaunched) {
   EXPECT_TRUE(channel_.take<api::Launch>().empty());
 }
 
+TEST_F(JobLayerTest, AJobSubmittedWhileNothingWaitsIsStoredPlacedInOneWrite) {
+  add_node("node_a");
+  // Another job first: the batch that writes jobs again with their events' places has
+  // just run, and the next waits its interval.
+  submit(spec());
+  channel_.take<api::Launch>();
+  const int64_t writes = store_.writes();
+  std::optional<Result<std::string>> result;
+  jobs_->controller.submit(spec(), [&](Result<std::string> id) { result = std::move(id); });
+  EXPECT_TRUE(channel_.take<api::Launch>().empty());  // nothing is launched before the write lands
+  clock_.run_ready();
+  ASSERT_TRUE(result.has_value() && result->ok());
+  const std::string id = result->value();
+  EXPECT_EQ(store_.writes(), writes + 1);
+  const Job kept = stored(id);
+  ASSERT_EQ(kept.attempts.size(), 1u);
+  EXPECT_EQ(kept.attempts[0].tasks.at(0).node_id, "node_a");
+  EXPECT_EQ(job(id).state, JobState::kRunning);
+  auto launches = channel_.take<api::Launch>();
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].second.task, (api::TaskKey{id, 0, 0}));
+  EXPECT_THAT(event_texts(id), ::testing::ElementsAre(::testing::StartsWith("submitted"),
+                                                      ::testing::StartsWith("attempt 0 placed: task 0 on node_a")));
+  // Its events are in the cluster's stream, the submit first.
+  const auto& events = jobs_->table.events(id);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_GT(events[0].seq, 0u);
+  EXPECT_EQ(events[0].type, "job.submitted");
+  EXPECT_EQ(events[1].seq, events[0].seq + 1);
+  clock_.advance(100);
+  EXPECT_EQ(stored(id).attempts.size(), 1u);
+  start_all(launches);
+  exit_all(id, 0, 1, 0);
+  EXPECT_EQ(job(id).state, JobState::kSucceeded);
+}
+
+TEST_F(JobLayerTest, WhatAJobPlacedAtItsSubmitHoldsIsReservedUntilItIsStored) {
+  add_node("node_a");  // 4 CPUs
+  std::optional<Result<std::string>> first, second;
+  jobs_->controller.submit(spec(1, 4), [&](Result<std::string> id) { first = std::move(id); });
+  jobs_->controller.submit(spec(1, 4), [&](Result<std::string> id) { second = std::move(id); });
+  clock_.run_ready();
+  ASSERT_TRUE(first && first->ok() && second && second->ok());
+  EXPECT_EQ(job(first->value()).state, JobState::kRunning);
+  EXPECT_EQ(job(second->value()).state, JobState::kPending);
+  EXPECT_EQ(channel_.take<api::Launch>().size(), 1u);
+}
+
+TEST_F(JobLayerTest, AJobIsNotPlacedAtItsSubmitAheadOfQueuedJobs) {
+  add_node("node_a");  // 4 CPUs
+  const std::string running = submit(spec(1, 3));
+  const std::string waiting = submit(spec(1, 2));
+  EXPECT_EQ(job(waiting).state, JobState::kPending);
+  // One CPU is free, and this job needs one: it still waits behind the one queued.
+  const std::string later = submit(spec(1, 1));
+  EXPECT_EQ(job(later).state, JobState::kPending);
+  EXPECT_EQ(job(running).state, JobState::kRunning);
+}
+
+TEST_F(JobLayerTest, AFailedSubmitGivesBackWhatItsJobWasPlacedOn) {
+  add_node("node_a");  // 4 CPUs
+  store_.fail_next_writes(1);
+  std::optional<Result<std::string>> result;
+  jobs_->controller.submit(spec(1, 4), [&](Result<std::string> id) { result = std::move(id); });
+  clock_.run_ready();
+  ASSERT_TRUE(result.has_value());
+  ASSERT_FALSE(result->ok());
+  EXPECT_TRUE(channel_.take<api::Launch>().empty());
+  EXPECT_EQ(jobs_->capacity.node("node_a")->free.cpu_millis, 4000);
+  const std::string id = submit(spec(1, 4));
+  EXPECT_EQ(job(id).state, JobState::kRunning);
+  EXPECT_EQ(channel_.take<api::Launch>().size(), 1u);
+}
+
 TEST_F(JobLayerTest, StoreWriteFailureRefusesTheJobAndKeepsNothing) {
   add_node("node_a");
   store_.fail_next_writes(1);

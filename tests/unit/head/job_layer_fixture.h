@@ -123,13 +123,15 @@ class JobLayerTest : public ::testing::Test {
   // A one-task job on node_a, stored, whose placement is not at first: neither its own
   // write nor the next flush lands. Returns its id ("" if the submit failed).
   std::string submit_placed_but_unstored() {
+    // Placed by a pass, not at its submit: it queued while no node was there.
+    std::string id = submit(spec());
+    EXPECT_EQ(job(id).state, JobState::kPending);
+    clock_.advance(100);  // its record is written again with its events' places
     add_node("node_a");
-    std::optional<Result<std::string>> result;
-    jobs_->controller.submit(spec(), [&](Result<std::string> id) { result = std::move(id); });
     store_.fail_next_writes(2);
+    jobs_->controller.on_node_registered("node_a", {}, {});
     clock_.run_ready();
-    EXPECT_TRUE(result.has_value() && result->ok());
-    return result && result->ok() ? result->value() : "";
+    return id;
   }
 
   // The job as the store holds it.
