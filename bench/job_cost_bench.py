@@ -5,7 +5,8 @@ One run on this machine: a head on 127.0.0.1, workers on 127.0.0.2/.3. N one-tas
 `true` jobs from one REST client, back to back; per job: the CPU of the head, of each
 worker agent, of what the agents reaped (the tasks' supervisors and the tasks), of the
 client, and of the whole machine (/proc/stat; its system share is the kernel's), the
-bytes the head wrote to storage and its write calls (/proc/PID/io). Then a smaller pass
+bytes the head wrote to storage and its write calls (/proc/PID/io), and the messages
+and bytes on the workers' channels by type (the head's /metrics). Then a smaller pass
 with strace attached to the head and to one worker: their fsyncs and system calls per
 job (strace slows them: only the counts are read). The baseline in the same run is the
 spawn floor: posix_spawn + wait of /bin/true (build/bin/spawn_floor), its rate and its
@@ -18,6 +19,7 @@ import argparse
 import datetime
 import glob
 import os
+import re
 import resource
 import shutil
 import signal
@@ -62,6 +64,18 @@ def supervisors(agent_pids):
 def process_io(pid):
     io = dict(line.split(": ") for line in open(f"/proc/{pid}/io").read().splitlines())
     return int(io["write_bytes"]), int(io["syscw"])
+
+
+def channel_counts(cluster):
+    """The head's counts of what crossed the workers' channels ({(family, direction, type): n},
+    family "messages" or "bytes"); empty for a build without them."""
+    text = cluster.api("GET", "/metrics")
+    text = text.decode() if isinstance(text, bytes) else str(text)
+    counts = {}
+    for m in re.finditer(r'^ag_worker_channel_(messages|bytes)_total\{direction="(\w+)",type="(\w+)"\} (\d+)$', text,
+                         re.MULTILINE):
+        counts[(m[1], m[2], m[3])] = int(m[4])
+    return counts
 
 
 def spawn_floor_cpu(n=500):
@@ -114,12 +128,14 @@ def run(jobs, traced_jobs, latency_jobs, mean_gap_ms):
         cpu0 = {name: process_cpu(pid) for name, pid in pids.items()}
         busy0, system0 = machine_cpu()
         io0 = process_io(head)
+        channel0 = channel_counts(cluster)
         self0 = resource.getrusage(resource.RUSAGE_SELF)
         result = run_bench.bench_throughput(cluster, jobs, 1)
         self1 = resource.getrusage(resource.RUSAGE_SELF)
         cpu1 = {name: process_cpu(pid) for name, pid in pids.items()}
         busy1, system1 = machine_cpu()
         io1 = process_io(head)
+        channel1 = channel_counts(cluster)
         per = lambda v: v / jobs  # noqa: E731
         r["rate"] = result["rate_per_s"]
         r["head_ms"] = per(cpu1["head"][0] - cpu0["head"][0])
@@ -133,6 +149,7 @@ def run(jobs, traced_jobs, latency_jobs, mean_gap_ms):
         r["kernel_ms"] = per(system1 - system0)
         r["head_write_bytes"] = per(io1[0] - io0[0])
         r["head_write_calls"] = per(io1[1] - io0[1])
+        r["channel"] = {key: per(channel1[key] - channel0.get(key, 0)) for key in channel1}
         # Counts with strace attached (slow; counts only).
         if shutil.which("strace"):
             head_tracer, head_out = traced_counts(cluster, head, traced_jobs, ["fsync", "fdatasync", "sync_file_range"])
@@ -182,6 +199,15 @@ def rows(r):
         ("head: bytes written to storage / write calls per job",
          f"{r['head_write_bytes'] / 1024:.1f} KiB / {r['head_write_calls']:.1f}", "", "", ""),
     ]
+    channel = r.get("channel") or {}
+    for direction, words in (("to_worker", "head to workers"), ("from_worker", "workers to head")):
+        kinds = sorted(((t, n) for (f, d, t), n in channel.items() if f == "messages" and d == direction and n >= 0.005),
+                       key=lambda kv: -kv[1])
+        messages = sum(n for _, n in kinds)
+        size = sum(n for (f, d, _), n in channel.items() if f == "bytes" and d == direction)
+        which = ", ".join(f"{t} {n:.2f}" for t, n in kinds)
+        out.append((f"worker channel, {words}: messages / bytes per job" + (f" ({which})" if which else ""),
+                    f"{messages:.2f} / {size:.0f} B" if channel else "not counted by this build", "", "", ""))
     if "fsyncs" in r:
         top = ", ".join(f"{name} {count}" for name, count in r["worker_top"])
         out += [("head: fsyncs per job (strace)", f"{r['fsyncs']:.2f}", "", "", ""),

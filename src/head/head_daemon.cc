@@ -433,6 +433,7 @@ int run_leader(const HeadConfig& config, store::KvStore& store, const LeaderLeas
   const HeadRole role{config.address, epoch, lease ? lease->ttl_ms() : 0, lease ? "postgresql" : "sqlite"};
   dashboard::Metrics metrics({jobs, nodes, logs, store, role});
   dashboard::EventHub live_events({io, jobs, nodes, clock});
+  metrics.add_renderer([&nodes](std::string& out) { nodes.traffic().render(out); });
   jobs.cluster_events.listen([&metrics](const ClusterEvent& event) { metrics.on_event(event); });
   jobs.events.add_observer([&metrics, &live_events](const Job& job) {
     metrics.on_job_changed(job);

@@ -127,6 +127,21 @@ def test_metrics_match_the_api_after_a_known_workload(cluster):
     assert total == sum(len(f"ok-{i}-{r}\n") for i in range(3) for r in (0, 1)) + 2 * len("failing-0\n")
     assert value(m, "ag_log_ingested_bytes_total") == total
 
+    # The workers' channels: each of the 8 tasks launched, started, ended and its end
+    # acknowledged once (an end is acknowledged once it is stored, after the job shows
+    # it); each worker registered once.
+    def all_acknowledged():
+        scraped = parse(scrape(cluster)[2])
+        acks = value(scraped, "ag_worker_channel_messages_total", direction="to_worker", type="exit_ack")
+        return scraped if acks >= 8 else None
+
+    m = wait_until(all_acknowledged, 10, 0.05, "the tasks' ends to be acknowledged")
+    for direction, kind in (("to_worker", "launch"), ("from_worker", "task_started"), ("from_worker", "task_exited"),
+                            ("to_worker", "exit_ack")):
+        assert value(m, "ag_worker_channel_messages_total", direction=direction, type=kind) == 8, kind
+    assert value(m, "ag_worker_channel_messages_total", direction="from_worker", type="register") == 2
+    assert value(m, "ag_worker_channel_bytes_total", direction="to_worker", type="launch") > 8 * 200
+
 
 def test_running_tasks_and_allocation_match_the_api(cluster):
     job_id, _ = cluster.submit("--no-wait", "-n", "2", "--num-cpus", "1", "--", "sleep 300")

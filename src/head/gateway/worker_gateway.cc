@@ -31,19 +31,21 @@ std::string lowercase(std::string text) {
   return text;
 }
 
-void send(const std::shared_ptr<net::WsConnection>& channel, const api::HeadMessage& message) {
-  channel->send(api::encode(message), false);
+void send(ChannelTraffic& traffic, const std::shared_ptr<net::WsConnection>& channel, const api::HeadMessage& message) {
+  std::string text = api::encode(message);
+  traffic.sent(message, text.size());
+  channel->send(std::move(text), false);
 }
 
 // A message the node may not send (about another node's task): said to the node and
 // in the head's log; nothing changes.
-void refuse(const std::shared_ptr<net::WsConnection>& channel, const std::string& node_id, const Error& error) {
+void refuse(ChannelTraffic& traffic, const std::shared_ptr<net::WsConnection>& channel, const std::string& node_id, const Error& error) {
   spdlog::warn("refused a message from node {}: {}", node_id, error.message);
-  send(channel, api::ErrorMessage{"the head refused a message: " + error.message});
+  send(traffic, channel, api::ErrorMessage{"the head refused a message: " + error.message});
 }
 
-void send_error_and_close(const std::shared_ptr<net::WsConnection>& channel, const std::string& message) {
-  send(channel, api::ErrorMessage{message});
+void send_error_and_close(ChannelTraffic& traffic, const std::shared_ptr<net::WsConnection>& channel, const std::string& message) {
+  send(traffic, channel, api::ErrorMessage{message});
   channel->close();
 }
 
@@ -185,17 +187,22 @@ void WorkerGateway::on_connection(const std::shared_ptr<net::WsConnection>& chan
         auto ch = weak.lock();
         if (!ch || !acting()) return;
         if (state->node_id.empty() && !state->registering) {
-          if (binary) return send_error_and_close(ch, "the first message must be a register message");
+          if (binary) return send_error_and_close(deps_.nodes.traffic(), ch, "the first message must be a register message");
           auto message = api::decode_worker_message(data);
+          if (message.ok()) {
+            deps_.nodes.traffic().received(message.value(), data.size());
+          } else {
+            deps_.nodes.traffic().received_unreadable(data.size());
+          }
           if (!message.ok() && message.error().code == ErrorCode::kConflict) {
             // Another protocol version: retrying cannot help, so the worker gives up.
             spdlog::warn("refused a worker from {}: {}", state->from, message.error().message);
-            send(ch, api::ErrorMessage{message.error().message + "; registration refused", true});
+            send(deps_.nodes.traffic(), ch, api::ErrorMessage{message.error().message + "; registration refused", true});
             return ch->close();
           }
-          if (!message.ok()) return send_error_and_close(ch, "bad register message: " + message.error().message);
+          if (!message.ok()) return send_error_and_close(deps_.nodes.traffic(), ch, "bad register message: " + message.error().message);
           auto* reg = std::get_if<api::Register>(&message.value());
-          if (!reg) return send_error_and_close(ch, "the first message must be a register message");
+          if (!reg) return send_error_and_close(deps_.nodes.traffic(), ch, "the first message must be a register message");
           return on_register(ch, state, std::move(*reg));
         }
         if (state->node_id.empty()) return;  // its registration is still being stored
@@ -218,11 +225,16 @@ void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel
   Node* node = deps_.nodes.find(*node_id);
   if (!node || node->channel != channel) return;  // superseded by a newer channel
   node->last_heartbeat_steady_ms = deps_.clock.steady_ms();
-  if (binary) return on_log_frame(channel, *node_id, data);
+  if (binary) {
+    deps_.nodes.traffic().received_log_frame(data.size());
+    return on_log_frame(channel, *node_id, data);
+  }
   auto message = api::decode_worker_message(data);
+  if (message.ok()) deps_.nodes.traffic().received(message.value(), data.size());
   if (!message.ok()) {
+    deps_.nodes.traffic().received_unreadable(data.size());
     spdlog::warn("bad message from node {}: {}", *node_id, message.error().message);
-    return send(channel, api::ErrorMessage{"the head could not accept a message: " + message.error().message});
+    return send(deps_.nodes.traffic(), channel, api::ErrorMessage{"the head could not accept a message: " + message.error().message});
   }
   std::visit(Overloaded{
                  [&](const api::Heartbeat& m) {
@@ -245,15 +257,15 @@ void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel
                    }
                    job_usage_.record(reports, deps_.clock.now_ms());
                    if (Node* n = deps_.nodes.find(*node_id)) n->busy_ports = {m.busy_ports.begin(), m.busy_ports.end()};
-                   send(channel, api::HeartbeatAck{});
+                   send(deps_.nodes.traffic(), channel, api::HeartbeatAck{});
                  },
                  [&](const api::TaskStarted& m) {
                    Status s = deps_.jobs.controller.on_task_started(*node_id, m.task, m.pid);
-                   if (!s && s.error().code == ErrorCode::kPermissionDenied) refuse(channel, *node_id, s.error());
+                   if (!s && s.error().code == ErrorCode::kPermissionDenied) refuse(deps_.nodes.traffic(), channel, *node_id, s.error());
                  },
                  [&](const api::TaskExited& m) {
                    Status s = deps_.jobs.controller.on_task_exited(*node_id, m.task, m.exit);
-                   if (!s && s.error().code == ErrorCode::kPermissionDenied) return refuse(channel, *node_id, s.error());
+                   if (!s && s.error().code == ErrorCode::kPermissionDenied) return refuse(deps_.nodes.traffic(), channel, *node_id, s.error());
                    // Not yet acknowledged while the head lacks bytes of its log: the
                    // worker keeps them, is asked for them again, and sends the exit
                    // again after them.
@@ -271,8 +283,9 @@ void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel
                      if (bytes > deps_.logs.size(task) && may_report(deps_.jobs, node, task)) {
                        return retry_log(node, task);
                      }
-                     deps_.jobs.writer.after_durable([weak, task] {
-                       if (auto ch = weak.lock()) send(ch, api::ExitAck{task});
+                     // (The registry, whose traffic it is, outlives the writer.)
+                     deps_.jobs.writer.after_durable([traffic = &deps_.nodes.traffic(), weak, task] {
+                       if (auto ch = weak.lock()) send(*traffic, ch, api::ExitAck{task});
                      });
                    });
                  },
@@ -292,7 +305,7 @@ void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel
                    deps_.jobs.controller.report_problem(m.task.job_id, m.text.substr(0, 300));
                  },
                  [&](const api::Register&) {
-                   send(channel, api::ErrorMessage{"register is only accepted as the first message of a channel"});
+                   send(deps_.nodes.traffic(), channel, api::ErrorMessage{"register is only accepted as the first message of a channel"});
                  },
                  [&](const api::ErrorMessage& m) { spdlog::warn("node {} reports an error: {}", *node_id, m.message); },
              },
@@ -305,7 +318,7 @@ void WorkerGateway::on_log_frame(const std::shared_ptr<net::WsConnection>& chann
   auto header = api::decode_log_frame(frame, &payload);
   if (!header.ok()) {
     spdlog::warn("bad log frame from node {}: {}", node_id, header.error().message);
-    return send(channel, api::ErrorMessage{"the head could not accept a log frame: " + header.error().message});
+    return send(deps_.nodes.traffic(), channel, api::ErrorMessage{"the head could not accept a log frame: " + header.error().message});
   }
   take_log_bytes(channel, node_id, header->task,
                  [&] { return deps_.logs.append(header->task, header->offset, payload); });
@@ -317,7 +330,7 @@ bool WorkerGateway::take_log_bytes(const std::shared_ptr<net::WsConnection>& cha
   // Output is taken only from the node the task runs on, and only for tasks the head
   // placed: no node writes into another's log, and no made-up key opens a file.
   if (Status allowed = may_report(deps_.jobs, node_id, key); !allowed) {
-    refuse(channel, node_id, allowed.error());
+    refuse(deps_.nodes.traffic(), channel, node_id, allowed.error());
     return false;
   }
   Status s = store();
@@ -350,7 +363,7 @@ void WorkerGateway::retry_log(const std::string& node_id, const api::TaskKey& ke
       // A node that is away is asked at its next registration anyway.
       const Node* node = deps_.nodes.find(node_id);
       if (!node || !node->channel) continue;
-      send(node->channel, api::LogResume{key, deps_.logs.size(key)});
+      send(deps_.nodes.traffic(), node->channel, api::LogResume{key, deps_.logs.size(key)});
     }
   });
 }
@@ -360,30 +373,30 @@ void WorkerGateway::on_register(const std::shared_ptr<net::WsConnection>& channe
   const Principal& who = state->who;
   const std::string id = message.node_id;  // a copy: `message` moves into a callback below
   if (message.labels.size() > api::kMaxNodeLabels) {
-    return send_error_and_close(channel, "node " + id + " has " + std::to_string(message.labels.size()) +
+    return send_error_and_close(deps_.nodes.traffic(), channel, "node " + id + " has " + std::to_string(message.labels.size()) +
                                              " labels; at most " + std::to_string(api::kMaxNodeLabels) +
                                              "; registration refused");
   }
   for (const auto& [key, value] : message.labels) {
     if (auto problem = api::label_problem(key, value)) {
-      return send_error_and_close(channel, "node label " + key.substr(0, 64) + ": " + *problem + "; registration refused");
+      return send_error_and_close(deps_.nodes.traffic(), channel, "node label " + key.substr(0, 64) + ": " + *problem + "; registration refused");
     }
   }
   if (message.allowed_mounts.size() > api::kMaxAllowedMountPrefixes) {
-    return send_error_and_close(channel, "node " + id + " allows " + std::to_string(message.allowed_mounts.size()) +
+    return send_error_and_close(deps_.nodes.traffic(), channel, "node " + id + " allows " + std::to_string(message.allowed_mounts.size()) +
                                              " mount prefixes; at most " +
                                              std::to_string(api::kMaxAllowedMountPrefixes) + "; registration refused");
   }
   for (const auto& prefix : message.allowed_mounts) {
     if (std::string problem = api::mount_path_problem(prefix); !problem.empty()) {
-      return send_error_and_close(channel, "allowed mount prefix " + problem.substr(0, 300) + "; registration refused");
+      return send_error_and_close(deps_.nodes.traffic(), channel, "allowed mount prefix " + problem.substr(0, 300) + "; registration refused");
     }
   }
   if (who.kind == Principal::Kind::kNode) {
     // A node's own credential: its own id only, whether or not it is live.
     if (who.name != id) {
       spdlog::warn("refused a registration from {}: node {}'s credential used for node id {}", state->from, who.name, id);
-      return send_error_and_close(channel, "this node credential belongs to node " + who.name +
+      return send_error_and_close(deps_.nodes.traffic(), channel, "this node credential belongs to node " + who.name +
                                                ", not to node " + id + "; registration refused");
     }
     return complete_register(channel, *state, message, "");
@@ -394,7 +407,7 @@ void WorkerGateway::on_register(const std::shared_ptr<net::WsConnection>& channe
     spdlog::warn("refused a registration from {} as live node {}: no node credential", state->from, existing->label());
     deps_.audit.record({deps_.clock.now_ms(), who.name, state->from, "register node " + id,
                         "refused: the node id is live"});
-    return send_error_and_close(
+    return send_error_and_close(deps_.nodes.traffic(), 
         channel, "node id " + id + " is already registered and live (" + existing->address +
                      "); only that node's own credential can register it again. If this is a new machine, give it "
                      "its own --data-dir; if it replaces that node, run `ag remove-node " + id + "` first");
@@ -406,7 +419,7 @@ void WorkerGateway::on_register(const std::shared_ptr<net::WsConnection>& channe
     auto ch = weak.lock();
     if (!ch) return;
     if (!credential.ok()) {
-      return send_error_and_close(ch, "the head could not store this node's credential: " +
+      return send_error_and_close(deps_.nodes.traffic(), ch, "the head could not store this node's credential: " +
                                           credential.error().message + "; try again later");
     }
     deps_.audit.record({deps_.clock.now_ms(), state->who.name, state->from, "register node " + message.node_id,
@@ -441,7 +454,7 @@ void WorkerGateway::complete_register(const std::shared_ptr<net::WsConnection>& 
   spdlog::info("node {} registered: {} CPUs, {} MiB memory, {} GPUs, {} running task(s)", added.label(),
                added.total.cpu_millis / 1000.0, added.total.memory_bytes >> 20, added.total.gpus,
                message.running.size());
-  send(channel, api::Registered{added.node_id, config_.node_timeout_ms, credential, config_.epoch});
+  send(deps_.nodes.traffic(), channel, api::Registered{added.node_id, config_.node_timeout_ms, credential, config_.epoch});
   // Ask for the output the head missed while the channel was down. For tasks that
   // ended meanwhile the worker sends the missing bytes and then the exit again, so
   // the head normally records the end once the log is whole.
@@ -451,15 +464,15 @@ void WorkerGateway::complete_register(const std::shared_ptr<net::WsConnection>& 
   std::vector<api::TaskKey> ended;
   for (const auto& task : message.running) {
     if (may_report(deps_.jobs, added.node_id, task.task)) {
-      send(channel, api::LogResume{task.task, deps_.logs.size(task.task)});
+      send(deps_.nodes.traffic(), channel, api::LogResume{task.task, deps_.logs.size(task.task)});
     }
   }
   for (const auto& exited : message.exited) {
     if (!may_report(deps_.jobs, added.node_id, exited.task)) {
-      send(channel, api::ExitAck{exited.task});
+      send(deps_.nodes.traffic(), channel, api::ExitAck{exited.task});
       continue;
     }
-    send(channel, api::LogResume{exited.task, deps_.logs.size(exited.task)});
+    send(deps_.nodes.traffic(), channel, api::LogResume{exited.task, deps_.logs.size(exited.task)});
     ended.push_back(exited.task);
   }
   deps_.jobs.controller.on_node_registered(added.node_id, message.running, ended);

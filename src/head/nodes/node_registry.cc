@@ -101,7 +101,9 @@ Node* NodeRegistry::find(const std::string& node_id) {
 bool NodeRegistry::send(const std::string& node_id, api::HeadMessage message) {
   Node* node = find(node_id);
   if (!node || !node->channel) return false;
-  node->channel->send(api::encode(message), /*binary=*/false);
+  std::string text = api::encode(message);
+  traffic_.sent(message, text.size());
+  node->channel->send(std::move(text), /*binary=*/false);
   return true;
 }
 

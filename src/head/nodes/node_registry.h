@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "api/protocol.h"
+#include "head/nodes/channel_traffic.h"
 #include "common/resources.h"
 #include "common/result.h"
 #include "head/store/kv_store.h"
@@ -104,6 +105,9 @@ class NodeRegistry final : public WorkerChannel {
 
   // Sends a control message to a node; returns false when it has no open channel.
   bool send(const std::string& node_id, api::HeadMessage message) override;
+  // What crosses the nodes' channels (counted here as sent, by the gateway as received).
+  ChannelTraffic& traffic() { return traffic_; }
+  const ChannelTraffic& traffic() const { return traffic_; }
 
   // A node's health report (or its registration's), at `now_ms`. Returns whether the
   // node just turned UNHEALTHY ("node.unhealthy"; a new reason while unhealthy is told
@@ -151,6 +155,7 @@ class NodeRegistry final : public WorkerChannel {
   uint64_t next_watch_ = 1;
   std::set<std::string> drained_;
   std::map<std::string, Node> nodes_;
+  ChannelTraffic traffic_;
   std::map<GpuErrorKey, int64_t> gpu_errors_;
 };
 

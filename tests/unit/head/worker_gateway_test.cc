@@ -369,6 +369,58 @@ TEST_F(WorkerGatewayTest, TaskStartedAndExitedReachTheJobAndTheExitIsAcknowledge
   EXPECT_EQ(read_log(key), "done\n");
 }
 
+TEST_F(WorkerGatewayTest, WhatCrossesTheChannelIsCountedByDirectionAndType) {
+  const std::string job_id = submit_job();
+  auto channel = connect("node_a");
+  const std::string registration_text = api::encode(registration("node_a"));
+  channel->deliver(registration_text);
+  clock_.run_ready();
+  std::vector<std::string> sent = channel->take_text();
+  size_t launch_bytes = 0, registered_bytes = 0;
+  for (const auto& text : sent) {
+    auto message = api::decode_head_message(text);
+    ASSERT_TRUE(message.ok());
+    if (std::holds_alternative<api::Launch>(message.value())) launch_bytes += text.size();
+    if (std::holds_alternative<api::Registered>(message.value())) registered_bytes += text.size();
+  }
+  ASSERT_GT(launch_bytes, 0u);
+  const api::TaskKey key{job_id, 0, 0};
+  const std::string started = api::encode(api::TaskStarted{key, 4321});
+  channel->deliver(started);
+  const std::string frame = api::encode_log_frame({key, 0}, "done\n");
+  channel->deliver_binary(frame);
+  channel->deliver("{not json");
+  api::TaskExited exited;
+  exited.task = key;
+  exited.exit.exit_code = 0;
+  const std::string exited_text = api::encode(exited);
+  channel->deliver(exited_text);
+  clock_.run_ready();
+  clock_.advance(20);
+  const size_t ack_bytes = api::encode(api::ExitAck{key}).size();
+
+  const ChannelTraffic& traffic = nodes_.traffic();
+  const auto count = [](ChannelTraffic::Count c) { return std::make_pair(c.messages, c.bytes); };
+  EXPECT_EQ(count(traffic.from_worker("register")), std::make_pair(uint64_t{1}, uint64_t{registration_text.size()}));
+  EXPECT_EQ(count(traffic.from_worker("task_started")), std::make_pair(uint64_t{1}, uint64_t{started.size()}));
+  EXPECT_EQ(count(traffic.from_worker("task_exited")), std::make_pair(uint64_t{1}, uint64_t{exited_text.size()}));
+  EXPECT_EQ(count(traffic.from_worker("log_frame")), std::make_pair(uint64_t{1}, uint64_t{frame.size()}));
+  EXPECT_EQ(count(traffic.from_worker("unreadable")), std::make_pair(uint64_t{1}, uint64_t{9}));
+  EXPECT_EQ(count(traffic.to_worker("launch")), std::make_pair(uint64_t{1}, uint64_t{launch_bytes}));
+  EXPECT_EQ(count(traffic.to_worker("registered")), std::make_pair(uint64_t{1}, uint64_t{registered_bytes}));
+  EXPECT_EQ(count(traffic.to_worker("exit_ack")), std::make_pair(uint64_t{1}, uint64_t{ack_bytes}));
+  EXPECT_EQ(traffic.to_worker("error").messages, 1u);  // the unreadable frame was answered
+  EXPECT_EQ(traffic.to_worker("no_such_type").messages, 0u);
+
+  std::string metrics;
+  traffic.render(metrics);
+  EXPECT_THAT(metrics, HasSubstr("# TYPE ag_worker_channel_messages_total counter\n"));
+  EXPECT_THAT(metrics, HasSubstr("ag_worker_channel_messages_total{direction=\"to_worker\",type=\"launch\"} 1\n"));
+  EXPECT_THAT(metrics, HasSubstr("ag_worker_channel_bytes_total{direction=\"from_worker\",type=\"task_started\"} " +
+                                 std::to_string(started.size()) + "\n"));
+  EXPECT_THAT(metrics, HasSubstr("ag_worker_channel_messages_total{direction=\"to_worker\",type=\"kill\"} 0\n"));
+}
+
 TEST_F(WorkerGatewayTest, TheExitOfATaskTheHeadDoesNotKnowIsStillAcknowledged) {
   auto channel = register_node("node_a");
   const api::TaskKey key{"job_forgotten", 1, 3};
