@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -38,6 +39,15 @@ std::vector<int> find_marked_processes(const std::string& marker) {
   }
   closedir(proc);
   return pids;
+}
+
+void signal_task_processes(pid_t pgid, const std::vector<int>& listed, int sig) {
+  if (pgid > 0) ::kill(-pgid, sig);
+  const pid_t self = ::getpid();
+  for (int pid : listed) {
+    if (pid == self || (pgid > 0 && ::getpgid(pid) == pgid)) continue;
+    ::kill(pid, sig);
+  }
 }
 
 }  // namespace ag::worker

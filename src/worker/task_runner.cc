@@ -513,9 +513,9 @@ void TaskRunner::forget(const api::TaskKey& id) {
 }
 
 void TaskRunner::signal_task(Task& task, int sig) {
-  if (task.pid > 0) ::kill(-static_cast<pid_t>(task.pid), sig);
-  for (int pid : cgroup_pids(task.cgroup)) ::kill(pid, sig);
-  for (int pid : find_marked_processes(task.marker)) ::kill(pid, sig);
+  std::vector<int> listed = cgroup_pids(task.cgroup);
+  for (int pid : find_marked_processes(task.marker)) listed.push_back(pid);
+  signal_task_processes(static_cast<pid_t>(task.pid), listed, sig);
 }
 
 Result<std::vector<std::string>> TaskRunner::container_argv(const Task& task, const LaunchSpec& spec) const {

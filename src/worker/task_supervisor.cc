@@ -109,14 +109,11 @@ struct Ending {
 constexpr int64_t kLeftoverWaitMs = 2000;
 
 void kill_everything(pid_t task_pgid, const Supervised& task, int sig) {
-  ::kill(-task_pgid, sig);
   // The control group holds every descendant; without one, the marker scan of /proc
   // (the costly part) finds those that left the process group. Never the supervisor
   // itself, should it have failed to leave a task's group.
-  std::vector<int> pids = task.cgroup.empty() ? find_marked_processes(task.marker) : cgroup_pids(task.cgroup);
-  for (int pid : pids) {
-    if (pid != ::getpid()) ::kill(pid, sig);
-  }
+  signal_task_processes(task_pgid, task.cgroup.empty() ? find_marked_processes(task.marker) : cgroup_pids(task.cgroup),
+                        sig);
 }
 
 // The supervisor's children: its tasks, and orphans of their processes (it is their

@@ -142,6 +142,26 @@ TEST_F(TaskRunnerTest, AKillEndsTheTaskWithItsSignal) {
   EXPECT_FALSE(exits_.at(task.id).exit_code.has_value());
 }
 
+// A container engine passes a stop on with a helper it starts when the signal comes:
+// the stop must not reach the helper too.
+TEST_F(TaskRunnerTest, AStopReachesTheProcessesThereNotThoseItMakes) {
+  const std::string done = (dir_.path() / "passed-on").string();
+  // The helper is made as soon as the signal comes (perl's handler forks at once),
+  // while the runner may still be looking for the task's processes.
+  const LaunchSpec task = spec(2, "exec perl -e '$| = 1; $SIG{TERM} = sub { if (!fork) { select(undef, undef, undef, "
+                                  "0.3); open(my $f, \">" + done + "\"); print $f \"passed on\\n\"; exit 0 } wait; exit "
+                                  "0 }; print \"up\\n\"; sleep 1 while 1'");
+  ASSERT_TRUE(runner_->launch(task).ok());
+  ASSERT_TRUE(run_until([&] { return output(task.id) == "up\n"; }));
+  runner_->kill(task.id, 5000);
+  ASSERT_TRUE(run_until([&] { return exits_.count(task.id) > 0; }));
+  EXPECT_EQ(exits_.at(task.id).exit_code, 0);
+  std::ifstream in(done);
+  std::string text;
+  std::getline(in, text);
+  EXPECT_EQ(text, "passed on");
+}
+
 TEST_F(TaskRunnerTest, ARestartedAgentAdoptsARunningTaskAndHearsItsEnd) {
   const LaunchSpec task = spec(2, "echo started; exec sleep 30");
   auto pid = runner_->launch(task);
