@@ -17,6 +17,11 @@
 //
 // (--storm 0: the fill alone.)
 //
+// Last, submits into a cluster with nothing queued: one job per submit (each placed at
+// its submit and stored placed, JobController::place_at_once), and the same while an
+// unplaceable job sits in the queue (each job queued, then placed by a pass); and one
+// submit of 1,000 jobs. The head's CPU per job, for each.
+//
 // Prints one Markdown table row per cluster size for each (bench/RESULTS.md).
 #include <unistd.h>
 
@@ -202,6 +207,68 @@ Row run(int num_nodes, int num_jobs, int num_users, bool with_storm) {
   return row;
 }
 
+struct SubmitRow {
+  double at_once_us = 0;      // per one-job submit, placed at its submit
+  double through_queue_us = 0;  // per one-job submit, queued then placed by a pass
+  double batch_us = 0;        // per job of one submit of 1,000 jobs, placed at once
+  size_t placed_at_once = 0;
+};
+
+// The head's CPU per one-job submit into `num_nodes` idle nodes, `count` submits; with
+// `blocked`, an unplaceable job waits in the queue first. `per_submit` jobs each.
+double submit_cpu_us(int num_nodes, int count, bool blocked, int per_submit, size_t* running) {
+  testing::FakeClock clock;
+  store::MemoryStore store;
+  const std::filesystem::path logs_dir =
+      std::filesystem::temp_directory_path() / ("ag-head-sched-bench-s-" + std::to_string(::getpid()));
+  double us = 0;
+  {
+    head::LogStore logs(logs_dir.string());
+    head::NodeRegistry nodes;
+    testing::FakeWorkerChannel channel;
+    head::JobLayer jobs({clock, store, nodes, channel, logs, clock}, head::JobConfig{});
+    for (int i = 0; i < num_nodes; ++i) nodes.upsert(make_node(i, clock.steady_ms()));
+    jobs.controller.on_node_registered("node_000000", {}, {});
+    clock.run_ready();
+    const auto submit = [&](std::vector<api::JobSpec> specs) {
+      bool ok = false;
+      jobs.controller.submit_all(std::move(specs), [&](const Result<std::vector<std::string>>& ids) { ok = ids.ok(); },
+                                 head::JobController::Submitter{"user0"});
+      clock.run_ready();
+      if (!ok) {
+        std::fprintf(stderr, "a submit failed\n");
+        std::exit(1);
+      }
+    };
+    api::JobSpec spec;
+    spec.entrypoint = "python train.py";
+    spec.num_gpus = 1;
+    spec.num_cpus = 8;
+    if (blocked) {
+      api::JobSpec huge = spec;
+      huge.num_gpus = 9;  // more than any node has
+      huge.allow_unschedulable = true;
+      submit({huge});
+    }
+    const double start = thread_cpu_ms();
+    for (int i = 0; i < count; ++i) submit(std::vector<api::JobSpec>(static_cast<size_t>(per_submit), spec));
+    us = (thread_cpu_ms() - start) * 1000.0 / (count * per_submit);
+    channel.take<api::Launch>();
+    *running = jobs.table.active().size();
+  }
+  std::filesystem::remove_all(logs_dir);
+  return us;
+}
+
+SubmitRow submits(int num_nodes) {
+  SubmitRow row;
+  size_t running = 0;
+  row.at_once_us = submit_cpu_us(num_nodes, 2000, false, 1, &row.placed_at_once);
+  row.through_queue_us = submit_cpu_us(num_nodes, 2000, true, 1, &running);
+  row.batch_us = submit_cpu_us(num_nodes, 1, false, 1000, &running);
+  return row;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -234,6 +301,17 @@ int main(int argc, char** argv) {
                 static_cast<double>(row.placed) / (row.fill_cpu_ms / 1000.0), row.submit_s);
     std::fflush(stdout);
     rows.push_back(row);
+  }
+  std::printf("\nOne-job submits into idle nodes, the head's CPU per job (2,000 submits; then one submit of 1,000 "
+              "jobs):\n\n");
+  std::printf("| nodes | placed at its submit | queued, then placed by a pass (a job waits in the queue) | "
+              "one submit of 1,000 jobs, per job |\n");
+  std::printf("| --- | --- | --- | --- |\n");
+  for (int nodes : node_counts) {
+    const SubmitRow row = submits(nodes);
+    std::printf("| %d | %.1f us (%zu running) | %.1f us | %.1f us |\n", nodes, row.at_once_us, row.placed_at_once,
+                row.through_queue_us, row.batch_us);
+    std::fflush(stdout);
   }
   if (!with_storm) return 0;
   std::printf("\nRegistration storm after a head restart (every node at once, a pass after each):\n\n");

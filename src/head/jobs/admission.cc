@@ -36,9 +36,30 @@ std::optional<Error> check_dependencies(const api::JobSpec& spec, const std::str
   return std::nullopt;
 }
 
-// Why one spec of the submit must be refused, or nullopt. `nodes`: every node, whole.
+// Whether live nodes (draining ones too) could hold `job` one task each, by what they
+// have in all: then it can run some day, and the cluster need not be weighed whole. The
+// walk ends at the first nodes that can, on most clusters the first.
+bool one_task_per_node_fits(const NodeRegistry& nodes, const sched::PendingJob& job) {
+  int found = 0;
+  for (const auto& [_, node] : nodes.nodes()) {
+    if (node.state != NodeState::kAlive) continue;
+    const Resources& total = node.total;
+    const Resources& need = job.per_task;
+    if (total.cpu_millis < need.cpu_millis || total.memory_bytes < need.memory_bytes || total.gpus < need.gpus ||
+        static_cast<int64_t>(node.gpu_ids.size()) < need.gpus) {
+      continue;
+    }
+    if (!sched::can_run_on(node_view(node, true), job)) continue;
+    if (++found >= job.num_tasks) return true;
+  }
+  return false;
+}
+
+// Why one spec of the submit must be refused, or nullopt. `nodes`: every node, whole
+// (made when first asked for).
 std::optional<Error> check_spec(const api::JobSpec& spec, const std::string& owner, const std::string& where,
-                                const std::vector<sched::NodeView>& nodes, const AdmissionView& view) {
+                                const std::function<const std::vector<sched::NodeView>&()>& nodes,
+                                const AdmissionView& view) {
   // A submit retried with the same id gets the job it made; the same id with another
   // spec is a mistake that must not quietly return that job.
   if (const Job* existing = view.jobs.find_submission(owner, spec.submission_id)) {
@@ -61,7 +82,8 @@ std::optional<Error> check_spec(const api::JobSpec& spec, const std::string& own
   // could ever give it is refused now.
   sched::PendingJob job = pending_job("", spec, view.policy);
   job.needs_containers = false;
-  if (auto why = sched::never_fits(nodes, job)) {
+  if (one_task_per_node_fits(view.nodes, job)) return std::nullopt;
+  if (auto why = sched::never_fits(nodes(), job)) {
     return Error{ErrorCode::kInvalidArgument,
                  where + "no node of this cluster could ever run this job: " + *why +
                      ". Ask for less, add nodes that have it, or queue it for nodes still to join with "
@@ -93,10 +115,16 @@ std::optional<Error> check_submit(std::vector<api::JobSpec>& specs, const std::s
                                                   std::to_string(api::kMaxArraySize) + " (no job was submitted)"};
   }
   // A draining node counts: it takes tasks again once resumed.
-  std::vector<sched::NodeView> nodes;
-  for (auto& [_, node] : node_capacity(view.nodes, true)) nodes.push_back(std::move(node));
+  std::optional<std::vector<sched::NodeView>> nodes;
+  const auto all_nodes = [&]() -> const std::vector<sched::NodeView>& {
+    if (!nodes) {
+      nodes.emplace();
+      for (auto& [_, node] : node_capacity(view.nodes, true)) nodes->push_back(std::move(node));
+    }
+    return *nodes;
+  };
   for (size_t i = 0; i < specs.size(); ++i) {
-    if (auto refused = check_spec(specs[i], owner, where(i), nodes, view)) return refuse(std::move(*refused));
+    if (auto refused = check_spec(specs[i], owner, where(i), all_nodes, view)) return refuse(std::move(*refused));
   }
   // Its priority is settled now (chosen, or its queue's): kept and shown as such.
   for (auto& spec : specs) spec.priority_set = true;

@@ -19,6 +19,8 @@ namespace {
 // A failed task's last lines kept with its attempt (shown with the job's failure).
 constexpr int64_t kFailureTailBytes = 8 * 1024;
 constexpr int kFailureTailLines = 50;
+// A submit that makes more jobs queues them all (JobController::place_at_once).
+constexpr size_t kMostPlacedAtOnce = 8;
 
 // The job's gang as fair share charges it: every task of its attempt.
 Gang gang_of(const Job& job) {
@@ -133,7 +135,11 @@ void JobController::submit_all(std::vector<api::JobSpec> specs,
   const int64_t now = u_.clock.now_ms();
   // Jobs are placed at their submit while nothing waits before them (in the queue, in
   // a submit being stored, earlier in this one): the placement is stored with the job.
-  bool at_once = u_.loop.idle();
+  // Not the jobs of a large submit: each costs a look at every node, where the passes
+  // after it weigh many jobs at once.
+  size_t making = 0;
+  for (const auto& spec : specs) making += spec.array ? spec.array->indices.size() : 1;
+  bool at_once = u_.loop.idle() && making <= kMostPlacedAtOnce;
   for (auto& spec : specs) {
     // A retried submit (same client-chosen id) returns the job it created before.
     // Per owner: one user's submission id never finds another's job.
@@ -431,9 +437,11 @@ void JobController::run_pass() {
     u_.usage.charge(gang_of(job), false);
     arm_timeout(job);
   }
-  // Nodes left out because an admin drained them are named in every reason.
+  // Nodes left out because an admin drained them are named in every reason (counted
+  // only when there is a reason to give: a walk of every node).
   int draining = 0, unhealthy = 0;
   for (const auto& [_, node] : u_.nodes.nodes()) {
+    if (pass.plan.pending.empty()) break;
     if (node.state != NodeState::kAlive) continue;
     draining += node.draining;
     unhealthy += !node.draining && node.unhealthy;

@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <set>
 
+#include "head/jobs/scheduling_view.h"
 #include "head/store/memory_store.h"
 
 namespace ag::head {
@@ -77,6 +79,39 @@ TEST_F(AdmissionTest, ARequestNoNodeCouldEverHoldIsRefusedUnlessAskedToQueueIt) 
   // A draining node still counts: it takes tasks again once resumed.
   nodes_.set_drained({"node_a"});
   EXPECT_EQ(refusal({spec()}), "");
+}
+
+// Most submits are found to fit at the first nodes that can hold a task each; the rest
+// weigh the cluster whole. Both must refuse exactly what the whole weighing refuses.
+TEST_F(AdmissionTest, TheQuickLookAtTheNodesRefusesWhatWeighingThemAllRefuses) {
+  std::mt19937 random(31);
+  for (int round = 0; round < 300; ++round) {
+    nodes_ = NodeRegistry();
+    const int count = 1 + static_cast<int>(random() % 6);
+    for (int i = 0; i < count; ++i) {
+      Node node;
+      node.node_id = "node_" + std::to_string(i);
+      node.total.cpu_millis = 1000 * (1 + static_cast<int64_t>(random() % 8));
+      node.total.memory_bytes = int64_t{4} << 30;
+      node.total.gpus = static_cast<int64_t>(random() % 3);
+      for (int g = 0; g < node.total.gpus - static_cast<int>(random() % 2); ++g) node.gpu_ids.push_back(g);
+      if (random() % 2) node.labels["zone"] = random() % 2 ? "a" : "b";
+      node.state = random() % 5 == 0 ? NodeState::kDead : NodeState::kAlive;
+      node.draining = random() % 4 == 0;
+      nodes_.upsert(node);
+    }
+    api::JobSpec job = spec(static_cast<double>(1 + random() % 8));
+    job.num_workers = 1 + static_cast<int>(random() % 4);
+    job.num_gpus = static_cast<int64_t>(random() % 3);
+    if (random() % 3 == 0) job.constraints["zone"] = "a";
+    job.exclusive = random() % 4 == 0;
+    job.placement = random() % 2 ? api::Placement::kSpread : api::Placement::kPack;
+    std::vector<sched::NodeView> all;
+    for (auto& [_, view] : node_capacity(nodes_, true)) all.push_back(view);
+    sched::PendingJob pending = pending_job("", job, policy_);
+    const bool never = sched::never_fits(all, pending).has_value();
+    EXPECT_EQ(!refusal({job}).empty(), never) << "round " << round;
+  }
 }
 
 TEST_F(AdmissionTest, ASubmissionIdReusedWithAnotherSpecIsAConflict) {
