@@ -110,6 +110,7 @@ PassPlan plan_pass(const PassState& state) {
   input.queue_use = state.capacity.use_by_queue();
   input.now_ms = state.now_ms;
   input.max_blocked = SchedulingLoop::kMaxJobsPerPass;  // as many as a narrow pass weighs in all
+  input.nodes_sorted = true;                            // ClusterCapacity::nodes()
   const sched::QuotaLedger ledger(input.quotas, use, input.queue_use);
   bool may_preempt = false;
   std::vector<sched::PendingReason> over_quota;
@@ -168,6 +169,7 @@ std::optional<sched::JobPlacement> place_now(const PassState& state, const Job& 
   input.quotas = state.policy.quota_policy(owners);
   input.queue_use = state.capacity.use_by_queue();
   input.now_ms = state.now_ms;
+  input.nodes_sorted = true;  // ClusterCapacity::nodes()
   sched::Plan plan = sched::schedule(state.capacity.nodes(), {candidate}, input);
   if (plan.placements.empty()) return std::nullopt;
   return std::move(plan.placements.front());

@@ -181,7 +181,7 @@ std::vector<const NodeView*> pointers_to(const std::vector<NodeView>& nodes) {
   return out;
 }
 
-std::vector<WorkingNode> make_working_nodes(const std::vector<const NodeView*>& nodes) {
+std::vector<WorkingNode> make_working_nodes(const std::vector<const NodeView*>& nodes, bool sorted = false) {
   std::vector<WorkingNode> working;
   working.reserve(nodes.size());
   for (const NodeView* pointer : nodes) {
@@ -209,10 +209,10 @@ std::vector<WorkingNode> make_working_nodes(const std::vector<const NodeView*>& 
     working.push_back(std::move(node));
   }
   // Sorting once by node_id makes every later tie-break "lowest index first", and makes
-  // the plan independent of the order in which the head listed its nodes (it lists
-  // them sorted already, so the check is all a pass pays).
+  // the plan independent of the order in which the caller listed its nodes (the head
+  // lists them sorted already and says so: not even the check is paid then).
   const auto by_id = [](const WorkingNode& a, const WorkingNode& b) { return a.view->node_id < b.view->node_id; };
-  if (!std::is_sorted(working.begin(), working.end(), by_id)) std::sort(working.begin(), working.end(), by_id);
+  if (!sorted && !std::is_sorted(working.begin(), working.end(), by_id)) std::sort(working.begin(), working.end(), by_id);
   return working;
 }
 
@@ -605,7 +605,7 @@ Plan schedule(const std::vector<const NodeView*>& nodes, const std::vector<Pendi
   QuotaLedger ledger(input.quotas, input.use, input.queue_use);
   bool blocked_before = false;  // a job ahead was blocked: only the first may preempt
   size_t blocked = 0;
-  std::vector<WorkingNode> working = make_working_nodes(nodes);
+  std::vector<WorkingNode> working = make_working_nodes(nodes, input.nodes_sorted);
   FreeIndex index(working.size());
   for (size_t i = 0; i < working.size(); ++i) index.add(i, working[i].free);
   const Resources largest = largest_node(working);

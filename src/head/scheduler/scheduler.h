@@ -133,6 +133,9 @@ struct PassInput {
   // Blocked jobs a pass weighs (each reserves, at a cost of O(nodes)); the jobs behind
   // the last of them wait (kWaitingBehind) without being weighed. 0: no limit.
   size_t max_blocked = 0;
+  // The nodes come sorted by node_id (the head's kept view lists them so): the pass
+  // does not check it, a walk of every node's id.
+  bool nodes_sorted = false;
 };
 
 // Places as many jobs of `queue` (oldest first) as fit on `nodes`, all-or-nothing per

@@ -52,6 +52,11 @@ class ClusterCapacityTest : public JobLayerTest {
     ClusterCapacity rebuilt;
     rebuilt.rebuild(nodes_, jobs_->table);
     expect_same(jobs_->capacity, rebuilt, after);
+    // The scheduler takes the kept view's order as sorted by node id (PassInput::nodes_sorted).
+    const auto& listed = jobs_->capacity.nodes();
+    EXPECT_TRUE(std::is_sorted(listed.begin(), listed.end(),
+                               [](const sched::NodeView* a, const sched::NodeView* b) { return a->node_id < b->node_id; }))
+        << after;
   }
 
   // Every task the job layer placed and has not seen end, by node.
@@ -74,7 +79,7 @@ TEST_F(ClusterCapacityTest, KeptViewEqualsOneRebuiltAfterRandomEvents) {
     const auto pick = [&random](size_t n) { return static_cast<size_t>(random() % n); };
     std::vector<std::string> node_ids;
     for (int i = 0; i < 6; ++i) {
-      node_ids.push_back("node_" + std::to_string(seed) + "_" + std::to_string(i));
+      node_ids.push_back("node_" + std::to_string(seed) + "_" + std::to_string((i * 5) % 6));  // joins out of order
       add_node(node_ids.back(), 8, {0, 1, 2, 3});
     }
     check("nodes joined");
