@@ -2,8 +2,9 @@
 // GET /api/workers/connect with a join token or its node credential. Control messages are JSON text
 // frames, each an object with a "type"; task output travels in binary log frames
 // (api/log_frame.h).
-// This header is the whole protocol: one struct per message, encode() to the wire,
-// decode_*() back with an error that names the field. The head (head/gateway/worker_gateway.cc,
+// This header is the whole protocol (the messages for operating nodes, pulls, stacks,
+// health and exec, are in api/node_ops_protocol.h): one struct per message, encode() to
+// the wire, decode_*() back with an error that names the field. The head (head/gateway/worker_gateway.cc,
 // head/jobs/task_dispatcher.cc) and the agent (worker/agent.cc) speak only through these.
 //
 //   worker                                   head
@@ -33,6 +34,7 @@
 #include <vector>
 
 #include "api/container_spec.h"
+#include "api/node_ops_protocol.h"
 #include "api/node_usage.h"
 #include "common/result.h"
 #include "common/version.h"
@@ -87,39 +89,6 @@ struct TaskNote {
   TaskKey task;
   std::string text;
   bool operator==(const TaskNote&) const = default;
-};
-
-// How a node's pull of an image (ag pull) goes: progress lines, then its end.
-struct PullUpdate {
-  std::string pull_id;
-  std::string text;   // progress
-  bool done = false;  // the pull ended: with `error`, or the image is there
-  std::string error;
-  bool operator==(const PullUpdate&) const = default;
-};
-
-// The answer to a StackRequest: the stacks of the task's Python processes (faulthandler's
-// text, per process), or, for a task with none, its process tree; `error` when they
-// could not be taken.
-struct StackReport {
-  std::string request;
-  TaskKey task;
-  bool python = false;  // at least one Python process answered
-  std::string text;
-  std::string error;
-  bool operator==(const StackReport&) const = default;
-};
-
-// The node's health as its checks see it (ag start-worker --health-check, GPU errors
-// from NVML): sent after every failing check and when the node is healthy again. A
-// `sticky` failure (a GPU error) stays until an admin clears it (`ag resume NODE`).
-struct HealthReport {
-  bool healthy = true;
-  std::string reason;  // why not: the check, its exit status and last lines; the GPU and its error
-  bool sticky = false;
-  std::string gpu_kind;  // a GPU error's kind: "xid", "ecc", "retired_pages", "row_remap", "vanished"
-  int gpu_index = -1;    // and its GPU
-  bool operator==(const HealthReport&) const = default;
 };
 
 struct TaskStarted {
@@ -207,13 +176,6 @@ struct Kill {
   bool operator==(const Kill&) const = default;
 };
 
-// Pull `image` now, ahead of the jobs that will use it (ag pull).
-struct Pull {
-  std::string pull_id;
-  std::string image;
-  bool operator==(const Pull&) const = default;
-};
-
 struct ExitAck {
   TaskKey task;
   bool operator==(const ExitAck&) const = default;
@@ -231,36 +193,6 @@ struct LogResume {
   TaskKey task;
   int64_t offset = 0;
   bool operator==(const LogResume&) const = default;
-};
-
-// Run `command` beside the task and dial back to kWorkerExecPath + session
-// (api/exec_protocol.h); `with_stdin`: the client sends input. With `tty` the command
-// runs on a pseudo-terminal of rows x cols, TERM=`term`. With `port` > 0 there is no
-// command: the session is one TCP connection to 127.0.0.1:port on the task's node.
-struct ExecOpen {
-  std::string session;
-  TaskKey task;
-  std::vector<std::string> command;
-  bool with_stdin = false;
-  bool tty = false;
-  int rows = 0, cols = 0;
-  std::string term;
-  int port = 0;
-  bool operator==(const ExecOpen&) const = default;
-};
-
-// Take the stacks of the task's Python processes (`ag stack`); answered with a
-// StackReport naming `request`.
-struct StackRequest {
-  std::string request;
-  TaskKey task;
-  bool operator==(const StackRequest&) const = default;
-};
-
-// An admin cleared the node's UNHEALTHY mark (`ag resume NODE`): the worker forgets the
-// failure it holds (a GPU fault), so its next registration does not bring it back.
-struct HealthCleared {
-  bool operator==(const HealthCleared&) const = default;
 };
 
 // ---- either way ----
@@ -284,8 +216,6 @@ std::string encode(const Register& m);
 std::string encode(const Heartbeat& m);
 std::string encode(const TaskStarted& m);
 std::string encode(const TaskNote& m);
-std::string encode(const PullUpdate& m);
-std::string encode(const Pull& m);
 std::string encode(const TaskExited& m);
 std::string encode(const Registered& m);
 std::string encode(const Launch& m);
@@ -294,11 +224,6 @@ std::string encode(const ExitAck& m);
 std::string encode(const LogResume& m);
 std::string encode(const ErrorMessage& m);
 std::string encode(const HeartbeatAck& m);
-std::string encode(const ExecOpen& m);
-std::string encode(const StackRequest& m);
-std::string encode(const StackReport& m);
-std::string encode(const HealthReport& m);
-std::string encode(const HealthCleared& m);
 std::string encode(const WorkerMessage& m);
 std::string encode(const HeadMessage& m);
 

@@ -39,12 +39,14 @@ void send(ChannelTraffic& traffic, const std::shared_ptr<net::WsConnection>& cha
 
 // A message the node may not send (about another node's task): said to the node and
 // in the head's log; nothing changes.
-void refuse(ChannelTraffic& traffic, const std::shared_ptr<net::WsConnection>& channel, const std::string& node_id, const Error& error) {
+void refuse(ChannelTraffic& traffic, const std::shared_ptr<net::WsConnection>& channel, const std::string& node_id,
+            const Error& error) {
   spdlog::warn("refused a message from node {}: {}", node_id, error.message);
   send(traffic, channel, api::ErrorMessage{"the head refused a message: " + error.message});
 }
 
-void send_error_and_close(ChannelTraffic& traffic, const std::shared_ptr<net::WsConnection>& channel, const std::string& message) {
+void send_error_and_close(ChannelTraffic& traffic, const std::shared_ptr<net::WsConnection>& channel,
+                          const std::string& message) {
   send(traffic, channel, api::ErrorMessage{message});
   channel->close();
 }
@@ -187,7 +189,8 @@ void WorkerGateway::on_connection(const std::shared_ptr<net::WsConnection>& chan
         auto ch = weak.lock();
         if (!ch || !acting()) return;
         if (state->node_id.empty() && !state->registering) {
-          if (binary) return send_error_and_close(deps_.nodes.traffic(), ch, "the first message must be a register message");
+          if (binary)
+            return send_error_and_close(deps_.nodes.traffic(), ch, "the first message must be a register message");
           auto message = api::decode_worker_message(data);
           if (message.ok()) {
             deps_.nodes.traffic().received(message.value(), data.size());
@@ -197,12 +200,15 @@ void WorkerGateway::on_connection(const std::shared_ptr<net::WsConnection>& chan
           if (!message.ok() && message.error().code == ErrorCode::kConflict) {
             // Another protocol version: retrying cannot help, so the worker gives up.
             spdlog::warn("refused a worker from {}: {}", state->from, message.error().message);
-            send(deps_.nodes.traffic(), ch, api::ErrorMessage{message.error().message + "; registration refused", true});
+            send(deps_.nodes.traffic(), ch,
+                 api::ErrorMessage{message.error().message + "; registration refused", true});
             return ch->close();
           }
-          if (!message.ok()) return send_error_and_close(deps_.nodes.traffic(), ch, "bad register message: " + message.error().message);
+          if (!message.ok())
+            return send_error_and_close(deps_.nodes.traffic(), ch, "bad register message: " + message.error().message);
           auto* reg = std::get_if<api::Register>(&message.value());
-          if (!reg) return send_error_and_close(deps_.nodes.traffic(), ch, "the first message must be a register message");
+          if (!reg)
+            return send_error_and_close(deps_.nodes.traffic(), ch, "the first message must be a register message");
           return on_register(ch, state, std::move(*reg));
         }
         if (state->node_id.empty()) return;  // its registration is still being stored
@@ -234,7 +240,8 @@ void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel
   if (!message.ok()) {
     deps_.nodes.traffic().received_unreadable(data.size());
     spdlog::warn("bad message from node {}: {}", *node_id, message.error().message);
-    return send(deps_.nodes.traffic(), channel, api::ErrorMessage{"the head could not accept a message: " + message.error().message});
+    return send(deps_.nodes.traffic(), channel,
+                api::ErrorMessage{"the head could not accept a message: " + message.error().message});
   }
   std::visit(Overloaded{
                  [&](const api::Heartbeat& m) {
@@ -261,11 +268,13 @@ void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel
                  },
                  [&](const api::TaskStarted& m) {
                    Status s = deps_.jobs.controller.on_task_started(*node_id, m.task, m.pid);
-                   if (!s && s.error().code == ErrorCode::kPermissionDenied) refuse(deps_.nodes.traffic(), channel, *node_id, s.error());
+                   if (!s && s.error().code == ErrorCode::kPermissionDenied)
+                     refuse(deps_.nodes.traffic(), channel, *node_id, s.error());
                  },
                  [&](const api::TaskExited& m) {
                    Status s = deps_.jobs.controller.on_task_exited(*node_id, m.task, m.exit);
-                   if (!s && s.error().code == ErrorCode::kPermissionDenied) return refuse(deps_.nodes.traffic(), channel, *node_id, s.error());
+                   if (!s && s.error().code == ErrorCode::kPermissionDenied)
+                     return refuse(deps_.nodes.traffic(), channel, *node_id, s.error());
                    // Not yet acknowledged while the head lacks bytes of its log: the
                    // worker keeps them, is asked for them again, and sends the exit
                    // again after them.
@@ -305,7 +314,8 @@ void WorkerGateway::on_message(const std::shared_ptr<net::WsConnection>& channel
                    deps_.jobs.controller.report_problem(m.task.job_id, m.text.substr(0, 300));
                  },
                  [&](const api::Register&) {
-                   send(deps_.nodes.traffic(), channel, api::ErrorMessage{"register is only accepted as the first message of a channel"});
+                   send(deps_.nodes.traffic(), channel,
+                        api::ErrorMessage{"register is only accepted as the first message of a channel"});
                  },
                  [&](const api::ErrorMessage& m) { spdlog::warn("node {} reports an error: {}", *node_id, m.message); },
              },
@@ -318,7 +328,8 @@ void WorkerGateway::on_log_frame(const std::shared_ptr<net::WsConnection>& chann
   auto header = api::decode_log_frame(frame, &payload);
   if (!header.ok()) {
     spdlog::warn("bad log frame from node {}: {}", node_id, header.error().message);
-    return send(deps_.nodes.traffic(), channel, api::ErrorMessage{"the head could not accept a log frame: " + header.error().message});
+    return send(deps_.nodes.traffic(), channel,
+                api::ErrorMessage{"the head could not accept a log frame: " + header.error().message});
   }
   take_log_bytes(channel, node_id, header->task,
                  [&] { return deps_.logs.append(header->task, header->offset, payload); });
@@ -373,31 +384,35 @@ void WorkerGateway::on_register(const std::shared_ptr<net::WsConnection>& channe
   const Principal& who = state->who;
   const std::string id = message.node_id;  // a copy: `message` moves into a callback below
   if (message.labels.size() > api::kMaxNodeLabels) {
-    return send_error_and_close(deps_.nodes.traffic(), channel, "node " + id + " has " + std::to_string(message.labels.size()) +
-                                             " labels; at most " + std::to_string(api::kMaxNodeLabels) +
-                                             "; registration refused");
+    return send_error_and_close(deps_.nodes.traffic(), channel,
+                                "node " + id + " has " + std::to_string(message.labels.size()) + " labels; at most " +
+                                    std::to_string(api::kMaxNodeLabels) + "; registration refused");
   }
   for (const auto& [key, value] : message.labels) {
     if (auto problem = api::label_problem(key, value)) {
-      return send_error_and_close(deps_.nodes.traffic(), channel, "node label " + key.substr(0, 64) + ": " + *problem + "; registration refused");
+      return send_error_and_close(deps_.nodes.traffic(), channel,
+                                  "node label " + key.substr(0, 64) + ": " + *problem + "; registration refused");
     }
   }
   if (message.allowed_mounts.size() > api::kMaxAllowedMountPrefixes) {
-    return send_error_and_close(deps_.nodes.traffic(), channel, "node " + id + " allows " + std::to_string(message.allowed_mounts.size()) +
-                                             " mount prefixes; at most " +
-                                             std::to_string(api::kMaxAllowedMountPrefixes) + "; registration refused");
+    return send_error_and_close(deps_.nodes.traffic(), channel,
+                                "node " + id + " allows " + std::to_string(message.allowed_mounts.size()) +
+                                    " mount prefixes; at most " + std::to_string(api::kMaxAllowedMountPrefixes) +
+                                    "; registration refused");
   }
   for (const auto& prefix : message.allowed_mounts) {
     if (std::string problem = api::mount_path_problem(prefix); !problem.empty()) {
-      return send_error_and_close(deps_.nodes.traffic(), channel, "allowed mount prefix " + problem.substr(0, 300) + "; registration refused");
+      return send_error_and_close(deps_.nodes.traffic(), channel,
+                                  "allowed mount prefix " + problem.substr(0, 300) + "; registration refused");
     }
   }
   if (who.kind == Principal::Kind::kNode) {
     // A node's own credential: its own id only, whether or not it is live.
     if (who.name != id) {
       spdlog::warn("refused a registration from {}: node {}'s credential used for node id {}", state->from, who.name, id);
-      return send_error_and_close(deps_.nodes.traffic(), channel, "this node credential belongs to node " + who.name +
-                                               ", not to node " + id + "; registration refused");
+      return send_error_and_close(
+          deps_.nodes.traffic(), channel,
+          "this node credential belongs to node " + who.name + ", not to node " + id + "; registration refused");
     }
     return complete_register(channel, *state, message, "");
   }
@@ -407,10 +422,12 @@ void WorkerGateway::on_register(const std::shared_ptr<net::WsConnection>& channe
     spdlog::warn("refused a registration from {} as live node {}: no node credential", state->from, existing->label());
     deps_.audit.record({deps_.clock.now_ms(), who.name, state->from, "register node " + id,
                         "refused: the node id is live"});
-    return send_error_and_close(deps_.nodes.traffic(), 
-        channel, "node id " + id + " is already registered and live (" + existing->address +
-                     "); only that node's own credential can register it again. If this is a new machine, give it "
-                     "its own --data-dir; if it replaces that node, run `ag remove-node " + id + "` first");
+    return send_error_and_close(
+        deps_.nodes.traffic(), channel,
+        "node id " + id + " is already registered and live (" + existing->address +
+            "); only that node's own credential can register it again. If this is a new machine, give it "
+            "its own --data-dir; if it replaces that node, run `ag remove-node " +
+            id + "` first");
   }
   state->registering = true;
   std::weak_ptr<net::WsConnection> weak = channel;
@@ -419,8 +436,9 @@ void WorkerGateway::on_register(const std::shared_ptr<net::WsConnection>& channe
     auto ch = weak.lock();
     if (!ch) return;
     if (!credential.ok()) {
-      return send_error_and_close(deps_.nodes.traffic(), ch, "the head could not store this node's credential: " +
-                                          credential.error().message + "; try again later");
+      return send_error_and_close(
+          deps_.nodes.traffic(), ch,
+          "the head could not store this node's credential: " + credential.error().message + "; try again later");
     }
     deps_.audit.record({deps_.clock.now_ms(), state->who.name, state->from, "register node " + message.node_id,
                         "ok: node credential issued"});
@@ -454,7 +472,8 @@ void WorkerGateway::complete_register(const std::shared_ptr<net::WsConnection>& 
   spdlog::info("node {} registered: {} CPUs, {} MiB memory, {} GPUs, {} running task(s)", added.label(),
                added.total.cpu_millis / 1000.0, added.total.memory_bytes >> 20, added.total.gpus,
                message.running.size());
-  send(deps_.nodes.traffic(), channel, api::Registered{added.node_id, config_.node_timeout_ms, credential, config_.epoch});
+  send(deps_.nodes.traffic(), channel,
+       api::Registered{added.node_id, config_.node_timeout_ms, credential, config_.epoch});
   // Ask for the output the head missed while the channel was down. For tasks that
   // ended meanwhile the worker sends the missing bytes and then the exit again, so
   // the head normally records the end once the log is whole.

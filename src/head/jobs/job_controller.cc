@@ -214,7 +214,9 @@ void JobController::submit_all(std::vector<api::JobSpec> specs,
           // with their places there.
           JobEvent first = stream_event(a.job, a.events.front(), "job.submitted");
           Job& job = u_.jobs.add(std::move(a.job), std::move(first));
-          for (size_t i = 1; i < a.events.size(); ++i) u_.jobs.add_event(job.id, stream_event(job, a.events[i], "job.update"));
+          for (size_t i = 1; i < a.events.size(); ++i) {
+            u_.jobs.add_event(job.id, stream_event(job, a.events[i], "job.update"));
+          }
           u_.writer.changed(job.id, 0);
           u_.listeners.added(job);
           if (a.launch.empty()) {

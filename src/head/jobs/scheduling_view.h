@@ -20,10 +20,10 @@
 #include "head/jobs/cluster_capacity.h"
 #include "head/jobs/job_state_machine.h"
 #include "head/jobs/job_table.h"
-#include "head/nodes/node_registry.h"
-#include "head/sharing/policy_store.h"
-#include "head/scheduler/scheduler.h"
 #include "head/jobs/scheduling_loop.h"
+#include "head/nodes/node_registry.h"
+#include "head/scheduler/scheduler.h"
+#include "head/sharing/policy_store.h"
 #include "head/sharing/usage_ledger.h"
 
 namespace ag::head {

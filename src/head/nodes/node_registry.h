@@ -18,11 +18,11 @@
 #include <vector>
 
 #include "api/protocol.h"
-#include "head/nodes/channel_traffic.h"
 #include "common/resources.h"
 #include "common/result.h"
-#include "head/store/kv_store.h"
+#include "head/nodes/channel_traffic.h"
 #include "head/nodes/worker_channel.h"
+#include "head/store/kv_store.h"
 #include "net/ws_connection.h"
 
 namespace ag::head {

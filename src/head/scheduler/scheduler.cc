@@ -212,7 +212,8 @@ std::vector<WorkingNode> make_working_nodes(const std::vector<const NodeView*>& 
   // the plan independent of the order in which the caller listed its nodes (the head
   // lists them sorted already and says so: not even the check is paid then).
   const auto by_id = [](const WorkingNode& a, const WorkingNode& b) { return a.view->node_id < b.view->node_id; };
-  if (!sorted && !std::is_sorted(working.begin(), working.end(), by_id)) std::sort(working.begin(), working.end(), by_id);
+  if (!sorted && !std::is_sorted(working.begin(), working.end(), by_id))
+    std::sort(working.begin(), working.end(), by_id);
   return working;
 }
 
