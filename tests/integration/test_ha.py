@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from conftest import (AG_BIN, PYTHON, REPO, WORKER_IPS, Cluster, free_ports, job_processes, pid_alive,
-                      proc_cmdline, wait_until)
+                      proc_cmdline, proc_ppid, wait_until)
 from pg_server import PostgresServer
 
 LEASE_S = 3
@@ -172,19 +172,13 @@ def ha_factory(tmp_path, pg):
         c.teardown()
 
 
-def parent_pid(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[1])
-    except OSError:
-        return None
-
-
 def task_pid(job_id):
     """The task's own process: the one of the job's processes whose parent is not one of
-    them (not the lowest pid, which a child has once pids wrap around on a busy machine)."""
+    them (not the lowest pid, which a child has once pids wrap around on a busy machine).
+    A child that exits between the listing and the read of its parent is no root."""
     pids = set(job_processes([job_id]))
-    roots = [pid for pid in pids if parent_pid(pid) not in pids]
+    parents = {pid: proc_ppid(pid) for pid in pids}
+    roots = [pid for pid, parent in parents.items() if parent is not None and parent not in pids]
     return min(roots) if roots else None
 
 
