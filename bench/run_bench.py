@@ -147,19 +147,39 @@ def write_results_section(text, begin, end):
         f.write(new)
 
 
-def spawn_floor(n=500, command=None):
-    out = subprocess.run([SPAWN_FLOOR, str(n), *(command or [])], capture_output=True, text=True, check=True).stdout
-    return json.loads(out)
+def spawn_floor(n=500, command=None, mean_gap_ms=0):
+    """posix_spawn + wait of /bin/true (or `command`) n times: back to back, or each after
+    an idle gap drawn from an exponential distribution of mean `mean_gap_ms`."""
+    gaps = ["--mean-gap-ms", str(mean_gap_ms)] if mean_gap_ms else []
+    out = subprocess.run([SPAWN_FLOOR, *gaps, str(n), *(command or [])], capture_output=True, text=True,
+                         check=True).stdout
+    return json.loads(out.splitlines()[-1])  # after what the command itself printed
 
 
 # What each rank of the start-latency gang runs: it prints when it started.
 START_COMMAND = "exec bash -c 'echo $EPOCHREALTIME'"
 
 
-def bench_start_latency(cluster, jobs, mean_gap_s=0.0, seed=31):
-    """Submit -> every rank of a 2-task gang running its command, one job at a time:
-    back to back, or (mean_gap_s > 0) after an idle gap drawn from an exponential
-    distribution of that mean before each submit (random arrivals at low load)."""
+class StartStamp:
+    """build/bin/start_stamp copied where every task's account can run it: a rank that
+    prints the wall clock as its program starts, with no shell's start in front."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="ag-stamp-")
+        os.chmod(self.dir, 0o755)
+        self.path = os.path.join(self.dir, "start_stamp")
+        shutil.copy(os.path.join(REPO, "build", "bin", "start_stamp"), self.path)
+        os.chmod(self.path, 0o755)
+
+    def close(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def bench_start_latency(cluster, jobs, mean_gap_s=0.0, seed=31, command=START_COMMAND):
+    """Submit -> every rank of a 2-task gang running `command` (which prints the wall clock
+    as it starts), one job at a time: back to back, or (mean_gap_s > 0) after an idle gap
+    drawn from an exponential distribution of that mean before each submit (random
+    arrivals at low load)."""
     gaps = random.Random(seed)
     latencies = []
     for _ in range(jobs):
@@ -167,7 +187,7 @@ def bench_start_latency(cluster, jobs, mean_gap_s=0.0, seed=31):
             time.sleep(gaps.expovariate(1 / mean_gap_s))
         t0 = time.time()
         job_id = cluster.api("POST", "/api/jobs", {
-            "entrypoint": START_COMMAND, "num_workers": 2,
+            "entrypoint": command, "num_workers": 2,
             "placement": "spread", "task_options": {"num_cpus": 1}})["job_id"]
         job = cluster.wait(job_id)
         assert job["state"] == "SUCCEEDED", job
