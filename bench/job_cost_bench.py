@@ -12,6 +12,12 @@ job (strace slows them: only the counts are read). The baseline in the same run 
 spawn floor: posix_spawn + wait of /bin/true (build/bin/spawn_floor), its rate and its
 CPU per spawn.
 
+Before those, a 2-task gang's start (submit -> both ranks' programs running), back to
+back and after exponential idle gaps: ranks that run build/bin/start_stamp (it prints the
+wall clock as its main begins), then ranks that start bash. Random arrivals are compared
+with spawns after the same gaps (spawn_floor --mean-gap-ms): waking an idle CPU costs
+the floor too.
+
     /usr/bin/python3 bench/job_cost_bench.py [--jobs 1000] [--traced-jobs 200] [--latency-jobs 200]
         [--mean-gap-ms 300] [--before AG --before-label COMMIT] [--write]
 """
