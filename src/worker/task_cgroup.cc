@@ -99,12 +99,20 @@ std::vector<int> cgroup_pids(const std::string& group) {
 
 bool remove_cgroup(const std::string& group) {
   if (group.empty()) return true;
+  // Most groups have none below them: the rmdir alone. EBUSY: groups below (a
+  // container engine's) go first, or a process still holds it.
+  if (::rmdir(group.c_str()) == 0 || errno == ENOENT) return true;
+  if (errno != EBUSY) return false;
   if (DIR* dir = ::opendir(group.c_str())) {
     std::vector<std::string> children;
     while (dirent* entry = ::readdir(dir)) {
       if (entry->d_type == DT_DIR && entry->d_name[0] != '.') children.push_back(group + "/" + entry->d_name);
     }
     ::closedir(dir);
+    if (children.empty()) {
+      errno = EBUSY;  // a process holds it
+      return false;
+    }
     for (const auto& child : children) remove_cgroup(child);
   }
   return ::rmdir(group.c_str()) == 0 || errno == ENOENT;

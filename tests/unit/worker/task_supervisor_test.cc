@@ -407,6 +407,40 @@ bool wait_for(const std::function<bool()>& done, int ms = 5000) {
   return done();
 }
 
+// A task's group goes with the groups a container engine made below it; one a process
+// still holds stays (EBUSY, as its caller retries) until the process has left.
+TEST(RemoveCgroupTest, GoesWithTheGroupsBelowItAndStaysWhileAProcessHoldsIt) {
+  const std::string mount = "/sys/fs/cgroup/pids";
+  CgroupDir root(mount);
+  if (root.path().empty()) GTEST_SKIP() << "needs a writable pids cgroup hierarchy";
+  const std::string task = root.path() + "/task", below = task + "/engine", deeper = below + "/ctr";
+  ASSERT_EQ(::mkdir(task.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(below.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(deeper.c_str(), 0755), 0);
+  EXPECT_TRUE(remove_cgroup(task));
+  EXPECT_FALSE(fs::exists(task));
+  EXPECT_TRUE(remove_cgroup(task));  // gone already
+
+  ASSERT_EQ(::mkdir(task.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(below.c_str(), 0755), 0);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (!join_cgroup(below.c_str())) ::_exit(1);
+    ::pause();
+    ::_exit(0);
+  }
+  ASSERT_TRUE(wait_for([&] { return read_file(below + "/cgroup.procs") == std::to_string(child) + "\n"; }));
+  errno = 0;
+  EXPECT_FALSE(remove_cgroup(task));
+  EXPECT_EQ(errno, EBUSY);
+  EXPECT_TRUE(fs::exists(below));
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  EXPECT_TRUE(wait_for([&] { return remove_cgroup(task); }));
+  EXPECT_FALSE(fs::exists(task));
+}
+
 // On cgroup v1, the supervisor keeps a process ready in spare groups: the next task of
 // the same kind is that process, renamed into its groups with its caps, and no process
 // moves on the launch path. Whatever is not used goes when the agent does.
