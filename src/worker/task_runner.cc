@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
-#include <sys/inotify.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -49,29 +48,43 @@ struct TaskRunner::Task {
   std::optional<TaskUser> account;  // who it runs as; unset: the worker's own user
   int output_fd = -1;  // read side of output.log
   int64_t supervisor_pid = 0;
-  int watch = -1;       // its inotify watch; -1: followed by polling
-  int64_t polled_size = 0;  // what polling last saw of output.log
-  int unreadable_polls = 0;  // polls that found an exit record not yet whole
   bool finished = false;
   std::unique_ptr<asio::steady_timer> kill_timer;
 
   ~Task() {
     if (output_fd >= 0) ::close(output_fd);
   }
+  void remove_groups() const {
+    remove_cgroup(cgroup);
+    for (const auto& group : limit_cgroups) remove_cgroup(group);
+  }
+  // What removes a container task's leftovers (its container, the engine's groups in
+  // each hierarchy mounted at `mounts`); the supervisor runs it when the task ends,
+  // remove_container where no supervisor will.
+  std::vector<std::string> container_cleanup_argv(const std::vector<std::string>& mounts) const;
 };
 
-std::optional<api::TaskExit> parse_exit_record(const std::string& text) {
-  std::istringstream in(text);
-  std::string kind;
-  int value = 0;
-  if (!(in >> kind >> value)) return std::nullopt;
-  api::TaskExit exit;
-  if (kind == "exit") exit.exit_code = value;
-  else if (kind == "signal") exit.signal = value;
-  else return std::nullopt;
-  std::string note;
-  exit.out_of_memory = in >> note && note == "oom";
-  return exit;
+std::vector<std::string> TaskRunner::Task::container_cleanup_argv(const std::vector<std::string>& mounts) const {
+  // The engine removes a container that ends by itself (--rm), so one whose client
+  // exited 0 is gone. Any other end is removed here ($1: the exit code, or "signal";
+  // none from remove_container, which always removes). A client killed while the
+  // engine was still creating the container leaves it created but never started, and
+  // may leave it locked for a moment: the removal is tried again, for up to 10 s, until
+  // the engine no longer knows the container. Then the groups the engine made below the
+  // task's, in every hierarchy.
+  const std::string engine = shell_quote(engine_path), name = shell_quote(container);
+  std::string script = "if [ \"$1\" != 0 ]; then n=0; while [ $n -lt 20 ]; do " + engine + " rm --force " + name +
+                       " >/dev/null 2>&1; " + engine + " container inspect " + name +
+                       " >/dev/null 2>&1 || break; sleep 0.5; n=$((n+1)); done; fi";
+  if (!cgroup_parent.empty()) {
+    // The engine's monitor may outlive the client a moment: up to 5 s for its groups.
+    std::string groups;
+    for (const auto& mount : mounts) groups += " " + shell_quote(mount + cgroup_parent);
+    script += "; n=0; while [ $n -lt 25 ]; do left=; for g in" + groups +
+              "; do [ -d \"$g\" ] || continue; find \"$g\" -depth -type d -exec rmdir {} + 2>/dev/null;"
+              " [ -d \"$g\" ] && left=1; done; [ -z \"$left\" ] && break; sleep 0.2; n=$((n+1)); done; true";
+  }
+  return {"/bin/sh", "-c", script};
 }
 
 Result<std::unique_ptr<TaskRunner>> TaskRunner::create(asio::io_context& io, std::string data_dir,
@@ -83,18 +96,9 @@ Result<std::unique_ptr<TaskRunner>> TaskRunner::create(asio::io_context& io, std
   // Its folders serve a few tasks each (DirPool); a new one goes to a block group of
   // its own, away from where the last ones' files came and went.
   spread_subdirectories(data_dir + "/tasks");
-  int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    std::ifstream limit_file("/proc/sys/fs/inotify/max_user_instances");
-    std::string limit;
-    limit_file >> limit;
-    spdlog::warn("cannot watch task files with inotify ({}{}): following task output and ends by polling every {} ms "
-                 "instead; to watch them again raise the limit (sysctl fs.inotify.max_user_instances=1024)",
-                 std::strerror(err), limit.empty() ? "" : "; fs.inotify.max_user_instances is " + limit, kPollMs);
-  }
-  return std::unique_ptr<TaskRunner>(
-      new TaskRunner(io, std::move(data_dir), std::move(cgroup_root), std::move(limits), std::move(supervisor), fd));
+  const int inotify_fd = TaskFilesWatch::open_inotify();
+  return std::unique_ptr<TaskRunner>(new TaskRunner(io, std::move(data_dir), std::move(cgroup_root), std::move(limits),
+                                                    std::move(supervisor), inotify_fd));
 }
 
 TaskRunner::TaskRunner(asio::io_context& io, std::string data_dir, std::string cgroup_root, LimitRoots limits,
@@ -105,11 +109,17 @@ TaskRunner::TaskRunner(asio::io_context& io, std::string data_dir, std::string c
       limits_(std::move(limits)),
       groups_by_supervisor_(!cgroup_root_.empty() && !limits_.unified && !on_cgroup2(cgroup_root_)),
       sigchld_(io, SIGCHLD),
-      supervisor_(std::move(supervisor)) {
-  if (inotify_fd >= 0) {
-    inotify_ = std::make_unique<asio::posix::stream_descriptor>(io_, inotify_fd);
-    read_inotify();
-  }
+      supervisor_(std::move(supervisor)),
+      files_(io, inotify_fd,
+             {[this](const api::TaskKey& id) {
+                if (events_.on_output) events_.on_output(id);
+              },
+              [this](const api::TaskKey& id, const api::TaskExit& exit) {
+                auto it = tasks_.find(id);
+                if (it == tasks_.end()) return;
+                const std::shared_ptr<Task> task = it->second;  // finish() drops it from tasks_
+                finish(task, exit);
+              }}) {
   sigchld_.async_wait([this](const boost::system::error_code& ec, int) {
     if (!ec) reap_children();
   });
@@ -167,15 +177,12 @@ void TaskRunner::end_tasks_of_lost_supervisor(int64_t supervisor_pid) {
   spdlog::error("the task supervisor (pid {}) died; its {} task(s) are ended as lost", supervisor_pid, orphans.size());
   for (const auto& task : orphans) {
     // An end it recorded just before dying still counts.
-    std::ifstream in(task->dir + "/exit");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    if (auto exit = parse_exit_record(ss.str())) {
+    if (auto exit = read_exit_record(task->dir)) {
       finish(task, *exit);
       continue;
     }
     signal_task(*task, SIGKILL);
-    remove_groups(*task);
+    task->remove_groups();
     remove_container(*task);
     finish(task, api::TaskExit{std::nullopt, std::nullopt, "its supervisor on the node died"});
   }
@@ -192,78 +199,10 @@ void TaskRunner::check() {
   for (int64_t pid : gone) end_tasks_of_lost_supervisor(pid);
 }
 
-void TaskRunner::watch(const std::shared_ptr<Task>& task) {
-  if (inotify_) {
-    task->watch = inotify_add_watch(inotify_->native_handle(), task->dir.c_str(), IN_MODIFY | IN_CLOSE_WRITE);
-    if (task->watch < 0) {
-      spdlog::warn("cannot watch task {} with inotify ({}): following it by polling every {} ms; raise "
-                   "fs.inotify.max_user_watches to watch it",
-                   task->id.to_string(), std::strerror(errno), kPollMs);
-    }
-  }
-  if (task->watch >= 0) by_watch_[task->watch] = task;
+void TaskRunner::track(const std::shared_ptr<Task>& task) {
   if (task->output_fd < 0) task->output_fd = ::open((task->dir + "/output.log").c_str(), O_RDONLY | O_CLOEXEC);
   tasks_[task->id] = task;
-  if (task->watch < 0 && !poll_timer_) poll_unwatched();
-}
-
-void TaskRunner::poll_unwatched() {
-  poll_timer_ = std::make_unique<asio::steady_timer>(io_, std::chrono::milliseconds(kPollMs));
-  poll_timer_->async_wait([this](const boost::system::error_code& ec) {
-    if (ec) return;
-    std::vector<std::shared_ptr<Task>> unwatched;
-    for (const auto& [_, task] : tasks_) {
-      if (task->watch < 0) unwatched.push_back(task);
-    }
-    for (const auto& task : unwatched) {
-      struct stat st {};
-      if (::stat((task->dir + "/output.log").c_str(), &st) == 0 && st.st_size != task->polled_size) {
-        task->polled_size = st.st_size;
-        output_grew(*task);
-      }
-      std::ifstream in(task->dir + "/exit");
-      if (!in) continue;
-      std::stringstream ss;
-      ss << in.rdbuf();
-      auto exit = parse_exit_record(ss.str());
-      // A record not yet whole is read again at the next poll, for a second at most.
-      if (!exit && ++task->unreadable_polls < 1000 / kPollMs) continue;
-      finish(task, exit.value_or(api::TaskExit{std::nullopt, std::nullopt, "its end could not be read"}));
-    }
-    const bool more = std::any_of(tasks_.begin(), tasks_.end(), [](const auto& t) { return t.second->watch < 0; });
-    if (!more) {
-      poll_timer_.reset();  // started again by the next unwatched task
-      return;
-    }
-    poll_unwatched();
-  });
-}
-
-void TaskRunner::read_inotify() {
-  inotify_->async_read_some(asio::buffer(inotify_buffer_), [this](const boost::system::error_code& ec, size_t n) {
-    if (ec) return;
-    for (size_t i = 0; i + sizeof(inotify_event) <= n;) {
-      auto* event = reinterpret_cast<inotify_event*>(inotify_buffer_.data() + i);
-      i += sizeof(inotify_event) + event->len;
-      auto it = by_watch_.find(event->wd);
-      if (it == by_watch_.end()) continue;
-      auto task = it->second;
-      std::string name = event->len ? event->name : "";
-      if (name == "output.log" && (event->mask & IN_MODIFY)) output_grew(*task);
-      if (name == "exit" && (event->mask & IN_CLOSE_WRITE)) {
-        std::ifstream in(task->dir + "/exit");
-        std::stringstream ss;
-        ss << in.rdbuf();
-        auto exit = parse_exit_record(ss.str());
-        finish(task, exit.value_or(api::TaskExit{std::nullopt, std::nullopt, "its end could not be read"}));
-      }
-    }
-    read_inotify();
-  });
-}
-
-void TaskRunner::output_grew(const Task& task) {
-  if (events_.on_output) events_.on_output(task.id);
+  files_.follow(task->id, task->dir);
 }
 
 void TaskRunner::finish(const std::shared_ptr<Task>& task, const api::TaskExit& exit) {
@@ -276,10 +215,7 @@ void TaskRunner::finish(const std::shared_ptr<Task>& task, const api::TaskExit& 
     // whatever its exit code said.
     remove_container(*task);
   }
-  if (task->watch >= 0 && inotify_) {
-    inotify_rm_watch(inotify_->native_handle(), task->watch);
-    by_watch_.erase(task->watch);
-  }
+  files_.stop(task->id);
   tasks_.erase(task->id);
   api::TaskExit ended = exit;
   if (ended.out_of_memory) ended.memory_limit_bytes = task->memory_limit_bytes;
@@ -362,7 +298,7 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   task->limit_cgroups = limit_groups.value().extra;
   if (!limit_groups.value().memory.empty()) task->memory_limit_bytes = spec.limits.memory_bytes;
   if (int err = folders_.make_task_dir(task->dir); err != 0) {
-    remove_groups(*task);
+    task->remove_groups();
     return internal_error("cannot create " + task->dir + ": " + std::strerror(err));
   }
 
@@ -388,13 +324,13 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
     auto argv = container_argv(*task, spec);
     if (!argv.ok()) {
       folders_.release_task_dir(task->dir);
-      remove_groups(*task);
+      task->remove_groups();
       return argv.error();
     }
     request.argv = std::move(argv.value());
     // Whoever ends it (the task itself, a stop, the supervisor after the agent was gone
     // too long), what its engine left goes then.
-    request.cleanup_argv = container_cleanup_argv(*task);
+    request.cleanup_argv = task->container_cleanup_argv(limits_.mounts);
   }
   std::map<std::string, std::string> env = spec.env;
   if (stack_dumps_ && !spec.container) {
@@ -424,7 +360,7 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   if (!started.ok()) {
     ::close(output_fd);
     folders_.release_task_dir(task->dir);
-    remove_groups(*task);
+    task->remove_groups();
     return started.error();
   }
   task->output_fd = output_fd;
@@ -439,18 +375,9 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
                             supervisor,       pid};
     std::ofstream(task->dir + "/task.json") << encode_task_record(record);
   }
-  watch(task);
-  output_grew(*task);  // whatever it wrote before the watch existed
-  // The task may already have ended before the watch existed. A record still being
-  // written does not parse yet; its close then arrives through the watch.
-  std::ifstream in(task->dir + "/exit");
-  if (in) {
-    std::stringstream ss;
-    ss << in.rdbuf();
-    if (auto exit = parse_exit_record(ss.str())) {
-      asio::post(io_, [this, task, exit] { finish(task, *exit); });
-    }
-  }
+  // An end recorded already is reported from the io_context.
+  track(task);
+  if (events_.on_output) events_.on_output(task->id);  // whatever it wrote before the watch existed
   return pid;
 }
 
@@ -481,23 +408,20 @@ std::vector<TaskRunner::Recovered> TaskRunner::recover() {
     task->pid = record->pid;
     Recovered r{task->id, task->pid, std::nullopt};
     if (fs::exists(entry.path() / "exit")) {
-      std::ifstream in(entry.path() / "exit");
-      std::stringstream ss;
-      ss << in.rdbuf();
-      r.exit = parse_exit_record(ss.str()).value_or(api::TaskExit{});
+      r.exit = read_exit_record(task->dir).value_or(api::TaskExit{});
       if (r.exit->out_of_memory) r.exit->memory_limit_bytes = task->memory_limit_bytes;
       remove_container(*task);
     } else if (supervisor <= 0 || ::kill(static_cast<pid_t>(supervisor), 0) != 0) {
       // Its supervisor is gone without recording an end: nothing may outlive it.
       for (int pid : cgroup_pids(task->cgroup)) ::kill(pid, SIGKILL);
       for (int pid : find_marked_processes(task->marker)) ::kill(pid, SIGKILL);
-      remove_groups(*task);
+      task->remove_groups();
       remove_container(*task);
       r.exit = api::TaskExit{std::nullopt, std::nullopt, "its supervisor on the node died"};
     }
     if (!r.exit) {
       // Its output is sent from where the head asks (log_resume) on.
-      watch(task);
+      track(task);
       spdlog::info("adopted task {} (pid {}) left running by the previous agent", task->id.to_string(), task->pid);
     }
     found.push_back(std::move(r));
@@ -583,32 +507,9 @@ Result<std::vector<std::string>> TaskRunner::container_argv(const Task& task, co
   return container_run_args(run);
 }
 
-std::vector<std::string> TaskRunner::container_cleanup_argv(const Task& task) const {
-  // The engine removes a container that ends by itself (--rm), so one whose client
-  // exited 0 is gone. Any other end is removed here ($1: the exit code, or "signal";
-  // none from remove_container, which always removes). A client killed while the
-  // engine was still creating the container leaves it created but never started, and
-  // may leave it locked for a moment: the removal is tried again, for up to 10 s, until
-  // the engine no longer knows the container. Then the groups the engine made below the
-  // task's, in every hierarchy.
-  const std::string engine = shell_quote(task.engine_path), name = shell_quote(task.container);
-  std::string script = "if [ \"$1\" != 0 ]; then n=0; while [ $n -lt 20 ]; do " + engine + " rm --force " + name +
-                       " >/dev/null 2>&1; " + engine + " container inspect " + name +
-                       " >/dev/null 2>&1 || break; sleep 0.5; n=$((n+1)); done; fi";
-  if (!task.cgroup_parent.empty()) {
-    // The engine's monitor may outlive the client a moment: up to 5 s for its groups.
-    std::string groups;
-    for (const auto& mount : limits_.mounts) groups += " " + shell_quote(mount + task.cgroup_parent);
-    script += "; n=0; while [ $n -lt 25 ]; do left=; for g in" + groups +
-              "; do [ -d \"$g\" ] || continue; find \"$g\" -depth -type d -exec rmdir {} + 2>/dev/null;"
-              " [ -d \"$g\" ] && left=1; done; [ -z \"$left\" ] && break; sleep 0.2; n=$((n+1)); done; true";
-  }
-  return {"/bin/sh", "-c", script};
-}
-
 void TaskRunner::remove_container(const Task& task) {
   if (task.container.empty()) return;
-  AsyncCommand::run(io_, container_cleanup_argv(task), nullptr, [](const AsyncCommand::Ended&) {});
+  AsyncCommand::run(io_, task.container_cleanup_argv(limits_.mounts), nullptr, [](const AsyncCommand::Ended&) {});
 }
 
 Result<TaskLauncher::ExecTarget> TaskRunner::exec_target(const api::TaskKey& id) const {
@@ -623,11 +524,6 @@ Result<TaskLauncher::ExecTarget> TaskRunner::exec_target(const api::TaskKey& id)
   if (!task.cgroup.empty()) target.cgroups.push_back(task.cgroup);
   for (const auto& group : task.limit_cgroups) target.cgroups.push_back(group);
   return target;
-}
-
-void TaskRunner::remove_groups(const Task& task) {
-  remove_cgroup(task.cgroup);
-  for (const auto& group : task.limit_cgroups) remove_cgroup(group);
 }
 
 void TaskRunner::kill(const api::TaskKey& id, int64_t grace_ms) {

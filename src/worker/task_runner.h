@@ -11,15 +11,14 @@
 //
 // The task writes its output straight into output.log, so it never depends on the
 // agent being alive; the runner follows the file and the `exit` file through inotify
-// (pushed by the kernel, no polling). A restarted agent calls recover() and adopts
-// what still runs (the previous agent's supervisor goes on recording their ends).
-// Every process of a task carries AG_TASK_MARKER, so a kill finds it even outside its
-// group. All methods and callbacks run on the io thread.
+// (task_files_watch.h: pushed by the kernel; polling only where no watch can be had).
+// A restarted agent calls recover() and adopts what still runs (the previous agent's
+// supervisor goes on recording their ends). Every process of a task carries
+// AG_TASK_MARKER, so a kill finds it even outside its group. All methods and callbacks
+// run on the io thread.
 #pragma once
 
-#include <array>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <functional>
@@ -34,6 +33,7 @@
 #include "worker/marked_processes.h"
 #include "worker/stack_dumps.h"
 #include "worker/task_accounts.h"
+#include "worker/task_files_watch.h"
 #include "worker/task_folders.h"
 #include "worker/task_launcher.h"
 #include "worker/task_supervisor.h"
@@ -42,15 +42,13 @@ namespace ag::worker {
 
 class TaskRunner final : public TaskLauncher {
  public:
-  static constexpr int kPollMs = 100;  // how often polling looks at unwatched tasks
   // Task folders live under <data_dir>/tasks; supervisors read <data_dir>/agent.pid
   // (written by the worker daemon) to know whether an agent is alive.
   // `cgroup_root`: where per-task control groups go ("" for none; task_cgroup.h);
   // `limits`: where the groups that cap tasks go (task_limits.h); `supervisor`: the
   // binary that runs `ag __task-supervisor` (this one; a test names the ag it built).
-  // Task output and ends are followed with inotify; where no inotify instance or watch
-  // can be had (fs.inotify.max_user_instances, max_user_watches), by polling every
-  // kPollMs, saying so in the log. Errors: kInternal when the tasks folder cannot be made.
+  // Task output and ends are followed by a TaskFilesWatch (inotify, else polling).
+  // Errors: kInternal when the tasks folder cannot be made.
   static Result<std::unique_ptr<TaskRunner>> create(boost::asio::io_context& io, std::string data_dir,
                                                     std::string cgroup_root, LimitRoots limits = {},
                                                     std::string supervisor = "/proc/self/exe");
@@ -91,21 +89,14 @@ class TaskRunner final : public TaskLauncher {
   // Where a task's output is kept.
   std::string log_path(const api::TaskKey& id) const;
   struct Task;
-  void watch(const std::shared_ptr<Task>& task);
-  void read_inotify();
-  // Follows the tasks inotify does not watch: output size and exit record, every kPollMs.
-  void poll_unwatched();
-  void output_grew(const Task& task);
+  // Keeps `task` among the running ones, its output and end followed.
+  void track(const std::shared_ptr<Task>& task);
   void finish(const std::shared_ptr<Task>& task, const api::TaskExit& exit);
   void reap_children();
   void end_tasks_of_lost_supervisor(int64_t supervisor_pid);
   void signal_task(Task& task, int sig);
-  static void remove_groups(const Task& task);
   // The engine command line of a container task (its environment written beside it).
   Result<std::vector<std::string>> container_argv(const Task& task, const LaunchSpec& spec) const;
-  // What removes a container task's leftovers (its container, the engine's groups);
-  // the supervisor runs it when the task ends, remove_container where no supervisor will.
-  std::vector<std::string> container_cleanup_argv(const Task& task) const;
   void remove_container(const Task& task);
 
   boost::asio::io_context& io_;
@@ -116,16 +107,10 @@ class TaskRunner final : public TaskLauncher {
   LauncherEvents events_;
   boost::asio::signal_set sigchld_;
   SupervisorClient supervisor_;
-  std::unique_ptr<boost::asio::posix::stream_descriptor> inotify_;  // null: polling only
-  std::unique_ptr<boost::asio::steady_timer> poll_timer_;           // while tasks are polled
-  std::array<char, 16384> inotify_buffer_{};
+  TaskFilesWatch files_;  // each running task's output.log and exit record
   std::map<api::TaskKey, std::shared_ptr<Task>> tasks_;
-  std::map<int, std::shared_ptr<Task>> by_watch_;
   TaskAccounts* accounts_ = nullptr;
   StackDumps* stack_dumps_ = nullptr;
 };
-
-// Parses the supervisor's exit record ("exit 3", "signal 9", "signal 9 oom").
-std::optional<api::TaskExit> parse_exit_record(const std::string& text);
 
 }  // namespace ag::worker
