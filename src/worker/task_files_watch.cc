@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <cerrno>
 #include <cstring>
@@ -76,6 +77,7 @@ TaskFilesWatch::~TaskFilesWatch() = default;
 void TaskFilesWatch::follow(const api::TaskKey& id, const std::string& dir) {
   Followed& followed = followed_[id];
   followed.dir = dir;
+  followed.generation = ++generations_;
   if (inotify_) {
     followed.watch = inotify_add_watch(inotify_->native_handle(), dir.c_str(), IN_MODIFY | IN_CLOSE_WRITE);
     if (followed.watch < 0) {
@@ -90,8 +92,11 @@ void TaskFilesWatch::follow(const api::TaskKey& id, const std::string& dir) {
   // The task may have ended before the watch existed. A record still being written
   // does not parse yet; its close then arrives through the watch (or the next poll).
   if (auto exit = read_exit_record(dir)) {
-    asio::post(io_, [this, id, exit] {
-      if (followed_.count(id)) exit_written(id, exit);
+    // Only for this follow: not a later one of the same task key, nor after this is gone.
+    asio::post(io_, [this, alive = std::weak_ptr<bool>(alive_), id, generation = followed.generation, exit] {
+      if (alive.expired()) return;
+      auto it = followed_.find(id);
+      if (it != followed_.end() && it->second.generation == generation) exit_written(id, exit);
     });
   }
 }
@@ -129,8 +134,12 @@ void TaskFilesWatch::poll_unwatched() {
         if (events_.output_grew) events_.output_grew(id);
       }
       it = followed_.find(id);
-      if (it == followed_.end() || ::access((it->second.dir + "/exit").c_str(), F_OK) != 0) continue;
-      auto exit = read_exit_record(it->second.dir);
+      if (it == followed_.end()) continue;
+      std::ifstream in(it->second.dir + "/exit");
+      if (!in) continue;  // none yet (or not readable yet)
+      std::stringstream text;
+      text << in.rdbuf();
+      auto exit = parse_exit_record(text.str());
       // A record not yet whole is read again at the next poll, for a second at most.
       if (!exit && ++it->second.unreadable_polls < 1000 / kPollMs) continue;
       exit_written(id, exit);

@@ -59,6 +59,7 @@ class TaskFilesWatch {
     int watch = -1;            // its inotify watch; -1: polled
     int64_t polled_size = 0;   // what polling last saw of output.log
     int unreadable_polls = 0;  // polls that found an exit record not yet whole
+    uint64_t generation = 0;   // which follow of the task key this is
   };
   void read_inotify();
   void poll_unwatched();
@@ -72,6 +73,8 @@ class TaskFilesWatch {
   std::array<char, 16384> inotify_buffer_{};
   std::map<api::TaskKey, Followed> followed_;
   std::map<int, api::TaskKey> by_watch_;
+  uint64_t generations_ = 0;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for what is posted
 };
 
 }  // namespace ag::worker

@@ -22,7 +22,9 @@ using ::ag::testing::TempDir;
 class TaskFilesWatchTest : public ::testing::TestWithParam<bool> {
  protected:
   TaskFilesWatchTest()
-      : watch_(io_, GetParam() ? TaskFilesWatch::open_inotify() : -1,
+      : inotify_fd_(GetParam() ? TaskFilesWatch::open_inotify() : -1),
+        watch_uses_inotify_(inotify_fd_ >= 0),
+        watch_(io_, inotify_fd_,
                {[this](const api::TaskKey& id) { grew_.push_back(id); },
                 [this](const api::TaskKey& id, const api::TaskExit& exit) {
                   ended_.push_back({id, exit});
@@ -34,9 +36,12 @@ class TaskFilesWatchTest : public ::testing::TestWithParam<bool> {
     std::ofstream(dir + "/output.log");
     return dir;
   }
-  // Runs the io_context until `done` or 3 s have passed.
+  void SetUp() override {
+    if (GetParam() && !watch_uses_inotify_) GTEST_SKIP() << "no inotify instance could be had";
+  }
+  // Runs the io_context until `done` or 10 s have passed.
   bool run_until(const std::function<bool()>& done) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (!done() && std::chrono::steady_clock::now() < deadline) {
       io_.run_for(std::chrono::milliseconds(10));
       io_.restart();
@@ -50,6 +55,8 @@ class TaskFilesWatchTest : public ::testing::TestWithParam<bool> {
 
   TempDir tmp_;
   boost::asio::io_context io_;
+  int inotify_fd_;
+  bool watch_uses_inotify_;
   std::vector<api::TaskKey> grew_;
   std::vector<std::pair<api::TaskKey, api::TaskExit>> ended_;
   TaskFilesWatch watch_;
@@ -95,6 +102,21 @@ TEST_P(TaskFilesWatchTest, AnEndRecordedBeforeTheFollowIsReportedAfterIt) {
   EXPECT_EQ(ended_[0].second.exit_code, 0);
   settle(250);
   EXPECT_EQ(ended_.size(), 1u);
+}
+
+TEST_P(TaskFilesWatchTest, ALaterFollowOfTheSameTaskIsNotEndedByAnEarliersRecord) {
+  const std::string old_dir = folder("old"), new_dir = folder("new");
+  std::ofstream(old_dir + "/exit") << "exit 7\n";
+  watch_.follow(key("job_e"), old_dir);  // its end is posted
+  watch_.stop(key("job_e"));             // ...but it is stopped first
+  watch_.follow(key("job_e"), new_dir);  // and the key followed again, elsewhere
+
+  settle(300);
+  EXPECT_TRUE(ended_.empty());
+
+  std::ofstream(new_dir + "/exit") << "exit 0\n";
+  ASSERT_TRUE(run_until([&] { return !ended_.empty(); }));
+  EXPECT_EQ(ended_[0].second.exit_code, 0);
 }
 
 TEST_P(TaskFilesWatchTest, NothingIsReportedAfterStop) {

@@ -410,9 +410,10 @@ bool wait_for(const std::function<bool()>& done, int ms = 5000) {
 // A task's group goes with the groups a container engine made below it; one a process
 // still holds stays (EBUSY, as its caller retries) until the process has left.
 TEST(RemoveCgroupTest, GoesWithTheGroupsBelowItAndStaysWhileAProcessHoldsIt) {
-  const std::string mount = "/sys/fs/cgroup/pids";
+  // v1's pids hierarchy, or the unified one.
+  const std::string mount = fs::exists("/sys/fs/cgroup/cgroup.controllers") ? "/sys/fs/cgroup" : "/sys/fs/cgroup/pids";
   CgroupDir root(mount);
-  if (root.path().empty()) GTEST_SKIP() << "needs a writable pids cgroup hierarchy";
+  if (root.path().empty()) GTEST_SKIP() << "needs a writable cgroup hierarchy";
   const std::string task = root.path() + "/task", below = task + "/engine", deeper = below + "/ctr";
   ASSERT_EQ(::mkdir(task.c_str(), 0755), 0);
   ASSERT_EQ(::mkdir(below.c_str(), 0755), 0);
@@ -430,13 +431,20 @@ TEST(RemoveCgroupTest, GoesWithTheGroupsBelowItAndStaysWhileAProcessHoldsIt) {
     ::pause();
     ::_exit(0);
   }
+  struct Reaper {
+    pid_t pid;
+    void now() {
+      if (pid > 0) ::kill(pid, SIGKILL), ::waitpid(pid, nullptr, 0);
+      pid = 0;
+    }
+    ~Reaper() { now(); }
+  } reaper{child};
   ASSERT_TRUE(wait_for([&] { return read_file(below + "/cgroup.procs") == std::to_string(child) + "\n"; }));
   errno = 0;
   EXPECT_FALSE(remove_cgroup(task));
   EXPECT_EQ(errno, EBUSY);
   EXPECT_TRUE(fs::exists(below));
-  ::kill(child, SIGKILL);
-  ::waitpid(child, nullptr, 0);
+  reaper.now();
   EXPECT_TRUE(wait_for([&] { return remove_cgroup(task); }));
   EXPECT_FALSE(fs::exists(task));
 }
