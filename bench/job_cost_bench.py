@@ -115,9 +115,30 @@ def read_strace(out):
     return counts
 
 
-def run(jobs, traced_jobs, latency_jobs, mean_gap_ms):
-    cluster = run_bench.Cluster().start()
+def run(jobs, traced_jobs, latency_jobs, mean_gap_ms, packed_jobs=40):
     stamp = run_bench.StartStamp()
+    try:
+        r = run_costs(jobs, traced_jobs, latency_jobs, mean_gap_ms, stamp)
+        r["packed"] = run_packed(packed_jobs, stamp)
+        return r
+    finally:
+        stamp.close()
+
+
+def run_packed(jobs, stamp):
+    """Gangs of 1, 2, 4 and 8 ranks packed on one node (8 CPUs each, so that 8 fit),
+    back to back: {ranks: latency}."""
+    cluster = run_bench.Cluster(num_cpus=8).start()
+    try:
+        run_bench.bench_start_latency(cluster, 10, command=stamp.path, placement="pack")  # warm up
+        return {n: run_bench.bench_start_latency(cluster, jobs, command=stamp.path, ranks=n, placement="pack")
+                for n in (1, 2, 4, 8)}
+    finally:
+        cluster.stop()
+
+
+def run_costs(jobs, traced_jobs, latency_jobs, mean_gap_ms, stamp):
+    cluster = run_bench.Cluster().start()
     try:
         pids = {os.path.basename(f)[:-4]: int(open(f).read()) for f in glob.glob(cluster.session + "/daemons/*.pid")}
         head = pids["head"]
@@ -184,7 +205,6 @@ def run(jobs, traced_jobs, latency_jobs, mean_gap_ms):
             r["worker_top"] = sorted(worker_calls.items(), key=lambda kv: -kv[1])[:6]
         return r
     finally:
-        stamp.close()
         cluster.stop()
 
 
@@ -234,6 +254,11 @@ def rows(r):
         which = ", ".join(f"{t} {n:.2f}" for t, n in kinds)
         out.append((f"worker channel, {words}: messages / bytes per job" + (f" ({which})" if which else ""),
                     f"{messages:.2f} / {size:.0f} B" if channel else "not counted by this build", "", "", ""))
+    if "packed" in r:
+        sizes = sorted(r["packed"])
+        out.append(("gang of 1 / 2 / 4 / 8 `start_stamp` ranks packed on one node, back to back "
+                    f"(n={r['packed'][sizes[0]]['n']} each): p50",
+                    " / ".join(f"{r['packed'][n]['p50_ms']:.1f}" for n in sizes) + " ms", "", "", ""))
     if "fsyncs" in r:
         top = ", ".join(f"{name} {count}" for name, count in r["worker_top"])
         out += [("head: fsyncs per job (strace)", f"{r['fsyncs']:.2f}", "", "", ""),

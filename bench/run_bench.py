@@ -175,11 +175,11 @@ class StartStamp:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def bench_start_latency(cluster, jobs, mean_gap_s=0.0, seed=31, command=START_COMMAND):
-    """Submit -> every rank of a 2-task gang running `command` (which prints the wall clock
-    as it starts), one job at a time: back to back, or (mean_gap_s > 0) after an idle gap
-    drawn from an exponential distribution of that mean before each submit (random
-    arrivals at low load)."""
+def bench_start_latency(cluster, jobs, mean_gap_s=0.0, seed=31, command=START_COMMAND, ranks=2, placement="spread"):
+    """Submit -> every rank of a gang (2 tasks spread over the workers by default)
+    running `command` (which prints the wall clock as it starts), one job at a time: back
+    to back, or (mean_gap_s > 0) after an idle gap drawn from an exponential
+    distribution of that mean before each submit (random arrivals at low load)."""
     gaps = random.Random(seed)
     latencies = []
     for _ in range(jobs):
@@ -187,11 +187,11 @@ def bench_start_latency(cluster, jobs, mean_gap_s=0.0, seed=31, command=START_CO
             time.sleep(gaps.expovariate(1 / mean_gap_s))
         t0 = time.time()
         job_id = cluster.api("POST", "/api/jobs", {
-            "entrypoint": command, "num_workers": 2,
-            "placement": "spread", "task_options": {"num_cpus": 1}})["job_id"]
+            "entrypoint": command, "num_workers": ranks,
+            "placement": placement, "task_options": {"num_cpus": 1}})["job_id"]
         job = cluster.wait(job_id)
         assert job["state"] == "SUCCEEDED", job
-        starts = [float(cluster.api("GET", f"/api/jobs/{job_id}/logs?task_index={i}").decode()) for i in range(2)]
+        starts = [float(cluster.api("GET", f"/api/jobs/{job_id}/logs?task_index={i}").decode()) for i in range(ranks)]
         latencies.append((max(starts) - t0) * 1000)
     return {"p50_ms": statistics.median(latencies), "p99_ms": percentile(latencies, 99), "n": jobs}
 
@@ -322,7 +322,7 @@ def bench_working_dir(cluster, total_mib, rounds):
                                 capture_output=True, text=True, check=True, timeout=600).stdout.strip()
         job = cluster.wait(job_id, timeout=600)
         assert job["state"] == "SUCCEEDED", job
-        starts = [float(cluster.api("GET", f"/api/jobs/{job_id}/logs?task_index={i}").decode()) for i in range(2)]
+        starts = [float(cluster.api("GET", f"/api/jobs/{job_id}/logs?task_index={i}").decode()) for i in range(ranks)]
         return max(starts) - t0
 
     def via_sdk(src):
