@@ -143,9 +143,49 @@ pid_t clone3_task(const LaunchRequest& request, int output_fd, std::string* erro
   return pid;
 }
 
+// The signals `line` ("SigIgn:\t0000000000001000" in /proc/self/status) sets, added to
+// `set`; false when it is not such a line.
+bool add_signal_mask(std::string_view line, std::string_view field, sigset_t* set) {
+  if (line.substr(0, field.size()) != field) return false;
+  uint64_t mask = 0;
+  for (char c : line.substr(field.size())) {
+    if (c == ' ' || c == '\t') continue;
+    const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (digit < 0) return false;
+    mask = mask << 4 | static_cast<uint64_t>(digit);
+  }
+  for (int sig = 1; sig < NSIG && sig <= 64; ++sig) {
+    if (mask & (uint64_t{1} << (sig - 1))) sigaddset(set, sig);
+  }
+  return true;
+}
+
+// What this process ignores or catches, from /proc/self/status: two fields the kernel
+// keeps (the 64 sigaction calls that would ask the same cost the task's start more).
+sigset_t signals_not_at_default() {
+  sigset_t set;
+  sigemptyset(&set);
+  char buf[4096];
+  ssize_t n = -1;
+  const int fd = ::open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    n = ::read(fd, buf, sizeof buf);
+    ::close(fd);
+  }
+  int found = 0;
+  for (std::string_view rest(buf, n > 0 ? static_cast<size_t>(n) : 0); !rest.empty();) {
+    const size_t end = rest.find('\n');
+    const std::string_view line = rest.substr(0, end);
+    if (add_signal_mask(line, "SigIgn:", &set) || add_signal_mask(line, "SigCgt:", &set)) ++found;
+    rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
+  }
+  if (found != 2) sigfillset(&set);  // not read whole: every signal is reset
+  return set;
+}
+
 }  // namespace
 
-ExecArgs::ExecArgs(const LaunchRequest& request) {
+ExecArgs::ExecArgs(const LaunchRequest& request) : reset_signals(signals_not_at_default()) {
   for (const auto& s : request.argv) argv.push_back(const_cast<char*>(s.c_str()));
   argv.push_back(nullptr);
   for (const auto& s : request.envp) envp.push_back(const_cast<char*>(s.c_str()));
@@ -237,7 +277,9 @@ void StartReport::fail(const char* step, int error) {
 
 void become_task(const LaunchRequest& request, const ExecArgs& args, int output_fd, StartReport& report,
                  bool join_groups) {
-  for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sigismember(&args.reset_signals, sig) == 1) ::signal(sig, SIG_DFL);
+  }
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);

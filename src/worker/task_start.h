@@ -13,6 +13,7 @@
 // wait on v1 too.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <string>
@@ -42,6 +43,9 @@ struct ExecArgs {
   std::string pwd;                      // "PWD=<working dir>"
   std::vector<char*> direct_argv;
   std::vector<char*> direct_envp;
+  // The signals whose disposition here is not the default (a handler, or ignored): what
+  // the task must have reset before it runs. All of them where that cannot be read.
+  sigset_t reset_signals;
 };
 
 // Where the child tells why it could not start the task: a pipe (`fd`, close-on-exec:

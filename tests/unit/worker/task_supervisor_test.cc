@@ -112,6 +112,32 @@ TEST(LaunchRequestTest, TheTaskAccountRoundTripsAndRootIsNeverOne) {
   EXPECT_FALSE(decode_launch(text).has_value()) << "an account that is not numbers";
 }
 
+// The task's start resets only what is not at its default here (read from the kernel),
+// not every signal.
+TEST(ExecArgsTest, TheSignalsToResetAreThoseIgnoredOrCaughtHere) {
+  struct sigaction ignore {};
+  struct sigaction catch_it {};
+  struct sigaction old_pipe {};
+  struct sigaction old_usr2 {};
+  ignore.sa_handler = SIG_IGN;
+  catch_it.sa_handler = [](int) {};
+  ASSERT_EQ(::sigaction(SIGPIPE, &ignore, &old_pipe), 0);
+  ASSERT_EQ(::sigaction(SIGUSR2, &catch_it, &old_usr2), 0);
+  struct sigaction usr1 {};
+  ASSERT_EQ(::sigaction(SIGUSR1, nullptr, &usr1), 0);
+
+  const ExecArgs args(sample_request());
+
+  ::sigaction(SIGPIPE, &old_pipe, nullptr);
+  ::sigaction(SIGUSR2, &old_usr2, nullptr);
+  EXPECT_EQ(sigismember(&args.reset_signals, SIGPIPE), 1);
+  EXPECT_EQ(sigismember(&args.reset_signals, SIGUSR2), 1);
+  // Left alone when this process has it at its default (as the supervisor has).
+  if (usr1.sa_handler == SIG_DFL) {
+    EXPECT_EQ(sigismember(&args.reset_signals, SIGUSR1), 0);
+  }
+}
+
 TEST(LaunchRequestTest, EmptyEnvironmentRoundTrips) {
   LaunchRequest request = sample_request();
   request.envp.clear();
