@@ -294,9 +294,13 @@ std::string StackDumps::task_name(const api::TaskKey& task) {
 }
 
 std::string StackDumps::find_task_dir(const api::TaskKey& task) const {
+  struct stat st {};
+  // Armed by this agent: where it was named, and nowhere else.
+  if (auto armed = armed_.find(task); armed != armed_.end()) {
+    return ::lstat(armed->second.c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? armed->second : "";
+  }
   const std::string stacks = data_dir_ + "/stacks/";
   const std::string name = task_name(task);
-  struct stat st {};
   // A task armed by an agent before user folders existed.
   if (::lstat((stacks + name).c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return stacks + name;
   std::error_code ec;
@@ -330,6 +334,7 @@ Result<std::string> StackDumps::task_dir_for(const api::TaskKey& task, const std
   const std::string dir = parent.value() + "/" + task_name(task);
   std::error_code ec;
   fs::remove_all(dir, ec);  // a relaunch starts clean
+  armed_[task] = dir;
   return dir;
 }
 
@@ -372,6 +377,7 @@ void StackDumps::forget(const api::TaskKey& task) {
   for (std::string dir; !(dir = find_task_dir(task)).empty();) {
     if (fs::remove_all(dir, ec) == 0 || ec) break;
   }
+  armed_.erase(task);
 }
 
 void StackDumps::take(const api::StackRequest& request, std::vector<int> pids,

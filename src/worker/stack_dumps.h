@@ -73,6 +73,9 @@ class StackDumps {
   boost::asio::io_context& io_;
   std::string data_dir_;
   std::set<uint32_t> made_;  // users whose folder exists
+  // Tasks armed by this agent and not yet forgotten: where their folder goes. A task
+  // armed by an earlier agent is looked for in every user's folder.
+  std::map<api::TaskKey, std::string> armed_;
 };
 
 }  // namespace ag::worker
