@@ -21,10 +21,10 @@ std::string TaskFolders::task_dir(const api::TaskKey& id) const {
   return data_dir_ + "/tasks/" + id.job_id + "." + std::to_string(id.attempt) + "." + std::to_string(id.task_index);
 }
 
-int TaskFolders::make_working_dir(const std::string& path) {
+int TaskFolders::make_working_dir(const std::string& path, uid_t uid, gid_t gid, mode_t mode) {
   if (int err = work_dirs_.take(path); err != 0) return err;
-  // A spare may have been another account's: the agent's again, as a new folder is.
-  if (::lchown(path.c_str(), ::geteuid(), ::getegid()) != 0 || ::chmod(path.c_str(), 0755) != 0) return errno;
+  // A spare may have been another account's, and a new folder is the agent's.
+  if (::lchown(path.c_str(), uid, gid) != 0 || ::chmod(path.c_str(), mode) != 0) return errno;
   return 0;
 }
 

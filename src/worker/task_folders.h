@@ -12,6 +12,8 @@
 // where the parent's block group is full (ext4 then weighs group after group).
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 
 #include "api/protocol.h"
@@ -36,8 +38,9 @@ class TaskFolders {
   int make_task_dir(const std::string& path) { return task_dirs_.take(path); }
   // Empties and takes back a tasks/ folder.
   void release_task_dir(const std::string& path) { task_dirs_.give_back(path); }
-  // Makes a working folder (mode 0755, the agent's); 0 or errno (EEXIST: it is there).
-  int make_working_dir(const std::string& path);
+  // Makes a working folder owned by `uid`:`gid` with `mode` (a spare may have been
+  // another account's); 0 or errno (EEXIST: it is there).
+  int make_working_dir(const std::string& path, uid_t uid, gid_t gid, mode_t mode);
   // Takes back the task's own working folder if the task left it empty.
   void release_working_dir(const api::TaskKey& id) { work_dirs_.give_back_if_empty(own_working_dir(data_dir_, id)); }
 

@@ -245,8 +245,13 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   std::error_code fs_error;
   // One rename or mkdir when the parent exists (the common case): mkdir is slow on
   // some disks. The task's own folder may be a spare another task left empty.
-  const int made = spec.working_dir == own_working_dir(folders_.data_dir(), spec.id)
-                       ? folders_.make_working_dir(spec.working_dir)
+  // The task's own folder comes from the pool already the task's (its account's, 0700);
+  // a folder made here otherwise is handed over below (a package's is handed over
+  // whole when it is unpacked).
+  const bool own_folder = spec.working_dir == own_working_dir(folders_.data_dir(), spec.id);
+  const int made = own_folder
+                       ? (task_user ? folders_.make_working_dir(spec.working_dir, task_user->uid, task_user->gid, 0700)
+                                    : folders_.make_working_dir(spec.working_dir, ::geteuid(), ::getegid(), 0755))
                        : (::mkdir(spec.working_dir.c_str(), 0755) == 0 ? 0 : errno);
   bool made_working_dir = made == 0;
   if (!made_working_dir && made != EEXIST) {
@@ -254,9 +259,7 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
     if (fs_error) return internal_error("cannot create working directory " + spec.working_dir + ": " + fs_error.message());
     made_working_dir = true;
   }
-  // A folder made here for the task is the task's (a package's is handed over whole
-  // when it is unpacked).
-  if (task_user && made_working_dir) {
+  if (task_user && made_working_dir && !(own_folder && made == 0)) {
     ::chmod(spec.working_dir.c_str(), 0700);
     if (Status s = give_to_task_user(spec.working_dir, *task_user, false); !s) return s.error();
   }

@@ -136,14 +136,16 @@ TEST(DirPoolTest, OnlyAnEmptyFolderIsKeptByGiveBackIfEmpty) {
   EXPECT_EQ(pool.spares(), 1u);
 }
 
-TEST(TaskFoldersTest, AnEmptyWorkingFolderServesALaterTaskAsTheAgentsAgain) {
+TEST(TaskFoldersTest, AnEmptyWorkingFolderServesALaterTaskAsItsNewOwnersOnly) {
   TempDir root;
   fs::create_directories(root / "work");
   ag::worker::TaskFolders folders(root.path().string());
   const ag::api::TaskKey first{"job_a", 0, 0}, second{"job_b", 1, 2}, kept{"job_c", 0, 0};
   const std::string first_dir = ag::worker::own_working_dir(root.path().string(), first);
   EXPECT_EQ(first_dir, (root / "work" / "job_a.0.0").string());
-  ASSERT_EQ(folders.make_working_dir(first_dir), 0);
+  const uid_t agent_uid = ::geteuid();
+  const gid_t agent_gid = ::getegid();
+  ASSERT_EQ(folders.make_working_dir(first_dir, agent_uid, agent_gid, 0755), 0);
   const ino_t made = inode_of(first_dir);
   ::chmod(first_dir.c_str(), 0700);
   if (::geteuid() == 0) {
@@ -153,17 +155,21 @@ TEST(TaskFoldersTest, AnEmptyWorkingFolderServesALaterTaskAsTheAgentsAgain) {
   EXPECT_FALSE(fs::exists(first_dir));
 
   const std::string second_dir = ag::worker::own_working_dir(root.path().string(), second);
-  ASSERT_EQ(folders.make_working_dir(second_dir), 0);
+  // The next task's account (another one where the test may give folders away).
+  const uid_t next_uid = ::geteuid() == 0 ? 65533 : agent_uid;
+  const gid_t next_gid = ::geteuid() == 0 ? 65533 : agent_gid;
+  ASSERT_EQ(folders.make_working_dir(second_dir, next_uid, next_gid, 0700), 0);
   EXPECT_EQ(inode_of(second_dir), made);
   struct stat st {};
   ASSERT_EQ(::stat(second_dir.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 07777, 0755u);
-  EXPECT_EQ(st.st_uid, ::geteuid());
-  EXPECT_EQ(folders.make_working_dir(second_dir), EEXIST);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  EXPECT_EQ(st.st_uid, next_uid);
+  EXPECT_EQ(st.st_gid, next_gid);
+  EXPECT_EQ(folders.make_working_dir(second_dir, agent_uid, agent_gid, 0755), EEXIST);
 
   // A folder with the user's files in it stays where it is.
   const std::string kept_dir = ag::worker::own_working_dir(root.path().string(), kept);
-  ASSERT_EQ(folders.make_working_dir(kept_dir), 0);
+  ASSERT_EQ(folders.make_working_dir(kept_dir, agent_uid, agent_gid, 0755), 0);
   write(fs::path(kept_dir) / "out.txt", "result");
   folders.release_working_dir(kept);
   EXPECT_EQ(read_file_or_empty(fs::path(kept_dir) / "out.txt"), "result");
