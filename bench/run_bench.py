@@ -24,6 +24,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AG = os.environ.get("AG_BIN", os.path.join(REPO, "build", "bin", "ag"))
+SUBMIT_CLIENT = os.path.join(REPO, "build", "bin", "submit_client")
 SPAWN_FLOOR = os.path.join(REPO, "build", "bin", "spawn_floor")
 PYTHON = "/usr/bin/python3"
 sys.path.insert(0, os.path.join(REPO, "python"))
@@ -196,9 +197,16 @@ def bench_start_latency(cluster, jobs, mean_gap_s=0.0, seed=31, command=START_CO
     return {"p50_ms": statistics.median(latencies), "p99_ms": percentile(latencies, 99), "n": jobs}
 
 
-def bench_throughput(cluster, jobs, clients=1):
+THROUGHPUT_BODY = {"entrypoint": "true", "task_options": {"num_cpus": 0.5}}
+
+
+def bench_throughput(cluster, jobs, clients=1, at_clock_stop=None, native=False):
     """`jobs` one-task `true` jobs submitted back to back by `clients` concurrent
-    submitters (each on its own keep-alive connection), until all SUCCEEDED."""
+    submitters (each on its own keep-alive connection), until all SUCCEEDED.
+    `at_clock_stop`, if given, is called as the clock stops, before each job is
+    checked (what a measure of the jobs' cost reads then excludes the checks).
+    `native`: each submitter is build/bin/submit_client (C++, plain HTTP) rather than a
+    thread of this process using http.client."""
     import threading
 
     ids, errors = [], []
@@ -209,7 +217,7 @@ def bench_throughput(cluster, jobs, clients=1):
         own.port, own.token, own.conn, own.ssl_context = cluster.port, cluster.token, None, cluster.ssl_context
         try:
             for _ in range(count):
-                job_id = own.api("POST", "/api/jobs", {"entrypoint": "true", "task_options": {"num_cpus": 0.5}})["job_id"]
+                job_id = own.api("POST", "/api/jobs", THROUGHPUT_BODY)["job_id"]
                 with lock:
                     ids.append(job_id)
         except Exception as e:  # reported below; a benchmark with lost submits is void
@@ -218,13 +226,31 @@ def bench_throughput(cluster, jobs, clients=1):
     def succeeded():
         return cluster.api("GET", "/api/cluster")["jobs"]["SUCCEEDED"]
 
+    counts = [jobs // clients + (i < jobs % clients) for i in range(clients)]
     already = succeeded()
     t0 = time.time()
-    threads = [threading.Thread(target=submitter, args=(jobs // clients + (i < jobs % clients),)) for i in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    if native:
+        if cluster.ssl_context is not None:
+            raise ValueError("submit_client speaks plain HTTP only")
+        env = dict(os.environ, AG_TOKEN=cluster.token)
+        procs = [subprocess.Popen([SUBMIT_CLIENT, str(cluster.port), str(count), json.dumps(THROUGHPUT_BODY)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                 for count in counts]
+        starts = []
+        for proc in procs:
+            out, err = proc.communicate(timeout=600)
+            if proc.returncode != 0:
+                raise RuntimeError(f"submit_client failed: {err.strip()}")
+            lines = out.splitlines()
+            starts.append(json.loads(lines[0])["start"])
+            ids.extend(lines[1:])
+        t0 = min(starts)  # the clock starts with the first request, not the client's own start
+    else:
+        threads = [threading.Thread(target=submitter, args=(count,)) for count in counts]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     if errors:
         raise errors[0]
     submitted = time.time()
@@ -236,6 +262,9 @@ def bench_throughput(cluster, jobs, clients=1):
             raise RuntimeError("throughput jobs did not all succeed within 600 s")
         time.sleep(0.005)
     total = time.time() - t0
+    if at_clock_stop:
+        at_clock_stop()
+    assert len(ids) == jobs, (len(ids), jobs)
     for job_id in ids:  # each one checked, outside the timed span
         job = cluster.wait(job_id, timeout=600)
         assert job["state"] == "SUCCEEDED", job
