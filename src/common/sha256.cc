@@ -3,11 +3,24 @@
 #include <openssl/evp.h>
 
 namespace ag {
+namespace {
+
+// SHA-256 looked up in OpenSSL's providers once: `EVP_sha256()` is looked up again at
+// every use, which costs more than hashing a token (every API request hashes one).
+const EVP_MD* sha256_md() {
+  static const EVP_MD* md = [] {
+    const EVP_MD* fetched = EVP_MD_fetch(nullptr, "SHA2-256", nullptr);
+    return fetched ? fetched : EVP_sha256();
+  }();
+  return md;
+}
+
+}  // namespace
 
 std::string sha256_hex(std::string_view data) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
-  EVP_Digest(data.data(), data.size(), digest, &length, EVP_sha256(), nullptr);
+  EVP_Digest(data.data(), data.size(), digest, &length, sha256_md(), nullptr);
   return hex_encode(digest, length);
 }
 
@@ -16,7 +29,7 @@ struct Sha256::Ctx {
   ~Ctx() { EVP_MD_CTX_free(md); }
 };
 
-Sha256::Sha256() : ctx_(std::make_unique<Ctx>()) { EVP_DigestInit_ex(ctx_->md, EVP_sha256(), nullptr); }
+Sha256::Sha256() : ctx_(std::make_unique<Ctx>()) { EVP_DigestInit_ex(ctx_->md, sha256_md(), nullptr); }
 
 Sha256::~Sha256() = default;
 

@@ -1,23 +1,33 @@
 #include "head/logs/log_store.h"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <climits>
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-
-#include <spdlog/spdlog.h>
 
 namespace ag::head {
 namespace {
 
 // Beside "<attempt>.<task>.log": when its bytes arrived, and where its kept part begins.
 std::string dropped_path(const std::string& log_path) { return log_path.substr(0, log_path.size() - 4) + ".dropped"; }
+
+// The number a .dropped note holds; 0 when there is none.
+int64_t read_dropped(const std::string& note) {
+  int fd = ::open(note.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char text[32] = {0};
+  const ssize_t n = ::read(fd, text, sizeof text - 1);
+  ::close(fd);
+  return n > 0 ? std::strtoll(text, nullptr, 10) : 0;
+}
 
 Status gap(const api::TaskKey& key, int64_t size, int64_t offset) {
   return Error{ErrorCode::kConflict, "log of " + key.job_id + " task " + std::to_string(key.task_index) +
@@ -76,10 +86,14 @@ LogStore::OpenLog& LogStore::open(const api::TaskKey& key) {
   auto [it, inserted] = logs_.try_emplace(key);
   OpenLog& log = it->second;
   if (inserted) {
+    // Most tasks' logs are new here (or never written: a quiet task's end opens it);
+    // a .dropped note exists only beside a log that is.
+    const std::string file = path(key);
     struct stat st{};
-    if (::stat(path(key).c_str(), &st) == 0) log.size = st.st_size;
-    std::ifstream in(dropped_path(path(key)));
-    in >> log.dropped;
+    if (::stat(file.c_str(), &st) == 0) {
+      log.size = st.st_size;
+      log.dropped = read_dropped(dropped_path(file));
+    }
   }
   return log;
 }
