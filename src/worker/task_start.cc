@@ -229,7 +229,7 @@ ExecArgs::ExecArgs(const LaunchRequest& request) : reset_signals(signals_not_at_
   direct_envp.push_back(nullptr);
 }
 
-std::string make_task_groups(const LaunchRequest& request) {
+std::string make_task_groups(const LaunchRequest& request, CgroupPool* pool) {
   std::vector<std::string> groups{request.cgroup};
   groups.insert(groups.end(), request.limit_cgroups.begin(), request.limit_cgroups.end());
   std::vector<std::string> made;
@@ -239,7 +239,8 @@ std::string make_task_groups(const LaunchRequest& request) {
   };
   for (const auto& group : groups) {
     if (group.empty()) continue;
-    if (::mkdir(group.c_str(), 0755) == 0)
+    // A kept group is had as the task's; a memory group never is (cgroup_pool.h).
+    if ((pool != nullptr && group != request.memory_cgroup && pool->take(group)) || ::mkdir(group.c_str(), 0755) == 0)
       made.push_back(group);
     else if (errno != EEXIST)
       return undo("cannot create the task's control group " + group + ": " + std::strerror(errno));

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "worker/cgroup_pool.h"
 #include "worker/task_supervisor.h"
 
 namespace ag::worker {
@@ -71,9 +72,9 @@ struct StartReport {
 std::string read_start_failure(int report_fd, const LaunchRequest& request);
 
 // Makes the task's groups (its tracking group and v1 limit groups; those there already
-// stay) and writes its caps on the limit groups. Returns "" or why not, having removed
-// what it made.
-std::string make_task_groups(const LaunchRequest& request);
+// stay; from `pool`'s kept groups where it has some) and writes its caps on the limit
+// groups. Returns "" or why not, having removed what it made.
+std::string make_task_groups(const LaunchRequest& request, CgroupPool* pool = nullptr);
 
 // True when `path` is on a cgroup v2 file system.
 bool on_cgroup2(const std::string& path);

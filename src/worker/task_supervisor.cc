@@ -96,6 +96,9 @@ struct Supervised {
   std::string marker;
   int64_t orphan_timeout_ms = 10000;
   int64_t term_sent_ms = 0;  // when the orphaned task was sent SIGTERM
+  // Its groups may be kept for the next task once it has ended (worker/cgroup_pool.h):
+  // the supervisor made them, and the task ran as an account that cannot touch them.
+  bool groups_kept = false;
 };
 
 // A task that ended while processes it left were still dying: its end is recorded
@@ -195,6 +198,7 @@ class Supervisor {
         retire_warm();
         for (pid_t helper : helpers_) ::waitpid(helper, nullptr, 0);  // an unused warm process leaves at once
         retry_cgroup_removal();
+        groups_.clear();
         ::_exit(0);
       }
     }
@@ -220,9 +224,17 @@ class Supervisor {
       std::string error;
       pid_t pid = start(*request, payload, output_fd, &error);
       if (pid > 0) {
-        tasks_[pid] = {request->task_dir, request->cgroup,       request->limit_cgroups,
-                       request->memory_cgroup, request->cleanup_argv, request->marker,
-                       request->orphan_timeout_ms, 0};
+        const bool groups_kept =
+            request->make_groups && request->run_as && request->run_as->uid != 0 && ::geteuid() == 0;
+        tasks_[pid] = {request->task_dir,
+                       request->cgroup,
+                       request->limit_cgroups,
+                       request->memory_cgroup,
+                       request->cleanup_argv,
+                       request->marker,
+                       request->orphan_timeout_ms,
+                       0,
+                       groups_kept};
         reply = "pid " + std::to_string(pid);
       } else {
         reply = "error " + error;
@@ -254,7 +266,7 @@ class Supervisor {
       if (outcome == WarmTask::Outcome::kFailed) return 0;
     }
     if (request.make_groups) {
-      *error = make_task_groups(request);
+      *error = make_task_groups(request, &groups_);
       if (!error->empty()) return 0;
     }
     return start_task(request, output_fd, error);
@@ -265,7 +277,7 @@ class Supervisor {
   void prepare_warm() {
     if (warm_off_ || agent_fd_ < 0 || warm_dirs_.empty() || (warm_ && warm_->group_dirs() == warm_dirs_)) return;
     retire_warm();
-    warm_ = WarmTask::make(warm_dirs_, {signal_fd_, agent_fd_});
+    warm_ = WarmTask::make(warm_dirs_, {signal_fd_, agent_fd_}, groups_);
     if (warm_) helpers_.insert(warm_->pid());
   }
 
@@ -366,7 +378,8 @@ class Supervisor {
     int64_t now = monotonic_ms();
     std::vector<Ending> waiting;
     for (auto& ending : endings_) {
-      if (!all_gone(ending.task) && now < ending.deadline_ms) {
+      const bool gone = all_gone(ending.task);
+      if (!gone && now < ending.deadline_ms) {
         waiting.push_back(std::move(ending));
         continue;
       }
@@ -376,7 +389,9 @@ class Supervisor {
       write_exit_record(ending.task.task_dir, ending.record.c_str());
       std::vector<std::string> groups = ending.task.limit_cgroups;
       groups.push_back(ending.task.cgroup);
+      const bool emptied = ending.task.groups_kept && gone;
       for (const auto& group : groups) {
+        if (emptied && group != ending.task.memory_cgroup && groups_.keep(group)) continue;
         if (!remove_cgroup(group)) leftover_cgroups_.push_back(group);
       }
     }
@@ -418,6 +433,7 @@ class Supervisor {
   // Children that are no task: cleanup commands still running, ready-made processes.
   std::set<pid_t> helpers_;
   std::unique_ptr<WarmTask> warm_;
+  CgroupPool groups_;                  // emptied task groups kept for the next tasks
   bool warm_off_ = false;              // cgroup v2: none are made
   std::vector<std::string> warm_dirs_;  // where the last task's groups are
   int64_t warm_due_ms_ = 0;             // when to make one, 0: not due

@@ -10,7 +10,8 @@
 //
 // How it starts a task (posix_spawn, fork, clone3 into its cgroup v2 group) is in
 // worker/task_start.h; on cgroup v1 it keeps a process ready in spare groups for the
-// next task (worker/warm_task.h) and makes host tasks' groups itself.
+// next task (worker/warm_task.h), makes host tasks' groups itself, and keeps an ended
+// task's emptied groups for the next ones (worker/cgroup_pool.h).
 //
 // A long-lived supervisor, not one per task: forking a process of the agent's size and
 // tearing it down again cost more than the short tasks themselves. It is the same

@@ -1,6 +1,5 @@
 #include "worker/warm_task.h"
 
-#include <dirent.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -11,7 +10,6 @@
 
 #include <cerrno>
 #include <cstdlib>
-#include <set>
 
 #include "worker/fd_frames.h"
 #include "worker/task_cgroup.h"
@@ -20,26 +18,7 @@
 namespace ag::worker {
 namespace {
 
-constexpr char kSparePrefix[] = "warm.";
-
 std::string parent_of(const std::string& group) { return group.substr(0, group.rfind('/')); }
-
-// Spare groups a supervisor that is gone left in `dir` (its process left with it).
-void remove_stale_spares(const std::string& dir) {
-  DIR* listing = ::opendir(dir.c_str());
-  if (!listing) return;
-  std::vector<std::string> stale;
-  while (dirent* entry = ::readdir(listing)) {
-    const std::string name = entry->d_name;
-    if (name.rfind(kSparePrefix, 0) != 0) continue;
-    const long owner = std::strtol(name.c_str() + sizeof kSparePrefix - 1, nullptr, 10);
-    if (owner > 0 && owner != ::getpid() && ::kill(static_cast<pid_t>(owner), 0) != 0 && errno == ESRCH) {
-      stale.push_back(dir + "/" + name);
-    }
-  }
-  ::closedir(listing);
-  for (const auto& group : stale) remove_cgroup(group);
-}
 
 // The ready-made process: into its groups (the slow part, while nothing waits), then
 // it waits for its task.
@@ -68,21 +47,17 @@ void remove_stale_spares(const std::string& dir) {
 
 }  // namespace
 
-std::unique_ptr<WarmTask> WarmTask::make(const std::vector<std::string>& group_dirs,
-                                         const std::vector<int>& inherited) {
-  static unsigned sequence = 0;
-  static std::set<std::string> swept;
+std::unique_ptr<WarmTask> WarmTask::make(const std::vector<std::string>& group_dirs, const std::vector<int>& inherited,
+                                         CgroupPool& pool) {
   if (group_dirs.empty()) return nullptr;
-  const std::string name = kSparePrefix + std::to_string(::getpid()) + "." + std::to_string(++sequence);
   std::vector<std::string> spares;
   auto undo = [&spares] {
     for (const auto& group : spares) ::rmdir(group.c_str());
     return nullptr;
   };
   for (const auto& dir : group_dirs) {
-    if (swept.insert(dir).second) remove_stale_spares(dir);
-    std::string spare = dir + "/" + name;
-    if (::mkdir(spare.c_str(), 0755) != 0) return undo();
+    std::string spare = pool.spare(dir);
+    if (spare.empty()) return undo();
     spares.push_back(std::move(spare));
   }
   int ends[2];
@@ -144,7 +119,7 @@ WarmTask::Outcome WarmTask::launch(const LaunchRequest& request, const std::stri
   bool handed = fits(request) && ready_;
   for (size_t i = 0; handed && i < targets.size(); ++i) {
     // A group the agent made is new and empty: the spare takes its place and its name.
-    if (::rmdir(targets[i].c_str()) != 0 && errno != ENOENT) {
+    if (!request.make_groups && ::rmdir(targets[i].c_str()) != 0 && errno != ENOENT) {
       handed = false;
     } else if (::rename(spares_[i].c_str(), targets[i].c_str()) != 0) {
       ::mkdir(targets[i].c_str(), 0755);

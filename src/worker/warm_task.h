@@ -5,7 +5,8 @@
 //
 //   make     the supervisor forks the process once launches pause; it moves itself
 //            into a spare group beside each group a task of the last launch's kind
-//            joins (<dir>/warm.<supervisor pid>.<n>) and says it is ready
+//            joins (<dir>/warm.<supervisor pid>.<n>, worker/cgroup_pool.h) and says
+//            it is ready
 //   launch   each group the agent made for the task gives way to the spare beside it
 //            (rmdir, then rename: a v1 group keeps its processes under its new name),
 //            the task's caps go on them, and the process gets the launch request and
@@ -21,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "worker/cgroup_pool.h"
 #include "worker/task_supervisor.h"
 
 namespace ag::worker {
@@ -31,7 +33,9 @@ class WarmTask {
   // folder first, then each limit group's). `inherited`: the supervisor's descriptors
   // the child closes at once. nullptr when a spare group cannot be made or the fork
   // fails (tasks then start the other way).
-  static std::unique_ptr<WarmTask> make(const std::vector<std::string>& group_dirs, const std::vector<int>& inherited);
+  // Its spare groups come from `pool` (kept ones first).
+  static std::unique_ptr<WarmTask> make(const std::vector<std::string>& group_dirs, const std::vector<int>& inherited,
+                                        CgroupPool& pool);
   ~WarmTask();
   WarmTask(const WarmTask&) = delete;
   WarmTask& operator=(const WarmTask&) = delete;

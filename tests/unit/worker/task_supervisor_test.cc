@@ -6,16 +6,19 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
 
+#include "worker/cgroup_pool.h"
 #include "worker/fs_fixtures.h"
 #include "worker/task_cgroup.h"
 #include "worker/task_limits.h"
@@ -543,6 +546,113 @@ TEST_F(SupervisorProcessTest, OnCgroupV1TheNextTaskIsTheReadyMadeProcessInItsOwn
       EXPECT_EQ(entry.path().filename().string().rfind("warm.", 0), std::string::npos) << entry.path();
     }
   }
+}
+
+ino_t inode_of(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+}
+
+// The spares under `dir`, by inode.
+std::map<ino_t, std::string> spares_in(const std::string& dir) {
+  std::map<ino_t, std::string> found;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (is_spare_name(entry.path().filename().string())) found[inode_of(entry.path().string())] = entry.path();
+  }
+  return found;
+}
+
+// A kept group is the next one had in its folder, under its new name; a folder keeps a
+// few at most; spares come from the kept ones first; and a supervisor's leftovers go
+// once it is gone.
+TEST(CgroupPoolTest, KeepsEmptiedGroupsForTheNextTasks) {
+  CgroupDir pids("/sys/fs/cgroup/pids");
+  if (pids.path().empty() || on_cgroup2(pids.path())) GTEST_SKIP() << "needs a writable cgroup v1 pids hierarchy";
+  const std::string dir = pids.path();
+  // A spare a supervisor that is gone left: removed the first time the folder is used.
+  const pid_t gone = ::fork();
+  if (gone == 0) ::_exit(0);
+  ::waitpid(gone, nullptr, 0);
+  const std::string stale = dir + "/warm." + std::to_string(gone) + ".1";
+  ASSERT_EQ(::mkdir(stale.c_str(), 0755), 0);
+
+  CgroupPool pool(1);
+  EXPECT_FALSE(pool.take(dir + "/first")) << "nothing is kept yet";
+  ASSERT_EQ(create_task_cgroup(dir, "first"), dir + "/first");
+  ASSERT_EQ(create_task_cgroup(dir, "second"), dir + "/second");
+  const ino_t first = inode_of(dir + "/first");
+
+  EXPECT_TRUE(pool.keep(dir + "/first"));
+  EXPECT_FALSE(fs::exists(stale)) << "the stale spare is gone";
+  EXPECT_FALSE(fs::exists(dir + "/first"));
+  EXPECT_EQ(spares_in(dir).count(first), 1u) << "kept under a spare's name";
+  EXPECT_FALSE(pool.keep(dir + "/second")) << "one is enough for this pool";
+  EXPECT_TRUE(fs::exists(dir + "/second")) << "what is not kept stays for its caller to remove";
+  EXPECT_FALSE(pool.take(dir + "/second")) << "a group that is there already is not replaced";
+  EXPECT_EQ(pool.kept(dir), 1u);
+
+  EXPECT_TRUE(pool.take(dir + "/third"));
+  EXPECT_EQ(inode_of(dir + "/third"), first) << "the kept group, renamed";
+  EXPECT_EQ(pool.kept(dir), 0u);
+  EXPECT_TRUE(spares_in(dir).empty());
+
+  // Spares for a ready-made process: the kept one first, then new ones.
+  ASSERT_TRUE(remove_cgroup(dir + "/second"));
+  EXPECT_TRUE(pool.keep(dir + "/third"));
+  const std::string kept = pool.spare(dir);
+  EXPECT_EQ(inode_of(kept), first);
+  const std::string made = pool.spare(dir);
+  ASSERT_FALSE(made.empty());
+  EXPECT_NE(inode_of(made), first);
+  EXPECT_TRUE(is_spare_name(fs::path(made).filename().string()));
+
+  EXPECT_TRUE(pool.keep(kept));
+  pool.clear();
+  EXPECT_FALSE(fs::exists(kept)) << "cleared";
+  EXPECT_TRUE(remove_cgroup(made));
+}
+
+// On cgroup v1, the groups the supervisor made for a task that ran as an account of its
+// own are kept once it has ended (its memory group excepted: the kernel counts OOM kills
+// per group) and are gone with the supervisor.
+TEST_F(SupervisorProcessTest, TheGroupsOfAnEndedTaskAreKeptForTheNextOnes) {
+  if (::geteuid() != 0) GTEST_SKIP() << "switching accounts needs root";
+  const std::string pids_mount = "/sys/fs/cgroup/pids", cpu_mount = "/sys/fs/cgroup/cpu";
+  CgroupDir pids(pids_mount), cpu(cpu_mount), memory("/sys/fs/cgroup/memory");
+  if (pids.path().empty() || cpu.path().empty() || memory.path().empty() || on_cgroup2(pids.path())) {
+    GTEST_SKIP() << "needs writable cgroup v1 pids, cpu and memory hierarchies";
+  }
+  ::chmod(work_.path().c_str(), 0777);
+  ::chmod((work_ / "task").c_str(), 0777);
+  LaunchRequest r = request("sleep 0.3");
+  r.run_as = LaunchRequest::RunAs{65534, 65534, {}};
+  r.cgroup = pids.path() + "/first";
+  r.memory_cgroup = memory.path() + "/first";
+  r.limit_cgroups = {cpu.path() + "/first", r.memory_cgroup};
+  r.limits.cpu_millis = 500;
+  r.limits.memory_bytes = 256 << 20;
+  r.make_groups = true;
+  int fd = output_fd();
+  auto pid = client_.launch(r, fd, agent_pid_file_);
+  ::close(fd);
+  ASSERT_TRUE(pid.ok()) << pid.error().message;
+  const ino_t tracking = inode_of(r.cgroup), capped = inode_of(r.limit_cgroups[0]),
+              memory_group = inode_of(r.memory_cgroup);
+  ASSERT_NE(tracking, 0u) << "the task ended before its groups were seen";
+  EXPECT_EQ(read_file(r.limit_cgroups[0] + "/cpu.cfs_quota_us"), "50000\n");
+
+  EXPECT_EQ(wait_for_exit_record(), "exit 0\n");
+  EXPECT_TRUE(wait_for([&] { return !fs::exists(r.cgroup) && !fs::exists(r.memory_cgroup); }));
+  EXPECT_EQ(spares_in(pids.path()).count(tracking), 1u) << "its tracking group is kept";
+  EXPECT_EQ(spares_in(cpu.path()).count(capped), 1u) << "its cpu group is kept";
+  EXPECT_EQ(spares_in(memory.path()).count(memory_group), 0u) << "its memory group is not";
+
+  // The agent goes, and the supervisor with it: nothing it kept stays.
+  const pid_t supervisor = client_.pid();
+  client_.~SupervisorClient();
+  new (&client_) SupervisorClient(AG_BINARY);
+  EXPECT_TRUE(wait_for([&] { return ::waitpid(supervisor, nullptr, WNOHANG) == supervisor; })) << "the supervisor left";
+  for (const auto& dir : {pids.path(), cpu.path(), memory.path()}) EXPECT_TRUE(spares_in(dir).empty()) << dir;
 }
 
 TEST_F(SupervisorProcessTest, GroupsThatCannotBeMadeAreReportedAndNothingStarts) {
