@@ -92,6 +92,34 @@ struct SqliteStore::Impl {
     return {};
   }
 
+  // A records table of the earlier shape (WITHOUT ROWID: a row stored in its key's
+  // B-tree, where a job's record, longer than a quarter page, spilled to an overflow page
+  // that every change rewrote, with the free-list pages along) becomes a rowid table with
+  // the same columns and a unique (tbl, key): rows in place in the table's pages, new
+  // ones appended, the key's index small. In one transaction: a crash leaves either
+  // shape. Heads of the earlier version use the new shape unchanged (same columns, same
+  // upsert conflict target).
+  Status reshape_records() {
+    Statement shape(writer_db, "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'records'");
+    if (shape.prepare_rc() != SQLITE_OK) return sqlite_error(writer_db, shape.prepare_rc(), "reading the schema");
+    if (sqlite3_step(shape.get()) != SQLITE_ROW) return {};
+    const std::string sql = column_text(shape.get(), 0);
+    sqlite3_reset(shape.get());
+    if (sql.find("WITHOUT ROWID") == std::string::npos) return {};
+    for (const char* step : {"BEGIN IMMEDIATE",
+                             "CREATE TABLE records_reshaped(tbl TEXT NOT NULL, key TEXT NOT NULL, "
+                             "value BLOB NOT NULL, UNIQUE(tbl, key))",
+                             "INSERT INTO records_reshaped(tbl, key, value) SELECT tbl, key, value FROM records "
+                             "ORDER BY tbl, key",
+                             "DROP TABLE records", "ALTER TABLE records_reshaped RENAME TO records", "COMMIT"}) {
+      if (Status s = exec(step); !s) {
+        (void)exec("ROLLBACK");
+        return s;
+      }
+    }
+    return {};
+  }
+
   // GroupWriter's commit: every batch in one transaction.
   Status commit(const std::vector<const std::vector<Mutation>*>& batches) {
     if (Status s = exec("BEGIN IMMEDIATE"); !s) return s;
@@ -117,11 +145,13 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const std::string& path) 
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
   int rc = sqlite3_open_v2(path.c_str(), &impl->writer_db, flags, nullptr);
   if (rc != SQLITE_OK) return sqlite_error(impl->writer_db, rc, "opening " + path);
-  for (const char* sql : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL",
-                          "PRAGMA busy_timeout=5000",
+  for (const char* sql : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA busy_timeout=5000",
                           "CREATE TABLE IF NOT EXISTS records(tbl TEXT NOT NULL, key TEXT NOT NULL, "
-                          "value BLOB NOT NULL, PRIMARY KEY(tbl, key)) WITHOUT ROWID"}) {
+                          "value BLOB NOT NULL, UNIQUE(tbl, key))"}) {
     if (Status s = impl->exec(sql); !s) return Error{s.error().code, "opening " + path + ": " + s.error().message};
+  }
+  if (Status s = impl->reshape_records(); !s) {
+    return Error{s.error().code, "opening " + path + ": " + s.error().message};
   }
   rc = sqlite3_open_v2(path.c_str(), &impl->reader_db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) return sqlite_error(impl->reader_db, rc, "opening " + path + " for reading");

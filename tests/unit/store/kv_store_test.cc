@@ -6,6 +6,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -15,7 +17,6 @@
 #include <memory>
 #include <string>
 #include <thread>
-#include <unistd.h>
 #include <type_traits>
 #include <vector>
 
@@ -29,6 +30,7 @@ using namespace ag::store::testing;  // NOLINT: fixture helpers keep tests short
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using ::testing::Pair;
 
 // --- The contract every backend keeps --------------------------------------------
@@ -265,6 +267,62 @@ TEST(SqliteStoreTest, GroupCommitUsesFarFewerTransactionsThanBatches) {
   EXPECT_GE(commits, 1u);
   EXPECT_LT(commits, static_cast<uint64_t>(kBatches / 20)) << commits << " commits for " << kBatches << " batches";
   EXPECT_EQ(scan_table(*backend.store, kJobsTable).size(), static_cast<size_t>(kBatches));
+}
+
+// A head's file of the earlier layout (records WITHOUT ROWID) keeps every record and is
+// reshaped into a rowid table once, which a head of the earlier version still writes
+// and reads with its own statements.
+TEST(SqliteStoreTest, AFileOfTheEarlierLayoutKeepsItsRecordsAndStaysUsableByEarlierHeads) {
+  TempDir dir;
+  const std::string path = dir.file("head.db");
+  auto sql = [&](sqlite3* db, const std::string& text) {
+    char* err = nullptr;
+    const int rc = sqlite3_exec(db, text.c_str(), nullptr, nullptr, &err);
+    EXPECT_EQ(rc, SQLITE_OK) << text << ": " << (err ? err : "");
+    sqlite3_free(err);
+  };
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sql(db, "PRAGMA journal_mode=WAL");
+  sql(db,
+      "CREATE TABLE records(tbl TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL, PRIMARY KEY(tbl, key)) "
+      "WITHOUT ROWID");
+  const std::string long_value(3000, 'x');  // longer than a quarter page, as a job's record is
+  sql(db, "INSERT INTO records VALUES('jobs', 'job_b', '" + long_value +
+              "'), ('jobs', 'job_a', 'a'), "
+              "('meta', 'schema', '1')");
+  sqlite3_close(db);
+
+  {
+    auto store = SqliteStore::open(path);
+    ASSERT_TRUE(store.ok()) << store.error().message;
+    EXPECT_THAT(scan_table(**store, kJobsTable), ElementsAre(Pair("job_a", "a"), Pair("job_b", long_value)));
+    EXPECT_EQ(get_value(**store, kMetaTable, "schema"), "1");
+    ASSERT_TRUE(write_and_wait(**store, {put(kJobsTable, "job_a", "a2"), put(kJobsTable, "job_c", "c")}).ok());
+  }
+
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT sql FROM sqlite_master WHERE name = 'records'", -1, &stmt, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  const std::string shape = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+  sqlite3_finalize(stmt);
+  EXPECT_THAT(shape, Not(HasSubstr("WITHOUT ROWID")));
+  EXPECT_THAT(shape, HasSubstr("UNIQUE(tbl, key)"));
+  // What a head of the earlier version runs at its start and for every write.
+  sql(db,
+      "CREATE TABLE IF NOT EXISTS records(tbl TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL, "
+      "PRIMARY KEY(tbl, key)) WITHOUT ROWID");
+  sql(db,
+      "INSERT INTO records(tbl, key, value) VALUES('jobs', 'job_c', 'c2') "
+      "ON CONFLICT(tbl, key) DO UPDATE SET value = excluded.value");
+  sqlite3_close(db);
+
+  auto reopened = SqliteStore::open(path);
+  ASSERT_TRUE(reopened.ok()) << reopened.error().message;
+  EXPECT_THAT(scan_table(**reopened, kJobsTable),
+              ElementsAre(Pair("job_a", "a2"), Pair("job_b", long_value), Pair("job_c", "c2")));
 }
 
 TEST(SqliteStoreTest, OpeningInAMissingDirectoryFails) {
