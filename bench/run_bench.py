@@ -105,7 +105,9 @@ class Cluster:
             if self.conn is None:
                 self.conn = self.connect()
             try:
-                self.conn.request(method, path, body=json.dumps(body) if body is not None else None,
+                # Bytes, not str: http.client then sends the headers and the body in one
+                # write (a str body goes in a second one, and the head wakes twice).
+                self.conn.request(method, path, body=json.dumps(body).encode() if body is not None else None,
                                   headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
                 res = self.conn.getresponse()
                 data = res.read()

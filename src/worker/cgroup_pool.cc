@@ -43,26 +43,26 @@ void CgroupPool::sweep(const std::string& dir) {
   for (const auto& group : stale) remove_cgroup(group);
 }
 
-bool CgroupPool::take(const std::string& group) {
+std::optional<std::string> CgroupPool::take(const std::string& group) {
   auto it = kept_.find(parent_of(group));
   while (it != kept_.end() && !it->second.empty()) {
-    std::string spare = std::move(it->second.back());
+    Spare spare = std::move(it->second.back());
     it->second.pop_back();
-    if (::rename(spare.c_str(), group.c_str()) == 0) return true;
+    if (::rename(spare.path.c_str(), group.c_str()) == 0) return std::move(spare.controls);
     if (errno == EEXIST || errno == ENOTEMPTY) {  // the group is there already: the spare stays kept
       it->second.push_back(std::move(spare));
-      return false;
+      return std::nullopt;
     }
-    ::rmdir(spare.c_str());  // gone, or unusable: the next one
+    ::rmdir(spare.path.c_str());  // gone, or unusable: the next one
   }
-  return false;
+  return std::nullopt;
 }
 
 std::string CgroupPool::spare(const std::string& dir) {
   sweep(dir);
   auto it = kept_.find(dir);
   if (it != kept_.end() && !it->second.empty()) {
-    std::string spare = std::move(it->second.back());
+    std::string spare = std::move(it->second.back().path);
     it->second.pop_back();
     return spare;
   }
@@ -70,20 +70,20 @@ std::string CgroupPool::spare(const std::string& dir) {
   return ::mkdir(made.c_str(), 0755) == 0 ? made : "";
 }
 
-bool CgroupPool::keep(const std::string& group) {
+bool CgroupPool::keep(const std::string& group, std::string controls) {
   const std::string dir = parent_of(group);
   sweep(dir);
   auto& spares = kept_[dir];
   if (spares.size() >= per_dir_) return false;
   std::string name = next_name(dir);
   if (::rename(group.c_str(), name.c_str()) != 0) return false;
-  spares.push_back(std::move(name));
+  spares.push_back({std::move(name), std::move(controls)});
   return true;
 }
 
 void CgroupPool::clear() {
   for (auto& [_, spares] : kept_) {
-    for (const auto& group : spares) remove_cgroup(group);
+    for (const auto& spare : spares) remove_cgroup(spare.path);
     spares.clear();
   }
 }

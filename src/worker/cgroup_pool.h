@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -32,14 +33,16 @@ class CgroupPool {
   CgroupPool(const CgroupPool&) = delete;
   CgroupPool& operator=(const CgroupPool&) = delete;
 
-  // `group` (which does not exist yet) from a spare kept in its folder; false when none
-  // is kept there or the rename failed (the caller makes the group itself).
-  bool take(const std::string& group);
+  // `group` (which does not exist yet) from a spare kept in its folder: what was written
+  // on the spare's controls (`keep`'s `controls`); nullopt when none is kept there or
+  // the rename failed (the caller makes the group itself).
+  std::optional<std::string> take(const std::string& group);
   // A spare in `dir`: a kept one, else a new group; "" when none can be made (errno).
   std::string spare(const std::string& dir);
-  // Keeps the emptied `group` as a spare; false when its folder keeps enough already
-  // or it cannot be renamed (the caller removes it).
-  bool keep(const std::string& group);
+  // Keeps the emptied `group` as a spare, noting `controls`: what its caps were (the
+  // next task with the same ones need not write them again). False when its folder
+  // keeps enough already or it cannot be renamed (the caller removes it).
+  bool keep(const std::string& group, std::string controls = "");
   // Removes every kept spare (the supervisor is leaving).
   void clear();
 
@@ -51,7 +54,11 @@ class CgroupPool {
 
   size_t per_dir_;
   unsigned sequence_ = 0;
-  std::map<std::string, std::vector<std::string>> kept_;  // folder -> its spares
+  struct Spare {
+    std::string path;
+    std::string controls;
+  };
+  std::map<std::string, std::vector<Spare>> kept_;        // folder -> its spares
   std::set<std::string> swept_;                           // folders cleared of stale spares
 };
 

@@ -248,6 +248,10 @@ TaskLimitGroups plan_v1_limit_groups(const LimitRoots& roots, const std::string&
   return out;
 }
 
+std::string v1_caps_key(const TaskLimits& limits) {
+  return "memory " + std::to_string(limits.memory_bytes) + ", cpu " + std::to_string(limits.cpu_millis);
+}
+
 std::string write_v1_caps(const std::string& group, const TaskLimits& limits) {
   struct stat st {};
   std::string error;

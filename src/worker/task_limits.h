@@ -81,6 +81,10 @@ Result<TaskLimitGroups> create_limit_groups(const LimitRoots& roots, const std::
 // them: the task supervisor makes them with the task (worker/warm_task.h).
 TaskLimitGroups plan_v1_limit_groups(const LimitRoots& roots, const std::string& name, const TaskLimits& limits);
 
+// What write_v1_caps writes for `limits`, as one text: two groups that got the same
+// one have the same caps.
+std::string v1_caps_key(const TaskLimits& limits);
+
 // Writes `limits`' caps on a v1 group of the memory or the cpu hierarchy (whichever
 // its control files show). Returns "" or what could not be written.
 std::string write_v1_caps(const std::string& group, const TaskLimits& limits);

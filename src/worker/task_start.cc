@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <set>
 #include <string_view>
 #include <unordered_map>
 
@@ -232,7 +233,9 @@ ExecArgs::ExecArgs(const LaunchRequest& request) : reset_signals(signals_not_at_
 std::string make_task_groups(const LaunchRequest& request, CgroupPool* pool) {
   std::vector<std::string> groups{request.cgroup};
   groups.insert(groups.end(), request.limit_cgroups.begin(), request.limit_cgroups.end());
+  const std::string caps = v1_caps_key(request.limits);
   std::vector<std::string> made;
+  std::set<std::string> capped;  // kept groups that have these caps already
   auto undo = [&made](std::string why) {
     for (const auto& group : made) ::rmdir(group.c_str());
     return why;
@@ -240,12 +243,20 @@ std::string make_task_groups(const LaunchRequest& request, CgroupPool* pool) {
   for (const auto& group : groups) {
     if (group.empty()) continue;
     // A kept group is had as the task's; a memory group never is (cgroup_pool.h).
-    if ((pool != nullptr && group != request.memory_cgroup && pool->take(group)) || ::mkdir(group.c_str(), 0755) == 0)
+    if (pool != nullptr && group != request.memory_cgroup) {
+      if (auto had = pool->take(group)) {
+        made.push_back(group);
+        if (*had == caps) capped.insert(group);
+        continue;
+      }
+    }
+    if (::mkdir(group.c_str(), 0755) == 0)
       made.push_back(group);
     else if (errno != EEXIST)
       return undo("cannot create the task's control group " + group + ": " + std::strerror(errno));
   }
   for (const auto& group : request.limit_cgroups) {
+    if (capped.count(group)) continue;
     std::string failed = write_v1_caps(group, request.limits);
     if (!failed.empty()) return undo("cannot apply the task's limits: " + failed);
   }

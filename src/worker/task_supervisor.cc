@@ -99,6 +99,7 @@ struct Supervised {
   // Its groups may be kept for the next task once it has ended (worker/cgroup_pool.h):
   // the supervisor made them, and the task ran as an account that cannot touch them.
   bool groups_kept = false;
+  std::string caps;  // v1_caps_key of its limits: what its limit groups have
 };
 
 // A task that ended while processes it left were still dying: its end is recorded
@@ -234,7 +235,8 @@ class Supervisor {
                        request->marker,
                        request->orphan_timeout_ms,
                        0,
-                       groups_kept};
+                       groups_kept,
+                       v1_caps_key(request->limits)};
         reply = "pid " + std::to_string(pid);
       } else {
         reply = "error " + error;
@@ -391,7 +393,7 @@ class Supervisor {
       groups.push_back(ending.task.cgroup);
       const bool emptied = ending.task.groups_kept && gone;
       for (const auto& group : groups) {
-        if (emptied && group != ending.task.memory_cgroup && groups_.keep(group)) continue;
+        if (emptied && group != ending.task.memory_cgroup && groups_.keep(group, ending.task.caps)) continue;
         if (!remove_cgroup(group)) leftover_cgroups_.push_back(group);
       }
     }

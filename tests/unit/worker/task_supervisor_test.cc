@@ -577,21 +577,21 @@ TEST(CgroupPoolTest, KeepsEmptiedGroupsForTheNextTasks) {
   ASSERT_EQ(::mkdir(stale.c_str(), 0755), 0);
 
   CgroupPool pool(1);
-  EXPECT_FALSE(pool.take(dir + "/first")) << "nothing is kept yet";
+  EXPECT_FALSE(pool.take(dir + "/first").has_value()) << "nothing is kept yet";
   ASSERT_EQ(create_task_cgroup(dir, "first"), dir + "/first");
   ASSERT_EQ(create_task_cgroup(dir, "second"), dir + "/second");
   const ino_t first = inode_of(dir + "/first");
 
-  EXPECT_TRUE(pool.keep(dir + "/first"));
+  EXPECT_TRUE(pool.keep(dir + "/first", "its caps"));
   EXPECT_FALSE(fs::exists(stale)) << "the stale spare is gone";
   EXPECT_FALSE(fs::exists(dir + "/first"));
   EXPECT_EQ(spares_in(dir).count(first), 1u) << "kept under a spare's name";
   EXPECT_FALSE(pool.keep(dir + "/second")) << "one is enough for this pool";
   EXPECT_TRUE(fs::exists(dir + "/second")) << "what is not kept stays for its caller to remove";
-  EXPECT_FALSE(pool.take(dir + "/second")) << "a group that is there already is not replaced";
+  EXPECT_FALSE(pool.take(dir + "/second").has_value()) << "a group that is there already is not replaced";
   EXPECT_EQ(pool.kept(dir), 1u);
 
-  EXPECT_TRUE(pool.take(dir + "/third"));
+  EXPECT_EQ(pool.take(dir + "/third"), "its caps") << "what was written on it";
   EXPECT_EQ(inode_of(dir + "/third"), first) << "the kept group, renamed";
   EXPECT_EQ(pool.kept(dir), 0u);
   EXPECT_TRUE(spares_in(dir).empty());
@@ -610,6 +610,47 @@ TEST(CgroupPoolTest, KeepsEmptiedGroupsForTheNextTasks) {
   pool.clear();
   EXPECT_FALSE(fs::exists(kept)) << "cleared";
   EXPECT_TRUE(remove_cgroup(made));
+}
+
+// A task's groups made from kept ones get the task's caps, unless the kept group has
+// them already.
+TEST(CgroupPoolTest, AKeptGroupHadForATaskGetsItsCapsUnlessItHasThemAlready) {
+  CgroupDir pids("/sys/fs/cgroup/pids"), cpu("/sys/fs/cgroup/cpu");
+  if (pids.path().empty() || cpu.path().empty() || on_cgroup2(pids.path())) {
+    GTEST_SKIP() << "needs writable cgroup v1 pids and cpu hierarchies";
+  }
+  CgroupPool pool;
+  auto request = [&](const std::string& name, int64_t cpu_millis) {
+    LaunchRequest r;
+    r.cgroup = pids.path() + "/" + name;
+    r.limit_cgroups = {cpu.path() + "/" + name};
+    r.limits.cpu_millis = cpu_millis;
+    r.make_groups = true;
+    return r;
+  };
+  const LaunchRequest first = request("first", 500);
+  ASSERT_EQ(make_task_groups(first, &pool), "");
+  EXPECT_EQ(read_file(first.limit_cgroups[0] + "/cpu.cfs_quota_us"), "50000\n");
+  const ino_t capped = inode_of(first.limit_cgroups[0]);
+  for (const auto& group : {first.cgroup, first.limit_cgroups[0]})
+    ASSERT_TRUE(pool.keep(group, v1_caps_key(first.limits)));
+
+  const LaunchRequest other = request("other", 1500);
+  ASSERT_EQ(make_task_groups(other, &pool), "");
+  EXPECT_EQ(inode_of(other.limit_cgroups[0]), capped) << "the kept group";
+  EXPECT_EQ(read_file(other.limit_cgroups[0] + "/cpu.cfs_quota_us"), "150000\n") << "with this task's caps";
+
+  // Kept saying it has 1.5 CPUs: a task with those caps finds them written (the quota
+  // written behind the pool's back shows that nothing wrote it again).
+  for (const auto& group : {other.cgroup, other.limit_cgroups[0]})
+    ASSERT_TRUE(pool.keep(group, v1_caps_key(other.limits)));
+  ASSERT_EQ(spares_in(cpu.path()).size(), 1u);
+  write_file(spares_in(cpu.path()).begin()->second + "/cpu.cfs_quota_us", "70000");
+  const LaunchRequest same = request("same", 1500);
+  ASSERT_EQ(make_task_groups(same, &pool), "");
+  EXPECT_EQ(inode_of(same.limit_cgroups[0]), capped);
+  EXPECT_EQ(read_file(same.limit_cgroups[0] + "/cpu.cfs_quota_us"), "70000\n");
+  for (const auto& group : {same.cgroup, same.limit_cgroups[0]}) EXPECT_TRUE(remove_cgroup(group));
 }
 
 // On cgroup v1, the groups the supervisor made for a task that ran as an account of its
