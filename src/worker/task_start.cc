@@ -145,27 +145,26 @@ pid_t clone3_task(const LaunchRequest& request, int output_fd, std::string* erro
 }
 
 // The signals `line` ("SigIgn:\t0000000000001000" in /proc/self/status) sets, added to
-// `set`; false when it is not such a line.
-bool add_signal_mask(std::string_view line, std::string_view field, sigset_t* set) {
+// `mask` (bit n-1: signal n, as the kernel numbers them); false when it is not such a
+// line.
+bool add_signal_mask(std::string_view line, std::string_view field, uint64_t* mask) {
   if (line.substr(0, field.size()) != field) return false;
-  uint64_t mask = 0;
+  uint64_t read = 0;
   for (char c : line.substr(field.size())) {
     if (c == ' ' || c == '\t') continue;
     const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
     if (digit < 0) return false;
-    mask = mask << 4 | static_cast<uint64_t>(digit);
+    read = read << 4 | static_cast<uint64_t>(digit);
   }
-  for (int sig = 1; sig < NSIG && sig <= 64; ++sig) {
-    if (mask & (uint64_t{1} << (sig - 1))) sigaddset(set, sig);
-  }
+  *mask |= read;
   return true;
 }
 
 // What this process ignores or catches, from /proc/self/status: two fields the kernel
 // keeps (the 64 sigaction calls that would ask the same cost the task's start more).
-sigset_t signals_not_at_default() {
-  sigset_t set;
-  sigemptyset(&set);
+// A mask, not a sigset_t: glibc's sigaddset refuses its internal signals (32, 33).
+uint64_t read_signals_not_at_default() {
+  uint64_t mask = 0;
   char buf[4096];
   ssize_t n = -1;
   const int fd = ::open("/proc/self/status", O_RDONLY | O_CLOEXEC);
@@ -177,16 +176,25 @@ sigset_t signals_not_at_default() {
   for (std::string_view rest(buf, n > 0 ? static_cast<size_t>(n) : 0); !rest.empty();) {
     const size_t end = rest.find('\n');
     const std::string_view line = rest.substr(0, end);
-    if (add_signal_mask(line, "SigIgn:", &set) || add_signal_mask(line, "SigCgt:", &set)) ++found;
+    if (add_signal_mask(line, "SigIgn:", &mask) || add_signal_mask(line, "SigCgt:", &mask)) ++found;
     rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
   }
-  if (found != 2) sigfillset(&set);  // not read whole: every signal is reset
-  return set;
+  if (found != 2) mask = ~uint64_t{0};  // not read whole: every signal is reset
+  return mask;
+}
+
+// Read once per process: the supervisor sets its dispositions as it starts (and a
+// ready-made process is its fork), so every launch would read the same two fields.
+uint64_t supervisor_signals_not_at_default() {
+  static const uint64_t mask = read_signals_not_at_default();
+  return mask;
 }
 
 }  // namespace
 
-ExecArgs::ExecArgs(const LaunchRequest& request) : reset_signals(signals_not_at_default()) {
+uint64_t signals_not_at_default() { return read_signals_not_at_default(); }
+
+ExecArgs::ExecArgs(const LaunchRequest& request) : reset_signals(supervisor_signals_not_at_default()) {
   for (const auto& s : request.argv) argv.push_back(const_cast<char*>(s.c_str()));
   argv.push_back(nullptr);
   for (const auto& s : request.envp) envp.push_back(const_cast<char*>(s.c_str()));
@@ -289,8 +297,19 @@ void StartReport::fail(const char* step, int error) {
 
 void become_task(const LaunchRequest& request, const ExecArgs& args, int output_fd, StartReport& report,
                  bool join_groups) {
+  // The system call itself: glibc's wrapper refuses its two internal signals (32 and
+  // 33), which a process that posix_spawn started from a threaded one (the supervisor,
+  // from its agent) has ignored, and an ignored signal stays ignored across exec.
+  struct {
+    void (*handler)(int) = SIG_DFL;
+    unsigned long flags = 0;
+    void (*restorer)() = nullptr;
+    uint64_t mask = 0;
+  } const default_action;
   for (int sig = 1; sig < NSIG; ++sig) {
-    if (sigismember(&args.reset_signals, sig) == 1) ::signal(sig, SIG_DFL);
+    if (sig <= 64 && (args.reset_signals & (uint64_t{1} << (sig - 1)))) {
+      ::syscall(SYS_rt_sigaction, sig, &default_action, nullptr, sizeof default_action.mask);
+    }
   }
   sigset_t none;
   sigemptyset(&none);

@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -45,9 +46,14 @@ struct ExecArgs {
   std::vector<char*> direct_argv;
   std::vector<char*> direct_envp;
   // The signals whose disposition here is not the default (a handler, or ignored): what
-  // the task must have reset before it runs. All of them where that cannot be read.
-  sigset_t reset_signals;
+  // the task must have reset before it runs (bit n-1: signal n). All of them where that
+  // cannot be read. Read once per process (as the first launch finds them).
+  uint64_t reset_signals;
 };
+
+// The signals whose disposition in this process is not the default, read now (bit n-1:
+// signal n, glibc's internal 32 and 33 included).
+uint64_t signals_not_at_default();
 
 // Where the child tells why it could not start the task: a pipe (`fd`, close-on-exec:
 // the exec closes it without a word), or, with no fd, memory it shares with the
