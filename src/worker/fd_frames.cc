@@ -38,10 +38,12 @@ bool read_all(int fd, char* data, size_t size) {
 
 bool write_frame(int fd, const std::string& payload, int pass_fd) {
   uint32_t length = static_cast<uint32_t>(payload.size());
-  iovec iov{&length, sizeof length};
+  // Length and payload in one call: the reader wakes once, with the whole frame there
+  // (woken by a first part, it could take the writer's CPU before the rest is sent).
+  iovec iov[2] = {{&length, sizeof length}, {const_cast<char*>(payload.data()), payload.size()}};
   msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 2;
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   if (pass_fd >= 0) {
     msg.msg_control = control;
@@ -57,11 +59,13 @@ bool write_frame(int fd, const std::string& payload, int pass_fd) {
     n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
   } while (n < 0 && errno == EINTR);
   if (n <= 0) return false;
-  if (static_cast<size_t>(n) < sizeof length &&
-      !write_all(fd, reinterpret_cast<const char*>(&length) + n, sizeof length - static_cast<size_t>(n))) {
-    return false;
+  size_t sent = static_cast<size_t>(n);
+  if (sent < sizeof length) {
+    if (!write_all(fd, reinterpret_cast<const char*>(&length) + sent, sizeof length - sent)) return false;
+    sent = sizeof length;
   }
-  return write_all(fd, payload.data(), payload.size());
+  const size_t payload_sent = sent - sizeof length;
+  return write_all(fd, payload.data() + payload_sent, payload.size() - payload_sent);
 }
 
 bool read_frame(int fd, std::string* payload, int* received_fd) {

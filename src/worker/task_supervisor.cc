@@ -280,7 +280,11 @@ class Supervisor {
     if (warm_off_ || agent_fd_ < 0 || warm_dirs_.empty() || (warm_ && warm_->group_dirs() == warm_dirs_)) return;
     retire_warm();
     warm_ = WarmTask::make(warm_dirs_, {signal_fd_, agent_fd_}, groups_);
-    if (warm_) helpers_.insert(warm_->pid());
+    if (!warm_) return;
+    helpers_.insert(warm_->pid());
+    // This process's pages are its child's too now: the next launch's writes would each
+    // copy one. Copied now, while nothing waits.
+    rehearse_launch();
   }
 
   // Lets an unused ready-made process go; its spare groups go once it has.

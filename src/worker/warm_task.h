@@ -27,6 +27,14 @@
 
 namespace ag::worker {
 
+// Runs the launch path's decoding once, on a request of the usual shape, to no effect.
+// After a fork, parent and child share their memory until either writes a page, and a
+// child has none of its parent's code mapped yet: the first launch through each costs a
+// page fault per page touched, tens of microseconds each in a virtual machine. Rehearsed
+// while nothing waits, the launch finds them done (the child's code, the copies of the
+// allocator's pages the decoding writes).
+void rehearse_launch();
+
 class WarmTask {
  public:
   // Forks a process for tasks whose groups lie in `group_dirs` (the tracking group's
