@@ -217,7 +217,7 @@ void JobController::submit_all(std::vector<api::JobSpec> specs,
           for (size_t i = 1; i < a.events.size(); ++i) {
             u_.jobs.add_event(job.id, stream_event(job, a.events[i], "job.update"));
           }
-          u_.writer.changed(job.id, 0);
+          u_.writer.changed_unhurried(job.id, 0);
           u_.listeners.added(job);
           if (a.launch.empty()) {
             added.push_back(&job);

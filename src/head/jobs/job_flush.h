@@ -15,6 +15,9 @@ struct FlushState {
   // (by hash: marked at every change of a job; the order of a write does not matter).
   std::unordered_map<std::string, size_t> unsaved;
   bool armed = false;
+  uint64_t timer = 0;      // the armed flush's timer (Timers::Id)
+  int64_t due_ms = 0;      // when it fires (steady clock)
+  bool retrying = false;   // it retries a failed write: nothing brings it sooner
   bool in_flight = false;  // a flush is being written
   bool again = false;      // changes came while it was
   int64_t last_steady_ms = -1000000;

@@ -37,6 +37,11 @@ void JobWriter::changed(const std::string& job_id, size_t first_new_event) {
   schedule(until_next_ms());
 }
 
+void JobWriter::changed_unhurried(const std::string& job_id, size_t first_new_event) {
+  state_.unsaved.try_emplace(job_id, first_new_event);
+  schedule(std::max(until_next_ms(), state_.interval_ms));
+}
+
 void JobWriter::after_durable(std::function<void()> fn) {
   state_.durable_waiters.push_back(std::move(fn));
   schedule(until_next_ms());
@@ -48,11 +53,17 @@ void JobWriter::remove(const std::string& job_id, std::function<void(Status)> do
 }
 
 void JobWriter::schedule(int64_t delay_ms) {
-  if (state_.armed) return;
+  delay_ms = std::max<int64_t>(0, delay_ms);
+  const int64_t due = clock_.steady_ms() + delay_ms;
+  // An armed flush stays unless this one is due sooner (a retry keeps its pace).
+  if (state_.armed && (state_.retrying || state_.due_ms <= due)) return;
+  if (state_.armed) timers_.cancel(state_.timer);
   state_.armed = true;
-  timers_.start(std::max<int64_t>(0, delay_ms), [this, alive = alive_] {
+  state_.due_ms = due;
+  state_.timer = timers_.start(delay_ms, [this, alive = alive_] {
     if (!*alive) return;
     state_.armed = false;
+    state_.retrying = false;
     flush();
   });
 }
@@ -127,6 +138,7 @@ void JobWriter::flush() {
                      std::make_move_iterator(state_.durable_waiters.end()));
       state_.durable_waiters = std::move(waiters);
       schedule(kPersistRetryMs);
+      state_.retrying = true;
     });
   });
 }

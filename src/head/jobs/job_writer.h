@@ -3,6 +3,7 @@
 //   changed(job)  --> marked; one write at a time, at most every interval (which grows
 //                     with what encoding the last one cost), carries every marked job
 //                     whole and its new events; a failed write is kept and tried again
+//                     (changed_unhurried: with the next write, within an interval)
 //   remove(job)   --> its record and events deleted in the next write, after every
 //                     earlier write of it; once durable the job goes from memory
 //   after_durable --> runs once everything changed before it is stored
@@ -48,6 +49,11 @@ class JobWriter {
 
   // The job changed; its events from `first_new_event` on are new.
   void changed(const std::string& job_id, size_t first_new_event);
+  // The same, for a change nothing waits on and that is stored in substance already (a
+  // job just written by its submit, marked again for its events' places in the stream):
+  // it goes with the next write, at the latest an interval from now, so that a
+  // submit's job is not written twice in a row while its tasks start.
+  void changed_unhurried(const std::string& job_id, size_t first_new_event);
   // `fn` runs once every change made so far is stored (a failed write is retried and
   // `fn` waits for it).
   void after_durable(std::function<void()> fn);

@@ -59,7 +59,9 @@ void WebhookDispatcher::start() {
   durable_ = deps_.events.last_seq();
   listener_ = deps_.events.listen([this](const ClusterEvent& event) {
     if (event.seq > durable_) {
-      await_durable();
+      // Without webhooks nothing waits for it (a store write of its own, at once, for
+      // every event); a webhook added later catches up (added()).
+      if (!lanes_.empty()) await_durable();
       return;
     }
     std::vector<std::string> due;
@@ -78,6 +80,7 @@ void WebhookDispatcher::start() {
 void WebhookDispatcher::added(const std::string& id) {
   Lane& lane = lanes_[id];
   lane.scanned = deps_.hooks.cursor(id);
+  if (deps_.events.last_seq() > durable_) await_durable();  // what came while no webhook waited
   pump(id);
 }
 

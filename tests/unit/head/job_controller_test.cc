@@ -745,9 +745,11 @@ TEST_F(JobLayerTest, TimeoutTimerIsCancelledWhenTheJobFinishes) {
   s.timeout_s = 100;
   std::string id = submit(s);
   start_all(channel_.take<api::Launch>());
+  clock_.advance(100);  // the writes of the start are done with
   size_t armed = clock_.pending_timers();
   EXPECT_GE(armed, 1u);
   exit_all(id, 0, 1, 0);
+  clock_.advance(100);  // and those of the end
   EXPECT_EQ(clock_.pending_timers(), armed - 1);
   clock_.advance(200'000);
   EXPECT_EQ(job(id).state, JobState::kSucceeded);

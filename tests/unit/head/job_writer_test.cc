@@ -1,7 +1,8 @@
 // JobWriter over a fake clock and a memory store: a burst of changes is one write of
 // each job as it stands, with its new events; after_durable waits for it, and through a
 // failed write, which is tried again; a deletion lands after earlier writes and drops
-// the job once durable, or keeps it when it fails; write_now writes one job at once.
+// the job once durable, or keeps it when it fails; write_now writes one job at once; an
+// unhurried change waits for the next write.
 #include "head/jobs/job_writer.h"
 
 #include <gtest/gtest.h>
@@ -136,6 +137,32 @@ TEST_F(JobWriterTest, WhatIsLeftIsWrittenWhenTheWriterGoes) {
   add("job_a", "first");
   writer_.reset();
   EXPECT_TRUE(stored(store::kJobsTable, "job_a"));
+}
+
+TEST_F(JobWriterTest, AnUnhurriedChangeWaitsAnIntervalUnlessAnotherBringsItSooner) {
+  jobs_["job_a"].id = "job_a";
+  events_["job_a"] = {JobEvent{0, "submitted"}};
+  writer_->changed_unhurried("job_a", 0);
+  clock_.run_ready();
+  EXPECT_EQ(store_.writes(), 0) << "not at once";
+  clock_.advance(20);
+  EXPECT_EQ(store_.writes(), 1) << "within the interval";
+  EXPECT_TRUE(stored(store::kJobsTable, "job_a"));
+
+  clock_.advance(1000);
+  writer_->changed_unhurried("job_a", 1);
+  add("job_b", "placed");  // a change that is not: both go now, in one write
+  clock_.run_ready();
+  EXPECT_EQ(store_.writes(), 2);
+  EXPECT_TRUE(stored(store::kJobsTable, "job_b"));
+
+  clock_.advance(1000);
+  writer_->changed_unhurried("job_a", 1);
+  bool durable = false;
+  writer_->after_durable([&] { durable = true; });
+  clock_.run_ready();
+  EXPECT_TRUE(durable) << "whoever waits does not wait for the interval";
+  EXPECT_EQ(store_.writes(), 3);
 }
 
 }  // namespace
