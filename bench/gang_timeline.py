@@ -7,9 +7,7 @@ Starts a cluster as bench/run_bench.py does (AG_BIN picks the `ag`), warms it up
 event, in ms from the client's submit, then a summary: the head's fdatasyncs, the ranks'
 execs, and page faults by process. Needs root and tracefs (mounted if missing).
 
-    sudo /usr/bin/python3 bench/gang_timeline.py [--plain] > timeline.txt
-
---plain: the workers take no held launches (AG_TEST_PLAIN_LAUNCHES), as older ones.
+    sudo /usr/bin/python3 bench/gang_timeline.py > timeline.txt
 """
 import argparse
 import collections
@@ -93,11 +91,7 @@ def timeline(text):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--plain", action="store_true", help="workers that take no held launches")
-    args = parser.parse_args()
-    if args.plain:
-        os.environ["AG_TEST_PLAIN_LAUNCHES"] = "1"
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     text, latency = trace_one_gang()
     events = timeline(text)
     for ms, cpu, who, event, detail in events:

@@ -133,8 +133,7 @@ std::string encode(const Register& m) {
                {"limits", m.limits},
                {"container_engine", m.container_engine},
                {"allowed_mounts", m.allowed_mounts},
-               {"unhealthy", m.unhealthy ? health_json(*m.unhealthy) : json(nullptr)},
-               {"prepares_launches", m.prepares_launches}});
+               {"unhealthy", m.unhealthy ? health_json(*m.unhealthy) : json(nullptr)}});
 }
 
 std::string encode(const Heartbeat& m) {
@@ -201,7 +200,6 @@ std::string encode(const Launch& m) {
   if (!m.image.empty()) j["image"] = m.image;
   if (!m.owner.empty()) j["owner"] = m.owner;
   if (m.epoch > 0) j["epoch"] = m.epoch;
-  if (m.hold) j["hold"] = true;
   if (!m.mounts.empty()) {
     json mounts = json::array();
     for (const auto& mount : m.mounts) {
@@ -215,13 +213,6 @@ std::string encode(const Launch& m) {
 std::string encode(const Kill& m) {
   json j = key_json("kill", m.task);
   j["grace_ms"] = m.grace_ms;
-  if (m.epoch > 0) j["epoch"] = m.epoch;
-  return dump(j);
-}
-
-std::string encode(const ConfirmLaunch& m) {
-  json j = key_json("confirm_launch", m.task);
-  j["start"] = m.start;
   if (m.epoch > 0) j["epoch"] = m.epoch;
   return dump(j);
 }
@@ -329,7 +320,6 @@ Result<WorkerMessage> decode_worker_message(std::string_view text) {
         m.exited.push_back(std::move(exited));
       }, false);
       f.integers("busy_ports", &m.busy_ports, 0, kMaxPort, false);
-      f.boolean("prepares_launches", &m.prepares_launches, false);
       if (f.present("unhealthy")) {
         Fields health = f.object("unhealthy");
         HealthReport report;
@@ -457,7 +447,6 @@ Result<HeadMessage> decode_head_message(std::string_view text) {
       f.string("image", &m.image, false);
       f.string("owner", &m.owner, false);
       f.integer("epoch", &m.epoch, 0, kMaxInt64, false);
-      f.boolean("hold", &m.hold, false);
       f.objects(
           "mounts",
           [&m](Fields& e) {
@@ -508,15 +497,6 @@ Result<HeadMessage> decode_head_message(std::string_view text) {
       Kill m;
       f.task_key(&m.task);
       f.integer("grace_ms", &m.grace_ms, 0, kMaxInt64);
-      f.integer("epoch", &m.epoch, 0, kMaxInt64, false);
-      return m;
-    });
-  }
-  if (type == "confirm_launch") {
-    return read_as<HeadMessage>(doc, type, [](Fields& f) {
-      ConfirmLaunch m;
-      f.task_key(&m.task);
-      f.boolean("start", &m.start);
       f.integer("epoch", &m.epoch, 0, kMaxInt64, false);
       return m;
     });

@@ -131,9 +131,6 @@ struct Register {
   // The node's last failing health report while it is not healthy again (a restarted
   // head learns it here); unset: healthy.
   std::optional<HealthReport> unhealthy;
-  // The worker makes a held launch ready and starts it on a ConfirmLaunch (older
-  // workers: false; the head sends them plain launches).
-  bool prepares_launches = false;
   bool operator==(const Register&) const = default;
 };
 
@@ -169,19 +166,7 @@ struct Launch {
   std::vector<Mount> mounts;       // node paths mounted into its container
   std::string owner;               // the user who submitted the job ("" before users): whose account it runs as
   int64_t epoch = 0;               // the sending head's (Registered::epoch)
-  // Sent before its placement is durable: make the task ready, start nothing until a
-  // ConfirmLaunch says so, and drop it if the channel drops first.
-  bool hold = false;
   bool operator==(const Launch&) const = default;
-};
-
-// The head's word on a held launch: its placement is durable (start it now), or it
-// will never be (drop what was made ready).
-struct ConfirmLaunch {
-  TaskKey task;
-  bool start = true;
-  int64_t epoch = 0;  // the sending head's (Registered::epoch)
-  bool operator==(const ConfirmLaunch&) const = default;
 };
 
 struct Kill {
@@ -224,7 +209,7 @@ using WorkerMessage =
     std::variant<Register, Heartbeat, TaskStarted, TaskExited, TaskNote, PullUpdate, ErrorMessage, StackReport,
                  HealthReport>;
 using HeadMessage = std::variant<Registered, Launch, Kill, ExitAck, LogResume, ErrorMessage, HeartbeatAck, Pull,
-                                 ExecOpen, StackRequest, HealthCleared, ConfirmLaunch>;
+                                 ExecOpen, StackRequest, HealthCleared>;
 
 std::string encode(const Register& m);
 std::string encode(const Heartbeat& m);
@@ -234,7 +219,6 @@ std::string encode(const TaskExited& m);
 std::string encode(const Registered& m);
 std::string encode(const Launch& m);
 std::string encode(const Kill& m);
-std::string encode(const ConfirmLaunch& m);
 std::string encode(const ExitAck& m);
 std::string encode(const LogResume& m);
 std::string encode(const ErrorMessage& m);

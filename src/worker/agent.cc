@@ -24,9 +24,6 @@ Agent::Agent(Deps deps, AgentConfig config, std::function<void(const Status&)> o
       config_(std::move(config)),
       on_first_result_(std::move(on_first_result)),
       preparer_({deps_.launcher, deps_.packages, deps_.images}, config_),
-      held_({deps_.launcher,
-             [this](const api::TaskKey& id, Result<LaunchSpec> spec) { start_task(id, std::move(spec)); },
-             [this](const api::TaskKey& id) { preparer_.finished(id); }}),
       shipper_({deps_.timers, deps_.head, deps_.launcher}, config_.log_stream) {
   deps_.launcher.set_events(
       {[this](const api::TaskKey& id) { shipper_.task_output(id); },
@@ -148,14 +145,11 @@ void Agent::on_connected(std::shared_ptr<net::WsConnection> channel) {
   reg.exited = shipper_.unacknowledged_exits();
   reg.busy_ports = deps_.busy_ports();
   if (deps_.unhealthy) reg.unhealthy = deps_.unhealthy();
-  reg.prepares_launches = config_.prepares_launches;
   channel_->send(api::encode(reg), false);
 }
 
 void Agent::on_closed(const std::string& reason) {
   channel_.reset();
-  // The head that sent them may never confirm them: it sends them whole again.
-  held_.drop_all();
   shipper_.disconnected();
   if (stopping_) return;
   spdlog::warn("lost the channel to the head at {} ({}); reconnecting", deps_.head.describe(), reason);
@@ -182,7 +176,6 @@ void Agent::renew_lease() {
     timers_.lease = 0;
     if (stopping_ || fenced_) return;
     fenced_ = true;
-    held_.drop_all();
     if (deps_.launcher.idle()) return;
     spdlog::warn("nothing from the head for {} ms (its node timeout): stopping this node's tasks, which the head "
                  "retries elsewhere",
@@ -198,8 +191,7 @@ void Agent::on_message(const std::string& text) {
   if (message.ok()) {
     const int64_t epoch = std::visit(
         Overloaded{[](const api::Registered& m) { return m.epoch; }, [](const api::Launch& m) { return m.epoch; },
-                   [](const api::Kill& m) { return m.epoch; }, [](const api::ConfirmLaunch& m) { return m.epoch; },
-                   [this](const auto&) { return newest_epoch_; }},
+                   [](const api::Kill& m) { return m.epoch; }, [this](const auto&) { return newest_epoch_; }},
         message.value());
     if (stale(epoch, message.value())) return;
   }
@@ -216,8 +208,14 @@ void Agent::on_message(const std::string& text) {
   }
   std::visit(Overloaded{
                  [&](const api::Registered& m) { on_registered(m); },
-                 [&](api::Launch& m) { handle_launch(m); },
-                 [&](const api::ConfirmLaunch& m) { handle_confirm(m); },
+                 [&](api::Launch& m) {
+                   preparer_.prepare(
+                       std::move(m), node_timeout_ms_,
+                       [this](const api::TaskKey& id, const std::string& text) {
+                         shipper_.send(api::TaskNote{id, text});
+                       },
+                       [this](const api::TaskKey& id, Result<LaunchSpec> spec) { start_task(id, std::move(spec)); });
+                 },
                  [&](const api::Kill& m) { handle_kill(m); },
                  [&](const api::LogResume& m) { shipper_.resume(m.task, m.offset); },
                  [&](const api::ExitAck& m) { handle_exit_ack(m.task); },
@@ -251,10 +249,8 @@ bool Agent::stale(int64_t epoch, const api::HeadMessage& message) {
     deps_.head.skip();
     if (channel_) channel_->close();
   } else {
-    const char* what = std::holds_alternative<api::Launch>(message)          ? "launch"
-                       : std::holds_alternative<api::ConfirmLaunch>(message) ? "launch confirmation"
-                                                                             : "kill";
-    spdlog::warn("ignored a {} from a head of epoch {}: a head of epoch {} leads now", what, epoch, newest_epoch_);
+    spdlog::warn("ignored a {} from a head of epoch {}: a head of epoch {} leads now",
+                 std::holds_alternative<api::Launch>(message) ? "launch" : "kill", epoch, newest_epoch_);
   }
   return true;
 }
@@ -297,24 +293,7 @@ void Agent::on_refused(const api::ErrorMessage& m) {
   }
 }
 
-void Agent::handle_launch(api::Launch& launch) {
-  const api::TaskKey task = launch.task;
-  const bool hold = launch.hold;
-  auto note = [this](const api::TaskKey& id, const std::string& text) { shipper_.send(api::TaskNote{id, text}); };
-  if (hold) return preparer_.prepare(std::move(launch), node_timeout_ms_, note, held_.hold(task));
-  preparer_.prepare(std::move(launch), node_timeout_ms_, note,
-                    [this](const api::TaskKey& id, Result<LaunchSpec> spec) { start_task(id, std::move(spec)); });
-}
-
-void Agent::handle_confirm(const api::ConfirmLaunch& confirm) {
-  if (held_.confirm(confirm.task, confirm.start) || !confirm.start || deps_.launcher.runs(confirm.task)) return;
-  // Dropped when an earlier channel dropped: the head sends it whole after a reconnect,
-  // so a confirmation without it is one this node cannot act on.
-  report_start_error(confirm.task, "the worker no longer held this task's launch when the head confirmed it");
-}
-
 void Agent::handle_kill(const api::Kill& kill) {
-  held_.confirm(kill.task, false);  // a held launch never starts once killed
   if (deps_.launcher.runs(kill.task) || shipper_.unacknowledged(kill.task)) {
     deps_.launcher.kill(kill.task, kill.grace_ms);
     return;
@@ -372,7 +351,6 @@ void Agent::shutdown(int64_t grace_ms) {
     if (id) deps_.timers.cancel(id);
   }
   shipper_.stop();
-  held_.drop_all();
   deps_.launcher.kill_all(grace_ms);
   if (deps_.launcher.idle()) {
     if (channel_) channel_->close();

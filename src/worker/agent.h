@@ -2,8 +2,8 @@
 // this node (with what still runs), keeps the channel alive with heartbeats, stops the
 // node's tasks when the head is silent past its node timeout (fencing), reconnects with
 // backoff when it drops, and turns head messages (api/protocol.h) into TaskLauncher
-// calls. A launch is made ready by the LaunchPreparer (a held one waits in HeldLaunches
-// for the head's word); messages, output and exits go out through the LogShipper. Owner's (io) thread only.
+// calls. A launch is made ready by the LaunchPreparer; messages, output and exits go
+// out through the LogShipper. Owner's (io) thread only.
 //
 //   dial -> register{resources, running, exited} -> registered -> launch/kill ... -> (drop) -> backoff -> dial
 //
@@ -29,7 +29,6 @@
 #include "worker/agent_config.h"
 #include "worker/container_engine.h"
 #include "worker/head_dialer.h"
-#include "worker/held_launches.h"
 #include "worker/launch_preparer.h"
 #include "worker/log_shipper.h"
 #include "worker/package_cache.h"
@@ -92,8 +91,6 @@ class Agent {
   // ag pull: the image now, its progress and end to the head.
   void handle_pull(const api::Pull& pull);
   void handle_kill(const api::Kill& kill);
-  void handle_launch(api::Launch& launch);
-  void handle_confirm(const api::ConfirmLaunch& confirm);
   // True (and said in the log) for a registration, launch or kill from a head older
   // than the newest this node has heard from: heads sharing a store fence each other by
   // epoch. A stale registration drops the channel and moves on to the next head.
@@ -111,7 +108,6 @@ class Agent {
   std::function<void(const Status&)> on_first_result_;
   std::shared_ptr<net::WsConnection> channel_;
   LaunchPreparer preparer_;
-  HeldLaunches held_;  // launches sent before their placement was durable
   LogShipper shipper_;
   int64_t node_timeout_ms_ = 10000;  // the head's, learnt at registration
   int64_t newest_epoch_ = 0;         // of the heads that registered this node

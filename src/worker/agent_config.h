@@ -36,9 +36,6 @@ struct AgentConfig {
   int64_t max_backoff_ms = 5000;
   // The worker protocol version sent at registration (a test sets another one).
   int protocol_version = kWorkerProtocol;
-  // Take held launches (worker/held_launches.h); off, the worker registers as an older
-  // one would and gets whole launches once their placement is durable (a test sets it).
-  bool prepares_launches = true;
   // Send task output on the log stream (worker/log_stream.h) when the head takes one;
   // otherwise (and with AG_WORKER_LOG_STREAM=off) in frames on the channel.
   bool log_stream = true;

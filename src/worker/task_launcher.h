@@ -3,7 +3,7 @@
 // files followed with inotify); unit tests pass a fake, and a container launcher
 // would be another implementation.
 //
-//   recover() -> adopted / ended tasks;  [prepare(spec)] launch(spec) -> pid;  kill(task, grace)
+//   recover() -> adopted / ended tasks;  launch(spec) -> pid;  kill(task, grace)
 //   events: the task's output grew (read it with read_output), exit
 #pragma once
 
@@ -77,12 +77,6 @@ class TaskLauncher {
   // Starts the task; returns its pid. Errors: kConflict when that task already runs;
   // kInvalidArgument / kInternal with the reason it could not start.
   virtual Result<int64_t> launch(const LaunchSpec& spec) = 0;
-
-  // A held launch (worker/held_launches.h): does ahead what launch(spec) would, short
-  // of starting the task; launch(spec) then starts what was made ready, and
-  // drop_prepared undoes it. A launcher that makes nothing ready ahead keeps these.
-  virtual Status prepare(const LaunchSpec& spec) { return {}; }
-  virtual void drop_prepared(const api::TaskKey& id) {}
 
   // Stops every process of the task: SIGTERM now, SIGKILL after `grace_ms`. Unknown
   // or finished tasks are ignored.

@@ -251,35 +251,6 @@ Result<std::map<std::string, std::string>> TaskRunner::identity(const std::strin
 }
 
 Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
-  if (auto it = prepared_.find(spec.id); it != prepared_.end()) {
-    Prepared made = std::move(it->second);
-    prepared_.erase(it);
-    return start(std::move(made));
-  }
-  auto made = set_up(spec);
-  if (!made.ok()) return made.error();
-  return start(std::move(made.value()));
-}
-
-Status TaskRunner::prepare(const LaunchSpec& spec) {
-  if (prepared_.count(spec.id)) {
-    return Error{ErrorCode::kConflict, "task " + spec.id.to_string() + " is already being made ready"};
-  }
-  auto made = set_up(spec);
-  if (!made.ok()) return made.error();
-  prepared_.emplace(spec.id, std::move(made.value()));
-  return {};
-}
-
-void TaskRunner::drop_prepared(const api::TaskKey& id) {
-  auto it = prepared_.find(id);
-  if (it == prepared_.end()) return;
-  it->second.task->remove_groups();
-  prepared_.erase(it);  // closes its output file
-  forget(id);
-}
-
-Result<TaskRunner::Prepared> TaskRunner::set_up(const LaunchSpec& spec) {
   if (tasks_.count(spec.id)) {
     return Error{ErrorCode::kConflict, "task " + spec.id.to_string() + " is already running"};
   }
@@ -401,21 +372,16 @@ Result<TaskRunner::Prepared> TaskRunner::set_up(const LaunchSpec& spec) {
   }
   // One descriptor serves both sides: the task appends through it, the runner reads
   // from it by offset.
-  task->output_fd = ::open((task->dir + "/output.log").c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-  if (task->output_fd < 0) {
-    return internal_error("cannot create " + task->dir + "/output.log: " + std::strerror(errno));
-  }
-  return Prepared{std::move(task), std::move(request)};
-}
-
-Result<int64_t> TaskRunner::start(Prepared made) {
-  const std::shared_ptr<Task>& task = made.task;
-  auto started = supervisor_.launch(made.request, task->output_fd, folders_.data_dir() + "/agent.pid");
+  int output_fd = ::open((task->dir + "/output.log").c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  if (output_fd < 0) return internal_error("cannot create " + task->dir + "/output.log: " + std::strerror(errno));
+  auto started = supervisor_.launch(request, output_fd, folders_.data_dir() + "/agent.pid");
   if (!started.ok()) {
+    ::close(output_fd);
     folders_.release_task_dir(task->dir);
     task->remove_groups();
     return started.error();
   }
+  task->output_fd = output_fd;
   int64_t pid = started.value();
   int64_t supervisor = supervisor_.pid();
   task->supervisor_pid = supervisor;
@@ -423,11 +389,11 @@ Result<int64_t> TaskRunner::start(Prepared made) {
   {
     // What a restarted agent needs to find the task again.
     const TaskRecord record{
-        task->id,        task->marker,      task->cgroup,        task->limit_cgroups, task->memory_limit_bytes,
+        spec.id,         task->marker,      task->cgroup,        task->limit_cgroups, task->memory_limit_bytes,
         task->container, task->engine_path, task->cgroup_parent, supervisor,          pid};
     if (!write_small_file(task->dir + "/task.json", encode_task_record(record), 0644)) {
       spdlog::warn("cannot write {}/task.json ({}): a restarted agent will not find task {}", task->dir,
-                   std::strerror(errno), task->id.to_string());
+                   std::strerror(errno), spec.id.to_string());
     }
   }
   // An end recorded already is reported from the io_context.

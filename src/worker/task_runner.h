@@ -6,8 +6,6 @@
 // subreaper) starts `/bin/sh -c ENTRYPOINT` in its own process group and waits for it:
 //
 //   agent --launch--> supervisor --posix_spawn--> sh -c ENTRYPOINT (stdout+stderr -> output.log)
-//   (a held launch: prepare() makes the folders, groups, output file and request while
-//   the head stores the placement; launch() then only hands them to the supervisor)
 //                         | a task ends: kill what it left, write its `exit`
 //                         | agent gone longer than the node timeout: kill its tasks
 //
@@ -68,8 +66,6 @@ class TaskRunner final : public TaskLauncher {
   std::vector<Recovered> recover() override;
   Result<std::map<std::string, std::string>> identity(const std::string& owner) override;
   Result<int64_t> launch(const LaunchSpec& spec) override;
-  Status prepare(const LaunchSpec& spec) override;
-  void drop_prepared(const api::TaskKey& id) override;
   void kill(const api::TaskKey& id, int64_t grace_ms) override;
   void kill_all(int64_t grace_ms) override;
   // The worker stops and every task has ended: the supervisor leaves (waited for up to
@@ -93,14 +89,6 @@ class TaskRunner final : public TaskLauncher {
   // Where a task's output is kept.
   std::string log_path(const api::TaskKey& id) const;
   struct Task;
-  // A task made ready to start: its folders, groups, output file and request.
-  struct Prepared {
-    std::shared_ptr<Task> task;
-    LaunchRequest request;
-  };
-  Result<Prepared> set_up(const LaunchSpec& spec);
-  // Hands `made` to the supervisor and follows the task from then on.
-  Result<int64_t> start(Prepared made);
   // Keeps `task` among the running ones, its output and end followed.
   void track(const std::shared_ptr<Task>& task);
   void finish(const std::shared_ptr<Task>& task, const api::TaskExit& exit);
@@ -121,7 +109,6 @@ class TaskRunner final : public TaskLauncher {
   SupervisorClient supervisor_;
   TaskFilesWatch files_;  // each running task's output.log and exit record
   std::map<api::TaskKey, std::shared_ptr<Task>> tasks_;
-  std::map<api::TaskKey, Prepared> prepared_;  // held launches made ready (worker/held_launches.h)
   TaskAccounts* accounts_ = nullptr;
   StackDumps* stack_dumps_ = nullptr;
 };

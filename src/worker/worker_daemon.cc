@@ -201,12 +201,6 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
     spdlog::warn("AG_TEST_WORKER_PROTOCOL: claiming worker protocol version {} (for tests only)",
                  agent_config.protocol_version);
   }
-  // For tests and benchmarks only: register as a worker that takes no held launches
-  // (as one older than them does), to see the head send whole ones.
-  if (const char* plain = std::getenv("AG_TEST_PLAIN_LAUNCHES"); plain && *plain) {
-    agent_config.prepares_launches = false;
-    spdlog::warn("AG_TEST_PLAIN_LAUNCHES: taking no held launches (for tests only)");
-  }
   char cpus_text[32];
   std::snprintf(cpus_text, sizeof cpus_text, "%g", cpus);
   std::string summary = std::string(cpus_text) + " CPUs, " + std::to_string(agent_config.resources.memory_bytes >> 20) +

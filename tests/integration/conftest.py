@@ -346,15 +346,14 @@ class Cluster:
             self.head_started = True
         return proc
 
-    def start_worker(self, ip, num_cpus=2, check=True, timeout=30, head=None, token=None, options=(), env=None):
-        """`options`: more `ag start-worker` flags (e.g. ["--num-gpus", 4] for fake GPUs);
-        `env`: more variables for the worker."""
+    def start_worker(self, ip, num_cpus=2, check=True, timeout=30, head=None, token=None, options=()):
+        """`options`: more `ag start-worker` flags (e.g. ["--num-gpus", 4] for fake GPUs)."""
         args = ["start-worker", "--head-node", head or self.address, "--node-ip-address", ip,
                 "--num-cpus", num_cpus, "--data-dir", self.worker_data_dir(ip),
                 "--kill-grace", self.kill_grace_s, *options]
         if token is not None:
             args += ["--token", token]
-        return self.ag(*args, check=check, timeout=timeout, env=env)
+        return self.ag(*args, check=check, timeout=timeout)
 
     def daemon_pids(self):
         """{daemon name: pid} from $AG_SESSION_DIR/daemons/*.pid."""

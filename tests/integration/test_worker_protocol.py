@@ -2,9 +2,7 @@
 message is answered with an error that names what was wrong, and nothing the real
 cluster is doing is lost or changed."""
 import os
-import re
 
-from conftest import wait_until
 from ws_peer import WsPeer, register_message
 
 
@@ -127,25 +125,3 @@ def test_a_node_cannot_report_on_another_nodes_task(cluster):
     done = cluster.wait_state(job_id, ("SUCCEEDED", "FAILED"), timeout=30)
     assert done["state"] == "SUCCEEDED", done
     assert job["attempts"][-1]["tasks"][0]["node_id"] != "node_rogue"
-
-
-def test_a_gang_starts_across_a_worker_that_holds_launches_and_one_that_does_not(cluster_factory):
-    # 127.0.0.2 takes held launches (made ready while the head stores the placement,
-    # started on the head's word); 127.0.0.3 registers as a worker older than them does.
-    cluster = cluster_factory("held", workers=())
-    cluster.start_worker("127.0.0.2")
-    cluster.start_worker("127.0.0.3", env={"AG_TEST_PLAIN_LAUNCHES": "1"})
-    wait_until(lambda: len([n for n in cluster.nodes() if n["state"] == "ALIVE"]) == 2, 15, message="two workers")
-    for round_ in range(3):
-        job_id, proc = cluster.submit("-n", "2", "--placement", "spread", "--", f"echo round-{round_}-rank-$RANK")
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        done = cluster.wait_state(job_id, "SUCCEEDED")
-        assert {t["node_id"] for t in done["attempts"][-1]["tasks"]} == {n["node_id"] for n in cluster.nodes()}
-        for rank in (0, 1):
-            _, log = cluster.api("GET", f"/api/jobs/{job_id}/logs?task_index={rank}")
-            assert log == f"round-{round_}-rank-{rank}\n"
-    _, _, text = cluster.api_full("GET", "/metrics", port=cluster.dashboard_port)
-    counts = dict(re.findall(r'ag_worker_channel_messages_total\{direction="to_worker",type="(\w+)"\} (\S+)', text))
-    # Every task was launched once; only the worker that holds launches was told to start.
-    assert float(counts["launch"]) == 6
-    assert float(counts["confirm_launch"]) == 3

@@ -463,7 +463,6 @@ void WorkerGateway::complete_register(const std::shared_ptr<net::WsConnection>& 
   node.limits = message.limits.substr(0, 200);
   node.container_engine = message.container_engine.substr(0, 200);
   node.allowed_mounts = message.allowed_mounts;
-  node.prepares_launches = message.prepares_launches;
   *node_id = node.node_id;
   node.channel = channel;
   node.state = NodeState::kAlive;

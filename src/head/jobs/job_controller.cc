@@ -241,18 +241,12 @@ void JobController::submit_all(std::vector<api::JobSpec> specs,
             if (!attempt) continue;
             u_.capacity.job_changed(a.job, false);
             u_.dispatcher.release_master_port(attempt->tasks.front().node_id, attempt->master_port);
-            u_.dispatcher.drop_prepared(a.launch);
           }
           return done(status.error());
         }
         done(ids);
         if (queues) u_.loop.request();
       });
-  // Their nodes make the launches ready while the jobs are written (the write is on its
-  // way first; nothing starts before it is durable, and its end is posted after this).
-  for (const auto& a : *accepted) {
-    if (!a.launch.empty()) u_.dispatcher.prepare(a.job, a.launch);
-  }
 }
 
 std::optional<Effects> JobController::place_at_once(Job& draft, int64_t now_ms) {

@@ -42,16 +42,6 @@ void TaskDispatcher::store_placements() {
     // A full disk, say: the launches wait for the batch, which retries until it is stored.
     deps_.writer.after_durable(launch);
   });
-  // The nodes make the launches ready while the write is on its way.
-  for (const auto& p : *placed) {
-    const Job* job = deps_.job(p.job_id);
-    if (!job) continue;
-    std::vector<TaskRef> refs;
-    for (const auto& ref : p.refs) {
-      if (starts(*job, ref)) refs.push_back(ref);
-    }
-    prepare(*job, refs);
-  }
 }
 
 void TaskDispatcher::launch_stored(const Placed& placed) {
@@ -59,44 +49,10 @@ void TaskDispatcher::launch_stored(const Placed& placed) {
     if (!unstored_launches_.erase(ref.task)) continue;  // sent already
     // Unless the attempt was stopped or given up meanwhile.
     const Job* job = deps_.job(placed.job_id);
-    if (job && starts(*job, ref)) {
-      send_launch(*job, ref);
-    } else {
-      drop_prepared({ref});
-    }
-  }
-}
-
-bool TaskDispatcher::starts(const Job& job, const TaskRef& ref) {
-  const AttemptRecord* attempt = job.current_attempt();
-  if (!attempt || attempt->number != ref.task.attempt || attempt->ending) return false;
-  const TaskRecord& task = attempt->tasks[static_cast<size_t>(ref.task.task_index)];
-  return task.state == TaskState::kStarting && task.node_id == ref.node_id;
-}
-
-void TaskDispatcher::prepare(const Job& draft, const std::vector<TaskRef>& refs) {
-  for (const auto& ref : refs) {
-    const Node* node = deps_.nodes.find(ref.node_id);
-    if (!node || !node->prepares_launches || !node->channel) continue;
-    api::Launch launch = launch_message(draft, ref.task, draft.spec.no_preempt ? 0 : preempt_grace_ms_);
-    launch.hold = true;
-    std::weak_ptr<net::WsConnection> channel = node->channel;
-    if (deps_.workers.send(ref.node_id, std::move(launch))) held_[ref.task] = std::move(channel);
-  }
-}
-
-bool TaskDispatcher::take_held(const TaskRef& ref) {
-  auto it = held_.find(ref.task);
-  if (it == held_.end()) return false;
-  std::shared_ptr<net::WsConnection> sent_on = it->second.lock();
-  held_.erase(it);
-  const Node* node = deps_.nodes.find(ref.node_id);
-  return sent_on && node && node->channel == sent_on;
-}
-
-void TaskDispatcher::drop_prepared(const std::vector<TaskRef>& refs) {
-  for (const auto& ref : refs) {
-    if (take_held(ref)) deps_.workers.send(ref.node_id, api::ConfirmLaunch{ref.task, false});
+    const AttemptRecord* attempt = job ? job->current_attempt() : nullptr;
+    if (!attempt || attempt->number != ref.task.attempt || attempt->ending) continue;
+    const TaskRecord& task = attempt->tasks[static_cast<size_t>(ref.task.task_index)];
+    if (task.state == TaskState::kStarting && task.node_id == ref.node_id) send_launch(*job, ref);
   }
 }
 
@@ -109,13 +65,8 @@ void TaskDispatcher::relaunch(const Job& job, const TaskRef& ref) {
 }
 
 void TaskDispatcher::send_launch(const Job& job, const TaskRef& ref) {
-  // A node that holds the launch ready needs only the word; one that reconnected since
-  // dropped it, and gets it whole.
-  const bool sent =
-      take_held(ref)
-          ? deps_.workers.send(ref.node_id, api::ConfirmLaunch{ref.task, true})
-          : deps_.workers.send(ref.node_id, launch_message(job, ref.task, job.spec.no_preempt ? 0 : preempt_grace_ms_));
-  if (sent) return;
+  if (deps_.workers.send(ref.node_id, launch_message(job, ref.task, job.spec.no_preempt ? 0 : preempt_grace_ms_)))
+    return;
   // The node went away between placement and launch: the task never started.
   deps_.timers.post([this, alive = alive_, task = ref.task] {
     if (!*alive) return;

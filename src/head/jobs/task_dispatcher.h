@@ -2,17 +2,11 @@
 // use.
 //
 //   placement --launch_when_stored--> the placed jobs written at once (JobWriter), all
-//       those of one pass in one write posted right after it, and held launches sent
-//       as it goes to the nodes that take them (api::Launch::hold: made ready, nothing
-//       started) --> stored: each task still starting where it was placed is
-//       launched, or its held launch confirmed (a head restarted after a task began
-//       knows its attempt; ADR 0001); one no longer to start has its held launch
-//       dropped; not stored: the launches wait for the next batch, which is retried
-//       until it is
-//   a placement stored with its job's submit: prepare once its write is on its way,
-//       launch (or drop_prepared) after it
-//   a held launch is confirmed only on the channel it went on: a node that has
-//       reconnected since dropped it, and is sent the whole launch
+//       those of one pass in one write posted right after it --> stored: each task
+//       still starting where it was placed is launched (a head restarted after a task
+//       began knows its attempt; ADR 0001); not stored: the launches wait for the next
+//       batch, which is retried until it is
+//   a placement stored already (with its job's submit) --launch--> sent at once
 //   a node re-registers --relaunch--> its starting tasks again, unless their placement
 //       is still being stored (they go then)
 //   a launch the node cannot take (gone meanwhile) --> start_failed, from the io queue
@@ -25,7 +19,6 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -58,13 +51,8 @@ class TaskDispatcher {
 
   // The launches of a new placement of `job`, once it is stored.
   void launch_when_stored(const Job& job, const std::vector<TaskRef>& refs);
-  // The launches of a placement not yet durable, to the nodes that make a launch ready
-  // ahead of its start: nothing starts until launch() confirms them.
-  void prepare(const Job& draft, const std::vector<TaskRef>& refs);
-  // The launches of a placement that is durable already (held ones confirmed).
+  // The launches of a placement that is durable already.
   void launch(const Job& job, const std::vector<TaskRef>& refs);
-  // The placement of `refs` will never be stored: its nodes drop what they made ready.
-  void drop_prepared(const std::vector<TaskRef>& refs);
   // A starting task again (its node re-registered without it).
   void relaunch(const Job& job, const TaskRef& ref);
   void kill(const TaskRef& ref, int64_t grace_ms);
@@ -82,12 +70,6 @@ class TaskDispatcher {
   void store_placements();
   void launch_stored(const Placed& placed);
   void send_launch(const Job& job, const TaskRef& ref);
-  // Whether `ref` is still to start: its attempt current and going on, the task
-  // starting where it was placed.
-  static bool starts(const Job& job, const TaskRef& ref);
-  // Takes `ref`'s held launch off the list: true when it went on the node's channel of
-  // now (the node still holds it).
-  bool take_held(const TaskRef& ref);
 
   Deps deps_;
   MasterPorts master_ports_;
@@ -102,8 +84,6 @@ class TaskDispatcher {
   // re-registers meanwhile is not sent them twice); by hash, looked up at every launch.
   std::unordered_set<api::TaskKey, TaskKeyHash> unstored_launches_;
   std::vector<Placed> placed_;  // waiting for the write posted for them
-  // Held launches sent and not yet confirmed or dropped: the channel each went on.
-  std::unordered_map<api::TaskKey, std::weak_ptr<net::WsConnection>, TaskKeyHash> held_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

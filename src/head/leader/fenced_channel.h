@@ -1,6 +1,6 @@
 // FencedChannel: the job layer's way to workers on a head that shares its store with
 // others. Nothing goes out once the head is not sure it leads (LeaderLease::acting), and
-// every launch, confirmation and kill carries the head's epoch, so that a worker which has already
+// every launch and kill carries the head's epoch, so that a worker which has already
 // heard from a newer leader ignores it.
 #pragma once
 
@@ -22,7 +22,6 @@ class FencedChannel final : public WorkerChannel {
     if (!acting_()) return false;
     if (auto* launch = std::get_if<api::Launch>(&message)) launch->epoch = epoch_;
     if (auto* kill = std::get_if<api::Kill>(&message)) kill->epoch = epoch_;
-    if (auto* confirm = std::get_if<api::ConfirmLaunch>(&message)) confirm->epoch = epoch_;
     return inner_.send(node_id, std::move(message));
   }
 

@@ -6,9 +6,9 @@ namespace ag::head {
 namespace {
 
 // The wire's names of the messages, in the order of the variants' alternatives.
-constexpr std::string_view kHeadTypes[] = {"registered", "launch",        "kill",           "exit_ack",
-                                           "log_resume", "error",         "heartbeat_ack",  "pull",
-                                           "exec_open",  "stack_request", "health_cleared", "confirm_launch"};
+constexpr std::string_view kHeadTypes[] = {"registered", "launch",        "kill",          "exit_ack",
+                                           "log_resume", "error",         "heartbeat_ack", "pull",
+                                           "exec_open",  "stack_request", "health_cleared"};
 constexpr std::string_view kWorkerTypes[] = {"register",    "heartbeat", "task_started", "task_exited",  "task_note",
                                              "pull_update", "error",     "stack_report", "health_report"};
 static_assert(std::size(kHeadTypes) == std::variant_size_v<api::HeadMessage>);

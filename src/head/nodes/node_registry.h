@@ -59,7 +59,6 @@ struct Node {
   std::string limits;                         // which task caps the node enforces (Register.limits)
   std::string container_engine;               // "podman 4.3.1", "" when the node runs no containers
   std::vector<std::string> allowed_mounts;    // node paths jobs may mount (--allow-mount)
-  bool prepares_launches = false;             // takes held launches (api::Launch::hold); older workers do not
   // Set while the node is UNHEALTHY (its health checks or GPUs, api::HealthReport): no
   // new tasks, as drained, until it is healthy again or an admin resumes it.
   std::optional<api::HealthReport> unhealthy;

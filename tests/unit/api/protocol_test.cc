@@ -70,8 +70,6 @@ TEST(ProtocolRoundTrip, Register) {
   m.container_engine = "podman 4.3.1";
   m.allowed_mounts = {"/data", "/nfs/shared"};
   EXPECT_EQ(worker_round_trip(m), m);
-  m.prepares_launches = true;
-  EXPECT_EQ(worker_round_trip(m), m);
 }
 
 TEST(ProtocolRoundTrip, Heartbeat) {
@@ -139,10 +137,6 @@ TEST(ProtocolRoundTrip, HeadMessages) {
   EXPECT_EQ(head_round_trip(launch), launch);
   launch.owner = "alice";
   EXPECT_EQ(head_round_trip(launch), launch);
-  launch.hold = true;
-  EXPECT_EQ(head_round_trip(launch), launch);
-  EXPECT_EQ(head_round_trip(ConfirmLaunch{kTask, true, 4}), (ConfirmLaunch{kTask, true, 4}));
-  EXPECT_EQ(head_round_trip(ConfirmLaunch{kTask, false}), (ConfirmLaunch{kTask, false}));
   EXPECT_EQ(head_round_trip(Kill{kTask, 10000}), (Kill{kTask, 10000}));
   EXPECT_EQ(head_round_trip(ExitAck{kTask}), ExitAck{kTask});
   EXPECT_EQ(head_round_trip(LogResume{kTask, 1 << 20}), (LogResume{kTask, 1 << 20}));
@@ -218,7 +212,6 @@ TEST(ProtocolErrors, EachRequiredFieldOfEachMessageIsNamedWhenMissing) {
       {encode(Registered{"node_1", 1000}), {"node_id", "node_timeout_ms"}},
       {encode(Launch{kTask, "true", {}, {}, {}, "", ""}), {"job_id", "attempt", "task_index", "entrypoint", "env"}},
       {encode(Kill{kTask, 1}), {"job_id", "attempt", "task_index", "grace_ms"}},
-      {encode(ConfirmLaunch{kTask, true}), {"job_id", "attempt", "task_index", "start"}},
       {encode(ExitAck{kTask}), {"job_id", "attempt", "task_index"}},
       {encode(LogResume{kTask, 0}), {"job_id", "attempt", "task_index", "offset"}},
       {encode(ErrorMessage{"x"}), {"message"}},

@@ -41,17 +41,6 @@ class FakeClock final : public Clock, public Timers {
     posted_.push_back(std::move(fn));
   }
 
-  // Runs what is posted now (not what that posts): one turn of the io queue.
-  int run_posted_once() {
-    std::vector<std::function<void()>> posted;
-    {
-      std::lock_guard lock(mu_);
-      posted.swap(posted_);
-    }
-    for (auto& fn : posted) fn();
-    return static_cast<int>(posted.size());
-  }
-
   // Runs posted work and every timer due by now, until nothing is left to run.
   // Returns how many callbacks ran.
   int run_ready() {

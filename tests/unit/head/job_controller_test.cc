@@ -271,36 +271,6 @@ TEST_F(JobLayerTest, AFailedSubmitGivesBackWhatItsJobWasPlacedOn) {
   EXPECT_EQ(channel_.take<api::Launch>().size(), 1u);
 }
 
-TEST_F(JobLayerTest, AJobPlacedAtItsSubmitIsHeldOnItsNodeWhileItIsStored) {
-  add_node("node_a", 4, {}, true);
-  std::optional<Result<std::string>> result;
-  jobs_->controller.submit(spec(), [&](Result<std::string> id) { result = std::move(id); });
-  auto held = channel_.take<api::Launch>();
-  ASSERT_EQ(held.size(), 1u) << "sent while the job is written";
-  EXPECT_TRUE(held[0].second.hold);
-  EXPECT_EQ(held[0].second.entrypoint, "python train.py");
-  EXPECT_TRUE(channel_.take<api::ConfirmLaunch>().empty()) << "nothing starts before the write lands";
-  clock_.run_ready();
-  ASSERT_TRUE(result.has_value() && result->ok());
-  auto confirmed = channel_.take<api::ConfirmLaunch>();
-  ASSERT_EQ(confirmed.size(), 1u);
-  EXPECT_EQ(confirmed[0].second, (api::ConfirmLaunch{held[0].second.task, true}));
-  EXPECT_TRUE(channel_.take<api::Launch>().empty());
-}
-
-TEST_F(JobLayerTest, AFailedSubmitDropsTheLaunchesItsNodesHeld) {
-  add_node("node_a", 4, {}, true);
-  store_.fail_next_writes(1);
-  std::optional<Result<std::string>> result;
-  jobs_->controller.submit(spec(), [&](Result<std::string> id) { result = std::move(id); });
-  ASSERT_EQ(channel_.take<api::Launch>().size(), 1u);
-  clock_.run_ready();
-  ASSERT_TRUE(result.has_value() && !result->ok());
-  auto words = channel_.take<api::ConfirmLaunch>();
-  ASSERT_EQ(words.size(), 1u);
-  EXPECT_FALSE(words[0].second.start);
-}
-
 TEST_F(JobLayerTest, StoreWriteFailureRefusesTheJobAndKeepsNothing) {
   add_node("node_a");
   store_.fail_next_writes(1);

@@ -16,7 +16,6 @@
 
 #include "fakes/fake_clock.h"
 #include "fakes/fake_worker_channel.h"
-#include "fakes/fake_ws_connection.h"
 #include "head/jobs/job_codec.h"
 #include "head/jobs/job_layer.h"
 #include "head/store/memory_store.h"
@@ -42,13 +41,8 @@ class JobLayerTest : public ::testing::Test {
     jobs_ = std::make_unique<JobLayer>(JobLayer::Deps{clock_, store_, nodes_, channel_, logs_, clock_}, config_);
   }
 
-  // `prepares_launches`: a worker that takes held launches (on a channel of its own).
-  void add_node(const std::string& id, int cpus = 4, std::vector<int> gpus = {}, bool prepares_launches = false) {
+  void add_node(const std::string& id, int cpus = 4, std::vector<int> gpus = {}) {
     Node node;
-    if (prepares_launches) {
-      node.channel = std::make_shared<::ag::testing::FakeWsConnection>();
-      node.prepares_launches = true;
-    }
     node.node_id = id;
     node.address = "127.0.0." + std::to_string(2 + nodes_.nodes().size());
     node.total.cpu_millis = cpus * 1000;

@@ -1,16 +1,13 @@
 // TaskDispatcher over a fake clock, channel and memory store: a placement's launches go
 // out only once it is stored (after the next batch when that write fails); a node
 // that re-registers meanwhile is not sent them twice; a launch to a node that is gone
-// is a start error; master ports avoid what the node reports busy. Nodes that take
-// held launches get them at placement, and the word to start (or drop) them once the
-// write is done.
+// is a start error; master ports avoid what the node reports busy.
 #include "head/jobs/task_dispatcher.h"
 
 #include <gtest/gtest.h>
 
 #include "fakes/fake_clock.h"
 #include "fakes/fake_worker_channel.h"
-#include "fakes/fake_ws_connection.h"
 #include "head/store/memory_store.h"
 
 namespace ag::head {
@@ -18,7 +15,6 @@ namespace {
 
 using testing::FakeClock;
 using testing::FakeWorkerChannel;
-using testing::FakeWsConnection;
 
 class TaskDispatcherTest : public ::testing::Test {
  protected:
@@ -49,15 +45,6 @@ class TaskDispatcherTest : public ::testing::Test {
   }
 
   const Job* find(const std::string& id) const { return id == job_.id ? &job_ : nullptr; }
-  // An alive node on a channel of its own, taking held launches or not.
-  void connect(const std::string& node_id, bool prepares_launches) {
-    Node node;
-    node.node_id = node_id;
-    node.state = NodeState::kAlive;
-    node.channel = std::make_shared<FakeWsConnection>();
-    node.prepares_launches = prepares_launches;
-    nodes_.upsert(std::move(node));
-  }
   std::vector<TaskRef> refs() const {
     return {{api::TaskKey{"job_a", 0, 0}, "node_a"}, {api::TaskKey{"job_a", 0, 1}, "node_b"}};
   }
@@ -129,101 +116,6 @@ TEST_F(TaskDispatcherTest, MasterPortsAvoidBusyOnesAndAreFreedWithTheirAttempt) 
   auto kills = channel_.take<api::Kill>();
   ASSERT_EQ(kills.size(), 1u);
   EXPECT_EQ(kills[0].second.grace_ms, 5000);
-}
-
-}  // namespace
-}  // namespace ag::head
-
-namespace ag::head {
-namespace {
-
-TEST_F(TaskDispatcherTest, HeldLaunchesGoWithTheWriteAndStartOnceItIsStored) {
-  connect("node_a", true);
-  connect("node_b", false);  // an older worker
-  dispatcher_.launch_when_stored(job_, refs());
-  clock_.run_posted_once();  // the write is on its way (its end is posted)
-  auto held = channel_.take<api::Launch>();
-  ASSERT_EQ(held.size(), 1u) << "before the write is durable, to the node that takes them";
-  EXPECT_EQ(held[0].first, "node_a");
-  EXPECT_TRUE(held[0].second.hold);
-  EXPECT_EQ(held[0].second.entrypoint, "python train.py");
-  EXPECT_TRUE(channel_.take<api::ConfirmLaunch>().empty());
-  clock_.run_ready();
-  auto confirmed = channel_.take<api::ConfirmLaunch>();
-  ASSERT_EQ(confirmed.size(), 1u);
-  EXPECT_EQ(confirmed[0].first, "node_a");
-  EXPECT_EQ(confirmed[0].second, (api::ConfirmLaunch{{"job_a", 0, 0}, true}));
-  auto whole = channel_.take<api::Launch>();
-  ASSERT_EQ(whole.size(), 1u);
-  EXPECT_EQ(whole[0].first, "node_b");
-  EXPECT_FALSE(whole[0].second.hold);
-}
-
-TEST_F(TaskDispatcherTest, AHeldLaunchNoLongerToStartIsDropped) {
-  connect("node_a", true);
-  connect("node_b", true);
-  dispatcher_.launch_when_stored(job_, refs());
-  clock_.run_posted_once();
-  EXPECT_EQ(channel_.take<api::Launch>().size(), 2u);
-  job_.attempts[0].ending = true;  // stopped while its placement was written
-  clock_.run_ready();
-  auto words = channel_.take<api::ConfirmLaunch>();
-  ASSERT_EQ(words.size(), 2u);
-  EXPECT_FALSE(words[0].second.start);
-  EXPECT_FALSE(words[1].second.start);
-  EXPECT_TRUE(channel_.take<api::Launch>().empty());
-}
-
-TEST_F(TaskDispatcherTest, AStoppedTaskGetsNoHeldLaunch) {
-  connect("node_a", true);
-  connect("node_b", true);
-  dispatcher_.launch_when_stored(job_, refs());
-  job_.attempts[0].ending = true;  // before the write went out
-  clock_.run_ready();
-  EXPECT_TRUE(channel_.sent.empty());
-}
-
-TEST_F(TaskDispatcherTest, ANodeThatReconnectedMeanwhileGetsTheWholeLaunch) {
-  connect("node_a", true);
-  connect("node_b", true);
-  dispatcher_.prepare(job_, refs());
-  EXPECT_EQ(channel_.take<api::Launch>().size(), 2u);
-  connect("node_b", true);  // a new channel: the node dropped what it held
-  dispatcher_.launch(job_, refs());
-  auto confirmed = channel_.take<api::ConfirmLaunch>();
-  ASSERT_EQ(confirmed.size(), 1u);
-  EXPECT_EQ(confirmed[0].first, "node_a");
-  auto whole = channel_.take<api::Launch>();
-  ASSERT_EQ(whole.size(), 1u);
-  EXPECT_EQ(whole[0].first, "node_b");
-  EXPECT_FALSE(whole[0].second.hold);
-}
-
-TEST_F(TaskDispatcherTest, HeldLaunchesWaitForAFailedWriteToBeStoredAfterAll) {
-  connect("node_a", true);
-  connect("node_b", true);
-  store_.fail_next_writes(2);
-  dispatcher_.launch_when_stored(job_, refs());
-  clock_.run_ready();
-  EXPECT_EQ(channel_.take<api::Launch>().size(), 2u);
-  EXPECT_TRUE(channel_.take<api::ConfirmLaunch>().empty());
-  clock_.advance(1000);
-  auto confirmed = channel_.take<api::ConfirmLaunch>();
-  ASSERT_EQ(confirmed.size(), 2u);
-  EXPECT_TRUE(confirmed[0].second.start);
-}
-
-TEST_F(TaskDispatcherTest, APlacementThatWillNotBeStoredHasItsHeldLaunchesDropped) {
-  connect("node_a", true);
-  connect("node_b", true);
-  dispatcher_.prepare(job_, refs());
-  EXPECT_EQ(channel_.take<api::Launch>().size(), 2u);
-  dispatcher_.drop_prepared(refs());
-  auto words = channel_.take<api::ConfirmLaunch>();
-  ASSERT_EQ(words.size(), 2u);
-  EXPECT_FALSE(words[1].second.start);
-  dispatcher_.drop_prepared(refs());
-  EXPECT_TRUE(channel_.take<api::ConfirmLaunch>().empty()) << "once";
 }
 
 }  // namespace

@@ -81,12 +81,6 @@ class FakeLauncher final : public TaskLauncher {
     if (identity_of.count(owner)) return identity_of.at(owner);
     return std::map<std::string, std::string>{};
   }
-  Status prepare(const LaunchSpec& spec) override {
-    if (fail_prepare) return *fail_prepare;
-    prepared.push_back(spec.id);
-    return {};
-  }
-  void drop_prepared(const api::TaskKey& id) override { dropped.push_back(id); }
   Result<int64_t> launch(const LaunchSpec& spec) override {
     launched.push_back(spec);
     if (fail_launch) return *fail_launch;
@@ -146,9 +140,6 @@ class FakeLauncher final : public TaskLauncher {
   std::map<api::TaskKey, int64_t> live;
   std::map<api::TaskKey, std::string> output;
   std::optional<Error> fail_launch;
-  std::vector<api::TaskKey> prepared;  // held launches made ready
-  std::vector<api::TaskKey> dropped;   // ... and undone
-  std::optional<Error> fail_prepare;
   int64_t next_pid = 4000;
   mutable int reads = 0;
   int checks = 0;
@@ -161,15 +152,8 @@ class FakePackages final : public PackageProvider {
                std::function<void(Result<std::string>)> done) override {
     prepared.push_back(hash);
     owners.push_back(owner);
-    if (hold) return waiting.push_back(std::move(done));
     if (error) return done(*error);
     done("/packages/jobs/" + job_id);
-  }
-  // The oldest held preparation ends with `folder`.
-  void finish(const std::string& folder) {
-    auto done = std::move(waiting.front());
-    waiting.pop_front();
-    done(folder);
   }
   void release(const std::string& job_id) override { released.push_back(job_id); }
   bool retain(const std::string& job_id) override { return retained_jobs.count(job_id) > 0; }
@@ -181,8 +165,6 @@ class FakePackages final : public PackageProvider {
   std::set<std::string> retained_jobs;
   std::optional<Error> error;
   int cleanups = 0;
-  bool hold = false;  // preparations wait for finish()
-  std::deque<std::function<void(Result<std::string>)>> waiting;
 };
 
 class FakeImages final : public ImageProvider {

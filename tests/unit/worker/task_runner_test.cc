@@ -96,32 +96,6 @@ TEST_F(TaskRunnerTest, OutputIsFollowedAndTheExitReportedOnce) {
   EXPECT_TRUE(runner_->idle());
 }
 
-TEST_F(TaskRunnerTest, APreparedTaskStartsOnlyWhenLaunchedAndADroppedOneLeavesNothing) {
-  const LaunchSpec task = spec(0, "printf ready; exit 4");
-  ASSERT_TRUE(runner_->prepare(task).ok());
-  EXPECT_EQ(runner_->prepare(task).error().code, ErrorCode::kConflict) << "made ready twice";
-  const std::string task_dir = (dir_.path() / "tasks" / "job_0123456789ab.0.0").string();
-  EXPECT_TRUE(std::filesystem::exists(task_dir + "/output.log")) << "made ready ahead";
-  EXPECT_FALSE(runner_->runs(task.id));
-  EXPECT_TRUE(runner_->idle()) << "nothing started";
-  auto pid = runner_->launch(task);
-  ASSERT_TRUE(pid.ok()) << pid.error().message;
-  ASSERT_TRUE(run_until([&] { return exits_.count(task.id) > 0; }));
-  EXPECT_EQ(exits_.at(task.id).exit_code, 4);
-  EXPECT_EQ(output(task.id), "ready");
-
-  const LaunchSpec dropped = spec(1, "touch started; exit 0");
-  ASSERT_TRUE(runner_->prepare(dropped).ok());
-  runner_->drop_prepared(dropped.id);
-  EXPECT_FALSE(std::filesystem::exists(dir_.path() / "tasks" / "job_0123456789ab.0.1" / "output.log"));
-  EXPECT_FALSE(runner_->runs(dropped.id));
-  EXPECT_FALSE(std::filesystem::exists(dropped.working_dir + "/started"));
-  // A launch of it later starts afresh.
-  ASSERT_TRUE(runner_->launch(dropped).ok());
-  ASSERT_TRUE(run_until([&] { return exits_.count(dropped.id) > 0; }));
-  EXPECT_EQ(exits_.at(dropped.id).exit_code, 0);
-}
-
 // Holds every inotify instance this user may still have while it lives (as IDEs, engines
 // and other agents do on real machines), and gives them back after.
 class InotifyExhausted {
