@@ -208,8 +208,9 @@ struct ErrorMessage {
 using WorkerMessage =
     std::variant<Register, Heartbeat, TaskStarted, TaskExited, TaskNote, PullUpdate, ErrorMessage, StackReport,
                  HealthReport>;
-using HeadMessage = std::variant<Registered, Launch, Kill, ExitAck, LogResume, ErrorMessage, HeartbeatAck, Pull,
-                                 ExecOpen, StackRequest, HealthCleared>;
+using HeadMessage =
+    std::variant<Registered, Launch, Kill, ExitAck, LogResume, ErrorMessage, HeartbeatAck, Pull, ExecOpen, StackRequest,
+                 HealthCleared>;
 
 std::string encode(const Register& m);
 std::string encode(const Heartbeat& m);

@@ -189,10 +189,11 @@ void Agent::on_message(const std::string& text) {
   // A head older than the newest leader this node has heard from is not the head: what
   // it says neither keeps this node's tasks alive nor reaches them.
   if (message.ok()) {
-    const int64_t epoch = std::visit(
-        Overloaded{[](const api::Registered& m) { return m.epoch; }, [](const api::Launch& m) { return m.epoch; },
-                   [](const api::Kill& m) { return m.epoch; }, [this](const auto&) { return newest_epoch_; }},
-        message.value());
+    const int64_t epoch = std::visit(Overloaded{[](const api::Registered& m) { return m.epoch; },
+                                                [](const api::Launch& m) { return m.epoch; },
+                                                [](const api::Kill& m) { return m.epoch; },
+                                                [this](const auto&) { return newest_epoch_; }},
+                                     message.value());
     if (stale(epoch, message.value())) return;
   }
   if (ever_registered_) renew_lease();
@@ -211,9 +212,7 @@ void Agent::on_message(const std::string& text) {
                  [&](api::Launch& m) {
                    preparer_.prepare(
                        std::move(m), node_timeout_ms_,
-                       [this](const api::TaskKey& id, const std::string& text) {
-                         shipper_.send(api::TaskNote{id, text});
-                       },
+                       [this](const api::TaskKey& id, const std::string& text) { shipper_.send(api::TaskNote{id, text}); },
                        [this](const api::TaskKey& id, Result<LaunchSpec> spec) { start_task(id, std::move(spec)); });
                  },
                  [&](const api::Kill& m) { handle_kill(m); },

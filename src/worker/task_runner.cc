@@ -388,9 +388,9 @@ Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
   task->pid = pid;
   {
     // What a restarted agent needs to find the task again.
-    const TaskRecord record{
-        spec.id,         task->marker,      task->cgroup,        task->limit_cgroups, task->memory_limit_bytes,
-        task->container, task->engine_path, task->cgroup_parent, supervisor,          pid};
+    const TaskRecord record{spec.id,          task->marker,        task->cgroup,        task->limit_cgroups,
+                            task->memory_limit_bytes, task->container, task->engine_path, task->cgroup_parent,
+                            supervisor,       pid};
     if (!write_small_file(task->dir + "/task.json", encode_task_record(record), 0644)) {
       spdlog::warn("cannot write {}/task.json ({}): a restarted agent will not find task {}", task->dir,
                    std::strerror(errno), spec.id.to_string());

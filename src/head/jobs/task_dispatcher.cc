@@ -65,8 +65,7 @@ void TaskDispatcher::relaunch(const Job& job, const TaskRef& ref) {
 }
 
 void TaskDispatcher::send_launch(const Job& job, const TaskRef& ref) {
-  if (deps_.workers.send(ref.node_id, launch_message(job, ref.task, job.spec.no_preempt ? 0 : preempt_grace_ms_)))
-    return;
+  if (deps_.workers.send(ref.node_id, launch_message(job, ref.task, job.spec.no_preempt ? 0 : preempt_grace_ms_))) return;
   // The node went away between placement and launch: the task never started.
   deps_.timers.post([this, alive = alive_, task = ref.task] {
     if (!*alive) return;
