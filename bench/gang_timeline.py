@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""One 2-task gang's start, traced with ftrace: where the time between submit and the
+"""One gang's start (2 tasks, or --ranks N, --packed on one node), traced with ftrace: where the time between submit and the
 ranks' exec goes (system calls, scheduling, page faults of every process involved).
 
 Starts a cluster as bench/run_bench.py does (AG_BIN picks the `ag`), warms it up with
@@ -7,7 +7,7 @@ Starts a cluster as bench/run_bench.py does (AG_BIN picks the `ag`), warms it up
 event, in ms from the client's submit, then a summary: the head's fdatasyncs, the ranks'
 execs, and page faults by process. Needs root and tracefs (mounted if missing).
 
-    sudo /usr/bin/python3 bench/gang_timeline.py > timeline.txt
+    sudo /usr/bin/python3 bench/gang_timeline.py [--ranks 2] [--packed] > timeline.txt
 """
 import argparse
 import collections
@@ -41,14 +41,16 @@ def write(path, value):
         f.write(value)
 
 
-def trace_one_gang():
+def trace_one_gang(ranks=2, packed=False):
     import run_bench
     if not os.path.exists(TRACING + "trace"):
         subprocess.run(["mount", "-t", "tracefs", "nodev", TRACING], check=True)
     stamp = run_bench.StartStamp()
-    cluster = run_bench.Cluster().start()
+    # Packed: every rank on one node (8 CPUs each, so that 8 fit).
+    cluster = run_bench.Cluster(num_cpus=8).start() if packed else run_bench.Cluster().start()
+    shape = {"ranks": ranks, "placement": "pack"} if packed else {"ranks": ranks}
     try:
-        run_bench.bench_start_latency(cluster, 30, command=stamp.path)  # warm up
+        run_bench.bench_start_latency(cluster, 30, command=stamp.path, **shape)  # warm up
         write("tracing_on", "0")
         write("trace", "")
         write("buffer_size_kb", "30000")
@@ -56,7 +58,7 @@ def trace_one_gang():
             write(f"events/{event}/enable", "1")
         time.sleep(0.2)
         write("tracing_on", "1")
-        latency = run_bench.bench_start_latency(cluster, 1, command=stamp.path)["p50_ms"]
+        latency = run_bench.bench_start_latency(cluster, 1, command=stamp.path, **shape)["p50_ms"]
         write("tracing_on", "0")
         for event in EVENTS:
             write(f"events/{event}/enable", "0")
@@ -91,13 +93,16 @@ def timeline(text):
 
 
 def main():
-    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
-    text, latency = trace_one_gang()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--packed", action="store_true", help="every rank on one node")
+    args = parser.parse_args()
+    text, latency = trace_one_gang(args.ranks, args.packed)
     events = timeline(text)
     for ms, cpu, who, event, detail in events:
         print(f"{ms:8.3f} cpu{cpu} {who} {event} {detail[:110]}")
     faults = collections.Counter(who for _, _, who, event, _ in events if event.startswith("page_fault"))
-    print(f"\nsubmit to both ranks running: {latency:.2f} ms (traced, so slower than untraced)")
+    print(f"\nsubmit to every rank running: {latency:.2f} ms (traced, so slower than untraced)")
     for ms, _, who, event, detail in events:
         if detail.startswith("fdatasync") or event == "sched_process_exec":
             print(f"{ms:8.3f} {who} {event} {detail[:60]}")

@@ -1,6 +1,7 @@
 // Frames on the Unix sockets between an agent, its task supervisor and the
 // supervisor's ready-made task processes (worker/warm_task.h): a 4-byte length, then
-// the payload; one descriptor may ride along with the length (SCM_RIGHTS).
+// the payload; one descriptor may ride along with the length (SCM_RIGHTS). On a
+// non-blocking socket, both wait as they would on a blocking one.
 #pragma once
 
 #include <string>
