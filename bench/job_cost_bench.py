@@ -18,8 +18,12 @@ wall clock as its main begins), then ranks that start bash. Random arrivals are 
 with spawns after the same gaps (spawn_floor --mean-gap-ms): waking an idle CPU costs
 the floor too.
 
+With --before, the two builds run in turn, a round each (ABBA..., 4 rounds by default),
+each round on its own cluster with a share of the jobs: a machine whose speed drifts
+moves both alike. Each figure is the median of the rounds'.
+
     /usr/bin/python3 bench/job_cost_bench.py [--jobs 1000] [--traced-jobs 200] [--latency-jobs 200]
-        [--mean-gap-ms 300] [--before AG --before-label COMMIT] [--write]
+        [--mean-gap-ms 300] [--before AG --before-label COMMIT [--rounds 4]] [--write]
 """
 import argparse
 import datetime
@@ -29,6 +33,7 @@ import re
 import resource
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -113,6 +118,38 @@ def read_strace(out):
             except ValueError:
                 pass
     return counts
+
+
+def combine(rounds):
+    """One result from several rounds' of the same build: the median of each figure (the
+    counts of jobs added up), so that a round the machine ran slow moves nothing much."""
+    first = rounds[0]
+    if isinstance(first, dict):
+        return {key: (sum(r[key] for r in rounds) if key in ("n", "jobs", "traced_jobs", "latency_jobs")
+                      else combine([r[key] for r in rounds]))
+                for key in first if all(key in r for r in rounds)}
+    if isinstance(first, (int, float)) and not isinstance(first, bool):
+        return statistics.median(rounds)
+    return first
+
+
+def run_alternating(builds, rounds, jobs, traced_jobs, latency_jobs, mean_gap_ms):
+    """Each build measured `rounds` times, in turn (ABBA...), each round a share of the
+    jobs on a cluster of its own: on a machine whose speed drifts, both builds see the
+    same drift. {label: combined result}."""
+    results = {label: [] for label, _ in builds}
+    this_build = run_bench.AG
+    try:
+        for i in range(rounds):
+            for label, ag in (builds if i % 2 == 0 else builds[::-1]):
+                run_bench.AG = ag
+                print(f"round {i + 1}/{rounds}: {label}", file=sys.stderr, flush=True)
+                results[label].append(run(max(1, jobs // rounds), max(1, traced_jobs // rounds),
+                                          max(1, latency_jobs // rounds), mean_gap_ms,
+                                          packed_jobs=max(10, 40 // rounds)))
+    finally:
+        run_bench.AG = this_build
+    return {label: combine(r) for label, r in results.items()}
 
 
 def run(jobs, traced_jobs, latency_jobs, mean_gap_ms, packed_jobs=40):
@@ -302,7 +339,9 @@ def report(r, command, before=None, before_label=""):
         lines += ["| measure | result | baseline in the same run | ratio | target |", "| --- | --- | --- | --- | --- |"]
         lines += [f"| {a} | {b} | {c} | {d} | {e} |" for a, b, c, d, e in rows(r)]
     else:
-        lines += [f"The build before ({before_label}) ran first, in the same run, against its own spawn floor.", "",
+        lines += [f"The build before ({before_label}) and this one ran in turn, {r['rounds']} rounds each (ABBA...), "
+                  "each round on a cluster of its own with a share of the jobs and its own spawn floor; each figure "
+                  "is the median of the rounds'.", "",
                   "| measure | before: result | ratio | this build: result | baseline | ratio | target |",
                   "| --- | --- | --- | --- | --- | --- | --- |"]
         old = rows(before)
@@ -328,18 +367,26 @@ def main():
     parser.add_argument("--traced-jobs", type=int, default=200)
     parser.add_argument("--latency-jobs", type=int, default=200, help="gangs for each start-latency measure")
     parser.add_argument("--mean-gap-ms", type=int, default=300, help="mean idle gap before each random arrival")
-    parser.add_argument("--before", metavar="AG", help="the `ag` of the build before: measured first, in the same run")
+    parser.add_argument("--before", metavar="AG", help="the `ag` of the build before, measured in the same run")
     parser.add_argument("--before-label", default="", help="what that build is (a commit), for the table")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="with --before: rounds, the builds in turn (default 4); the jobs are shared out")
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
     if not os.path.exists(run_bench.AG):
         sys.exit(f"error: {run_bench.AG} not found; build first (scripts/build.sh) or set AG_BIN")
     before = None
+    rounds = args.rounds or (4 if args.before else 1)
     if args.before:
-        this_build, run_bench.AG = run_bench.AG, args.before
-        before = run(args.jobs, args.traced_jobs, args.latency_jobs, args.mean_gap_ms)
-        run_bench.AG = this_build
-    r = run(args.jobs, args.traced_jobs, args.latency_jobs, args.mean_gap_ms)
+        both = run_alternating([("before", args.before), ("this", run_bench.AG)], rounds, args.jobs,
+                               args.traced_jobs, args.latency_jobs, args.mean_gap_ms)
+        before, r = both["before"], both["this"]
+    elif rounds > 1:
+        r = run_alternating([("this", run_bench.AG)], rounds, args.jobs, args.traced_jobs, args.latency_jobs,
+                            args.mean_gap_ms)["this"]
+    else:
+        r = run(args.jobs, args.traced_jobs, args.latency_jobs, args.mean_gap_ms)
+    r["rounds"] = rounds
     command = ("/usr/bin/python3 bench/job_cost_bench.py " + " ".join(sys.argv[1:])).strip()
     text = report(r, command, before, args.before_label or args.before or "")
     print(text)
