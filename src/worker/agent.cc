@@ -331,13 +331,11 @@ void Agent::report_start_error(const api::TaskKey& id, const std::string& error)
 
 void Agent::start_task(const api::TaskKey& task, Result<LaunchSpec> spec) {
   if (!spec.ok()) return report_start_error(task, spec.error().message);
-  // Answered once the task runs; meanwhile the next launch gets ready.
-  deps_.launcher.start(spec.value(), [this, task](Result<int64_t> pid) {
-    if (!pid.ok()) return report_start_error(task, pid.error().message);
-    spdlog::info("started task {} as pid {}", task.to_string(), pid.value());
-    shipper_.send(api::TaskStarted{task, pid.value()});
-    shipper_.task_started(task);
-  });
+  auto pid = deps_.launcher.launch(spec.value());
+  if (!pid.ok()) return report_start_error(task, pid.error().message);
+  spdlog::info("started task {} as pid {}", task.to_string(), pid.value());
+  shipper_.send(api::TaskStarted{task, pid.value()});
+  shipper_.task_started(task);
 }
 
 void Agent::on_task_exit(const api::TaskKey& id, const api::TaskExit& exit) {

@@ -1,6 +1,5 @@
 #include "worker/fd_frames.h"
 
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,19 +12,10 @@ namespace {
 
 constexpr uint32_t kMaxFrameBytes = 64u << 20;
 
-// A call that would block on a non-blocking socket (the agent's end is watched by its
-// io_context, which makes it so) waits for the socket instead: true to try again.
-bool wait_for(int fd, short events) {
-  if (errno == EINTR) return true;
-  if (errno != EAGAIN && errno != EWOULDBLOCK) return false;
-  pollfd pfd{fd, events, 0};
-  return ::poll(&pfd, 1, -1) >= 0 || errno == EINTR;
-}
-
 bool write_all(int fd, const char* data, size_t size) {
   while (size > 0) {
     ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL);
-    if (n < 0 && wait_for(fd, POLLOUT)) continue;
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     data += n;
     size -= static_cast<size_t>(n);
@@ -36,7 +26,7 @@ bool write_all(int fd, const char* data, size_t size) {
 bool read_all(int fd, char* data, size_t size) {
   while (size > 0) {
     ssize_t n = ::read(fd, data, size);
-    if (n < 0 && wait_for(fd, POLLIN)) continue;
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     data += n;
     size -= static_cast<size_t>(n);
@@ -67,7 +57,7 @@ bool write_frame(int fd, const std::string& payload, int pass_fd) {
   ssize_t n;
   do {
     n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
-  } while (n < 0 && wait_for(fd, POLLOUT));
+  } while (n < 0 && errno == EINTR);
   if (n <= 0) return false;
   size_t sent = static_cast<size_t>(n);
   if (sent < sizeof length) {
@@ -91,7 +81,7 @@ bool read_frame(int fd, std::string* payload, int* received_fd) {
   ssize_t n;
   do {
     n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
-  } while (n < 0 && wait_for(fd, POLLIN));
+  } while (n < 0 && errno == EINTR);
   if (n <= 0) return false;
   for (cmsghdr* cmsg = CMSG_FIRSTHDR(&msg); cmsg; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
     if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS)

@@ -1,7 +1,6 @@
 // Frames on the Unix sockets between an agent, its task supervisor and the
 // supervisor's ready-made task processes (worker/warm_task.h): a 4-byte length, then
-// the payload; one descriptor may ride along with the length (SCM_RIGHTS). On a
-// non-blocking socket, both wait as they would on a blocking one.
+// the payload; one descriptor may ride along with the length (SCM_RIGHTS).
 #pragma once
 
 #include <string>

@@ -3,7 +3,7 @@
 // files followed with inotify); unit tests pass a fake, and a container launcher
 // would be another implementation.
 //
-//   recover() -> adopted / ended tasks;  start(spec) -> pid, later;  kill(task, grace)
+//   recover() -> adopted / ended tasks;  launch(spec) -> pid;  kill(task, grace)
 //   events: the task's output grew (read it with read_output), exit
 #pragma once
 
@@ -74,13 +74,9 @@ class TaskLauncher {
     return std::map<std::string, std::string>{};
   }
 
-  // Starts the task without waiting for it: `started` gets its pid, or why it could not
-  // start, on the owner's thread (maybe before this returns). Until then the task counts
-  // as running (runs(), idle()), and a kill stops it as soon as it has started. Errors:
-  // kConflict when that task already runs; kInvalidArgument / kInternal with the reason
-  // it could not start.
-  using Started = std::function<void(Result<int64_t>)>;
-  virtual void start(const LaunchSpec& spec, Started started) = 0;
+  // Starts the task; returns its pid. Errors: kConflict when that task already runs;
+  // kInvalidArgument / kInternal with the reason it could not start.
+  virtual Result<int64_t> launch(const LaunchSpec& spec) = 0;
 
   // Stops every process of the task: SIGTERM now, SIGKILL after `grace_ms`. Unknown
   // or finished tasks are ignored.
@@ -117,7 +113,7 @@ class TaskLauncher {
   };
   virtual std::vector<Running> running() const = 0;
   virtual bool idle() const = 0;
-  // Whether the task is running here (started or adopted, and not ended).
+  // Whether the task is running here (launched or adopted, and not ended).
   virtual bool runs(const api::TaskKey& id) const = 0;
   // Bytes of output the task has written so far (-1 when nothing is kept).
   virtual int64_t output_size(const api::TaskKey& id) const = 0;

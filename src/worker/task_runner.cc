@@ -124,7 +124,7 @@ TaskRunner::TaskRunner(asio::io_context& io, std::string data_dir, std::string c
       limits_(std::move(limits)),
       groups_by_supervisor_(!cgroup_root_.empty() && !limits_.unified && !on_cgroup2(cgroup_root_)),
       sigchld_(io, SIGCHLD),
-      supervisor_(std::move(supervisor), &io),
+      supervisor_(std::move(supervisor)),
       files_(io, inotify_fd,
              {[this](const api::TaskKey& id) {
                 if (events_.on_output) events_.on_output(id);
@@ -250,27 +250,8 @@ Result<std::map<std::string, std::string>> TaskRunner::identity(const std::strin
   return env;
 }
 
-void TaskRunner::start(const LaunchSpec& spec, Started done) {
-  LaunchRequest request;
-  auto prepared = prepare(spec, &request);
-  if (!prepared.ok()) return done(prepared.error());
-  starting_[spec.id] = -1;
-  supervisor_.launch(request, prepared.value()->output_fd, folders_.data_dir() + "/agent.pid",
-                     [this, task = prepared.value(), done = std::move(done)](Result<int64_t> pid) {
-                       int64_t kill_grace_ms = -1;
-                       if (auto it = starting_.find(task->id); it != starting_.end()) {
-                         kill_grace_ms = it->second;
-                         starting_.erase(it);
-                       }
-                       Result<int64_t> result = started(task, std::move(pid));
-                       const bool running = result.ok();
-                       done(std::move(result));
-                       if (running && kill_grace_ms >= 0) kill(task->id, kill_grace_ms);
-                     });
-}
-
-Result<std::shared_ptr<TaskRunner::Task>> TaskRunner::prepare(const LaunchSpec& spec, LaunchRequest* out) {
-  if (tasks_.count(spec.id) || starting_.count(spec.id)) {
+Result<int64_t> TaskRunner::launch(const LaunchSpec& spec) {
+  if (tasks_.count(spec.id)) {
     return Error{ErrorCode::kConflict, "task " + spec.id.to_string() + " is already running"};
   }
   auto account = accounts_ ? accounts_->for_owner(spec.owner) : Result<std::optional<TaskUser>>(std::nullopt);
@@ -340,7 +321,7 @@ Result<std::shared_ptr<TaskRunner::Task>> TaskRunner::prepare(const LaunchSpec& 
   }
 
   // The task's exec, for the supervisor to start.
-  LaunchRequest& request = *out;
+  LaunchRequest request;
   request.task_dir = task->dir;
   request.working_dir = spec.working_dir;
   request.cgroup = task->cgroup;
@@ -391,39 +372,34 @@ Result<std::shared_ptr<TaskRunner::Task>> TaskRunner::prepare(const LaunchSpec& 
   }
   // One descriptor serves both sides: the task appends through it, the runner reads
   // from it by offset.
-  task->output_fd = ::open((task->dir + "/output.log").c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-  if (task->output_fd < 0) {
-    const int err = errno;
+  int output_fd = ::open((task->dir + "/output.log").c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  if (output_fd < 0) return internal_error("cannot create " + task->dir + "/output.log: " + std::strerror(errno));
+  auto started = supervisor_.launch(request, output_fd, folders_.data_dir() + "/agent.pid");
+  if (!started.ok()) {
+    ::close(output_fd);
     folders_.release_task_dir(task->dir);
     task->remove_groups();
-    return internal_error("cannot create " + task->dir + "/output.log: " + std::strerror(err));
+    return started.error();
   }
-  return task;
-}
-
-Result<int64_t> TaskRunner::started(const std::shared_ptr<Task>& task, Result<int64_t> pid) {
-  if (!pid.ok()) {
-    folders_.release_task_dir(task->dir);
-    task->remove_groups();
-    return pid.error();
-  }
-  const int64_t supervisor = supervisor_.pid();  // the one that answered
+  task->output_fd = output_fd;
+  int64_t pid = started.value();
+  int64_t supervisor = supervisor_.pid();
   task->supervisor_pid = supervisor;
-  task->pid = pid.value();
+  task->pid = pid;
   {
     // What a restarted agent needs to find the task again.
-    const TaskRecord record{
-        task->id,        task->marker,      task->cgroup,        task->limit_cgroups, task->memory_limit_bytes,
-        task->container, task->engine_path, task->cgroup_parent, supervisor,          task->pid};
+    const TaskRecord record{spec.id,          task->marker,        task->cgroup,        task->limit_cgroups,
+                            task->memory_limit_bytes, task->container, task->engine_path, task->cgroup_parent,
+                            supervisor,       pid};
     if (!write_small_file(task->dir + "/task.json", encode_task_record(record), 0644)) {
       spdlog::warn("cannot write {}/task.json ({}): a restarted agent will not find task {}", task->dir,
-                   std::strerror(errno), task->id.to_string());
+                   std::strerror(errno), spec.id.to_string());
     }
   }
   // An end recorded already is reported from the io_context.
   track(task);
   if (events_.on_output) events_.on_output(task->id);  // whatever it wrote before the watch existed
-  return task->pid;
+  return pid;
 }
 
 std::vector<TaskRunner::Recovered> TaskRunner::recover() {
@@ -475,7 +451,7 @@ std::vector<TaskRunner::Recovered> TaskRunner::recover() {
 }
 
 void TaskRunner::forget(const api::TaskKey& id) {
-  if (tasks_.count(id) || starting_.count(id)) return;  // still running: keep its folder
+  if (tasks_.count(id)) return;  // still running: keep its folder
   folders_.release_task_dir(folders_.task_dir(id));
   folders_.release_working_dir(id);
   if (stack_dumps_) stack_dumps_->forget(id);
@@ -569,10 +545,6 @@ Result<TaskLauncher::ExecTarget> TaskRunner::exec_target(const api::TaskKey& id)
 }
 
 void TaskRunner::kill(const api::TaskKey& id, int64_t grace_ms) {
-  if (auto starting = starting_.find(id); starting != starting_.end()) {
-    if (starting->second < 0) starting->second = grace_ms;  // stopped once it has started
-    return;
-  }
   auto it = tasks_.find(id);
   if (it == tasks_.end()) return;
   auto task = it->second;
@@ -589,7 +561,6 @@ void TaskRunner::kill(const api::TaskKey& id, int64_t grace_ms) {
 void TaskRunner::kill_all(int64_t grace_ms) {
   std::vector<api::TaskKey> ids;
   for (const auto& [id, _] : tasks_) ids.push_back(id);
-  for (const auto& [id, _] : starting_) ids.push_back(id);
   for (const auto& id : ids) kill(id, grace_ms);
 }
 

@@ -32,11 +32,11 @@
 #include "common/result.h"
 #include "worker/marked_processes.h"
 #include "worker/stack_dumps.h"
-#include "worker/supervisor_client.h"
 #include "worker/task_accounts.h"
 #include "worker/task_files_watch.h"
 #include "worker/task_folders.h"
 #include "worker/task_launcher.h"
+#include "worker/task_supervisor.h"
 
 namespace ag::worker {
 
@@ -65,8 +65,7 @@ class TaskRunner final : public TaskLauncher {
   void set_events(LauncherEvents events) override { events_ = std::move(events); }
   std::vector<Recovered> recover() override;
   Result<std::map<std::string, std::string>> identity(const std::string& owner) override;
-  // The agent does not wait while the supervisor starts the task: it readies the next.
-  void start(const LaunchSpec& spec, Started started) override;
+  Result<int64_t> launch(const LaunchSpec& spec) override;
   void kill(const api::TaskKey& id, int64_t grace_ms) override;
   void kill_all(int64_t grace_ms) override;
   // The worker stops and every task has ended: the supervisor leaves (waited for up to
@@ -77,8 +76,8 @@ class TaskRunner final : public TaskLauncher {
   void check() override;
   std::vector<Running> running() const override;
   Result<ExecTarget> exec_target(const api::TaskKey& id) const override;
-  bool idle() const override { return tasks_.empty() && starting_.empty(); }
-  bool runs(const api::TaskKey& id) const override { return tasks_.count(id) > 0 || starting_.count(id) > 0; }
+  bool idle() const override { return tasks_.empty(); }
+  bool runs(const api::TaskKey& id) const override { return tasks_.count(id) > 0; }
   int64_t output_size(const api::TaskKey& id) const override;
   std::string output_path(const api::TaskKey& id) const override { return log_path(id); }
   Result<size_t> read_output(const api::TaskKey& id, int64_t offset, int64_t max_bytes,
@@ -90,11 +89,6 @@ class TaskRunner final : public TaskLauncher {
   // Where a task's output is kept.
   std::string log_path(const api::TaskKey& id) const;
   struct Task;
-  // The task's folders, groups and output file, and the supervisor's request for it.
-  Result<std::shared_ptr<Task>> prepare(const LaunchSpec& spec, LaunchRequest* request);
-  // The supervisor's answer: the task is followed from now on (or what was made for
-  // it goes).
-  Result<int64_t> started(const std::shared_ptr<Task>& task, Result<int64_t> pid);
   // Keeps `task` among the running ones, its output and end followed.
   void track(const std::shared_ptr<Task>& task);
   void finish(const std::shared_ptr<Task>& task, const api::TaskExit& exit);
@@ -115,9 +109,6 @@ class TaskRunner final : public TaskLauncher {
   SupervisorClient supervisor_;
   TaskFilesWatch files_;  // each running task's output.log and exit record
   std::map<api::TaskKey, std::shared_ptr<Task>> tasks_;
-  // Tasks the supervisor has not answered for yet: the grace of a kill asked meanwhile
-  // (-1: none).
-  std::map<api::TaskKey, int64_t> starting_;
   TaskAccounts* accounts_ = nullptr;
   StackDumps* stack_dumps_ = nullptr;
 };

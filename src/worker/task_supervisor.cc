@@ -38,6 +38,7 @@ extern char** environ;
 namespace ag::worker {
 namespace {
 
+constexpr int kReplyTimeoutMs = 10000;
 // A ready-made process (worker/warm_task.h) is made once no launch has come for this
 // long. Launches that come closer together start afresh: the kernel lets a process
 // change group at once while such moves follow each other closely, and a fork per task
@@ -571,6 +572,94 @@ void run_supervisor(int agent_fd, const std::string& agent_pid_file) {
   ::prctl(PR_SET_NAME, "ag-supervisor");  // what ps and top show for it
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGPIPE}) ::signal(sig, SIG_IGN);
   Supervisor(agent_fd, agent_pid_file).run();
+}
+
+SupervisorClient::~SupervisorClient() {
+  // The supervisor stays: it goes on with the running tasks after this agent ends.
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status SupervisorClient::start(const std::string& agent_pid_file) {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+    return internal_error(std::string("cannot start the task supervisor: socketpair: ") + std::strerror(errno));
+  }
+  // A fresh process of this same executable (not a fork of this multi-threaded one),
+  // with its end of the socket as descriptor 3 and nothing else of the agent's.
+  int child_end = ::fcntl(fds[1], F_DUPFD_CLOEXEC, 10);
+  ::close(fds[1]);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, child_end, 3);
+  std::string name = "ag", mode = kSupervisorCommand;
+  std::string pid_file = agent_pid_file;
+  char* argv[] = {name.data(), mode.data(), pid_file.data(), nullptr};
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, executable_.c_str(), &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(child_end);
+  if (rc != 0) {
+    ::close(fds[0]);
+    return internal_error(std::string("cannot start the task supervisor: ") + std::strerror(rc));
+  }
+  fd_ = fds[0];
+  pid_ = pid;
+  return {};
+}
+
+void SupervisorClient::finish(int wait_ms) {
+  drop();
+  for (int waited = 0; pid_ > 0 && waited <= wait_ms; waited += 5) {
+    if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+      pid_ = 0;
+      break;
+    }
+    ::usleep(5000);
+  }
+}
+
+void SupervisorClient::drop() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+bool SupervisorClient::on_reaped(pid_t pid) {
+  if (pid_ == 0 || pid != pid_) return false;
+  drop();
+  pid_ = 0;
+  return true;
+}
+
+Result<int64_t> SupervisorClient::launch(const LaunchRequest& request, int output_fd,
+                                         const std::string& agent_pid_file) {
+  if (has_nul(request)) return invalid_argument("the task's command line or environment holds a NUL byte");
+  std::string payload = encode_launch(request);
+  for (int attempt = 0;; ++attempt) {
+    if (fd_ < 0) {
+      if (Status s = start(agent_pid_file); !s) return s.error();
+    }
+    if (write_frame(fd_, payload, output_fd)) break;
+    // The supervisor died since the last launch: once more with a new one.
+    drop();
+    if (attempt > 0) return internal_error("the task supervisor does not take launch requests");
+  }
+  pollfd pfd{fd_, POLLIN, 0};
+  int ready;
+  do {
+    ready = ::poll(&pfd, 1, kReplyTimeoutMs);
+  } while (ready < 0 && errno == EINTR);
+  std::string reply;
+  int unused_fd = -1;
+  if (ready <= 0 || !read_frame(fd_, &reply, &unused_fd)) {
+    // A supervisor that does not answer is no longer trusted to start or record
+    // anything: it is killed (the agent ends its tasks once it reaps it) and the next
+    // launch starts a new one.
+    if (pid_ > 0) ::kill(pid_, SIGKILL);
+    drop();
+    return internal_error("the task supervisor did not answer the launch request");
+  }
+  if (reply.rfind("pid ", 0) == 0) return static_cast<int64_t>(std::atoll(reply.c_str() + 4));
+  return internal_error(reply.rfind("error ", 0) == 0 ? reply.substr(6) : reply);
 }
 
 }  // namespace ag::worker

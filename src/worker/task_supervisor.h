@@ -8,9 +8,6 @@
 //   agent ==(socket: launch request + output fd)==> supervisor --> sh -c ENTRYPOINT
 //         <==(the task's pid, or why it could not start)==
 //
-// The agent's end is worker/supervisor_client.h; launches are answered in the order
-// they were sent.
-//
 // How it starts a task (posix_spawn, fork, clone3 into its cgroup v2 group) is in
 // worker/task_start.h; on cgroup v1 it keeps a process ready in spare groups for the
 // next task (worker/warm_task.h), makes host tasks' groups itself, and keeps an ended
@@ -74,6 +71,40 @@ inline constexpr const char* kSupervisorCommand = "__task-supervisor";
 bool has_nul(const LaunchRequest& request);
 std::string encode_launch(const LaunchRequest& request);
 std::optional<LaunchRequest> decode_launch(std::string_view bytes);
+
+// The agent's end of its supervisor.
+class SupervisorClient {
+ public:
+  // `executable`: the `ag` binary that runs supervisors (this very process's by default).
+  explicit SupervisorClient(std::string executable = "/proc/self/exe") : executable_(std::move(executable)) {}
+  ~SupervisorClient();
+  SupervisorClient(const SupervisorClient&) = delete;
+  SupervisorClient& operator=(const SupervisorClient&) = delete;
+
+  // Starts the task through the supervisor (started on first use, or again after one
+  // died), its stdout and stderr going to `output_fd`. Returns the task's pid.
+  // Errors: kInvalidArgument for a NUL byte in the request; kInternal with the reason
+  // it could not start (a supervisor that does not answer within 10 s is killed).
+  Result<int64_t> launch(const LaunchRequest& request, int output_fd, const std::string& agent_pid_file);
+
+  // The supervisor's pid, 0 before the first launch.
+  pid_t pid() const { return pid_; }
+  // The agent is stopping with no task left: closes the socket, so the supervisor lets
+  // its ready-made process go with its groups and leaves, and waits up to `wait_ms` for
+  // it to be gone (the agent then removes the node's folders of groups).
+  void finish(int wait_ms);
+  // Called when the agent reaped `pid`: true (and the next launch forks a new
+  // supervisor) when it was this supervisor.
+  bool on_reaped(pid_t pid);
+
+ private:
+  Status start(const std::string& agent_pid_file);
+  void drop();
+
+  std::string executable_;
+  pid_t pid_ = 0;
+  int fd_ = -1;
+};
 
 // The supervisor's main loop, on `agent_fd` (its end of the socket).
 [[noreturn]] void run_supervisor(int agent_fd, const std::string& agent_pid_file);

@@ -81,18 +81,7 @@ class FakeLauncher final : public TaskLauncher {
     if (identity_of.count(owner)) return identity_of.at(owner);
     return std::map<std::string, std::string>{};
   }
-  // With `defer_starts`, a start is answered only by answer_starts() (the supervisor
-  // is busy with the task).
-  void start(const LaunchSpec& spec, Started started) override {
-    if (!defer_starts) return started(launch(spec));
-    deferred.emplace_back(spec, std::move(started));
-  }
-  void answer_starts() {
-    auto waiting = std::move(deferred);
-    deferred.clear();
-    for (auto& [spec, started] : waiting) started(launch(spec));
-  }
-  Result<int64_t> launch(const LaunchSpec& spec) {
+  Result<int64_t> launch(const LaunchSpec& spec) override {
     launched.push_back(spec);
     if (fail_launch) return *fail_launch;
     int64_t pid = next_pid++;
@@ -151,8 +140,6 @@ class FakeLauncher final : public TaskLauncher {
   std::map<api::TaskKey, int64_t> live;
   std::map<api::TaskKey, std::string> output;
   std::optional<Error> fail_launch;
-  bool defer_starts = false;
-  std::vector<std::pair<LaunchSpec, Started>> deferred;
   int64_t next_pid = 4000;
   mutable int reads = 0;
   int checks = 0;

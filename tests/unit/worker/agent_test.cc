@@ -50,31 +50,6 @@ TEST_F(AgentTest, LaunchStartsTheTaskWithItsWholeEnvironmentAndReportsThePid) {
   EXPECT_EQ(started, (std::vector<api::TaskStarted>{{kTask, 4000}}));
 }
 
-TEST_F(AgentTest, TheNextLaunchIsTakenWhileTheLastTaskStartsAndEachIsReportedOnceItRuns) {
-  launcher_.defer_starts = true;
-  auto channel = start_registered();
-  const api::TaskKey second{"job_0123456789ab", 0, 2};
-  channel->deliver(api::encode(launch_of(kTask)));
-  channel->deliver(api::encode(launch_of(second)));
-  ASSERT_EQ(launcher_.deferred.size(), 2u) << "the second launch did not wait for the first task's start";
-  EXPECT_TRUE(only<api::TaskStarted>(decode_all(channel->take_text())).empty()) << "nothing runs yet";
-  launcher_.fail_launch = std::nullopt;
-  launcher_.answer_starts();
-  auto started = only<api::TaskStarted>(decode_all(channel->take_text()));
-  EXPECT_EQ(started, (std::vector<api::TaskStarted>{{kTask, 4000}, {second, 4001}}));
-}
-
-TEST_F(AgentTest, ATaskThatFailsToStartAfterTheLaunchWasTakenEndsWithTheReason) {
-  launcher_.defer_starts = true;
-  auto channel = start_registered();
-  channel->deliver(api::encode(launch_of(kTask)));
-  launcher_.fail_launch = internal_error("the task supervisor died before it started the task");
-  launcher_.answer_starts();
-  auto exited = only<api::TaskExited>(decode_all(channel->take_text()));
-  ASSERT_EQ(exited.size(), 1u);
-  EXPECT_EQ(exited[0].exit.start_error, "the task supervisor died before it started the task");
-}
-
 TEST_F(AgentTest, AHostTaskIsItsOwnersAccountAndItsVariablesExpandAgainstThat) {
   launcher_.identity_of["alice"] = {{"HOME", "/data/homes/1900000000"}, {"USER", "ag-alice"}, {"LOGNAME", "ag-alice"}};
   auto channel = start_registered();

@@ -1,8 +1,7 @@
 // TaskRunner over a real task supervisor (the ag this build made) in a temporary data
 // dir, without cgroups: a task's output is followed as it is written and read back by
 // offset, its exit code or signal is reported once, a second launch of the same task is
-// refused, a kill ends it (also one asked while the task is being started), tasks
-// started in a row are answered in order, and a new runner (a restarted agent) adopts a task that still
+// refused, a kill ends it, and a new runner (a restarted agent) adopts a task that still
 // runs, with its pid, and reports its end.
 #include "worker/task_runner.h"
 
@@ -15,7 +14,6 @@
 #include <chrono>
 #include <fstream>
 #include <optional>
-#include <set>
 
 #include "fs_fixtures.h"
 
@@ -55,14 +53,6 @@ class TaskRunnerTest : public ::testing::Test {
     return s;
   }
 
-  // Starts the task and runs the io loop until it has started (or could not).
-  Result<int64_t> launch(const LaunchSpec& task) {
-    std::optional<Result<int64_t>> answer;
-    runner_->start(task, [&answer](Result<int64_t> pid) { answer = std::move(pid); });
-    if (!run_until([&answer] { return answer.has_value(); })) return internal_error("no answer within 10 s");
-    return std::move(*answer);
-  }
-
   // Runs the io loop until `done` or 10 s pass.
   bool run_until(const std::function<bool()>& done) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -89,9 +79,10 @@ class TaskRunnerTest : public ::testing::Test {
 
 TEST_F(TaskRunnerTest, OutputIsFollowedAndTheExitReportedOnce) {
   const LaunchSpec task = spec(0, "printf \"$GREETING from $(pwd)\"; exit 3");
-  auto pid = launch(task);
+  auto pid = runner_->launch(task);
   ASSERT_TRUE(pid.ok()) << pid.error().message;
   EXPECT_GT(pid.value(), 0);
+  EXPECT_EQ(runner_->launch(task).error().code, ErrorCode::kConflict) << "the same task twice";
   ASSERT_TRUE(run_until([&] { return exits_.count(task.id) > 0; }));
   EXPECT_EQ(exits_.at(task.id).exit_code, 3);
   EXPECT_GT(outputs_, 0);
@@ -134,7 +125,7 @@ TEST_F(TaskRunnerTest, WithoutInotifyOutputAndEndsAreFollowedByPolling) {
   runner_.swap(polling);
   polling.reset();
   const LaunchSpec task = spec(0, "echo first; sleep 0.3; echo second; exit 4");
-  ASSERT_TRUE(launch(task).ok());
+  ASSERT_TRUE(runner_->launch(task).ok());
   ASSERT_TRUE(run_until([&] { return exits_.count(task.id) > 0; }));
   EXPECT_EQ(exits_.at(task.id).exit_code, 4);
   EXPECT_GE(outputs_, 1) << "output growth is noticed";
@@ -143,49 +134,12 @@ TEST_F(TaskRunnerTest, WithoutInotifyOutputAndEndsAreFollowedByPolling) {
 
 TEST_F(TaskRunnerTest, AKillEndsTheTaskWithItsSignal) {
   const LaunchSpec task = spec(1, "exec sleep 30");
-  ASSERT_TRUE(launch(task).ok());
+  ASSERT_TRUE(runner_->launch(task).ok());
   EXPECT_TRUE(runner_->runs(task.id));
-  auto again = launch(task);
-  ASSERT_FALSE(again.ok()) << "the same task twice";
-  EXPECT_EQ(again.error().code, ErrorCode::kConflict);
   runner_->kill(task.id, 2000);
   ASSERT_TRUE(run_until([&] { return exits_.count(task.id) > 0; }));
   EXPECT_EQ(exits_.at(task.id).signal, 15);
   EXPECT_FALSE(exits_.at(task.id).exit_code.has_value());
-}
-
-TEST_F(TaskRunnerTest, ATaskBeingStartedCountsAsRunningAndAKillMeanwhileStopsIt) {
-  const LaunchSpec task = spec(1, "exec sleep 30");
-  std::optional<Result<int64_t>> answer;
-  runner_->start(task, [&answer](Result<int64_t> pid) { answer = std::move(pid); });
-  EXPECT_FALSE(answer.has_value()) << "the pid comes from the io_context";
-  EXPECT_TRUE(runner_->runs(task.id));
-  EXPECT_FALSE(runner_->idle());
-  EXPECT_EQ(launch(task).error().code, ErrorCode::kConflict) << "the same task twice";
-  runner_->kill(task.id, 2000);
-  ASSERT_TRUE(run_until([&] { return exits_.count(task.id) > 0; }));
-  ASSERT_TRUE(answer.has_value() && answer->ok());
-  EXPECT_GT(answer->value(), 0);
-  EXPECT_EQ(exits_.at(task.id).signal, 15) << "stopped as soon as it had started";
-}
-
-TEST_F(TaskRunnerTest, TasksStartedInARowAreAnsweredInOrderEachWithItsOwnPid) {
-  std::vector<std::pair<int, int64_t>> answers;
-  for (int i = 0; i < 4; ++i) {
-    runner_->start(spec(i, "echo rank " + std::to_string(i)),
-                   [&answers, i](Result<int64_t> pid) { answers.emplace_back(i, pid.ok() ? pid.value() : -1); });
-  }
-  ASSERT_TRUE(run_until([&] { return exits_.size() == 4; }));
-  ASSERT_EQ(answers.size(), 4u);
-  std::set<int64_t> pids;
-  for (int i = 0; i < 4; ++i) {
-    EXPECT_EQ(answers[i].first, i);
-    EXPECT_GT(answers[i].second, 0);
-    pids.insert(answers[i].second);
-    EXPECT_EQ(exits_.at(spec(i, "").id).exit_code, 0);
-    EXPECT_EQ(output(spec(i, "").id), "rank " + std::to_string(i) + "\n");
-  }
-  EXPECT_EQ(pids.size(), 4u);
 }
 
 // A container engine passes a stop on with a helper it starts when the signal comes:
@@ -197,7 +151,7 @@ TEST_F(TaskRunnerTest, AStopReachesTheProcessesThereNotThoseItMakes) {
   const LaunchSpec task = spec(2, "exec perl -e '$| = 1; $SIG{TERM} = sub { if (!fork) { select(undef, undef, undef, "
                                   "0.3); open(my $f, \">" + done + "\"); print $f \"passed on\\n\"; exit 0 } wait; exit "
                                   "0 }; print \"up\\n\"; sleep 1 while 1'");
-  ASSERT_TRUE(launch(task).ok());
+  ASSERT_TRUE(runner_->launch(task).ok());
   ASSERT_TRUE(run_until([&] { return output(task.id) == "up\n"; }));
   runner_->kill(task.id, 5000);
   ASSERT_TRUE(run_until([&] { return exits_.count(task.id) > 0; }));
@@ -210,7 +164,7 @@ TEST_F(TaskRunnerTest, AStopReachesTheProcessesThereNotThoseItMakes) {
 
 TEST_F(TaskRunnerTest, ARestartedAgentAdoptsARunningTaskAndHearsItsEnd) {
   const LaunchSpec task = spec(2, "echo started; exec sleep 30");
-  auto pid = launch(task);
+  auto pid = runner_->launch(task);
   ASSERT_TRUE(pid.ok()) << pid.error().message;
   ASSERT_TRUE(run_until([&] { return output(task.id) == "started\n"; }));
   runner_.reset();  // the agent goes; the supervisor and the task stay

@@ -10,19 +10,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <filesystem>
 #include <functional>
 #include <map>
-#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 
 #include "worker/cgroup_pool.h"
 #include "worker/fs_fixtures.h"
-#include "worker/supervisor_client.h"
 #include "worker/task_cgroup.h"
 #include "worker/task_limits.h"
 #include "worker/task_runner.h"
@@ -253,109 +250,6 @@ TEST_F(SupervisorProcessTest, OneSupervisorServesManyLaunches) {
     EXPECT_EQ(client_.pid(), first_supervisor);
     EXPECT_EQ(wait_for_exit_record(), "exit " + std::to_string(i) + "\n");
   }
-}
-
-// Launches that do not wait go out one after another and are answered in that order
-// from the io_context; a launch that waits gets the earlier ones answered first.
-TEST_F(SupervisorProcessTest, LaunchesThatDoNotWaitAreAnsweredInTheOrderSent) {
-  boost::asio::io_context io;
-  SupervisorClient client(AG_BINARY, &io);
-  std::vector<std::pair<int, Result<int64_t>>> answers;
-  auto task_request = [&](int i) {
-    fs::create_directories(work_ / ("task" + std::to_string(i)));
-    LaunchRequest r = request("echo " + std::to_string(i));
-    r.task_dir = (work_ / ("task" + std::to_string(i))).string();
-    return r;
-  };
-  for (int i = 0; i < 3; ++i) {
-    int fd = output_fd();
-    client.launch(task_request(i), fd, agent_pid_file_,
-                  [&answers, i](Result<int64_t> pid) { answers.emplace_back(i, std::move(pid)); });
-    ::close(fd);
-  }
-  EXPECT_TRUE(answers.empty()) << "answers come from the io_context";
-  EXPECT_EQ(client.unanswered(), 3u);
-  int fd = output_fd();
-  auto last = client.launch(task_request(3), fd, agent_pid_file_);
-  ::close(fd);
-  ASSERT_TRUE(last.ok()) << last.error().message;
-  ASSERT_EQ(answers.size(), 3u) << "the launches sent before it were answered first";
-  std::set<int64_t> pids{last.value()};
-  for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(answers[i].first, i);
-    ASSERT_TRUE(answers[i].second.ok()) << answers[i].second.error().message;
-    pids.insert(answers[i].second.value());
-  }
-  EXPECT_EQ(pids.size(), 4u);
-  EXPECT_EQ(client.unanswered(), 0u);
-
-  // Answered from the io_context as the supervisor sends them.
-  answers.clear();
-  for (int i = 4; i < 6; ++i) {
-    fd = output_fd();
-    client.launch(task_request(i), fd, agent_pid_file_,
-                  [&answers, i](Result<int64_t> pid) { answers.emplace_back(i, std::move(pid)); });
-    ::close(fd);
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (answers.size() < 2 && std::chrono::steady_clock::now() < deadline) {
-    io.restart();
-    io.run_for(std::chrono::milliseconds(20));
-  }
-  ASSERT_EQ(answers.size(), 2u);
-  EXPECT_EQ(answers[0].first, 4);
-  EXPECT_EQ(answers[1].first, 5);
-  EXPECT_TRUE(answers[0].second.ok() && answers[1].second.ok());
-}
-
-// A wide gang's launches come faster than the supervisor starts tasks: they wait their
-// turn, none is lost or failed.
-TEST_F(SupervisorProcessTest, HundredsOfLaunchesSentAtOnceAreEachAnswered) {
-  boost::asio::io_context io;
-  SupervisorClient client(AG_BINARY, &io);
-  const int launches = 300;
-  std::vector<Result<int64_t>> answers;
-  int fd = output_fd();
-  for (int i = 0; i < launches; ++i) {
-    client.launch(request("true"), fd, agent_pid_file_, [&answers](Result<int64_t> pid) { answers.push_back(pid); });
-  }
-  EXPECT_EQ(client.unanswered(), static_cast<size_t>(launches));
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (answers.size() < launches && std::chrono::steady_clock::now() < deadline) {
-    io.restart();
-    io.run_for(std::chrono::milliseconds(20));
-  }
-  ::close(fd);  // open until every launch that passes it is answered
-  ASSERT_EQ(answers.size(), static_cast<size_t>(launches));
-  for (const auto& answer : answers) ASSERT_TRUE(answer.ok()) << answer.error().message;
-}
-
-TEST_F(SupervisorProcessTest, ASupervisorThatDiesAnswersEveryLaunchItHadWithAnError) {
-  boost::asio::io_context io;
-  SupervisorClient client(AG_BINARY, &io);
-  int fd = output_fd();
-  ASSERT_TRUE(client.launch(request("true"), fd, agent_pid_file_).ok());
-  const pid_t supervisor = client.pid();
-  ::kill(supervisor, SIGSTOP);  // the next launches wait in its socket, unanswered
-  std::vector<Result<int64_t>> answers;
-  for (int i = 0; i < 2; ++i) {
-    client.launch(request("true"), fd, agent_pid_file_, [&answers](Result<int64_t> pid) { answers.push_back(pid); });
-  }
-  EXPECT_EQ(client.unanswered(), 2u);
-  ::kill(supervisor, SIGKILL);
-  ASSERT_EQ(::waitpid(supervisor, nullptr, 0), supervisor);
-  EXPECT_TRUE(client.on_reaped(supervisor));
-  ASSERT_EQ(answers.size(), 2u);
-  for (const auto& answer : answers) {
-    ASSERT_FALSE(answer.ok());
-    EXPECT_THAT(answer.error().message, HasSubstr("died before it started the task"));
-  }
-  EXPECT_EQ(client.unanswered(), 0u);
-  // The next launch starts a new supervisor.
-  auto pid = client.launch(request("true"), fd, agent_pid_file_);
-  ::close(fd);
-  ASSERT_TRUE(pid.ok()) << pid.error().message;
-  EXPECT_NE(client.pid(), supervisor);
 }
 
 TEST_F(SupervisorProcessTest, MissingWorkingDirIsReportedNotHung) {
