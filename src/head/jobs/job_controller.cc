@@ -572,6 +572,7 @@ std::string event_type(const Job& job, const Effects& fx) {
 }  // namespace
 
 void JobController::apply(Job& job, const Effects& fx) {
+  u_.jobs.recount(job);  // the cluster summary's counts follow its state
   // The task that failed an attempt: its last lines, while the head holds its log whole
   // (a task's exit follows its last byte), kept with the attempt.
   if (AttemptRecord* failed = job.current_attempt(); failed && failed->failed_task >= 0 && !failed->failure_tail) {

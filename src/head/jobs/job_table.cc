@@ -42,6 +42,7 @@ Result<std::vector<std::string>> JobTable::load(store::KvStore& store, int64_t n
     }
     Job& loaded = jobs_[job->id] = std::move(job.value());
     by_id_[loaded.id] = &loaded;
+    recount(loaded);
   }
   auto events = store.scan(store::kEventsTable);
   if (!events.ok()) return events.error();
@@ -87,6 +88,7 @@ Job& JobTable::add(Job job, JobEvent first) {
   events_[id].push_back(std::move(first));
   Job& added = jobs_[id] = std::move(job);
   by_id_[id] = &added;
+  recount(added);
   return added;
 }
 
@@ -107,6 +109,10 @@ void JobTable::remove(const std::string& job_id) {
   active_.erase(job_id);
   events_.erase(job_id);
   by_id_.erase(job_id);
+  if (auto counted = counted_.find(&job); counted != counted_.end()) {
+    --counts_[static_cast<size_t>(counted->second)];
+    counted_.erase(counted);
+  }
   jobs_.erase(it);
 }
 
@@ -117,8 +123,20 @@ const std::vector<JobEvent>& JobTable::events(const std::string& job_id) const {
 
 std::map<JobState, int> JobTable::count_by_state() const {
   std::map<JobState, int> counts;
-  for (const auto& [_, job] : jobs_) counts[job.state]++;
+  for (size_t i = 0; i < counts_.size(); ++i) {
+    if (counts_[i] > 0) counts[static_cast<JobState>(i)] = counts_[i];
+  }
   return counts;
+}
+
+void JobTable::recount(const Job& job) {
+  auto [counted, added] = counted_.try_emplace(&job, job.state);
+  if (!added) {
+    if (counted->second == job.state) return;
+    --counts_[static_cast<size_t>(counted->second)];
+    counted->second = job.state;
+  }
+  ++counts_[static_cast<size_t>(job.state)];
 }
 
 std::map<std::string, Resources> JobTable::allocations() const {

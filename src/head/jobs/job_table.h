@@ -6,6 +6,7 @@
 // which jobs became active or stopped being so. Io thread only.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -57,8 +58,12 @@ class JobTable {
   void activate(Job& job) { active_.emplace(job.id, &job); }
   void deactivate(const std::string& job_id) { active_.erase(job_id); }
 
-  // Counts by state, for the cluster summary.
+  // Counts by state (only states some job is in), for the cluster summary: kept as the
+  // jobs change, so that a summary polled often costs nothing per job kept.
   std::map<JobState, int> count_by_state() const;
+  // `job` may be in another state than when it was last counted: the job controller
+  // calls this with every change it applies (add, remove and load count by themselves).
+  void recount(const Job& job);
   // What live tasks hold on each node.
   std::map<std::string, Resources> allocations() const;
   // What each user's running jobs hold now, in all and in each queue.
@@ -86,6 +91,9 @@ class JobTable {
   std::map<std::string, Job*> active_;
   std::map<std::string, std::string> submission_ids_;  // "owner\nsubmission_id" -> job id
   uint64_t next_seq_ = 1;
+  // Each job's state as counted in counts_ (by its entry in jobs_).
+  std::unordered_map<const Job*, JobState> counted_;
+  std::array<int, api::kJobStates.size()> counts_{};  // by JobState
 };
 
 }  // namespace ag::head

@@ -34,6 +34,12 @@ class JobLayerTest : public ::testing::Test {
     make_manager();
   }
   ~JobLayerTest() override {
+    // The summary's counts, kept as jobs change, agree with the jobs themselves.
+    if (jobs_) {
+      std::map<JobState, int> counted;
+      for (const auto& [_, job] : jobs_->table.all()) counted[job.state]++;
+      EXPECT_EQ(jobs_->table.count_by_state(), counted) << "the counts by state drifted from the jobs";
+    }
     jobs_.reset();
     std::filesystem::remove_all(log_dir_);
   }

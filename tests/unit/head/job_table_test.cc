@@ -34,6 +34,7 @@ Job& run(JobTable& table, Job& job) {
   attempt.tasks.push_back(TaskRecord{1, "node_b", "10.0.0.2", {}, TaskState::kRunning});
   job.attempts.push_back(attempt);
   table.activate(job);
+  table.recount(job);  // as the job controller does with every change
   return job;
 }
 
@@ -119,6 +120,25 @@ TEST(JobTableTest, ListsNewestFirstAndCountsWhatLiveTasksHold) {
 
   table.deactivate("job_2");
   EXPECT_FALSE(table.use_by_owner().count("bob"));
+}
+
+TEST(JobTableTest, CountsByStateFollowEveryChangeAndRemoval) {
+  JobTable table;
+  Job& first = table.add(pending("job_1", 1), {1, "submitted"});
+  Job& second = table.add(pending("job_2", 2), {2, "submitted"});
+  EXPECT_EQ(table.count_by_state(), (std::map<JobState, int>{{JobState::kPending, 2}}));
+  run(table, first);
+  table.recount(first);  // counted once however often it is told
+  EXPECT_EQ(table.count_by_state(), (std::map<JobState, int>{{JobState::kPending, 1}, {JobState::kRunning, 1}}));
+  first.state = JobState::kSucceeded;
+  table.recount(first);
+  second.state = JobState::kFailed;
+  table.recount(second);
+  EXPECT_EQ(table.count_by_state(), (std::map<JobState, int>{{JobState::kSucceeded, 1}, {JobState::kFailed, 1}}));
+  table.remove("job_1");
+  EXPECT_EQ(table.count_by_state(), (std::map<JobState, int>{{JobState::kFailed, 1}}));
+  table.add(pending("job_1", 3), {3, "submitted again"});
+  EXPECT_EQ(table.count_by_state(), (std::map<JobState, int>{{JobState::kPending, 1}, {JobState::kFailed, 1}}));
 }
 
 TEST(JobTableTest, APackageIsLiveWhileAJobNotFinishedUsesItInOneScan) {
