@@ -125,9 +125,14 @@ def combine(rounds):
     counts of jobs added up), so that a round the machine ran slow moves nothing much."""
     first = rounds[0]
     if isinstance(first, dict):
-        return {key: (sum(r[key] for r in rounds) if key in ("n", "jobs", "traced_jobs", "latency_jobs")
-                      else combine([r[key] for r in rounds]))
-                for key in first if all(key in r for r in rounds)}
+        def one(key):
+            values = [r[key] for r in rounds]
+            if key in ("n", "jobs", "traced_jobs", "latency_jobs"):
+                return sum(values)
+            if key == "mean_gap_ms":
+                return values[0]  # a setting, the same in every round
+            return combine(values)
+        return {key: one(key) for key in first if all(key in r for r in rounds)}
     if isinstance(first, (int, float)) and not isinstance(first, bool):
         return statistics.median(rounds)
     return first
