@@ -42,6 +42,7 @@ Result<std::vector<std::string>> JobTable::load(store::KvStore& store, int64_t n
     }
     Job& loaded = jobs_[job->id] = std::move(job.value());
     by_id_[loaded.id] = &loaded;
+    newest_.emplace(loaded.queue_seq, &loaded);
     recount(loaded);
   }
   auto events = store.scan(store::kEventsTable);
@@ -77,17 +78,19 @@ std::string JobTable::submission(const std::string& owner, const std::string& su
 
 std::vector<const Job*> JobTable::list() const {
   std::vector<const Job*> out;
-  out.reserve(jobs_.size());
-  for (const auto& [_, job] : jobs_) out.push_back(&job);
-  std::sort(out.begin(), out.end(), [](const Job* a, const Job* b) { return a->queue_seq > b->queue_seq; });
+  out.reserve(newest_.size());
+  for (const auto& [_, job] : newest_) out.push_back(job);
   return out;
 }
 
 Job& JobTable::add(Job job, JobEvent first) {
   const std::string id = job.id;
   events_[id].push_back(std::move(first));
+  auto existing = jobs_.find(id);
+  if (existing != jobs_.end()) newest_.erase({existing->second.queue_seq, &existing->second});
   Job& added = jobs_[id] = std::move(job);
   by_id_[id] = &added;
+  newest_.emplace(added.queue_seq, &added);
   recount(added);
   return added;
 }
@@ -109,6 +112,7 @@ void JobTable::remove(const std::string& job_id) {
   active_.erase(job_id);
   events_.erase(job_id);
   by_id_.erase(job_id);
+  newest_.erase({job.queue_seq, &job});
   if (auto counted = counted_.find(&job); counted != counted_.end()) {
     --counts_[static_cast<size_t>(counted->second)];
     counted_.erase(counted);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -35,7 +36,7 @@ class JobTable {
   const Job* find_submission(const std::string& owner, const std::string& submission_id) const;
   // The id kept for (owner, submission_id), stored or still being stored; "" if none.
   std::string submission(const std::string& owner, const std::string& submission_id) const;
-  // Every job, by id; and newest first.
+  // Every job, by id; and newest first (kept in that order: no sort per call).
   const std::map<std::string, Job>& all() const { return jobs_; }
   std::vector<const Job*> list() const;
 
@@ -91,6 +92,9 @@ class JobTable {
   std::map<std::string, Job*> active_;
   std::map<std::string, std::string> submission_ids_;  // "owner\nsubmission_id" -> job id
   uint64_t next_seq_ = 1;
+  // Every job, newest first (by queue sequence, set at submit and never changed; the
+  // entry's address breaks ties), for list() without a sort per call.
+  std::set<std::pair<uint64_t, const Job*>, std::greater<>> newest_;
   // Each job's state as counted in counts_ (by its entry in jobs_).
   std::unordered_map<const Job*, JobState> counted_;
   std::array<int, api::kJobStates.size()> counts_{};  // by JobState

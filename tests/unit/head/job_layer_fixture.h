@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -39,6 +40,11 @@ class JobLayerTest : public ::testing::Test {
       std::map<JobState, int> counted;
       for (const auto& [_, job] : jobs_->table.all()) counted[job.state]++;
       EXPECT_EQ(jobs_->table.count_by_state(), counted) << "the counts by state drifted from the jobs";
+      // And the newest-first list holds every job, in order.
+      const auto listed = jobs_->table.list();
+      EXPECT_EQ(listed.size(), jobs_->table.all().size());
+      EXPECT_TRUE(std::is_sorted(listed.begin(), listed.end(),
+                                 [](const Job* a, const Job* b) { return a->queue_seq > b->queue_seq; }));
     }
     jobs_.reset();
     std::filesystem::remove_all(log_dir_);

@@ -122,7 +122,7 @@ TEST(JobTableTest, ListsNewestFirstAndCountsWhatLiveTasksHold) {
   EXPECT_FALSE(table.use_by_owner().count("bob"));
 }
 
-TEST(JobTableTest, CountsByStateFollowEveryChangeAndRemoval) {
+TEST(JobTableTest, CountsAndTheNewestFirstListFollowEveryChangeAndRemoval) {
   JobTable table;
   Job& first = table.add(pending("job_1", 1), {1, "submitted"});
   Job& second = table.add(pending("job_2", 2), {2, "submitted"});
@@ -139,6 +139,9 @@ TEST(JobTableTest, CountsByStateFollowEveryChangeAndRemoval) {
   EXPECT_EQ(table.count_by_state(), (std::map<JobState, int>{{JobState::kFailed, 1}}));
   table.add(pending("job_1", 3), {3, "submitted again"});
   EXPECT_EQ(table.count_by_state(), (std::map<JobState, int>{{JobState::kPending, 1}, {JobState::kFailed, 1}}));
+  std::vector<std::string> ids;
+  for (const Job* job : table.list()) ids.push_back(job->id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"job_1", "job_2"})) << "newest first, the removed one gone";
 }
 
 TEST(JobTableTest, APackageIsLiveWhileAJobNotFinishedUsesItInOneScan) {
