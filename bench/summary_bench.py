@@ -20,16 +20,14 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run_bench  # noqa: E402
+from job_cost_bench import process_cpu  # noqa: E402
 
 BEGIN, END = "<!-- summary-cost:begin -->", "<!-- summary-cost:end -->"
 ENDPOINTS = ("/api/cluster", "/api/jobs?limit=20", "/metrics")
-TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
 
 
 def head_cpu_ms(cluster):
-    pid = int(open(os.path.join(cluster.session, "daemons", "head.pid")).read())
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) * TICK_MS
+    return process_cpu(int(open(os.path.join(cluster.session, "daemons", "head.pid")).read()))[0]
 
 
 def measure(jobs, calls):
