@@ -21,6 +21,7 @@
 #include "common/descriptors.h"
 #include "common/ids.h"
 #include "common/memory.h"
+#include "common/scheduling.h"
 #include "common/version.h"
 #include "head/auth/access_control.h"
 #include "head/auth/audit_log.h"
@@ -303,6 +304,7 @@ int run_head(const HeadConfig& config, const OnHeadReady& on_ready) {
   // output) is for its own user only.
   ::umask(077);
   keep_freed_memory();  // pages of logs, built and freed many times a second
+  if (std::string why = yield_to_tasks(); !why.empty()) spdlog::warn("the head preempts tasks as it wakes: {}", why);
   if (auto descriptors = claim_descriptors("the head", kHeadMinDescriptors); !descriptors.ok()) {
     on_ready(descriptors.error(), {});
     return 1;

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <pty.h>
+#include <sched.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -82,7 +83,12 @@ void init_clean_spawn(posix_spawnattr_t* attr, short flags) {
   sigfillset(&all);
   posix_spawnattr_setsigmask(attr, &none);
   posix_spawnattr_setsigdefault(attr, &all);
-  posix_spawnattr_setflags(attr, static_cast<short>(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | flags));
+  // The usual scheduling policy, not the agent's (common/scheduling.h).
+  const sched_param normal{};
+  posix_spawnattr_setschedpolicy(attr, SCHED_OTHER);
+  posix_spawnattr_setschedparam(attr, &normal);
+  posix_spawnattr_setflags(
+      attr, static_cast<short>(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSCHEDULER | flags));
 }
 
 pid_t spawn_with_output(std::vector<std::string> argv, int* read_fd, std::string* error, bool terminal,

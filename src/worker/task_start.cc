@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -17,6 +18,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "common/scheduling.h"
 #include "worker/simple_command.h"
 #include "worker/task_cgroup.h"
 #include "worker/task_limits.h"
@@ -53,7 +55,9 @@ std::string describe_failure(const LaunchRequest& request, const std::string& st
   std::string text = "cannot start `/bin/sh -c ...`";
   if (request.run_as) text += " as uid " + std::to_string(request.run_as->uid);
   text += " in " + request.working_dir + ": ";
-  if (request.run_as || step == "join its control groups") text += step + ": ";
+  if (request.run_as || step == "join its control groups" || step == "reset its scheduling policy") {
+    text += step + ": ";
+  }
   return text + std::strerror(code);
 }
 
@@ -184,17 +188,23 @@ uint64_t read_signals_not_at_default() {
 }
 
 // Read once per process: the supervisor sets its dispositions as it starts (and a
-// ready-made process is its fork), so every launch would read the same two fields.
+// ready-made process has a copy of them), so every launch would read the same two fields.
 uint64_t supervisor_signals_not_at_default() {
   static const uint64_t mask = read_signals_not_at_default();
   return mask;
+}
+
+bool supervisor_runs_as_daemon() {
+  static const bool daemon = runs_as_daemon();
+  return daemon;
 }
 
 }  // namespace
 
 uint64_t signals_not_at_default() { return read_signals_not_at_default(); }
 
-ExecArgs::ExecArgs(const LaunchRequest& request) : reset_signals(supervisor_signals_not_at_default()) {
+ExecArgs::ExecArgs(const LaunchRequest& request)
+    : reset_signals(supervisor_signals_not_at_default()), reset_policy(supervisor_runs_as_daemon()) {
   for (const auto& s : request.argv) argv.push_back(const_cast<char*>(s.c_str()));
   argv.push_back(nullptr);
   for (const auto& s : request.envp) envp.push_back(const_cast<char*>(s.c_str()));
@@ -314,6 +324,11 @@ void become_task(const LaunchRequest& request, const ExecArgs& args, int output_
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  const sched_param normal{};
+  if (args.reset_policy && ::sched_setscheduler(0, SCHED_OTHER, &normal) != 0) {
+    report.fail("reset its scheduling policy", errno);
+    ::_exit(127);
+  }
   ::setpgid(0, 0);
   int devnull = ::open("/dev/null", O_RDONLY);
   if (devnull >= 0 && devnull != 0) {

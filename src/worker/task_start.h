@@ -49,6 +49,8 @@ struct ExecArgs {
   // the task must have reset before it runs (bit n-1: signal n). All of them where that
   // cannot be read. Read once per process (as the first launch finds them).
   uint64_t reset_signals;
+  // The supervisor runs as a daemon (common/scheduling.h): the task gets SCHED_OTHER.
+  bool reset_policy;
 };
 
 // The signals whose disposition in this process is not the default, read now (bit n-1:

@@ -22,6 +22,7 @@
 #include "api/protocol.h"
 #include "common/descriptors.h"
 #include "common/ids.h"
+#include "common/scheduling.h"
 #include "common/version.h"
 #include "net/asio_timers.h"
 #include "worker/agent.h"
@@ -85,6 +86,9 @@ int run_worker(const WorkerConfig& config, const std::function<void(const Status
     on_ready(descriptors.error(), "");
     return 1;
   }
+  // The agent, and the task supervisors it starts (they inherit it); tasks get the
+  // usual policy back (worker/task_start.h).
+  if (std::string why = yield_to_tasks(); !why.empty()) spdlog::warn("the agent preempts tasks as it wakes: {}", why);
   auto head_list = net::parse_endpoints(config.head_address, 6379);
   if (!head_list.ok()) {
     on_ready(head_list.error(), "");

@@ -94,6 +94,45 @@ def test_task_environment_is_consistent(cluster):
     assert envs[0]["AG_TASK_MARKER"] != envs[1]["AG_TASK_MARKER"]
 
 
+def threads_of(pid):
+    return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+
+
+def children_named(parent, name):
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                with open(f"/proc/{entry}/comm") as f:
+                    comm = f.read().strip()
+            except OSError:
+                continue
+            if int(fields[1]) == parent and comm == name:
+                found.append(int(entry))
+    return found
+
+
+def test_daemons_yield_to_tasks_and_what_runs_for_users_does_not(cluster):
+    """The head, agents and supervisors run SCHED_BATCH (a wake-up of theirs does not
+    preempt a task); tasks, their children and `ag exec` commands run SCHED_OTHER."""
+    c = cluster
+    job_id, _ = c.submit("-n", 2, "--placement", "spread", "--no-wait", "--", "sh", "-c", "sleep 120 & wait")
+    c.wait_tasks_running(job_id, timeout=30)
+    daemons = [c.head_pid()] + [c.worker_pid(ip) for ip in ("127.0.0.2", "127.0.0.3")]
+    supervisors = [s for ip in ("127.0.0.2", "127.0.0.3") for s in children_named(c.worker_pid(ip), "ag-supervisor")]
+    assert len(supervisors) == 2, supervisors
+    for pid in daemons + supervisors:
+        assert {os.sched_getscheduler(t) for t in threads_of(pid)} == {os.SCHED_BATCH}, proc_cmdline(pid)
+    tasks = [t["pid"] for t in c.job(job_id)["attempts"][-1]["tasks"]]
+    for pid in tasks + job_processes([job_id]):
+        assert os.sched_getscheduler(pid) == os.SCHED_OTHER, proc_cmdline(pid)
+    policy = c.ag("exec", job_id, "--task-index", "1", "--", "cut", "-d", " ", "-f41", "/proc/self/stat")
+    assert policy.stdout.strip() == str(os.SCHED_OTHER)
+    c.ag("stop-job", job_id)
+
+
 def test_env_option_sets_and_expands_variables(cluster):
     job_id, _ = cluster.submit("-n", 2, "--env", "MYPATH=/x:$HOME", "--env", "FOO=bar",
                                "--env", "RANKCOPY=r${RANK}", "--no-wait", "--", "env")

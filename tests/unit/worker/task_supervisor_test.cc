@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -250,6 +251,23 @@ TEST_F(SupervisorProcessTest, OneSupervisorServesManyLaunches) {
     EXPECT_EQ(client_.pid(), first_supervisor);
     EXPECT_EQ(wait_for_exit_record(), "exit " + std::to_string(i) + "\n");
   }
+}
+
+// A supervisor started by a daemon runs as one (common/scheduling.h): its tasks get the
+// usual policy back.
+TEST_F(SupervisorProcessTest, TasksOfASupervisorThatYieldsRunUnderTheUsualPolicy) {
+  const sched_param normal{};
+  ASSERT_EQ(::sched_setscheduler(0, SCHED_BATCH, &normal), 0);  // as the agent runs
+  int fd = output_fd();
+  // Field 41 of /proc/PID/stat, proc(5): the policy (0 SCHED_OTHER, 3 SCHED_BATCH), of `cut` itself.
+  auto pid = client_.launch(request("cut -d' ' -f41 /proc/self/stat"), fd, agent_pid_file_);
+  ::close(fd);
+  ASSERT_EQ(::sched_setscheduler(0, SCHED_OTHER, &normal), 0);
+
+  ASSERT_TRUE(pid.ok()) << pid.error().message;
+  EXPECT_EQ(::sched_getscheduler(client_.pid()), SCHED_BATCH) << "the supervisor yields as its agent does";
+  EXPECT_EQ(wait_for_exit_record(), "exit 0\n");
+  EXPECT_EQ(read_file(work_ / "task" / "output.log"), std::to_string(SCHED_OTHER) + "\n");
 }
 
 TEST_F(SupervisorProcessTest, MissingWorkingDirIsReportedNotHung) {
