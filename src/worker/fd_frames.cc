@@ -68,25 +68,32 @@ bool write_frame(int fd, const std::string& payload, int pass_fd) {
   return write_all(fd, payload.data() + payload_sent, payload.size() - payload_sent);
 }
 
-bool read_frame(int fd, std::string* payload, int* received_fd) {
-  *received_fd = -1;
-  uint32_t length = 0;
-  iovec iov{&length, sizeof length};
-  msghdr msg{};
+FrameHead::FrameHead() : iov{&length, sizeof length} {
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   msg.msg_control = control;
   msg.msg_controllen = sizeof control;
+}
+
+int FrameHead::passed_fd() const {
+  int fd = -1;
+  auto* header = const_cast<msghdr*>(&msg);  // the macros take no const
+  for (cmsghdr* cmsg = CMSG_FIRSTHDR(header); cmsg; cmsg = CMSG_NXTHDR(header, cmsg)) {
+    if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS) std::memcpy(&fd, CMSG_DATA(cmsg), sizeof fd);
+  }
+  return fd;
+}
+
+bool read_frame(int fd, std::string* payload, int* received_fd) {
+  *received_fd = -1;
+  FrameHead head;
   ssize_t n;
   do {
-    n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+    n = ::recvmsg(fd, &head.msg, MSG_CMSG_CLOEXEC);
   } while (n < 0 && errno == EINTR);
   if (n <= 0) return false;
-  for (cmsghdr* cmsg = CMSG_FIRSTHDR(&msg); cmsg; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
-    if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS)
-      std::memcpy(received_fd, CMSG_DATA(cmsg), sizeof(int));
-  }
+  *received_fd = head.passed_fd();
+  uint32_t& length = head.length;
   if (static_cast<size_t>(n) < sizeof length &&
       !read_all(fd, reinterpret_cast<char*>(&length) + n, sizeof length - static_cast<size_t>(n))) {
     if (*received_fd >= 0) ::close(*received_fd);

@@ -41,8 +41,8 @@ namespace {
 constexpr int kReplyTimeoutMs = 10000;
 // A ready-made process (worker/warm_task.h) is made once no launch has come for this
 // long. Launches that come closer together start afresh: the kernel lets a process
-// change group at once while such moves follow each other closely, and a fork per task
-// would cost more than it saves.
+// change group at once while such moves follow each other closely, and a ready-made
+// process per task would cost more than it saves.
 constexpr int64_t kWarmIdleMs = 10;
 // How long a launch waits for the ready-made process to sit in its groups.
 constexpr int kWarmWaitMs = 20;
@@ -197,7 +197,7 @@ class Supervisor {
       }
       if (agent_fd_ < 0 && tasks_.empty() && endings_.empty()) {
         retire_warm();
-        for (pid_t helper : helpers_) ::waitpid(helper, nullptr, 0);  // an unused warm process leaves at once
+        for (pid_t helper : helpers_) ::waitpid(helper, nullptr, 0);  // cleanups still running
         retry_cgroup_removal();
         groups_.clear();
         ::_exit(0);
@@ -223,7 +223,7 @@ class Supervisor {
       reply = "error the supervisor got a malformed launch request";
     } else {
       std::string error;
-      pid_t pid = start(*request, payload, output_fd, &error);
+      pid_t pid = start(*request, output_fd, &error);
       if (pid > 0) {
         const bool groups_kept =
             request->make_groups && request->run_as && request->run_as->uid != 0 && ::geteuid() == 0;
@@ -258,10 +258,10 @@ class Supervisor {
   }
 
   // Starts the task: as the ready-made process where one fits, else afresh.
-  pid_t start(const LaunchRequest& request, const std::string& payload, int output_fd, std::string* error) {
+  pid_t start(const LaunchRequest& request, int output_fd, std::string* error) {
     if (warm_ && warm_->fits(request) && warm_->ready(kWarmWaitMs)) {
       const pid_t pid = warm_->pid();
-      const WarmTask::Outcome outcome = warm_->launch(request, payload, output_fd, error);
+      const WarmTask::Outcome outcome = warm_->launch(request, output_fd, error);
       helpers_.erase(pid);  // the task now, or gone
       retire_warm();
       if (outcome == WarmTask::Outcome::kStarted) return pid;
@@ -280,17 +280,15 @@ class Supervisor {
     if (warm_off_ || agent_fd_ < 0 || warm_dirs_.empty() || (warm_ && warm_->group_dirs() == warm_dirs_)) return;
     retire_warm();
     warm_ = WarmTask::make(warm_dirs_, {signal_fd_, agent_fd_}, groups_);
-    if (!warm_) return;
-    helpers_.insert(warm_->pid());
-    // This process's pages are its child's too now: the next launch's writes would each
-    // copy one. Copied now, while nothing waits.
-    rehearse_launch();
+    if (warm_) helpers_.insert(warm_->pid());
   }
 
-  // Lets an unused ready-made process go; its spare groups go once it has.
-  void retire_warm() {
+  // Ends an unused ready-made process (`reaped`: already reaped); its spare groups go
+  // once the kernel has let go of them.
+  void retire_warm(bool reaped = false) {
     if (!warm_) return;
-    for (auto& group : warm_->release()) leftover_cgroups_.push_back(std::move(group));
+    helpers_.erase(warm_->pid());
+    for (auto& group : warm_->release(reaped)) leftover_cgroups_.push_back(std::move(group));
     warm_.reset();
   }
 
@@ -299,7 +297,7 @@ class Supervisor {
     pid_t pid;
     while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
       helpers_.erase(pid);
-      if (warm_ && warm_->pid() == pid) retire_warm();  // it died unused
+      if (warm_ && warm_->pid() == pid) retire_warm(/*reaped=*/true);  // it died unused
       auto it = tasks_.find(pid);
       if (it == tasks_.end()) continue;  // an orphan handed to us, or a cleanup: reaped, nothing else
       Supervised task = std::move(it->second);

@@ -1,14 +1,20 @@
 #include "worker/warm_task.h"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 
 #include "worker/fd_frames.h"
@@ -16,57 +22,101 @@
 #include "worker/task_start.h"
 
 namespace ag::worker {
+
+// Made before the clone and read by the child; `request` and `args` are set before the
+// launch's frame is sent and stay until the exec. Nothing else changes while the child
+// runs.
+struct WarmChild {
+  static constexpr size_t kStackSize = 64 * 1024;
+  int fd = -1;                     // the child's end of the socket
+  std::vector<int> inherited;      // the supervisor's descriptors it closes at once
+  std::vector<std::string> procs;  // <spare>/cgroup.procs, one per group it joins
+  const LaunchRequest* request = nullptr;
+  const ExecArgs* args = nullptr;
+  void* stack = MAP_FAILED;
+
+  ~WarmChild() {
+    if (stack != MAP_FAILED) ::munmap(stack, kStackSize);
+  }
+};
+
 namespace {
 
 std::string parent_of(const std::string& group) { return group.substr(0, group.rfind('/')); }
 
-LaunchRequest sample_request() {
-  LaunchRequest sample;
-  sample.task_dir = "/var/lib/aethergrid/tasks/job_000000000000.0.0";
-  sample.working_dir = "/var/lib/aethergrid/work/job_000000000000.0.0";
-  sample.cgroup = "/sys/fs/cgroup/pids/aethergrid/job_000000000000.0.0";
-  sample.limit_cgroups = {"/sys/fs/cgroup/cpu/aethergrid/job_000000000000.0.0"};
-  sample.marker = "job_000000000000.0.0.00000000";
-  sample.argv = {"/bin/sh", "-c", "python3 train.py --epochs 1"};
-  // A task's environment: the worker's own and the job's, a few dozen variables.
-  for (int i = 0; i < 48; ++i) sample.envp.push_back("AG_SAMPLE_" + std::to_string(i) + "=" + std::string(40, 'x'));
-  sample.envp.push_back("PATH=/usr/local/bin:/usr/bin:/bin");
-  return sample;
+// A system call that returns -errno rather than writing errno: the child shares the
+// supervisor's thread-local storage, errno included, while both run.
+long raw_call(long number, long a = 0, long b = 0, long c = 0) {
+#if defined(__x86_64__)
+  long result;
+  asm volatile("syscall" : "=a"(result) : "a"(number), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
+  return result;
+#elif defined(__aarch64__)
+  register long x8 asm("x8") = number;
+  register long x0 asm("x0") = a;
+  register long x1 asm("x1") = b;
+  register long x2 asm("x2") = c;
+  asm volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2) : "memory");
+  return x0;
+#else
+#error "the ready-made task process needs raw system calls for this architecture"
+#endif
+}
+
+[[noreturn]] void leave(int code) {
+  for (;;) raw_call(SYS_exit, code);
+}
+
+// Writes `pid` and a newline into `text`; returns the length.
+int pid_line(long pid, char (&text)[24]) {
+  char digits[20];
+  int n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + pid % 10);
+    pid /= 10;
+  } while (pid > 0);
+  int len = 0;
+  while (n > 0) text[len++] = digits[--n];
+  text[len++] = '\n';
+  return len;
 }
 
 // The ready-made process: into its groups (the slow part, while nothing waits), then
-// it waits for its task.
-[[noreturn]] void run_warm(int fd, const std::vector<std::string>& spares) {
-  for (const auto& group : spares) {
-    if (!join_cgroup(group.c_str())) ::_exit(1);
+// it waits for its task: an empty frame with the task's output file.
+int run_warm(void* arg) {
+  const WarmChild& child = *static_cast<const WarmChild*>(arg);
+  for (int fd : child.inherited) raw_call(SYS_close, fd);
+  static const char kName[] = "ag-warm-task";
+  raw_call(SYS_prctl, PR_SET_NAME, reinterpret_cast<long>(kName));
+  char line[24];
+  const int len = pid_line(raw_call(SYS_getpid), line);
+  for (const std::string& procs : child.procs) {
+    const long fd = raw_call(SYS_openat, AT_FDCWD, reinterpret_cast<long>(procs.c_str()), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) leave(1);
+    const long written = raw_call(SYS_write, fd, reinterpret_cast<long>(line), len);
+    raw_call(SYS_close, fd);
+    if (written != len) leave(1);
   }
-  rehearse_launch();
-  if (::write(fd, "r", 1) != 1) ::_exit(1);
-  std::string payload;
-  int output_fd = -1;
-  if (!read_frame(fd, &payload, &output_fd)) ::_exit(0);  // released unused
-  auto request = decode_launch(payload);
-  if (!request || output_fd < 0) {
-    const char step[] = "request";
-    const int code = EINVAL;
-    ssize_t ignored = ::write(fd, step, sizeof step);
-    ignored = ::write(fd, &code, sizeof code);
-    (void)ignored;
-    ::_exit(127);
-  }
-  const ExecArgs args(*request);
+  if (raw_call(SYS_write, child.fd, reinterpret_cast<long>("r"), 1) != 1) leave(1);
+
+  FrameHead head;
+  long got;
+  do {
+    got = raw_call(SYS_recvmsg, child.fd, reinterpret_cast<long>(&head.msg), MSG_CMSG_CLOEXEC);
+  } while (got == -EINTR);
+  const int output_fd = head.passed_fd();
+  if (got != static_cast<long>(sizeof head.length) || head.length != 0 || output_fd < 0) leave(0);  // released unused
+  std::atomic_thread_fence(std::memory_order_acquire);  // the request, laid out before the frame
   StartReport report;
-  report.fd = fd;
-  become_task(*request, args, output_fd, report);
+  report.fd = child.fd;
+  become_task(*child.request, *child.args, output_fd, report);
 }
 
 }  // namespace
 
-void rehearse_launch() {
-  static const std::string payload = encode_launch(sample_request());
-  std::optional<LaunchRequest> decoded = decode_launch(payload);
-  if (decoded) ExecArgs args(*decoded);
-}
+WarmTask::WarmTask(pid_t pid, int fd, std::unique_ptr<WarmChild> child, std::vector<std::string> dirs,
+                   std::vector<std::string> spares)
+    : pid_(pid), fd_(fd), child_(std::move(child)), dirs_(std::move(dirs)), spares_(std::move(spares)) {}
 
 std::unique_ptr<WarmTask> WarmTask::make(const std::vector<std::string>& group_dirs, const std::vector<int>& inherited,
                                          CgroupPool& pool) {
@@ -81,27 +131,35 @@ std::unique_ptr<WarmTask> WarmTask::make(const std::vector<std::string>& group_d
     if (spare.empty()) return undo();
     spares.push_back(std::move(spare));
   }
+  auto child = std::make_unique<WarmChild>();
+  child->stack =
+      ::mmap(nullptr, WarmChild::kStackSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (child->stack == MAP_FAILED) return undo();
   int ends[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) return undo();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(ends[0]);
-    for (int fd : inherited) {
-      if (fd >= 0) ::close(fd);
-    }
-    ::prctl(PR_SET_NAME, "ag-warm-task");
-    run_warm(ends[1], spares);
-  }
+  child->fd = ends[1];
+  child->inherited = inherited;
+  child->inherited.push_back(ends[0]);
+  for (const auto& spare : spares) child->procs.push_back(spare + "/cgroup.procs");
+  // Every signal blocked in the child until become_task has reset their handlers: a
+  // handler of the supervisor's must not run in it, on memory they share.
+  sigset_t all, old;
+  sigfillset(&all);
+  ::sigprocmask(SIG_SETMASK, &all, &old);
+  const pid_t pid =
+      ::clone(run_warm, static_cast<char*>(child->stack) + WarmChild::kStackSize, CLONE_VM | SIGCHLD, child.get());
+  ::sigprocmask(SIG_SETMASK, &old, nullptr);
   ::close(ends[1]);
   if (pid < 0) {
     ::close(ends[0]);
     return undo();
   }
-  return std::unique_ptr<WarmTask>(new WarmTask(pid, ends[0], group_dirs, std::move(spares)));
+  return std::unique_ptr<WarmTask>(new WarmTask(pid, ends[0], std::move(child), group_dirs, std::move(spares)));
 }
 
 WarmTask::~WarmTask() {
   if (fd_ >= 0) ::close(fd_);
+  if (sharing_) end_process();  // before its stack goes
 }
 
 std::vector<std::string> WarmTask::group_dirs(const LaunchRequest& request) {
@@ -129,12 +187,13 @@ bool WarmTask::ready(int wait_ms) {
 void WarmTask::end_process() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+  if (!sharing_) return;
   ::kill(pid_, SIGKILL);
   ::waitpid(pid_, nullptr, 0);
+  sharing_ = false;
 }
 
-WarmTask::Outcome WarmTask::launch(const LaunchRequest& request, const std::string& payload, int output_fd,
-                                   std::string* error) {
+WarmTask::Outcome WarmTask::launch(const LaunchRequest& request, int output_fd, std::string* error) {
   std::vector<std::string> targets{request.cgroup};
   targets.insert(targets.end(), request.limit_cgroups.begin(), request.limit_cgroups.end());
   bool handed = fits(request) && ready_;
@@ -157,24 +216,31 @@ WarmTask::Outcome WarmTask::launch(const LaunchRequest& request, const std::stri
     *error = failed;
     return Outcome::kFailed;
   }
-  if (!handed || !write_frame(fd_, payload, output_fd)) {
+  const ExecArgs args(request);
+  child_->request = &request;
+  child_->args = &args;
+  std::atomic_thread_fence(std::memory_order_release);
+  if (!handed || !write_frame(fd_, "", output_fd)) {
     end_process();
     return Outcome::kNotUsed;
   }
+  // The exec closes the child's end: then it runs on memory of its own.
   std::string failure = read_start_failure(fd_, request);
   ::close(fd_);
   fd_ = -1;
   if (!failure.empty()) {
     ::waitpid(pid_, nullptr, 0);
+    sharing_ = false;
     *error = failure;
     return Outcome::kFailed;
   }
+  sharing_ = false;
   return Outcome::kStarted;
 }
 
-std::vector<std::string> WarmTask::release() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
+std::vector<std::string> WarmTask::release(bool reaped) {
+  if (reaped) sharing_ = false;
+  end_process();
   std::vector<std::string> left;
   for (auto& group : spares_) {
     if (!group.empty()) left.push_back(std::move(group));

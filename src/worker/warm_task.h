@@ -3,17 +3,24 @@
 // Moving a process between v1 groups waits for an RCU grace period, ~8 ms on an idle
 // machine: the supervisor pays it ahead, while nothing waits.
 //
-//   make     the supervisor forks the process once launches pause; it moves itself
-//            into a spare group beside each group a task of the last launch's kind
-//            joins (<dir>/warm.<supervisor pid>.<n>, worker/cgroup_pool.h) and says
-//            it is ready
+//   make     once launches pause, the supervisor clones a child that shares its memory
+//            (CLONE_VM, on a stack of its own: no page tables copied, none to tear
+//            down at the exec); it moves itself into a spare group beside each group a
+//            task of the last launch's kind joins (<dir>/warm.<supervisor pid>.<n>,
+//            worker/cgroup_pool.h) and says it is ready
 //   launch   each group the agent made for the task gives way to the spare beside it
 //            (rmdir, then rename: a v1 group keeps its processes under its new name),
-//            the task's caps go on them, and the process gets the launch request and
-//            its output file, sets itself up and execs (become_task)
+//            the task's caps go on them; the supervisor lays the request out in the
+//            memory they share and hands over the task's output file, and the process
+//            sets itself up and execs (become_task) while the supervisor waits for
+//            the exec
 //
-// The process is the supervisor's child, as a task started the other way is. A process
-// never used leaves when its socket closes.
+// Until then the child runs beside the supervisor in one address space: it allocates
+// nothing, reads only what was laid out for it before it was told to, and makes its
+// system calls without the C library's wrappers, which would write the errno the two
+// share. The process is the supervisor's child, as a task started the other way is. A
+// process never used leaves when its socket closes; the supervisor waits for it before
+// its stack goes.
 #pragma once
 
 #include <sys/types.h>
@@ -27,19 +34,13 @@
 
 namespace ag::worker {
 
-// Runs the launch path's decoding once, on a request of the usual shape, to no effect.
-// After a fork, parent and child share their memory until either writes a page, and a
-// child has none of its parent's code mapped yet: the first launch through each costs a
-// page fault per page touched, tens of microseconds each in a virtual machine. Rehearsed
-// while nothing waits, the launch finds them done (the child's code, the copies of the
-// allocator's pages the decoding writes).
-void rehearse_launch();
+struct WarmChild;
 
 class WarmTask {
  public:
-  // Forks a process for tasks whose groups lie in `group_dirs` (the tracking group's
+  // Makes a process for tasks whose groups lie in `group_dirs` (the tracking group's
   // folder first, then each limit group's). `inherited`: the supervisor's descriptors
-  // the child closes at once. nullptr when a spare group cannot be made or the fork
+  // the child closes at once. nullptr when a spare group cannot be made or the clone
   // fails (tasks then start the other way).
   // Its spare groups come from `pool` (kept ones first).
   static std::unique_ptr<WarmTask> make(const std::vector<std::string>& group_dirs, const std::vector<int>& inherited,
@@ -64,21 +65,24 @@ class WarmTask {
     kNotUsed,  // the groups could not be handed over: the task's groups are as the agent
                // made them (caps included) and the process is gone; start it another way
   };
-  // Hands `request` (its encoding: `payload`) and `output_fd` to the process. Whatever
-  // the outcome, this object is spent: drop it (and remove `spare_groups()` later).
-  Outcome launch(const LaunchRequest& request, const std::string& payload, int output_fd, std::string* error);
+  // Hands `request` and `output_fd` to the process. Whatever the outcome, this object
+  // is spent: drop it (and remove `release()`'s groups later).
+  Outcome launch(const LaunchRequest& request, int output_fd, std::string* error);
 
   // Spare groups still standing (not handed to a task): to remove once the process has
-  // left them. Closes the process's socket, which makes an unused process leave.
-  std::vector<std::string> release();
+  // left them. An unused process is ended and waited for (`reaped`: the caller has
+  // already reaped it).
+  std::vector<std::string> release(bool reaped = false);
 
  private:
-  WarmTask(pid_t pid, int fd, std::vector<std::string> dirs, std::vector<std::string> spares)
-      : pid_(pid), fd_(fd), dirs_(std::move(dirs)), spares_(std::move(spares)) {}
+  WarmTask(pid_t pid, int fd, std::unique_ptr<WarmChild> child, std::vector<std::string> dirs,
+           std::vector<std::string> spares);
   void end_process();
 
   pid_t pid_;
   int fd_;
+  std::unique_ptr<WarmChild> child_;  // what the process reads, and its stack
+  bool sharing_ = true;               // the process may still run on memory it shares with this one
   std::vector<std::string> dirs_;
   std::vector<std::string> spares_;  // "" once handed to a task
   bool ready_ = false;

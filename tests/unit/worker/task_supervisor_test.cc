@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <signal.h>
+#include <linux/kcmp.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -428,6 +430,13 @@ std::vector<pid_t> children_named(pid_t parent, const std::string& comm) {
   return out;
 }
 
+// 1 when the two processes share one address space, 0 when not, -1 when the kernel
+// cannot tell (no kcmp).
+int shares_memory_with(pid_t a, pid_t b) {
+  const long same = ::syscall(SYS_kcmp, a, b, KCMP_VM, 0, 0);
+  return same < 0 ? -1 : same == 0 ? 1 : 0;
+}
+
 // A folder for the test's groups in a mounted cgroup hierarchy (made, removed with
 // everything below it at the end), or "" where the test may not make one.
 class CgroupDir {
@@ -531,6 +540,9 @@ TEST_F(SupervisorProcessTest, OnCgroupV1TheNextTaskIsTheReadyMadeProcessInItsOwn
     return warm && cgroup_of(warm, "pids").find("/warm.") != std::string::npos &&
            cgroup_of(warm, "cpu").find("/warm.") != std::string::npos;
   })) << "no ready-made process sits in spare groups";
+  if (shares_memory_with(warm, supervisor) >= 0) {
+    EXPECT_EQ(shares_memory_with(warm, supervisor), 1) << "the ready-made process shares the supervisor's memory";
+  }
   EXPECT_EQ(wait_for_exit_record(), "signal 9\n");
 
   // The second: its groups made as for a container's client (by the agent, caps
@@ -551,6 +563,7 @@ TEST_F(SupervisorProcessTest, OnCgroupV1TheNextTaskIsTheReadyMadeProcessInItsOwn
   EXPECT_EQ(cgroup_of(warm, "cpu"), cpu.relative(cpu_mount) + "/second");
   EXPECT_EQ(read_file(second.limit_cgroups[0] + "/cpu.cfs_quota_us"), "50000\n") << "the caps went with it";
   EXPECT_NE(read_file("/proc/" + std::to_string(warm) + "/comm"), "ag-warm-task\n") << "it ran the command";
+  EXPECT_NE(shares_memory_with(warm, supervisor), 1) << "the task has memory of its own";
   EXPECT_THAT(cgroup_pids(second.cgroup), ::testing::Contains(warm));
   EXPECT_EQ(cgroup_of(supervisor, "pids"), cgroup_of(::getpid(), "pids"))
       << "the supervisor stays where it was started, in no task's group";
@@ -566,6 +579,50 @@ TEST_F(SupervisorProcessTest, OnCgroupV1TheNextTaskIsTheReadyMadeProcessInItsOwn
       EXPECT_EQ(entry.path().filename().string().rfind("warm.", 0), std::string::npos) << entry.path();
     }
   }
+}
+
+// A ready-made process that cannot become its task (a working dir that is not there)
+// says why, is gone, and the next launch starts as usual.
+TEST_F(SupervisorProcessTest, OnCgroupV1AReadyMadeProcessThatCannotStartTheTaskSaysWhy) {
+  const std::string pids_mount = "/sys/fs/cgroup/pids";
+  CgroupDir pids(pids_mount);
+  if (pids.path().empty() || on_cgroup2(pids.path())) GTEST_SKIP() << "needs a writable cgroup v1 pids hierarchy";
+  auto launch = [&](const std::string& name, const std::string& command, const std::string& working_dir) {
+    LaunchRequest r = request(command);
+    r.cgroup = pids.path() + "/" + name;
+    r.make_groups = true;
+    if (!working_dir.empty()) r.working_dir = working_dir;
+    fs::remove(work_ / "task" / "exit");
+    int fd = output_fd();
+    auto pid = client_.launch(r, fd, agent_pid_file_);
+    ::close(fd);
+    return pid;
+  };
+  auto first = launch("first", "exit 0", "");
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  EXPECT_EQ(wait_for_exit_record(), "exit 0\n");
+  const pid_t supervisor = client_.pid();
+  pid_t warm = 0;
+  ASSERT_TRUE(wait_for([&] {
+    auto found = children_named(supervisor, "ag-warm-task");
+    warm = found.empty() ? 0 : found[0];
+    return warm && cgroup_of(warm, "pids").find("/warm.") != std::string::npos;
+  })) << "no ready-made process sits in a spare group";
+
+  auto failed = launch("second", "exit 0", (work_ / "does-not-exist").string());
+  ASSERT_FALSE(failed.ok());
+  EXPECT_THAT(failed.error().message, HasSubstr("does-not-exist"));
+  EXPECT_FALSE(fs::exists(work_ / "task" / "exit")) << "no end is recorded for a task that never started";
+  EXPECT_FALSE(fs::exists("/proc/" + std::to_string(warm))) << "the process is gone, reaped";
+
+  auto third = launch("third", "exit 5", "");
+  ASSERT_TRUE(third.ok()) << third.error().message;
+  EXPECT_EQ(client_.pid(), supervisor);
+  EXPECT_EQ(wait_for_exit_record(), "exit 5\n");
+  // The supervisor leaves with its next ready-made process, before the groups go.
+  client_.~SupervisorClient();
+  new (&client_) SupervisorClient(AG_BINARY);
+  EXPECT_TRUE(wait_for([&] { return ::waitpid(supervisor, nullptr, WNOHANG) == supervisor; })) << "the supervisor left";
 }
 
 ino_t inode_of(const std::string& path) {
