@@ -165,7 +165,7 @@ def test_worker_killed_and_not_restarted_leaves_no_task_behind(cluster_factory):
 
 
 def test_worker_restarted_quickly_keeps_its_running_task(cluster_factory):
-    cluster = cluster_factory("restarted", node_timeout_s=6)
+    cluster = cluster_factory("restarted", node_timeout_s=10)
     lines = 30
     job_id = submit_no_wait(cluster, "-n", "2", "--placement", "spread", "--",
                             f"for i in $(seq 1 {lines}); do echo line $i; sleep 0.2; done")
