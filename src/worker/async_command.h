@@ -18,7 +18,8 @@
 namespace ag::worker {
 
 // Spawn attributes for a child that starts clean: no signal blocked, every signal at its
-// default, the usual scheduling policy (SCHED_OTHER), plus `flags` (POSIX_SPAWN_SETPGROUP, ...; set their values after this).
+// default, the usual scheduling policy (SCHED_OTHER), plus `flags`
+// (POSIX_SPAWN_SETPGROUP, ...; set their values after this).
 void init_clean_spawn(posix_spawnattr_t* attr, short flags);
 
 // Starts `argv` (argv[0] an absolute path, or found on PATH) with stdin from /dev/null
