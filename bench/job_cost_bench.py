@@ -10,7 +10,8 @@ and bytes on the workers' channels by type (the head's /metrics). Then a smaller
 with strace attached to the head and to one worker: their fsyncs and system calls per
 job (strace slows them: only the counts are read). The baseline in the same run is the
 spawn floor: posix_spawn + wait of /bin/true (build/bin/spawn_floor), its rate and its
-CPU per spawn.
+CPU per spawn; and two such spawners side by side, which tells whether this machine's
+CPUs start processes independently (a job runs beside others and its daemons).
 
 Before those, a 2-task gang's start (submit -> both ranks' programs running), back to
 back and after exponential idle gaps: ranks that run build/bin/start_stamp (it prints the
@@ -97,6 +98,22 @@ def spawn_floor_cpu(n=500):
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_ms = ((after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)) * 1000 / n
     return floor, cpu_ms
+
+
+def spawn_floor_side_by_side(n=400, spawners=2):
+    """Two floors at once, one per vCPU: their rate together and the machine's CPU per
+    spawn. A machine whose CPUs start processes independently doubles the rate at the
+    same CPU per spawn; one whose CPUs share what a process start needs (a host that
+    serialises page-table work) does not, and every job beside another pays for it."""
+    busy = machine_cpu()[0]
+    start = time.time()
+    spawners = [subprocess.Popen([run_bench.SPAWN_FLOOR, str(n)], stdout=subprocess.DEVNULL)
+                for _ in range(spawners)]
+    for spawner in spawners:
+        if spawner.wait() != 0:
+            raise RuntimeError("spawn_floor failed")
+    total = n * len(spawners)
+    return {"rate_per_s": total / (time.time() - start), "cpu_ms": (machine_cpu()[0] - busy) / total}
 
 
 def traced_counts(cluster, pid, jobs, calls=None):
@@ -226,6 +243,7 @@ def run_costs(jobs, traced_jobs, latency_jobs, mean_gap_ms, stamp):
         run_bench.bench_throughput(cluster, 200, 1)  # warm up
         r = {"jobs": jobs}
         r["floor"], r["floor_cpu_ms"] = spawn_floor_cpu()
+        r["floor_pair"] = spawn_floor_side_by_side()
         # The gang's own command, spawned directly: what a rank's start costs without us.
         r["command_floor"] = run_bench.spawn_floor(300, ["/bin/sh", "-c", run_bench.TASK_COMMAND])
         r["stamp_floor"] = run_bench.spawn_floor(300, [stamp.path])
@@ -304,6 +322,10 @@ def rows(r):
         ("… the task supervisors", f"{r['supervisors_ms']:.2f} ms", "", "", ""),
         ("… the tasks themselves (`sh -c true`, reaped by the supervisors)", f"{r['tasks_ms']:.2f} ms", "", "", ""),
         ("… the REST client (`submit_client`, and this benchmark's polls)", f"{r['client_ms']:.2f} ms", "", "", ""),
+        ("the spawn floor on both vCPUs at once (two spawners side by side): their rate together / machine "
+         "CPU per spawn; this build's one-client rate and CPU per job against it",
+         f"{r['floor_pair']['rate_per_s']:.0f}/s / {r['floor_pair']['cpu_ms']:.2f} ms", "",
+         f"{r['rate'] / r['floor_pair']['rate_per_s']:.0%} / {r['machine_ms'] / r['floor_pair']['cpu_ms']:.1f}×", ""),
         ("head: bytes written to storage / write calls per job",
          f"{r['head_write_bytes'] / 1024:.1f} KiB / {r['head_write_calls']:.1f}", "", "", ""),
     ]
