@@ -15,12 +15,13 @@
 //            sets itself up and execs (become_task) while the supervisor waits for
 //            the exec
 //
-// Until then the child runs beside the supervisor in one address space: it allocates
-// nothing, reads only what was laid out for it before it was told to, and makes its
-// system calls without the C library's wrappers, which would write the errno the two
-// share. The process is the supervisor's child, as a task started the other way is. A
-// process never used leaves when its socket closes; the supervisor waits for it before
-// its stack goes.
+// Until its exec the child shares the supervisor's address space: it allocates nothing
+// and reads only what was laid out for it before it was told to. While it waits, both
+// run, so it makes its system calls without the C library's wrappers, which would
+// write the errno the two share; from the launch on, the supervisor only waits for the
+// exec. The process is the supervisor's child, as a task started the other way is. A
+// process never used is ended and reaped before its stack goes (or leaves by itself
+// when its socket closes, the supervisor gone).
 #pragma once
 
 #include <sys/types.h>
