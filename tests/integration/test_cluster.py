@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from conftest import (PYTHON, REPO, free_ports, job_processes, pid_alive, proc_cmdline,
-                      processes_where, submitted_job_id, wait_until, zombie_children)
+from conftest import (PYTHON, REPO, all_pids, free_ports, job_processes, pid_alive, proc_cmdline,
+                      proc_ppid, processes_where, submitted_job_id, wait_until, zombie_children)
 
 
 def parse_env_dump(text):
@@ -99,19 +99,13 @@ def threads_of(pid):
 
 
 def children_named(parent, name):
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                with open(f"/proc/{entry}/comm") as f:
-                    comm = f.read().strip()
-            except OSError:
-                continue
-            if int(fields[1]) == parent and comm == name:
-                found.append(int(entry))
-    return found
+    def comm(pid):
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                return f.read().strip()
+        except OSError:
+            return None
+    return [pid for pid in all_pids() if proc_ppid(pid) == parent and comm(pid) == name]
 
 
 def test_daemons_yield_to_tasks_and_what_runs_for_users_does_not(cluster):
