@@ -2,7 +2,7 @@
 """What one trivial job costs the machine, by part (issue 31's cost model).
 
 One run on this machine: a head on 127.0.0.1, workers on 127.0.0.2/.3. N one-task
-`true` jobs from one REST client, back to back; per job: the CPU of the head, of each
+`/bin/true` jobs from one REST client, back to back; per job: the CPU of the head, of each
 worker agent, of what the agents reaped (the tasks' supervisors and the tasks), of the
 client, and of the whole machine (/proc/stat; its system share is the kernel's), the
 bytes the head wrote to storage and its write calls (/proc/PID/io), and the messages
@@ -12,6 +12,11 @@ job (strace slows them: only the counts are read). The baseline in the same run 
 spawn floor: posix_spawn + wait of /bin/true (build/bin/spawn_floor), its rate and its
 CPU per spawn; and two such spawners side by side, which tells whether this machine's
 CPUs start processes independently (a job runs beside others and its daemons).
+
+A job's task runs the program the floor spawns, so that the ratios measure what a job
+costs beyond its own process. The same jobs with the entrypoint `true` (dash's builtin:
+the task is `/bin/sh -c true`, a dearer process than /bin/true) are measured too, against
+the floor of spawning `/bin/sh -c true`.
 
 Before those, a 2-task gang's start (submit -> both ranks' programs running), back to
 back and after exponential idle gaps: ranks that run build/bin/start_stamp (it prints the
@@ -90,11 +95,11 @@ def channel_counts(cluster):
     return counts
 
 
-def spawn_floor_cpu(n=500):
-    """The floor's rate and the CPU one spawn + wait of /bin/true costs (the spawner's
-    own CPU and its reaped child's)."""
+def spawn_floor_cpu(n=500, command=None):
+    """The floor's rate and the CPU one spawn + wait of /bin/true (or `command`) costs
+    (the spawner's own CPU and its reaped child's)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    floor = run_bench.spawn_floor(n)
+    floor = run_bench.spawn_floor(n, command)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_ms = ((after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)) * 1000 / n
     return floor, cpu_ms
@@ -196,7 +201,11 @@ def run_packed(jobs, stamp):
         cluster.stop()
 
 
-def measure_throughput(cluster, pids, jobs, native):
+TRIVIAL = "/bin/true"  # what a trivial job runs: the floor's own program
+SHELL_TRUE = ["/bin/sh", "-c", "true"]  # the task of a job whose entrypoint is `true`
+
+
+def measure_throughput(cluster, pids, jobs, native, entrypoint=TRIVIAL):
     """`jobs` trivial jobs from one client, back to back: the rate, and per job the CPU of
     each process, the machine's, the head's writes and the worker channel's traffic."""
     head = pids["head"]
@@ -212,7 +221,7 @@ def measure_throughput(cluster, pids, jobs, native):
     # per job) is no part of what the jobs cost.
     at_stop = []
     result = run_bench.bench_throughput(cluster, jobs, 1, at_clock_stop=lambda: at_stop.append(snapshot()),
-                                        native=native)
+                                        native=native, entrypoint=entrypoint)
     cpu1, (busy1, system1), io1, self1, children1 = at_stop[0]
     channel1 = channel_counts(cluster)
     per = lambda v: v / jobs  # noqa: E731
@@ -240,9 +249,10 @@ def run_costs(jobs, traced_jobs, latency_jobs, mean_gap_ms, stamp):
     try:
         pids = {os.path.basename(f)[:-4]: int(open(f).read()) for f in glob.glob(cluster.session + "/daemons/*.pid")}
         head = pids["head"]
-        run_bench.bench_throughput(cluster, 200, 1)  # warm up
+        run_bench.bench_throughput(cluster, 200, 1, entrypoint=TRIVIAL)  # warm up
         r = {"jobs": jobs}
         r["floor"], r["floor_cpu_ms"] = spawn_floor_cpu()
+        r["shell_floor"], r["shell_floor_cpu_ms"] = spawn_floor_cpu(command=SHELL_TRUE)
         r["floor_pair"] = spawn_floor_side_by_side()
         # The gang's own command, spawned directly: what a rank's start costs without us.
         r["command_floor"] = run_bench.spawn_floor(300, ["/bin/sh", "-c", run_bench.TASK_COMMAND])
@@ -260,8 +270,10 @@ def run_costs(jobs, traced_jobs, latency_jobs, mean_gap_ms, stamp):
         for pid in supervisors({pid for name, pid in pids.items() if name != "head"}):
             pids[f"supervisor-{pid}"] = pid
         # The jobs from a client in C++ (what the jobs cost the head and workers, beside a
-        # client as lean as the floor's own loop), then from Python's http.client.
+        # client as lean as the floor's own loop), the same with the shell's `true`, then
+        # from Python's http.client.
         r.update(measure_throughput(cluster, pids, jobs, native=True))
+        r["shell"] = measure_throughput(cluster, pids, jobs, native=True, entrypoint="true")
         r["python"] = measure_throughput(cluster, pids, jobs, native=False)
         workers = [n for n in pids if n.startswith("worker-")]
         # Counts with strace attached (slow; counts only).
@@ -269,7 +281,7 @@ def run_costs(jobs, traced_jobs, latency_jobs, mean_gap_ms, stamp):
             head_tracer, head_out = traced_counts(cluster, head, traced_jobs, ["fsync", "fdatasync", "sync_file_range"])
             # Every agent: the scheduler may pack the jobs onto one of them.
             agent_traces = [traced_counts(cluster, pids[name], traced_jobs) for name in workers]
-            run_bench.bench_throughput(cluster, traced_jobs, 1)
+            run_bench.bench_throughput(cluster, traced_jobs, 1, entrypoint=TRIVIAL)
             for tracer in [head_tracer] + [t for t, _ in agent_traces]:
                 tracer.send_signal(signal.SIGINT)
                 tracer.wait(30)
@@ -311,7 +323,7 @@ def rows(r):
         ("… the ranks' own commands, spawned and waited for directly: p50 `start_stamp` / "
          "`sh -c \"{}\"`".format(run_bench.TASK_COMMAND),
          f"{r['stamp_floor']['p50_ms']:.2f} / {r['command_floor']['p50_ms']:.2f} ms", "", "", ""),
-        ("trivial jobs from one client (`submit_client`, C++), back to back (n={})".format(r["jobs"]),
+        ("trivial jobs (`/bin/true`) from one client (`submit_client`, C++), back to back (n={})".format(r["jobs"]),
          f"{r['rate']:.0f} jobs/s",
          f"spawn floor {floor_rate:.0f}/s", f"{r['rate'] / floor_rate:.0%}", "≥ 60%"),
         ("machine CPU per job (all processes, kernel included)", f"{r['machine_ms']:.2f} ms",
@@ -320,7 +332,7 @@ def rows(r):
         ("… the head", f"{r['head_ms']:.2f} ms", "", "", ""),
         ("… the worker agents", f"{r['agents_ms']:.2f} ms", "", "", ""),
         ("… the task supervisors", f"{r['supervisors_ms']:.2f} ms", "", "", ""),
-        ("… the tasks themselves (`sh -c true`, reaped by the supervisors)", f"{r['tasks_ms']:.2f} ms", "", "", ""),
+        ("… the tasks themselves (`/bin/true`, reaped by the supervisors)", f"{r['tasks_ms']:.2f} ms", "", "", ""),
         ("… the REST client (`submit_client`, and this benchmark's polls)", f"{r['client_ms']:.2f} ms", "", "", ""),
         ("the spawn floor on both vCPUs at once (two spawners side by side): their rate together / machine "
          "CPU per spawn; this build's one-client rate and CPU per job against it",
@@ -329,6 +341,14 @@ def rows(r):
         ("head: bytes written to storage / write calls per job",
          f"{r['head_write_bytes'] / 1024:.1f} KiB / {r['head_write_calls']:.1f}", "", "", ""),
     ]
+    if "shell" in r:
+        sh, sh_rate, sh_cpu = r["shell"], r["shell_floor"]["rate_per_s"], r["shell_floor_cpu_ms"]
+        out += [("the same jobs with the entrypoint `true` (the task runs `/bin/sh -c true`): rate / machine CPU "
+                 "per job / of which the tasks", f"{sh['rate']:.0f} jobs/s / {sh['machine_ms']:.2f} ms / "
+                 f"{sh['tasks_ms']:.2f} ms", f"floor of `/bin/sh -c true` {sh_rate:.0f}/s, {sh_cpu:.2f} ms per spawn",
+                 f"{sh['rate'] / sh_rate:.0%} / {sh['machine_ms'] / sh_cpu:.1f}×", ""),
+                ("… against the floor of `/bin/true`", "", "",
+                 f"{sh['rate'] / floor_rate:.0%} / {sh['machine_ms'] / floor_cpu:.1f}×", "")]
     if "python" in r:
         py = r["python"]
         out.append(("the same jobs from Python's `http.client` (one thread): rate / machine CPU per job / "
@@ -361,7 +381,8 @@ def report(r, command, before=None, before_label=""):
     today = datetime.date.today().isoformat()
     lines = [BEGIN, "## What one trivial job costs (issue 31)", "",
              f"`{command}` on {today}, 2 cores. A head on 127.0.0.1, workers on 127.0.0.2 and 127.0.0.3; "
-             "one-task `true` jobs from one client; CPU from /proc (a process's own and what it reaped).", ""]
+             "one-task `/bin/true` jobs (the floor's program) from one client; CPU from /proc (a process's own "
+             "and what it reaped).", ""]
     if before is None:
         lines += ["| measure | result | baseline in the same run | ratio | target |", "| --- | --- | --- | --- | --- |"]
         lines += [f"| {a} | {b} | {c} | {d} | {e} |" for a, b, c, d, e in rows(r)]

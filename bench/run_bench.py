@@ -202,15 +202,17 @@ def bench_start_latency(cluster, jobs, mean_gap_s=0.0, seed=31, command=START_CO
 THROUGHPUT_BODY = {"entrypoint": "true", "task_options": {"num_cpus": 0.5}}
 
 
-def bench_throughput(cluster, jobs, clients=1, at_clock_stop=None, native=False):
-    """`jobs` one-task `true` jobs submitted back to back by `clients` concurrent
-    submitters (each on its own keep-alive connection), until all SUCCEEDED.
+def bench_throughput(cluster, jobs, clients=1, at_clock_stop=None, native=False, entrypoint=None):
+    """`jobs` one-task `true` jobs (or `entrypoint` ones) submitted back to back by
+    `clients` concurrent submitters (each on its own keep-alive connection), until all
+    SUCCEEDED.
     `at_clock_stop`, if given, is called as the clock stops, before each job is
     checked (what a measure of the jobs' cost reads then excludes the checks).
     `native`: each submitter is build/bin/submit_client (C++, plain HTTP) rather than a
     thread of this process using http.client."""
     import threading
 
+    body = dict(THROUGHPUT_BODY, entrypoint=entrypoint) if entrypoint else THROUGHPUT_BODY
     ids, errors = [], []
     lock = threading.Lock()
 
@@ -219,7 +221,7 @@ def bench_throughput(cluster, jobs, clients=1, at_clock_stop=None, native=False)
         own.port, own.token, own.conn, own.ssl_context = cluster.port, cluster.token, None, cluster.ssl_context
         try:
             for _ in range(count):
-                job_id = own.api("POST", "/api/jobs", THROUGHPUT_BODY)["job_id"]
+                job_id = own.api("POST", "/api/jobs", body)["job_id"]
                 with lock:
                     ids.append(job_id)
         except Exception as e:  # reported below; a benchmark with lost submits is void
@@ -235,7 +237,7 @@ def bench_throughput(cluster, jobs, clients=1, at_clock_stop=None, native=False)
         if cluster.ssl_context is not None:
             raise ValueError("submit_client speaks plain HTTP only")
         env = dict(os.environ, AG_TOKEN=cluster.token)
-        procs = [subprocess.Popen([SUBMIT_CLIENT, str(cluster.port), str(count), json.dumps(THROUGHPUT_BODY)],
+        procs = [subprocess.Popen([SUBMIT_CLIENT, str(cluster.port), str(count), json.dumps(body)],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
                  for count in counts]
         starts = []
