@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/vfs.h>
@@ -54,7 +55,8 @@ std::string describe_failure(const LaunchRequest& request, const std::string& st
   std::string text = "cannot start `/bin/sh -c ...`";
   if (request.run_as) text += " as uid " + std::to_string(request.run_as->uid);
   text += " in " + request.working_dir + ": ";
-  if (request.run_as || step == "join its control groups" || step == "reset its scheduling policy") {
+  if (request.run_as || step == "join its control groups" || step == "reset its scheduling policy" ||
+      step == "receive its task" || step == "open its output") {
     text += step + ": ";
   }
   return text + std::strerror(code);
@@ -78,17 +80,16 @@ int run_shared_child(void* arg) {
 // the supervisor waiting meanwhile (as posix_spawn does): no copy of the supervisor's
 // page tables to make and tear down again. The child joins the task's groups itself.
 pid_t clone_task(const LaunchRequest& request, int output_fd, std::string* error) {
+  static ChildStack stack(64 * 1024);  // one child at a time: the supervisor waits for its exec
+  if (!stack.map(error)) return 0;
   const ExecArgs args(request);
   SharedChild child{&request, &args, output_fd, {}};
   // Every signal blocked until the child has reset their handlers: a handler of the
   // supervisor's must not run in it, on memory they share.
-  sigset_t all, old;
-  sigfillset(&all);
-  ::sigprocmask(SIG_SETMASK, &all, &old);
-  alignas(64) static char stack[64 * 1024];
-  const pid_t pid = ::clone(run_shared_child, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &child);
+  const uint64_t old = block_every_signal();
+  const pid_t pid = ::clone(run_shared_child, stack.top(), CLONE_VM | CLONE_VFORK | SIGCHLD, &child);
   const int clone_errno = errno;
-  ::sigprocmask(SIG_SETMASK, &old, nullptr);
+  restore_signal_mask(old);
   if (pid < 0) {
     *error = std::string("cannot start the task: clone: ") + std::strerror(clone_errno);
     return 0;
@@ -202,6 +203,37 @@ bool supervisor_runs_as_daemon() {
 
 uint64_t signals_not_at_default() { return read_signals_not_at_default(); }
 
+uint64_t block_every_signal() {
+  const uint64_t all = ~uint64_t{0};
+  uint64_t old = 0;
+  ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, &old, sizeof old);
+  return old;
+}
+
+void restore_signal_mask(uint64_t mask) { ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &mask, nullptr, sizeof mask); }
+
+ChildStack::~ChildStack() {
+  if (base_) ::munmap(base_, guard_ + size_);
+}
+
+bool ChildStack::map(std::string* error) {
+  if (base_) return true;
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  void* base = ::mmap(nullptr, page + size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (base == MAP_FAILED) {
+    *error = std::string("cannot start the task: no memory for its first steps: ") + std::strerror(errno);
+    return false;
+  }
+  if (::mprotect(base, page, PROT_NONE) != 0) {
+    *error = std::string("cannot start the task: cannot guard its stack: ") + std::strerror(errno);
+    ::munmap(base, page + size_);
+    return false;
+  }
+  base_ = static_cast<char*>(base);
+  guard_ = page;
+  return true;
+}
+
 ExecArgs::ExecArgs(const LaunchRequest& request)
     : reset_signals(supervisor_signals_not_at_default()), reset_policy(supervisor_runs_as_daemon()) {
   for (const auto& s : request.argv) argv.push_back(const_cast<char*>(s.c_str()));
@@ -309,14 +341,22 @@ void become_task(const LaunchRequest& request, const ExecArgs& args, int output_
   // The system call itself: glibc's wrapper refuses its two internal signals (32 and
   // 33), which a process that posix_spawn started from a threaded one (the supervisor,
   // from its agent) has ignored, and an ignored signal stays ignored across exec.
-  struct {
-    void (*handler)(int) = SIG_DFL;
+  struct KernelAction {
+    void (*handler)(int);
     unsigned long flags = 0;
     void (*restorer)() = nullptr;
     uint64_t mask = 0;
-  } const default_action;
-  for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig <= 64 && (args.reset_signals & (uint64_t{1} << (sig - 1)))) {
+  };
+  const KernelAction default_action{SIG_DFL}, ignore_action{SIG_IGN};
+  // A signal sent to this process before it became the task (a ready-made one waits
+  // with every signal blocked; one the supervisor ignores stays pending all the same)
+  // is dropped, as ignoring it drops it, rather than delivered to the task.
+  uint64_t pending = 0;
+  ::syscall(SYS_rt_sigpending, &pending, sizeof pending);
+  for (int sig = 1; sig < NSIG && sig <= 64; ++sig) {
+    const uint64_t bit = uint64_t{1} << (sig - 1);
+    if (pending & bit) ::syscall(SYS_rt_sigaction, sig, &ignore_action, nullptr, sizeof ignore_action.mask);
+    if ((args.reset_signals | pending) & bit) {
       ::syscall(SYS_rt_sigaction, sig, &default_action, nullptr, sizeof default_action.mask);
     }
   }
@@ -329,6 +369,16 @@ void become_task(const LaunchRequest& request, const ExecArgs& args, int output_
     ::_exit(127);
   }
   ::setpgid(0, 0);
+  // The output file where it cannot be lost: a supervisor started with a standard
+  // descriptor closed may have received it as 0 (which /dev/null replaces below), 1 or
+  // 2 (which dup2 leaves close-on-exec).
+  if (output_fd <= 2) {
+    output_fd = ::fcntl(output_fd, F_DUPFD_CLOEXEC, 3);
+    if (output_fd < 0) {
+      report.fail("open its output", errno);
+      ::_exit(127);
+    }
+  }
   int devnull = ::open("/dev/null", O_RDONLY);
   if (devnull >= 0 && devnull != 0) {
     ::dup2(devnull, 0);

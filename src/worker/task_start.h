@@ -57,6 +57,32 @@ struct ExecArgs {
 // signal n, glibc's internal 32 and 33 included).
 uint64_t signals_not_at_default();
 
+// Blocks every signal in this thread, glibc's two internal ones (32 and 33) included,
+// which its sigprocmask leaves out: a child that shares this process's memory must run
+// none of its handlers. Returns the mask before, for restore_signal_mask.
+uint64_t block_every_signal();
+void restore_signal_mask(uint64_t mask);
+
+// The stack of a child that shares this process's memory: `size` bytes above a guard
+// page, so that a child that overflows it faults instead of writing over the
+// supervisor's memory. Mapped by map(), which a failure leaves to be tried again.
+class ChildStack {
+ public:
+  explicit ChildStack(size_t size) : size_(size) {}
+  ~ChildStack();
+  ChildStack(const ChildStack&) = delete;
+  ChildStack& operator=(const ChildStack&) = delete;
+  // True once mapped; else false with `error` set.
+  bool map(std::string* error);
+  // Where the child's stack begins (it grows down, towards the guard page).
+  char* top() const { return base_ ? base_ + guard_ + size_ : nullptr; }
+
+ private:
+  size_t size_;
+  size_t guard_ = 0;
+  char* base_ = nullptr;
+};
+
 // Where the child tells why it could not start the task: a pipe (`fd`, close-on-exec:
 // the exec closes it without a word), or, with no fd, memory it shares with the
 // supervisor (`step` and `code`, still 0 after an exec).

@@ -4,7 +4,6 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -33,11 +32,7 @@ struct WarmChild {
   std::vector<std::string> procs;  // <spare>/cgroup.procs, one per group it joins
   const LaunchRequest* request = nullptr;
   const ExecArgs* args = nullptr;
-  void* stack = MAP_FAILED;
-
-  ~WarmChild() {
-    if (stack != MAP_FAILED) ::munmap(stack, kStackSize);
-  }
+  ChildStack stack{kStackSize};
 };
 
 namespace {
@@ -104,8 +99,17 @@ int run_warm(void* arg) {
   do {
     got = raw_call(SYS_recvmsg, child.fd, reinterpret_cast<long>(&head.msg), MSG_CMSG_CLOEXEC);
   } while (got == -EINTR);
+  if (got == 0) leave(0);  // released unused: the supervisor closed its end
   const int output_fd = head.passed_fd();
-  if (got != static_cast<long>(sizeof head.length) || head.length != 0 || output_fd < 0) leave(0);  // released unused
+  if (got != static_cast<long>(sizeof head.length) || head.length != 0 || output_fd < 0) {
+    // Not the launch's empty frame with the output file: said as a failed start (as
+    // become_task reports one), never taken for a task that started.
+    static const char kStep[] = "receive its task";
+    const int code = got < 0 ? static_cast<int>(-got) : EBADMSG;
+    raw_call(SYS_write, child.fd, reinterpret_cast<long>(kStep), sizeof kStep);
+    raw_call(SYS_write, child.fd, reinterpret_cast<long>(&code), sizeof code);
+    leave(127);
+  }
   std::atomic_thread_fence(std::memory_order_acquire);  // the request, laid out before the frame
   StartReport report;
   report.fd = child.fd;
@@ -132,9 +136,8 @@ std::unique_ptr<WarmTask> WarmTask::make(const std::vector<std::string>& group_d
     spares.push_back(std::move(spare));
   }
   auto child = std::make_unique<WarmChild>();
-  child->stack =
-      ::mmap(nullptr, WarmChild::kStackSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-  if (child->stack == MAP_FAILED) return undo();
+  std::string no_stack;
+  if (!child->stack.map(&no_stack)) return undo();
   int ends[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) return undo();
   child->fd = ends[1];
@@ -143,12 +146,9 @@ std::unique_ptr<WarmTask> WarmTask::make(const std::vector<std::string>& group_d
   for (const auto& spare : spares) child->procs.push_back(spare + "/cgroup.procs");
   // Every signal blocked in the child until become_task has reset their handlers: a
   // handler of the supervisor's must not run in it, on memory they share.
-  sigset_t all, old;
-  sigfillset(&all);
-  ::sigprocmask(SIG_SETMASK, &all, &old);
-  const pid_t pid =
-      ::clone(run_warm, static_cast<char*>(child->stack) + WarmChild::kStackSize, CLONE_VM | SIGCHLD, child.get());
-  ::sigprocmask(SIG_SETMASK, &old, nullptr);
+  const uint64_t old = block_every_signal();
+  const pid_t pid = ::clone(run_warm, child->stack.top(), CLONE_VM | SIGCHLD, child.get());
+  restore_signal_mask(old);
   ::close(ends[1]);
   if (pid < 0) {
     ::close(ends[0]);
@@ -157,10 +157,7 @@ std::unique_ptr<WarmTask> WarmTask::make(const std::vector<std::string>& group_d
   return std::unique_ptr<WarmTask>(new WarmTask(pid, ends[0], std::move(child), group_dirs, std::move(spares)));
 }
 
-WarmTask::~WarmTask() {
-  if (fd_ >= 0) ::close(fd_);
-  if (sharing_) end_process();  // before its stack goes
-}
+WarmTask::~WarmTask() { end_process(); }  // before its stack goes
 
 std::vector<std::string> WarmTask::group_dirs(const LaunchRequest& request) {
   std::vector<std::string> dirs;

@@ -209,6 +209,25 @@ class SupervisorProcessTest : public ::testing::Test {
     return ::open((work_ / "task" / "output.log").c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
   }
 
+  // After a task in a pids group under `pids_dir`, the ready-made process the
+  // supervisor makes for the next one, once it sits in its spare group; 0 if none.
+  pid_t ready_made_after_a_task(const std::string& pids_dir);
+
+  // Launches `command` in a pids group `name` under `pids_dir`, made by the supervisor
+  // (as for the agent's host tasks), once the last task's exit record is gone.
+  auto launch_in_group(const std::string& pids_dir, const std::string& name, const std::string& command,
+                       const std::string& working_dir = "") {
+    LaunchRequest r = request(command);
+    r.cgroup = pids_dir + "/" + name;
+    r.make_groups = true;
+    if (!working_dir.empty()) r.working_dir = working_dir;
+    fs::remove(work_ / "task" / "exit");
+    int fd = output_fd();
+    auto pid = client_.launch(r, fd, agent_pid_file_);
+    ::close(fd);
+    return pid;
+  }
+
   // The record, once the supervisor has written it (one write: a reader sees all of it
   // or none), or "" after 5 s.
   std::string wait_for_exit_record() {
@@ -465,6 +484,18 @@ bool wait_for(const std::function<bool()>& done, int ms = 5000) {
   return done();
 }
 
+pid_t SupervisorProcessTest::ready_made_after_a_task(const std::string& pids_dir) {
+  auto first = launch_in_group(pids_dir, "first", "exit 0");
+  if (!first.ok() || wait_for_exit_record() != "exit 0\n") return 0;
+  pid_t warm = 0;
+  const bool found = wait_for([&] {
+    auto made = children_named(client_.pid(), "ag-warm-task");
+    warm = made.empty() ? 0 : made[0];
+    return warm && cgroup_of(warm, "pids").find("/warm.") != std::string::npos;
+  });
+  return found ? warm : 0;
+}
+
 // A task's group goes with the groups a container engine made below it; one a process
 // still holds stays (EBUSY, as its caller retries) until the process has left.
 TEST(RemoveCgroupTest, GoesWithTheGroupsBelowItAndStaysWhileAProcessHoldsIt) {
@@ -588,26 +619,11 @@ TEST_F(SupervisorProcessTest, OnCgroupV1AReadyMadeProcessThatCannotStartTheTaskS
   CgroupDir pids(pids_mount);
   if (pids.path().empty() || on_cgroup2(pids.path())) GTEST_SKIP() << "needs a writable cgroup v1 pids hierarchy";
   auto launch = [&](const std::string& name, const std::string& command, const std::string& working_dir) {
-    LaunchRequest r = request(command);
-    r.cgroup = pids.path() + "/" + name;
-    r.make_groups = true;
-    if (!working_dir.empty()) r.working_dir = working_dir;
-    fs::remove(work_ / "task" / "exit");
-    int fd = output_fd();
-    auto pid = client_.launch(r, fd, agent_pid_file_);
-    ::close(fd);
-    return pid;
+    return launch_in_group(pids.path(), name, command, working_dir);
   };
-  auto first = launch("first", "exit 0", "");
-  ASSERT_TRUE(first.ok()) << first.error().message;
-  EXPECT_EQ(wait_for_exit_record(), "exit 0\n");
+  const pid_t warm = ready_made_after_a_task(pids.path());
+  ASSERT_GT(warm, 0) << "no ready-made process sits in a spare group";
   const pid_t supervisor = client_.pid();
-  pid_t warm = 0;
-  ASSERT_TRUE(wait_for([&] {
-    auto found = children_named(supervisor, "ag-warm-task");
-    warm = found.empty() ? 0 : found[0];
-    return warm && cgroup_of(warm, "pids").find("/warm.") != std::string::npos;
-  })) << "no ready-made process sits in a spare group";
 
   auto failed = launch("second", "exit 0", (work_ / "does-not-exist").string());
   ASSERT_FALSE(failed.ok());
@@ -623,6 +639,58 @@ TEST_F(SupervisorProcessTest, OnCgroupV1AReadyMadeProcessThatCannotStartTheTaskS
   client_.~SupervisorClient();
   new (&client_) SupervisorClient(AG_BINARY);
   EXPECT_TRUE(wait_for([&] { return ::waitpid(supervisor, nullptr, WNOHANG) == supervisor; })) << "the supervisor left";
+}
+
+// A signal sent to the ready-made process while it waits (the supervisor ignores
+// SIGTERM, SIGHUP and SIGINT; the waiting process blocks them, so they stay pending) is
+// dropped when it becomes its task, never delivered to the task.
+TEST_F(SupervisorProcessTest, OnCgroupV1ASignalSentToTheReadyMadeProcessNeverReachesItsTask) {
+  const std::string pids_mount = "/sys/fs/cgroup/pids";
+  CgroupDir pids(pids_mount);
+  if (pids.path().empty() || on_cgroup2(pids.path())) GTEST_SKIP() << "needs a writable cgroup v1 pids hierarchy";
+  auto launch = [&](const std::string& name, const std::string& command) {
+    return launch_in_group(pids.path(), name, command);
+  };
+  const pid_t warm = ready_made_after_a_task(pids.path());
+  ASSERT_GT(warm, 0) << "no ready-made process sits in a spare group";
+  const pid_t supervisor = client_.pid();
+  for (int sig : {SIGTERM, SIGHUP, SIGINT}) ASSERT_EQ(::kill(warm, sig), 0);
+
+  auto second = launch("second", "sleep 0.2; exit 4");
+  ASSERT_TRUE(second.ok()) << second.error().message;
+  EXPECT_EQ(*second, warm) << "the task is the ready-made process";
+  EXPECT_EQ(wait_for_exit_record(), "exit 4\n") << "the task ran to its end";
+  client_.~SupervisorClient();
+  new (&client_) SupervisorClient(AG_BINARY);
+  EXPECT_TRUE(wait_for([&] { return ::waitpid(supervisor, nullptr, WNOHANG) == supervisor; })) << "the supervisor left";
+}
+
+// A supervisor started with a standard descriptor closed can receive the task's output
+// file as that descriptor: the task's stdout and stderr still go to it.
+TEST(BecomeTaskTest, AnOutputFileThatArrivedAsAStandardDescriptorGetsAllTheOutput) {
+  TempDir dir;
+  const std::string out = (dir.path() / "out").string();
+  for (int standard : {0, 1, 2}) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::close(standard);
+      const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fd != standard) ::_exit(90);
+      LaunchRequest r;
+      r.working_dir = dir.path().string();
+      r.argv = {"/bin/sh", "-c", "echo out; echo err >&2"};
+      r.envp = {"PATH=/usr/bin:/bin"};
+      const ExecArgs args(r);
+      StartReport report;
+      become_task(r, args, fd, report);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "output on descriptor " << standard;
+    EXPECT_EQ(read_file(out), "out\nerr\n") << "output on descriptor " << standard;
+  }
 }
 
 ino_t inode_of(const std::string& path) {
