@@ -27,6 +27,6 @@ std::string yield_to_tasks() {
   return failed;
 }
 
-bool runs_as_daemon() { return ::sched_getscheduler(0) != SCHED_OTHER; }
+bool runs_as_daemon() { return ::sched_getscheduler(0) == SCHED_BATCH; }
 
 }  // namespace ag

@@ -17,8 +17,10 @@ namespace ag {
 // Returns "" or why not (the process then runs as before).
 std::string yield_to_tasks();
 
-// Whether this thread runs under another policy than SCHED_OTHER: what a process
-// started for a user must reset.
+// Whether this thread runs under SCHED_BATCH, as yield_to_tasks sets it: what a process
+// started for a user must reset. A policy the daemon was started under instead (an
+// operator's `chrt --idle`, which an account without CAP_SYS_NICE cannot leave) is
+// its tasks' too, as it was before the daemons yielded.
 bool runs_as_daemon();
 
 }  // namespace ag

@@ -14,6 +14,8 @@
 #include <map>
 #include <memory>
 
+#include "common/scheduling.h"
+
 extern char** environ;
 
 namespace ag::worker {
@@ -84,11 +86,15 @@ void init_clean_spawn(posix_spawnattr_t* attr, short flags) {
   posix_spawnattr_setsigmask(attr, &none);
   posix_spawnattr_setsigdefault(attr, &all);
   // The usual scheduling policy, not the agent's (common/scheduling.h).
-  const sched_param normal{};
-  posix_spawnattr_setschedpolicy(attr, SCHED_OTHER);
-  posix_spawnattr_setschedparam(attr, &normal);
-  posix_spawnattr_setflags(
-      attr, static_cast<short>(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSCHEDULER | flags));
+  short reset_policy = 0;
+  if (runs_as_daemon()) {
+    const sched_param normal{};
+    posix_spawnattr_setschedpolicy(attr, SCHED_OTHER);
+    posix_spawnattr_setschedparam(attr, &normal);
+    reset_policy = POSIX_SPAWN_SETSCHEDULER;
+  }
+  posix_spawnattr_setflags(attr,
+                           static_cast<short>(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | reset_policy | flags));
 }
 
 pid_t spawn_with_output(std::vector<std::string> argv, int* read_fd, std::string* error, bool terminal,

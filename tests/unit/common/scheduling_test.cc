@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -41,6 +42,25 @@ TEST(SchedulingTest, EveryThreadYieldsToTasksAndSoDoThoseStartedLater) {
 
   const sched_param normal{};
   ASSERT_EQ(::sched_setscheduler(0, SCHED_OTHER, &normal), 0) << "back, for what else runs in this process";
+}
+
+// Only the policy the daemon set is reset for its tasks: one it was started under
+// (an operator's `chrt --idle`) is theirs too.
+TEST(SchedulingTest, OnlyTheDaemonsOwnPolicyIsOneToReset) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const sched_param none{};
+    int failed = 0;
+    if (::sched_setscheduler(0, SCHED_IDLE, &none) != 0 || runs_as_daemon()) failed |= 1;
+    if (::sched_setscheduler(0, SCHED_BATCH, &none) != 0 || !runs_as_daemon()) failed |= 2;
+    ::_exit(failed);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status) & 1, 0) << "SCHED_IDLE, set by whoever started the daemon, is not reset";
+  EXPECT_EQ(WEXITSTATUS(status) & 2, 0) << "SCHED_BATCH, the daemon's own, is";
 }
 
 }  // namespace

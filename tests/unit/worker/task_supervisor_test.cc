@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <gmock/gmock.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <signal.h>
@@ -21,6 +22,7 @@
 #include <string>
 #include <thread>
 
+#include "worker/async_command.h"
 #include "worker/cgroup_pool.h"
 #include "worker/fs_fixtures.h"
 #include "worker/task_cgroup.h"
@@ -663,6 +665,36 @@ TEST_F(SupervisorProcessTest, OnCgroupV1ASignalSentToTheReadyMadeProcessNeverRea
   client_.~SupervisorClient();
   new (&client_) SupervisorClient(AG_BINARY);
   EXPECT_TRUE(wait_for([&] { return ::waitpid(supervisor, nullptr, WNOHANG) == supervisor; })) << "the supervisor left";
+}
+
+// A worker started under SCHED_IDLE by an account that cannot leave it (no
+// CAP_SYS_NICE) still starts its helper commands: they keep its policy rather than fail
+// to reset it.
+TEST(CleanSpawnTest, AnAccountHeldToTheIdlePolicyStillStartsCommands) {
+  if (::geteuid() != 0) GTEST_SKIP() << "dropping to another account needs root";
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const sched_param none{};
+    if (::sched_setscheduler(0, SCHED_IDLE, &none) != 0) ::_exit(90);
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
+        ::setresuid(65534, 65534, 65534) != 0) {
+      ::_exit(91);
+    }
+    if (::sched_setscheduler(0, SCHED_OTHER, &none) == 0) ::_exit(92);  // it could leave: no case to test
+    int out = -1;
+    std::string error;
+    const pid_t command = spawn_with_output({"/bin/true"}, &out, &error);
+    if (command <= 0) ::_exit(1);
+    int status = 0;
+    ::waitpid(command, &status, 0);
+    ::_exit(WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 2);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 92) GTEST_SKIP() << "this kernel lets the account leave SCHED_IDLE";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: the command could not start; 2: it failed; 90/91: set-up";
 }
 
 // A supervisor started with a standard descriptor closed can receive the task's output
