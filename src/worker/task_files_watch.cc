@@ -79,7 +79,8 @@ void TaskFilesWatch::follow(const api::TaskKey& id, const std::string& dir) {
   followed.dir = dir;
   followed.generation = ++generations_;
   if (inotify_) {
-    followed.watch = inotify_add_watch(inotify_->native_handle(), dir.c_str(), IN_MODIFY | IN_CLOSE_WRITE);
+    followed.watch =
+        inotify_add_watch(inotify_->native_handle(), dir.c_str(), IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO);
     if (followed.watch < 0) {
       spdlog::warn(
           "cannot watch task {} with inotify ({}): following it by polling every {} ms; raise "
@@ -164,7 +165,8 @@ void TaskFilesWatch::read_inotify() {
       const api::TaskKey id = it->second;
       const std::string name = event->len ? event->name : "";
       if (name == "output.log" && (event->mask & IN_MODIFY) && events_.output_grew) events_.output_grew(id);
-      if (name == "exit" && (event->mask & IN_CLOSE_WRITE) && followed_.count(id)) {
+      // `exit` renamed into place, or written there (by a supervisor of an earlier version).
+      if (name == "exit" && (event->mask & (IN_MOVED_TO | IN_CLOSE_WRITE)) && followed_.count(id)) {
         exit_written(id, read_exit_record(followed_.at(id).dir));
       }
     }

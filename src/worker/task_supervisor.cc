@@ -76,14 +76,20 @@ bool agent_alive(const std::string& pid_file) {
   return n > 0 && std::strstr(cmdline, "start-worker") != nullptr;
 }
 
-void write_exit_record(const std::string& dir, const char* text) {
-  // One write of a few bytes, then close: the close is what the agent watches for, so
-  // it never sees a partial record.
-  int fd = ::open((dir + "/exit").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return;
-  ssize_t ignored = ::write(fd, text, std::strlen(text));
-  (void)ignored;
-  ::close(fd);
+// Records a task's end in its folder: written whole to `exit.tmp`, then renamed to
+// `exit` (what the agent watches for), so that no reader ever sees part of one. False
+// when it could not be (a full disk, say), leaving no `exit`: the caller tries again.
+bool write_exit_record(const std::string& dir, const std::string& text) {
+  const std::string temporary = dir + "/exit.tmp";
+  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  const bool closed = ::close(fd) == 0;
+  if (written && closed && ::rename(temporary.c_str(), (dir + "/exit").c_str()) == 0) return true;
+  const int error = errno;
+  ::unlink(temporary.c_str());
+  errno = error;
+  return false;
 }
 
 // A task the supervisor started and has not seen end.
@@ -194,8 +200,10 @@ class Supervisor {
         check_orphaned(now);
         kill_escaped();
         retry_cgroup_removal();
+        record_unrecorded();
       }
-      if (agent_fd_ < 0 && tasks_.empty() && endings_.empty()) {
+      // An end not yet recorded is known here alone: kept until it is.
+      if (agent_fd_ < 0 && tasks_.empty() && endings_.empty() && unrecorded_.empty()) {
         retire_warm();
         for (pid_t helper : helpers_) ::waitpid(helper, nullptr, 0);  // cleanups still running
         retry_cgroup_removal();
@@ -390,7 +398,11 @@ class Supervisor {
       // The end first: removing groups waits on a lock the kernel holds for every
       // group of the machine, slow while many tasks end at once. A group whose last
       // processes are still being torn down goes a little later.
-      write_exit_record(ending.task.task_dir, ending.record.c_str());
+      if (!write_exit_record(ending.task.task_dir, ending.record)) {
+        std::fprintf(stderr, "ag-supervisor: cannot record the end of the task in %s (%s): trying again every second\n",
+                     ending.task.task_dir.c_str(), std::strerror(errno));
+        unrecorded_.push_back({ending.task.task_dir, ending.record});
+      }
       std::vector<std::string> groups = ending.task.limit_cgroups;
       groups.push_back(ending.task.cgroup);
       const bool emptied = ending.task.groups_kept && gone;
@@ -422,6 +434,14 @@ class Supervisor {
     }
   }
 
+  void record_unrecorded() {
+    std::vector<std::pair<std::string, std::string>> still;
+    for (auto& [dir, record] : unrecorded_) {
+      if (!write_exit_record(dir, record)) still.emplace_back(std::move(dir), std::move(record));
+    }
+    unrecorded_ = std::move(still);
+  }
+
   void retry_cgroup_removal() {
     std::vector<std::string> still;
     for (const auto& group : leftover_cgroups_) {
@@ -443,6 +463,8 @@ class Supervisor {
   int64_t warm_due_ms_ = 0;             // when to make one, 0: not due
   int signal_fd_ = -1;
   std::vector<Ending> endings_;
+  // Ends whose record could not be written yet: (task folder, record).
+  std::vector<std::pair<std::string, std::string>> unrecorded_;
   int64_t orphaned_since_ = 0;
 };
 

@@ -8,6 +8,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <vector>
@@ -87,6 +88,23 @@ TEST_P(TaskFilesWatchTest, OutputIsReportedAndTheWholeExitRecordOnce) {
   EXPECT_TRUE(ended_[0].second.out_of_memory);
 
   std::ofstream(dir + "/exit") << "exit 3\n";  // no longer followed
+  settle(250);
+  EXPECT_EQ(ended_.size(), 1u);
+}
+
+// The supervisor writes its record whole beside `exit`, then renames it into place:
+// the half-written one is no end, the renamed one is.
+TEST_P(TaskFilesWatchTest, ARecordRenamedIntoPlaceIsTheEnd) {
+  const std::string dir = folder("r");
+  watch_.follow(key("job_r"), dir);
+  std::ofstream(dir + "/exit.tmp") << "exit 4\n";
+  settle(250);
+  EXPECT_TRUE(ended_.empty()) << "exit.tmp is not the record";
+
+  ASSERT_EQ(std::rename((dir + "/exit.tmp").c_str(), (dir + "/exit").c_str()), 0);
+  ASSERT_TRUE(run_until([&] { return !ended_.empty(); }));
+  EXPECT_EQ(ended_[0].first, key("job_r"));
+  EXPECT_EQ(ended_[0].second.exit_code, 4);
   settle(250);
   EXPECT_EQ(ended_.size(), 1u);
 }

@@ -9,6 +9,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <linux/kcmp.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -665,6 +666,43 @@ TEST_F(SupervisorProcessTest, OnCgroupV1ASignalSentToTheReadyMadeProcessNeverRea
   client_.~SupervisorClient();
   new (&client_) SupervisorClient(AG_BINARY);
   EXPECT_TRUE(wait_for([&] { return ::waitpid(supervisor, nullptr, WNOHANG) == supervisor; })) << "the supervisor left";
+}
+
+// A task that ends while its folder's disk is full: its end is recorded once there is
+// room, never as a record the agent cannot read, and never lost.
+TEST_F(SupervisorProcessTest, AnEndThatCannotBeRecordedOnAFullDiskIsRecordedOnceThereIsRoom) {
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting a small file system needs root";
+  TempDir small;
+  if (::mount("tmpfs", small.path().c_str(), "tmpfs", 0, "size=64k") != 0) GTEST_SKIP() << "cannot mount a tmpfs";
+  struct Unmount {
+    std::string path;
+    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+  } unmount{small.path().string()};
+  const fs::path dir = small.path() / "task";
+  fs::create_directories(dir);
+  const int out = ::open((dir / "output.log").c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  ASSERT_GE(out, 0);
+  {
+    const int filler = ::open((small.path() / "filler").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    ASSERT_GE(filler, 0);
+    const std::string block(4096, 'x');
+    while (::write(filler, block.data(), block.size()) > 0) {
+    }
+    ::close(filler);
+  }
+  LaunchRequest r = request("exit 3");
+  r.task_dir = dir.string();
+  auto pid = client_.launch(r, out, agent_pid_file_);
+  ::close(out);
+  ASSERT_TRUE(pid.ok()) << pid.error().message;
+  ASSERT_TRUE(wait_for([&] { return ::kill(static_cast<pid_t>(*pid), 0) != 0; })) << "the task ended";
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(fs::exists(dir / "exit")) << "no record while the disk is full (a partial one would read as none)";
+
+  fs::remove(small.path() / "filler");
+  EXPECT_TRUE(wait_for([&] { return fs::exists(dir / "exit"); })) << "the end recorded once there is room";
+  EXPECT_EQ(read_file(dir / "exit"), "exit 3\n");
+  EXPECT_FALSE(fs::exists(dir / "exit.tmp"));
 }
 
 // A worker started under SCHED_IDLE by an account that cannot leave it (no
