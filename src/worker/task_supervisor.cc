@@ -398,7 +398,7 @@ class Supervisor {
       // The end first: removing groups waits on a lock the kernel holds for every
       // group of the machine, slow while many tasks end at once. A group whose last
       // processes are still being torn down goes a little later.
-      if (!write_exit_record(ending.task.task_dir, ending.record)) {
+      if (!write_exit_record(ending.task.task_dir, ending.record) && errno != ENOENT) {  // no folder: no reader
         std::fprintf(stderr, "ag-supervisor: cannot record the end of the task in %s (%s): trying again every second\n",
                      ending.task.task_dir.c_str(), std::strerror(errno));
         unrecorded_.push_back({ending.task.task_dir, ending.record});
@@ -437,7 +437,7 @@ class Supervisor {
   void record_unrecorded() {
     std::vector<std::pair<std::string, std::string>> still;
     for (auto& [dir, record] : unrecorded_) {
-      if (!write_exit_record(dir, record)) still.emplace_back(std::move(dir), std::move(record));
+      if (!write_exit_record(dir, record) && errno != ENOENT) still.emplace_back(std::move(dir), std::move(record));
     }
     unrecorded_ = std::move(still);
   }
