@@ -392,6 +392,62 @@ def test_bad_quotas_are_refused_and_only_an_admin_sets_one(cluster_factory):
     assert c.api("GET", "/api/quotas")[1] == {"users": {}, "groups": {}}
 
 
+def test_policy_changes_sent_at_once_are_all_kept(cluster_factory):
+    """Quotas, queues and drains sent together, each on its own connection, released at
+    the same moment: every one answered 200 is in force and still there after a restart."""
+    import http.client
+    import json
+    import threading
+    c = cluster_factory("policy-at-once", workers=WORKER_IPS[:2])
+    nodes = sorted(n["node_id"] for n in c.nodes())
+    assert len(nodes) == 2, nodes
+    users = [f"user{i}" for i in range(6)]
+    requests = ([("PUT", f"/api/quotas/users/{u}", {"max_gpus": 1}) for u in users] +
+                [("PUT", f"/api/queues/q{i}", {}) for i in range(2)] +
+                [("POST", f"/api/nodes/{n}/drain", None) for n in nodes])
+    conns = []
+    for _ in requests:
+        conn = http.client.HTTPConnection("127.0.0.1", c.port, timeout=30)
+        conn.connect()
+        conns.append(conn)
+    start = threading.Barrier(len(requests))
+    answers = [None] * len(requests)
+
+    def send(i):
+        method, path, body = requests[i]
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Authorization": f"Bearer {c.token}"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        start.wait(10)
+        conns[i].request(method, path, body=data, headers=headers)
+        resp = conns[i].getresponse()
+        answers[i] = (resp.status, resp.read().decode(errors="replace"))
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(requests))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    for conn in conns:
+        conn.close()
+    assert all(a is not None and a[0] == 200 for a in answers), answers
+
+    def in_force():
+        quotas = c.api("GET", "/api/quotas")[1]["users"]
+        queues = c.api("GET", "/api/queues")[1]
+        drained = sorted(n["node_id"] for n in c.nodes() if n["draining"])
+        return sorted(quotas), sorted(q["name"] for q in queues["queues"]), drained
+
+    assert in_force() == (users, ["q0", "q1"], nodes)
+    head_pid = c.head_pid()
+    os.kill(head_pid, signal.SIGKILL)
+    wait_until(lambda: not pid_alive(head_pid), 10, message="the head to die")
+    c.start_head()
+    wait_until(lambda: len(c.nodes()) == 2, 20, message="the workers back")
+    assert in_force() == (users, ["q0", "q1"], nodes)
+
+
 # ---- fair share -------------------------------------------------------------------------
 
 def test_the_user_who_used_the_cluster_least_goes_first_and_ag_share_shows_why(cluster_factory):

@@ -2,9 +2,15 @@
 // drains. Each is stored first (through the JobWriter, so it is ordered with job
 // writes), then applied to PolicyStore or NodeRegistry, then a scheduling pass weighs
 // the queue again (jobs set aside may fit now). Nothing changes when the store refuses.
-// It owns no state of its own. Io thread only.
+// Each record holds a whole table (every quota, every queue, every drained node), so the
+// changes take turns: one is worked out only once the one before it has been stored or
+// refused, never from a policy that a change still being written will replace (two
+// drains sent at once would otherwise each store a list without the other's node, and
+// the second to land would undo the first while both were told they had worked). It
+// owns no state but the changes waiting their turn. Io thread only.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
@@ -12,10 +18,10 @@
 #include "common/result.h"
 #include "head/jobs/job_table.h"
 #include "head/jobs/job_writer.h"
-#include "head/nodes/node_registry.h"
-#include "head/sharing/policy_store.h"
-#include "head/scheduler/quotas.h"
 #include "head/jobs/scheduling_loop.h"
+#include "head/nodes/node_registry.h"
+#include "head/scheduler/quotas.h"
+#include "head/sharing/policy_store.h"
 
 namespace ag::head {
 
@@ -41,7 +47,14 @@ class PolicyChanges {
   void set_draining(const std::string& node_id, bool draining, std::function<void(Status)> done);
 
  private:
+  using Done = std::function<void(Status)>;
+  // Runs `change` once every change before it has ended; it is given the `done` to call
+  // when it has ended (stored or refused), which calls the caller's and starts the next.
+  void in_turn(Done done, std::function<void(Done)> change);
+  void start_next();
+
   Units u_;
+  std::deque<std::function<void()>> waiting_;  // the front one is under way
 };
 
 }  // namespace ag::head

@@ -528,6 +528,55 @@ TEST_F(JobLayerTest, ADrainedNodeTakesNoNewTasksUntilResumedAndStaysDrainedAcros
   EXPECT_EQ(unknown.error().code, ErrorCode::kNotFound);
 }
 
+// Each policy record holds a whole table; changes sent before the one ahead of them is
+// stored must each keep the others', in the head and in the store.
+TEST_F(JobLayerTest, PolicyChangesSentTogetherAreAllKept) {
+  add_node("node_a", 4);
+  add_node("node_b", 4);
+  std::vector<Status> ended(6, invalid_argument("not called"));
+  sched::Limits four;
+  four.gpus = 4;
+  jobs_->changes.set_draining("node_a", true, [&](const Status& s) { ended[0] = s; });
+  jobs_->changes.set_draining("node_b", true, [&](const Status& s) { ended[1] = s; });
+  jobs_->changes.set_quota(false, "alice", four, [&](const Status& s) { ended[2] = s; });
+  jobs_->changes.set_quota(false, "bob", four, [&](const Status& s) { ended[3] = s; });
+  jobs_->changes.set_queue("night", QueueDef{}, [&](const Status& s) { ended[4] = s; });
+  jobs_->changes.set_queue("day", QueueDef{}, [&](const Status& s) { ended[5] = s; });
+  clock_.run_ready();
+  for (const Status& s : ended) ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(nodes_.drained(), (std::set<std::string>{"node_a", "node_b"}));
+  EXPECT_EQ(jobs_->policy.user_quotas().size(), 2u);
+  EXPECT_EQ(jobs_->policy.queues().size(), 2u);
+  NodeRegistry fresh;
+  JobLayer again({clock_, store_, fresh, channel_, logs_, clock_}, config_);
+  ASSERT_TRUE(again.recover().ok());
+  EXPECT_EQ(fresh.drained(), (std::set<std::string>{"node_a", "node_b"}));
+  EXPECT_EQ(again.policy.user_quotas().size(), 2u);
+  EXPECT_EQ(again.policy.queues().size(), 2u);
+}
+
+// A change the store refuses ends alone: the one sent after it is kept, without it.
+TEST_F(JobLayerTest, APolicyChangeTheStoreRefusesTakesNoneSentWithItAlong) {
+  sched::Limits four;
+  four.gpus = 4;
+  Status first, second = invalid_argument("not called"), unknown;
+  store_.fail_next_writes(1);
+  jobs_->changes.set_quota(false, "alice", four, [&](const Status& s) { first = s; });
+  jobs_->changes.set_quota(false, "bob", four, [&](const Status& s) { second = s; });
+  jobs_->changes.set_draining("node_zz", true, [&](const Status& s) { unknown = s; });
+  clock_.run_ready();
+  EXPECT_FALSE(first.ok());
+  ASSERT_TRUE(second.ok()) << second.error().message;
+  EXPECT_EQ(unknown.error().code, ErrorCode::kNotFound) << "a refused change ends in its turn too";
+  EXPECT_EQ(jobs_->policy.user_quotas().count("alice"), 0u);
+  EXPECT_EQ(jobs_->policy.user_quotas().count("bob"), 1u);
+  NodeRegistry fresh;
+  JobLayer again({clock_, store_, fresh, channel_, logs_, clock_}, config_);
+  ASSERT_TRUE(again.recover().ok());
+  EXPECT_EQ(again.policy.user_quotas().count("alice"), 0u);
+  EXPECT_EQ(again.policy.user_quotas().count("bob"), 1u);
+}
+
 TEST_F(JobLayerTest, AJobBeyondWhatOnePassLooksAtStillSaysWhyItWaits) {
   add_node("node_a", 1);
   std::vector<std::string> ids;
