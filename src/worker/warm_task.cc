@@ -176,8 +176,12 @@ bool WarmTask::ready(int wait_ms) {
   do {
     n = ::poll(&pfd, 1, wait_ms);
   } while (n < 0 && errno == EINTR);
+  // Peeked, not read: taking the byte would wake the process, which waits on the same
+  // socket, for nothing; woken while the other CPU is busy (a gang's other rank
+  // starting), it is queued there and stays queued when the launch's frame comes. The
+  // launch takes the byte once the frame has woken it anyway.
   char said = 0;
-  ready_ = n > 0 && ::read(fd_, &said, 1) == 1 && said == 'r';
+  ready_ = n > 0 && ::recv(fd_, &said, 1, MSG_PEEK) == 1 && said == 'r';
   return ready_;
 }
 
@@ -220,6 +224,9 @@ WarmTask::Outcome WarmTask::launch(const LaunchRequest& request, int output_fd, 
   if (!handed || !write_frame(fd_, "", output_fd)) {
     end_process();
     return Outcome::kNotUsed;
+  }
+  char said = 0;
+  while (::recv(fd_, &said, 1, 0) < 0 && errno == EINTR) {
   }
   // The exec closes the child's end: then it runs on memory of its own.
   std::string failure = read_start_failure(fd_, request);

@@ -30,6 +30,7 @@
 #include "worker/task_limits.h"
 #include "worker/task_runner.h"
 #include "worker/task_start.h"
+#include "worker/warm_task.h"
 
 namespace ag::worker {
 namespace {
@@ -666,6 +667,37 @@ TEST_F(SupervisorProcessTest, OnCgroupV1ASignalSentToTheReadyMadeProcessNeverRea
   client_.~SupervisorClient();
   new (&client_) SupervisorClient(AG_BINARY);
   EXPECT_TRUE(wait_for([&] { return ::waitpid(supervisor, nullptr, WNOHANG) == supervisor; })) << "the supervisor left";
+}
+
+// Asking whether the ready-made process is ready must not wake it: a wake-up that finds
+// nothing to do queues it on whichever CPU it last ran on, busy or not, and there it
+// stays when its launch comes (a gang's second rank waited out the first rank's exec).
+TEST(WarmTaskTest, OnCgroupV1FindingTheProcessReadyLeavesItAsleep) {
+  CgroupDir pids("/sys/fs/cgroup/pids");
+  if (pids.path().empty() || on_cgroup2(pids.path())) GTEST_SKIP() << "needs a writable cgroup v1 pids hierarchy";
+  CgroupPool pool;
+  auto warm = WarmTask::make({pids.path()}, {}, pool);
+  ASSERT_TRUE(warm) << "no ready-made process";
+  const std::string proc = "/proc/" + std::to_string(warm->pid());
+  // Waiting for its task: blocked in recvmsg, in its spare group.
+  ASSERT_TRUE(wait_for([&] {
+    return read_file(proc + "/syscall").rfind(std::to_string(SYS_recvmsg) + " ", 0) == 0 &&
+           cgroup_of(warm->pid(), "pids").find("/warm.") != std::string::npos;
+  })) << read_file(proc + "/syscall");
+  auto switches = [&] {
+    std::istringstream status(read_file(proc + "/status"));
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) return std::stol(line.substr(line.find(':') + 1));
+    }
+    return -1L;
+  };
+  const long asleep = switches();
+  ASSERT_GE(asleep, 0);
+  EXPECT_TRUE(warm->ready(1000));
+  EXPECT_TRUE(warm->ready(1000)) << "asked again";
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(switches(), asleep) << "the process was woken";
+  warm->release();
 }
 
 // A task that ends while its folder's disk is full: its end is recorded once there is
