@@ -132,7 +132,11 @@ void storm(int num_nodes, testing::FakeClock& clock, store::MemoryStore& store, 
   row.kills = channel.take<api::Kill>().size();
 }
 
-Row run(int num_nodes, int num_jobs, int num_users, bool with_storm) {
+// `quota_halves`: each user's GPU quota in halves of an even split of the cluster (6:
+// three times an even split, so the fill fills it; 1: half of one, so the fill stops at
+// the quotas with half the GPUs free, and the storm's nodes come back with room that the
+// queued jobs, every one over its owner's quota, cannot use).
+Row run(int num_nodes, int num_jobs, int num_users, bool with_storm, int quota_halves) {
   const std::filesystem::path logs_dir =
       std::filesystem::temp_directory_path() / ("ag-head-sched-bench-" + std::to_string(::getpid()));
   Row row;
@@ -147,8 +151,10 @@ Row run(int num_nodes, int num_jobs, int num_users, bool with_storm) {
       head::JobLayer jobs({clock, store, nodes, channel, logs, clock}, head::JobConfig{});
       for (int u = 0; u < num_users; ++u) {
         sched::Limits limits;
-        limits.gpus = int64_t{num_nodes} * 8 * 3 / num_users;  // three times an even split
-        jobs.changes.set_quota(false, "user" + std::to_string(u), limits, [](const Status&) {});
+        limits.gpus = int64_t{num_nodes} * 8 * quota_halves / (2 * num_users);
+        jobs.changes.set_quota(false, "user" + std::to_string(u), limits, [](const Status& s) {
+          if (!s) std::fprintf(stderr, "setting a quota failed: %s\n", s.error().message.c_str());
+        });
       }
       clock.run_ready();
 
@@ -273,7 +279,7 @@ SubmitRow submits(int num_nodes) {
 
 int main(int argc, char** argv) {
   std::vector<int> node_counts{1000, 10000};
-  int num_jobs = 100000, num_users = 100, with_storm = 1;
+  int num_jobs = 100000, num_users = 100, with_storm = 1, quota_halves = 6;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--nodes"))
       node_counts = parse_list(argv[i + 1]);
@@ -283,6 +289,8 @@ int main(int argc, char** argv) {
       with_storm = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--users"))
       num_users = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--quota-halves"))
+      quota_halves = std::atoi(argv[i + 1]);
     else {
       std::fprintf(stderr, "unknown option %s\n", argv[i]);
       return 2;
@@ -294,7 +302,7 @@ int main(int argc, char** argv) {
   std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
   std::vector<Row> rows;
   for (int nodes : node_counts) {
-    const Row row = run(nodes, num_jobs, num_users, with_storm != 0);
+    const Row row = run(nodes, num_jobs, num_users, with_storm != 0, quota_halves);
     std::printf("| %d | %d (%d) | %zu (%zu) | %.2f s | %.0f | %.0f | %.1f s |\n", nodes, num_jobs, num_users,
                 row.placed, row.launches, row.fill_ms / 1000.0,
                 static_cast<double>(row.placed) / (row.fill_ms / 1000.0),

@@ -30,20 +30,6 @@ Gang gang_of(const Job& job) {
   return {job.id, job.owner, {per_task.cpu_millis * tasks, per_task.memory_bytes * tasks, per_task.gpus * tasks}};
 }
 
-// Whether a node with `free` could hold a task of a queued job: not when, in some
-// dimension, it has none free and every queued job needs some of it.
-bool could_hold_any(const Resources& free, const sched::PendingQueue& queue) {
-  if (queue.empty()) return false;
-  Resources least{INT64_MAX, INT64_MAX, INT64_MAX};
-  for (const auto& owner : queue.owners()) {
-    const Resources need = queue.least_need(owner);
-    least = {std::min(least.cpu_millis, need.cpu_millis), std::min(least.memory_bytes, need.memory_bytes),
-             std::min(least.gpus, need.gpus)};
-  }
-  return !((free.cpu_millis <= 0 && least.cpu_millis > 0) || (free.memory_bytes <= 0 && least.memory_bytes > 0) ||
-           (free.gpus <= 0 && least.gpus > 0));
-}
-
 Error no_such_job(const std::string& job_id) {
   return not_found("no job with id '" + job_id + "'; list jobs with `ag list-jobs`");
 }
@@ -322,13 +308,16 @@ void JobController::on_node_registered(const std::string& node_id, const std::ve
     task_ended(ref.task, exit);
   }
   // A node that brings nothing a queued job could use (as full as a restarted head's
-  // nodes come back, with the tasks they run, or not taking tasks) changes no pass's
-  // outcome unless jobs wait set aside for the cluster to change, or it is the only
-  // node, or a queue may preempt (the tasks it runs are victims a pass may now choose):
-  // a pass for it would weigh the same blocked jobs again, and in a storm of
-  // registrations those passes would be all the head does.
+  // nodes come back, with the tasks they run, or not taking tasks, or with room only
+  // for jobs whose owners hold all their quotas allow) changes no pass's outcome unless
+  // jobs wait set aside for the cluster to change, or it is the only node, or a queue
+  // may preempt (the tasks it runs are victims a pass may now choose): a pass for it
+  // would weigh the same blocked jobs again, and in a storm of registrations those
+  // passes would be all the head does.
   const sched::NodeView* view = u_.capacity.node(node_id);
-  const bool brings_nothing = !view || !view->schedulable || !could_hold_any(view->free, u_.loop.queue());
+  const bool brings_nothing =
+      !view || !view->schedulable ||
+      !could_use({u_.jobs, u_.nodes, u_.capacity, u_.policy, u_.usage, u_.loop, u_.clock.now_ms()}, view->free);
   const bool others_schedulable = u_.capacity.schedulable() > (view && view->schedulable ? 1 : 0);
   const bool preemption = std::any_of(u_.policy.queues().begin(), u_.policy.queues().end(),
                                       [](const auto& queue) { return queue.second.preempt; });

@@ -156,6 +156,29 @@ PassPlan plan_pass(const PassState& state) {
   return out;
 }
 
+bool could_use(const PassState& state, const Resources& free) {
+  const sched::PendingQueue& pending = state.loop.queue();
+  std::vector<sched::PendingJob> least;  // per owner whose jobs need nothing the node lacks
+  for (const auto& owner : pending.owners()) {
+    sched::PendingJob job;  // needs no more than any job of theirs
+    job.owner = owner;
+    job.per_task = pending.least_need(owner);
+    const Resources& need = job.per_task;
+    const bool lacks = (free.cpu_millis <= 0 && need.cpu_millis > 0) ||
+                       (free.memory_bytes <= 0 && need.memory_bytes > 0) || (free.gpus <= 0 && need.gpus > 0);
+    if (!lacks) least.push_back(std::move(job));
+  }
+  if (least.empty()) return false;
+  std::set<std::string> grouped;  // whose groups group quotas need
+  if (!state.policy.group_quotas().empty()) {
+    for (const auto& job : least) grouped.insert(job.owner);
+  }
+  const sched::QuotaPolicy quotas = state.policy.quota_policy(grouped);
+  if (quotas.empty()) return true;
+  const sched::QuotaLedger ledger(quotas, state.capacity.use_by_owner(), state.capacity.use_by_queue());
+  return std::any_of(least.begin(), least.end(), [&](const auto& job) { return !ledger.over_quota(job); });
+}
+
 std::optional<sched::JobPlacement> place_now(const PassState& state, const Job& job) {
   sched::PendingJob candidate = pending_job(job.id, job.spec, state.policy);
   candidate.owner = job.owner;

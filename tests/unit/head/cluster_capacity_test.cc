@@ -207,5 +207,53 @@ TEST_F(ClusterCapacityTest, ANodeBackWithNothingAQueuedJobCanUsePostsNoPass) {
   check("the registrations");
 }
 
+// Room only for jobs whose owner holds all her quota allows is room no pass can use: a
+// storm of such registrations (a head restarted with quotas binding and nodes half
+// free) would otherwise be a pass per node.
+TEST_F(ClusterCapacityTest, ANodeBackWithRoomOnlyForJobsOverTheirQuotaPostsNoPass) {
+  add_node("node_a", 4, {0});
+  sched::Limits one;
+  one.gpus = 1;
+  Status set = invalid_argument("not called");
+  jobs_->changes.set_quota(false, "alice", one, [&](const Status& s) { set = s; });
+  clock_.run_ready();
+  ASSERT_TRUE(set.ok()) << set.error().message;
+  api::JobSpec s = spec(1, 1);
+  s.num_gpus = 1;
+  const auto submit_as = [&](const std::string& owner) {
+    std::string id;
+    jobs_->controller.submit(
+        s, [&](Result<std::string> r) { id = r.ok() ? r.value() : ""; }, JobController::Submitter{owner});
+    clock_.run_ready();
+    return id;
+  };
+  const std::string first = submit_as("alice");
+  start_all(channel_.take<api::Launch>());
+  const std::string waiting = submit_as("alice");  // over her quota
+  ASSERT_EQ(job(first).state, JobState::kRunning);
+  ASSERT_EQ(job(waiting).state, JobState::kPending);
+  EXPECT_EQ(job(waiting).pending_kind, sched::PendingKind::kQuota);
+  // A node with a GPU free: only alice waits, and she may hold no more.
+  add_node("node_b", 4, {0});
+  jobs_->controller.on_node_registered("node_b", {}, {});
+  EXPECT_EQ(clock_.run_ready(), 0);
+  EXPECT_EQ(job(waiting).state, JobState::kPending);
+  // Bob's job could use it: his registration asks for a pass, which places his.
+  const std::string his = submit_as("bob");
+  EXPECT_EQ(job(his).state, JobState::kRunning);
+  add_node("node_c", 4, {0});
+  const std::string his_next = submit_as("bob");
+  ASSERT_EQ(job(his_next).state, JobState::kRunning);
+  add_node("node_d", 4, {0});
+  jobs_->controller.on_node_registered("node_d", {}, {});
+  EXPECT_EQ(clock_.run_ready(), 0) << "only alice waits, over her quota";
+  // A quota raised asks for a pass, which places her job.
+  one.gpus = 2;
+  jobs_->changes.set_quota(false, "alice", one, [&](const Status& s) { set = s; });
+  clock_.run_ready();
+  EXPECT_EQ(job(waiting).state, JobState::kRunning);
+  check("the registrations");
+}
+
 }  // namespace
 }  // namespace ag::head
