@@ -372,6 +372,21 @@ def test_an_admin_caps_the_priority_a_user_may_ask_for(cluster_factory):
     assert status == 400 and "field 'max_priority' must be a whole number from -1000 to 1000" in body["error"], body
 
 
+def test_a_user_taken_out_of_a_full_group_starts_her_waiting_job(cluster_factory):
+    c = cluster_factory("quota-group-change", workers=(WORKER_IPS[0],))
+    alice = _add_user(c, "alice", "--group", "vision")
+    bob = _add_user(c, "bob", "--group", "vision")
+    c.ag("quota", "set", "--group", "vision", "--max-running-jobs", 1)
+    busy = _submit_as(c, alice, "--num-cpus", 1, "--", "sleep 60")
+    wait_until(lambda: c.job(busy)["state"] == "RUNNING", 20, message="alice's job to run")
+    waiting = _submit_as(c, bob, "--num-cpus", 1, "--", "true")
+    wait_until(lambda: c.job(waiting).get("pending_kind") == "quota", 20, message="bob's job to wait for his group")
+    # Nothing else happens in the cluster: the change itself lets his job start.
+    c.ag("user", "set", "bob", "--remove-group", "vision")
+    assert c.wait_state(waiting, ("SUCCEEDED", "FAILED"), timeout=20)["state"] == "SUCCEEDED"
+    c.ag("stop-job", busy)
+
+
 def test_bad_quotas_are_refused_and_only_an_admin_sets_one(cluster_factory):
     c = cluster_factory("quotas-bad", workers=(WORKER_IPS[0],))
     alice = _add_user(c, "alice")

@@ -9,16 +9,24 @@ void PolicyChanges::in_turn(Done done, std::function<void(Done)> change) {
     change([this, done = std::move(done)](const Status& status) {
       done(status);
       waiting_.pop_front();
-      if (!waiting_.empty()) start_next();
+      under_way_ = false;
+      start_next();
     });
   });
-  if (waiting_.size() == 1) start_next();
+  start_next();
 }
 
 void PolicyChanges::start_next() {
-  // Run from a copy: a change that ends at once pops its own entry.
-  std::function<void()> next = std::move(waiting_.front());
-  next();
+  // A loop, not a recursion, for changes that end at once (refused before any write).
+  if (starting_) return;
+  starting_ = true;
+  while (!under_way_ && !waiting_.empty()) {
+    under_way_ = true;
+    // Run from a copy: a change that ends at once pops its own entry.
+    std::function<void()> next = std::move(waiting_.front());
+    next();
+  }
+  starting_ = false;
 }
 
 void PolicyChanges::set_quota(bool group, const std::string& name, const sched::Limits& limits, Done done) {

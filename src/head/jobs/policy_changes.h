@@ -54,7 +54,9 @@ class PolicyChanges {
   void start_next();
 
   Units u_;
-  std::deque<std::function<void()>> waiting_;  // the front one is under way
+  std::deque<std::function<void()>> waiting_;  // the front one is under way, if any is
+  bool under_way_ = false;
+  bool starting_ = false;  // start_next's loop is running
 };
 
 }  // namespace ag::head

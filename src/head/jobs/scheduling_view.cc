@@ -169,13 +169,15 @@ bool could_use(const PassState& state, const Resources& free) {
     if (!lacks) least.push_back(std::move(job));
   }
   if (least.empty()) return false;
-  std::set<std::string> grouped;  // whose groups group quotas need
+  std::map<std::string, sched::Use> use = state.capacity.use_by_owner();
+  std::set<std::string> grouped;  // whose groups group quotas need: a group holds its members' use
   if (!state.policy.group_quotas().empty()) {
+    for (const auto& [owner, _] : use) grouped.insert(owner);
     for (const auto& job : least) grouped.insert(job.owner);
   }
   const sched::QuotaPolicy quotas = state.policy.quota_policy(grouped);
   if (quotas.empty()) return true;
-  const sched::QuotaLedger ledger(quotas, state.capacity.use_by_owner(), state.capacity.use_by_queue());
+  const sched::QuotaLedger ledger(quotas, std::move(use), state.capacity.use_by_queue());
   return std::any_of(least.begin(), least.end(), [&](const auto& job) { return !ledger.over_quota(job); });
 }
 

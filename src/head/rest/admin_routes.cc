@@ -118,10 +118,15 @@ void AdminRoutes::change_user(const Call& call, net::Respond respond) {
                                              "'; a user change takes role, add_groups and remove_groups"));
     }
   }
-  deps_.access.update_user(call.param("name"), update, [respond](const Result<UserRecord>& user) {
-    if (!user.ok()) return respond(error_response(user.error()));
-    respond(json_response(200, user_json(user.value())));
-  });
+  const bool groups_change = !update.add_groups.empty() || !update.remove_groups.empty();
+  deps_.access.update_user(call.param("name"), update,
+                           [respond, groups_change, &loop = deps_.jobs.loop](const Result<UserRecord>& user) {
+                             if (!user.ok()) return respond(error_response(user.error()));
+                             // Group quotas count other users now: the user's jobs, or her
+                             // old group's, may fit.
+                             if (groups_change) loop.request();
+                             respond(json_response(200, user_json(user.value())));
+                           });
 }
 
 void AdminRoutes::delete_user(const Call& call, net::Respond respond) {
