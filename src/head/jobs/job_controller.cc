@@ -261,10 +261,21 @@ void JobController::stop(const std::string& job_id, const std::string& by, std::
   // stop take effect (and is written again as it then stands).
   Job draft = *job;
   on_stop_requested(draft, u_.clock.now_ms(), by);
-  u_.writer.write_then(JobWriter::records(draft, {}), [this, job_id, by] {
-    Job* job = u_.jobs.find(job_id);
-    if (job && !job->terminal()) apply(*job, on_stop_requested(*job, u_.clock.now_ms(), by));
-  }, std::move(done));
+  u_.writer.write_then(
+      JobWriter::records(draft, {}), [] {},
+      [this, job_id, by, done = std::move(done)](const Status& status) {
+        if (!status) return done(status);
+        Job* job = u_.jobs.find(job_id);
+        if (!job || job->terminal()) return done({});
+        apply(*job, on_stop_requested(*job, u_.clock.now_ms(), by));
+        // A batch may have written the job as it stood, without the stop, after its
+        // draft: the answer waits for the job written again as it stands now (or, should
+        // that write fail, for the batches that retry it).
+        u_.writer.write_now(*job, [this, done](bool ok) {
+          if (ok) return done({});
+          u_.writer.after_durable([done] { done({}); });
+        });
+      });
 }
 
 void JobController::set_hold(const std::string& job_id, bool hold, const std::string& by,

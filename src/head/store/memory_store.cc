@@ -6,6 +6,10 @@ void MemoryStore::write(std::vector<Mutation> batch, std::function<void(Status)>
   Status status;
   {
     std::lock_guard lock(mu_);
+    if (holding_) {
+      held_.emplace_back(std::move(batch), std::move(done));
+      return;
+    }
     ++writes_;
     if (failures_left_ > 0) {
       --failures_left_;
@@ -50,6 +54,21 @@ Result<std::optional<std::string>> MemoryStore::get(const std::string& table,
   auto kv = it->second.find(key);
   if (kv == it->second.end()) return std::optional<std::string>();
   return std::optional<std::string>(kv->second);
+}
+
+void MemoryStore::hold_writes() {
+  std::lock_guard lock(mu_);
+  holding_ = true;
+}
+
+void MemoryStore::release_writes() {
+  decltype(held_) held;
+  {
+    std::lock_guard lock(mu_);
+    holding_ = false;
+    held.swap(held_);
+  }
+  for (auto& [batch, done] : held) write(std::move(batch), std::move(done));
 }
 
 void MemoryStore::fail_next_writes(int count) {

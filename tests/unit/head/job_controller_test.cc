@@ -874,6 +874,35 @@ TEST_F(JobLayerTest, ADurableStopIsStoredBeforeItTakesEffectOrRefusedWithNothing
   EXPECT_TRUE(nlohmann::json::parse(*stored.value())["stop_requested"].get<bool>());
 }
 
+// The job may change while its stop's draft is on its way to the disk (a task ends),
+// and a batch then writes it as it stands, without the stop, after the draft: the stop
+// is answered only once the job is stored with it, or a head that died after the
+// answer would come back with the job running.
+TEST_F(JobLayerTest, AStopIsAnsweredOnlyOnceTheJobIsStoredWithIt) {
+  add_node("node_a");
+  std::string id = submit(spec(2));
+  start_all(channel_.take<api::Launch>());
+  clock_.advance(1000);  // all of that stored
+  store_.hold_writes();
+  std::optional<Status> stopped;
+  std::optional<bool> stored_with_stop;
+  jobs_->controller.stop(id, "alice", [&](Status s) {
+    stopped = std::move(s);
+    auto stored = store_.get(store::kJobsTable, id);
+    stored_with_stop =
+        stored.ok() && stored.value() && nlohmann::json::parse(*stored.value())["stop_requested"].get<bool>();
+  });
+  api::TaskExit exit;
+  exit.exit_code = 0;
+  report_exit({id, 0, 1}, exit);
+  clock_.advance(1000);  // the batch with the task's end is written after the draft (held)
+  store_.release_writes();
+  clock_.advance(1000);
+  ASSERT_TRUE(stopped.has_value() && stopped->ok());
+  ASSERT_TRUE(stored_with_stop.has_value());
+  EXPECT_TRUE(*stored_with_stop) << "answered while the stored job had no stop";
+}
+
 TEST_F(JobLayerTest, WatchersAreWokenOnChange) {
   add_node("node_a");
   std::string id = submit(spec());
