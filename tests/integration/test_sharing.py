@@ -1,10 +1,13 @@
 """Sharing the cluster (issue 14), as far as it is built: priorities order the queue;
 dependencies, holds and begin times keep jobs out of it until they may run."""
 import datetime
+import http.client
+import json
 import os
 import re
 import signal
 import sys
+import threading
 import time
 
 import pytest
@@ -410,9 +413,6 @@ def test_bad_quotas_are_refused_and_only_an_admin_sets_one(cluster_factory):
 def test_policy_changes_sent_at_once_are_all_kept(cluster_factory):
     """Quotas, queues and drains sent together, each on its own connection, released at
     the same moment: every one answered 200 is in force and still there after a restart."""
-    import http.client
-    import json
-    import threading
     c = cluster_factory("policy-at-once", workers=WORKER_IPS[:2])
     nodes = sorted(n["node_id"] for n in c.nodes())
     assert len(nodes) == 2, nodes
