@@ -21,6 +21,9 @@ constexpr const char* kSessionsTable = "sessions";
 constexpr const char* kCookieNameKey = "access.cookie_name";
 // Live dashboard sessions one user may hold; signing in once more ends the oldest.
 constexpr size_t kMaxSessionsPerUser = 64;
+// Every change to users takes turns with every other: each is checked against the
+// users as stored (e.g. the last enabled admin), never against a change still in flight.
+constexpr const char* kUsersTurn = "users";
 
 std::string hash_token(std::string_view token) { return sha256_hex(token); }
 
@@ -236,6 +239,16 @@ Principal AccessControl::authenticate_session(std::string_view session) const {
   return who;
 }
 
+template <typename T>
+void AccessControl::in_turn(const std::string& key, const Done<T>& done, std::function<void(const Done<T>&)> change) {
+  turns_.take(key, [done, change = std::move(change)](const Turns::Ended& ended) {
+    change([done, ended](Result<T> result) {
+      done(std::move(result));
+      ended();
+    });
+  });
+}
+
 void AccessControl::commit(std::vector<store::Mutation> batch, std::function<void()> undo,
                            std::function<void(Status)> done) {
   auto alive = alive_;
@@ -275,114 +288,128 @@ void AccessControl::end_sessions_of(const std::string& user, std::vector<store::
 }
 
 void AccessControl::add_user(UserRecord user, const Done<std::string>& done) {
-  if (Status s = check_account_name("user name", user.name); !s) return done(s.error());
-  for (const auto& group : user.groups) {
-    if (Status s = check_account_name("group name", group); !s) return done(s.error());
-  }
-  if (users_.count(user.name)) {
-    return done(Error{ErrorCode::kConflict, "user '" + user.name + "' already exists; see `ag user list`"});
-  }
-  std::string token = new_token("agu_");
-  user.token_hash = hash_token(token);
-  user.created_ms = user.token_issued_ms = deps_.clock.now_ms();
-  user.disabled = false;
-  std::string name = user.name;
-  std::string hash = user.token_hash;
-  index_user(user);
-  auto batch = std::vector<store::Mutation>{user_mutation(user)};
-  users_[name] = std::move(user);
-  commit(std::move(batch),
-         [this, name, hash] {
-           users_.erase(name);
-           by_hash_.erase(hash);
-         },
-         [done, token](const Status& s) {
-           if (!s) return done(s.error());
-           done(token);
-         });
+  in_turn<std::string>(kUsersTurn, done, [this, user = std::move(user)](const Done<std::string>& done) mutable {
+    if (Status s = check_account_name("user name", user.name); !s) return done(s.error());
+    for (const auto& group : user.groups) {
+      if (Status s = check_account_name("group name", group); !s) return done(s.error());
+    }
+    if (users_.count(user.name)) {
+      return done(Error{ErrorCode::kConflict, "user '" + user.name + "' already exists; see `ag user list`"});
+    }
+    std::string token = new_token("agu_");
+    user.token_hash = hash_token(token);
+    user.created_ms = user.token_issued_ms = deps_.clock.now_ms();
+    user.disabled = false;
+    std::string name = user.name;
+    std::string hash = user.token_hash;
+    index_user(user);
+    auto batch = std::vector<store::Mutation>{user_mutation(user)};
+    users_[name] = std::move(user);
+    commit(
+        std::move(batch),
+        [this, name, hash] {
+          users_.erase(name);
+          by_hash_.erase(hash);
+        },
+        [done, token](const Status& s) {
+          if (!s) return done(s.error());
+          done(token);
+        });
+  });
 }
 
 void AccessControl::rotate_user(const std::string& name, const Done<std::string>& done) {
-  auto it = users_.find(name);
-  if (it == users_.end()) return done(not_found("no user '" + name + "'; see `ag user list`"));
-  UserRecord before = it->second;
-  std::string token = new_token("agu_");
-  by_hash_.erase(before.token_hash);
-  it->second.token_hash = hash_token(token);
-  it->second.token_issued_ms = deps_.clock.now_ms();
-  index_user(it->second);
-  std::vector<store::Mutation> batch{user_mutation(it->second)};
-  // A rotated token means the old one may be in the wrong hands: its sessions go too.
-  end_sessions_of(name, &batch);
-  commit(std::move(batch),
-         [this, before] {
-           by_hash_.erase(users_[before.name].token_hash);
-           users_[before.name] = before;
-           index_user(before);
-         },
-         [done, token](const Status& s) {
-           if (!s) return done(s.error());
-           done(token);
-         });
+  in_turn<std::string>(kUsersTurn, done, [this, name](const Done<std::string>& done) {
+    auto it = users_.find(name);
+    if (it == users_.end()) return done(not_found("no user '" + name + "'; see `ag user list`"));
+    UserRecord before = it->second;
+    std::string token = new_token("agu_");
+    by_hash_.erase(before.token_hash);
+    it->second.token_hash = hash_token(token);
+    it->second.token_issued_ms = deps_.clock.now_ms();
+    index_user(it->second);
+    std::vector<store::Mutation> batch{user_mutation(it->second)};
+    // A rotated token means the old one may be in the wrong hands: its sessions go too.
+    end_sessions_of(name, &batch);
+    commit(
+        std::move(batch),
+        [this, before] {
+          by_hash_.erase(users_[before.name].token_hash);
+          users_[before.name] = before;
+          index_user(before);
+        },
+        [done, token](const Status& s) {
+          if (!s) return done(s.error());
+          done(token);
+        });
+  });
 }
 
 void AccessControl::update_user(const std::string& name, const UserUpdate& update, const Done<UserRecord>& done) {
-  auto it = users_.find(name);
-  if (it == users_.end()) return done(not_found("no user '" + name + "'; see `ag user list`"));
-  UserRecord after = it->second;
-  if (update.disabled) after.disabled = *update.disabled;
-  if (update.role) after.role = *update.role;
-  for (const auto& group : update.add_groups) {
-    if (Status s = check_account_name("group name", group); !s) return done(s.error());
-    if (std::find(after.groups.begin(), after.groups.end(), group) == after.groups.end()) after.groups.push_back(group);
-  }
-  for (const auto& group : update.remove_groups) {
-    auto held = std::find(after.groups.begin(), after.groups.end(), group);
-    if (held == after.groups.end()) {
-      return done(invalid_argument("user '" + name + "' is not in group '" + group + "' (nothing was changed)"));
+  in_turn<UserRecord>(kUsersTurn, done, [this, name, update](const Done<UserRecord>& done) {
+    auto it = users_.find(name);
+    if (it == users_.end()) return done(not_found("no user '" + name + "'; see `ag user list`"));
+    UserRecord after = it->second;
+    if (update.disabled) after.disabled = *update.disabled;
+    if (update.role) after.role = *update.role;
+    for (const auto& group : update.add_groups) {
+      if (Status s = check_account_name("group name", group); !s) return done(s.error());
+      if (std::find(after.groups.begin(), after.groups.end(), group) == after.groups.end())
+        after.groups.push_back(group);
     }
-    after.groups.erase(held);
-  }
-  const UserRecord before = it->second;
-  const bool was_admin = before.role == Role::kAdmin && !before.disabled;
-  const bool is_admin = after.role == Role::kAdmin && !after.disabled;
-  if (was_admin && !is_admin && enabled_admins() <= 1) {
-    return done(Error{ErrorCode::kConflict, "user '" + name +
-                                                "' is the last enabled admin; add another admin first "
-                                                "(`ag user add NAME --role admin`)"});
-  }
-  it->second = after;
-  std::vector<store::Mutation> batch{user_mutation(after)};
-  if (after.disabled && !before.disabled) end_sessions_of(name, &batch);
-  commit(std::move(batch), [this, before] { users_[before.name] = before; },
-         [done, after](const Status& s) {
-           if (!s) return done(s.error());
-           done(after);
-         });
+    for (const auto& group : update.remove_groups) {
+      auto held = std::find(after.groups.begin(), after.groups.end(), group);
+      if (held == after.groups.end()) {
+        return done(invalid_argument("user '" + name + "' is not in group '" + group + "' (nothing was changed)"));
+      }
+      after.groups.erase(held);
+    }
+    const UserRecord before = it->second;
+    const bool was_admin = before.role == Role::kAdmin && !before.disabled;
+    const bool is_admin = after.role == Role::kAdmin && !after.disabled;
+    if (was_admin && !is_admin && enabled_admins() <= 1) {
+      return done(Error{ErrorCode::kConflict, "user '" + name +
+                                                  "' is the last enabled admin; add another admin first "
+                                                  "(`ag user add NAME --role admin`)"});
+    }
+    it->second = after;
+    std::vector<store::Mutation> batch{user_mutation(after)};
+    if (after.disabled && !before.disabled) end_sessions_of(name, &batch);
+    commit(
+        std::move(batch), [this, before] { users_[before.name] = before; },
+        [done, after](const Status& s) {
+          if (!s) return done(s.error());
+          done(after);
+        });
+  });
 }
 
 void AccessControl::delete_user(const std::string& name, const Done<bool>& done) {
-  auto it = users_.find(name);
-  if (it == users_.end()) return done(not_found("no user '" + name + "'; see `ag user list`"));
-  const UserRecord before = it->second;
-  if (before.role == Role::kAdmin && !before.disabled && enabled_admins() <= 1) {
-    return done(Error{ErrorCode::kConflict, "user '" + name +
-                                                "' is the last enabled admin and cannot be deleted; add another admin "
-                                                "first (`ag user add NAME --role admin`)"});
-  }
-  std::vector<store::Mutation> batch{{kUsersTable, name, std::nullopt}};
-  end_sessions_of(name, &batch);
-  by_hash_.erase(before.token_hash);
-  users_.erase(it);
-  commit(std::move(batch),
-         [this, before] {
-           users_[before.name] = before;
-           index_user(before);
-         },
-         [done](const Status& s) {
-           if (!s) return done(s.error());
-           done(true);
-         });
+  in_turn<bool>(kUsersTurn, done, [this, name](const Done<bool>& done) {
+    auto it = users_.find(name);
+    if (it == users_.end()) return done(not_found("no user '" + name + "'; see `ag user list`"));
+    const UserRecord before = it->second;
+    if (before.role == Role::kAdmin && !before.disabled && enabled_admins() <= 1) {
+      return done(
+          Error{ErrorCode::kConflict, "user '" + name +
+                                          "' is the last enabled admin and cannot be deleted; add another admin "
+                                          "first (`ag user add NAME --role admin`)"});
+    }
+    std::vector<store::Mutation> batch{{kUsersTable, name, std::nullopt}};
+    end_sessions_of(name, &batch);
+    by_hash_.erase(before.token_hash);
+    users_.erase(it);
+    commit(
+        std::move(batch),
+        [this, before] {
+          users_[before.name] = before;
+          index_user(before);
+        },
+        [done](const Status& s) {
+          if (!s) return done(s.error());
+          done(true);
+        });
+  });
 }
 
 std::vector<UserRecord> AccessControl::users() const {
@@ -421,20 +448,23 @@ void AccessControl::create_join_token(int64_t ttl_ms, const std::string& created
 }
 
 void AccessControl::revoke_join_token(const std::string& id, const Done<bool>& done) {
-  auto it = join_tokens_.find(id);
-  if (it == join_tokens_.end()) return done(not_found("no join token '" + id + "'; see `ag token list`"));
-  JoinTokenRecord before = it->second;
-  by_hash_.erase(before.token_hash);
-  join_tokens_.erase(it);
-  commit({{kJoinTokensTable, id, std::nullopt}},
-         [this, before] {
-           by_hash_[before.token_hash] = {Kind::kJoin, before.id};
-           join_tokens_[before.id] = before;
-         },
-         [done](const Status& s) {
-           if (!s) return done(s.error());
-           done(true);
-         });
+  in_turn<bool>("join:" + id, done, [this, id](const Done<bool>& done) {
+    auto it = join_tokens_.find(id);
+    if (it == join_tokens_.end()) return done(not_found("no join token '" + id + "'; see `ag token list`"));
+    JoinTokenRecord before = it->second;
+    by_hash_.erase(before.token_hash);
+    join_tokens_.erase(it);
+    commit(
+        {{kJoinTokensTable, id, std::nullopt}},
+        [this, before] {
+          by_hash_[before.token_hash] = {Kind::kJoin, before.id};
+          join_tokens_[before.id] = before;
+        },
+        [done](const Status& s) {
+          if (!s) return done(s.error());
+          done(true);
+        });
+  });
 }
 
 std::vector<JoinTokenRecord> AccessControl::join_tokens() const {
@@ -444,96 +474,111 @@ std::vector<JoinTokenRecord> AccessControl::join_tokens() const {
 }
 
 void AccessControl::issue_node_credential(const std::string& node_id, const Done<std::string>& done) {
-  std::optional<NodeCredentialRecord> before;
-  if (auto it = node_credentials_.find(node_id); it != node_credentials_.end()) {
-    before = it->second;
-    by_hash_.erase(it->second.token_hash);
-  }
-  std::string token = new_token("agn_");
-  NodeCredentialRecord record{node_id, hash_token(token), deps_.clock.now_ms()};
-  by_hash_[record.token_hash] = {Kind::kNode, node_id};
-  node_credentials_[node_id] = record;
-  json doc{{"node_id", node_id}, {"token_hash", record.token_hash}, {"issued_ms", record.issued_ms}};
-  commit({{kNodeCredentialsTable, node_id, doc.dump()}},
-         [this, node_id, hash = record.token_hash, before] {
-           by_hash_.erase(hash);
-           node_credentials_.erase(node_id);
-           if (before) {
-             by_hash_[before->token_hash] = {Kind::kNode, node_id};
-             node_credentials_[node_id] = *before;
-           }
-         },
-         [done, token](const Status& s) {
-           if (!s) return done(s.error());
-           done(token);
-         });
+  in_turn<std::string>("node:" + node_id, done, [this, node_id](const Done<std::string>& done) {
+    std::optional<NodeCredentialRecord> before;
+    if (auto it = node_credentials_.find(node_id); it != node_credentials_.end()) {
+      before = it->second;
+      by_hash_.erase(it->second.token_hash);
+    }
+    std::string token = new_token("agn_");
+    NodeCredentialRecord record{node_id, hash_token(token), deps_.clock.now_ms()};
+    by_hash_[record.token_hash] = {Kind::kNode, node_id};
+    node_credentials_[node_id] = record;
+    json doc{{"node_id", node_id}, {"token_hash", record.token_hash}, {"issued_ms", record.issued_ms}};
+    commit(
+        {{kNodeCredentialsTable, node_id, doc.dump()}},
+        [this, node_id, hash = record.token_hash, before] {
+          by_hash_.erase(hash);
+          node_credentials_.erase(node_id);
+          if (before) {
+            by_hash_[before->token_hash] = {Kind::kNode, node_id};
+            node_credentials_[node_id] = *before;
+          }
+        },
+        [done, token](const Status& s) {
+          if (!s) return done(s.error());
+          done(token);
+        });
+  });
 }
 
 void AccessControl::revoke_node_credential(const std::string& node_id, const Done<bool>& done) {
-  auto it = node_credentials_.find(node_id);
-  if (it == node_credentials_.end()) return done(false);
-  NodeCredentialRecord before = it->second;
-  by_hash_.erase(before.token_hash);
-  node_credentials_.erase(it);
-  commit({{kNodeCredentialsTable, node_id, std::nullopt}},
-         [this, before] {
-           by_hash_[before.token_hash] = {Kind::kNode, before.node_id};
-           node_credentials_[before.node_id] = before;
-         },
-         [done](const Status& s) {
-           if (!s) return done(s.error());
-           done(true);
-         });
+  in_turn<bool>("node:" + node_id, done, [this, node_id](const Done<bool>& done) {
+    auto it = node_credentials_.find(node_id);
+    if (it == node_credentials_.end()) return done(false);
+    NodeCredentialRecord before = it->second;
+    by_hash_.erase(before.token_hash);
+    node_credentials_.erase(it);
+    commit(
+        {{kNodeCredentialsTable, node_id, std::nullopt}},
+        [this, before] {
+          by_hash_[before.token_hash] = {Kind::kNode, before.node_id};
+          node_credentials_[before.node_id] = before;
+        },
+        [done](const Status& s) {
+          if (!s) return done(s.error());
+          done(true);
+        });
+  });
 }
 
 void AccessControl::create_session(const std::string& user, int64_t lifetime_ms, const Done<std::string>& done) {
-  int64_t now = deps_.clock.now_ms();
-  std::vector<store::Mutation> batch;
-  // Ended sessions are dropped here; a user at the limit loses the oldest.
-  std::string oldest;
-  int64_t oldest_expiry = INT64_MAX;
-  size_t held = 0;
-  for (auto it = sessions_.begin(); it != sessions_.end();) {
-    if (it->second.expires_ms <= now) {
-      batch.push_back({kSessionsTable, it->first, std::nullopt});
-      it = sessions_.erase(it);
-      continue;
-    }
-    if (it->second.user == user) {
-      ++held;
-      if (it->second.expires_ms < oldest_expiry) {
-        oldest_expiry = it->second.expires_ms;
-        oldest = it->first;
+  in_turn<std::string>("sessions:" + user, done, [this, user, lifetime_ms](const Done<std::string>& done) {
+    int64_t now = deps_.clock.now_ms();
+    std::vector<store::Mutation> batch;
+    // Ended sessions are dropped here; a user at the limit loses the oldest.
+    std::string oldest;
+    int64_t oldest_expiry = INT64_MAX;
+    size_t held = 0;
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      if (it->second.expires_ms <= now) {
+        batch.push_back({kSessionsTable, it->first, std::nullopt});
+        it = sessions_.erase(it);
+        continue;
       }
+      if (it->second.user == user) {
+        ++held;
+        if (it->second.expires_ms < oldest_expiry) {
+          oldest_expiry = it->second.expires_ms;
+          oldest = it->first;
+        }
+      }
+      ++it;
     }
-    ++it;
-  }
-  if (held >= kMaxSessionsPerUser) {
-    sessions_.erase(oldest);
-    batch.push_back({kSessionsTable, oldest, std::nullopt});
-  }
-  std::string session = new_token("ags_");
-  std::string hash = hash_token(session);
-  sessions_[hash] = {user, now + lifetime_ms};
-  batch.push_back({kSessionsTable, hash, json{{"user", user}, {"expires_ms", now + lifetime_ms}}.dump()});
-  commit(std::move(batch), [this, hash] { sessions_.erase(hash); },
-         [done, session](const Status& s) {
-           if (!s) return done(s.error());
-           done(session);
-         });
+    if (held >= kMaxSessionsPerUser) {
+      sessions_.erase(oldest);
+      batch.push_back({kSessionsTable, oldest, std::nullopt});
+    }
+    std::string session = new_token("ags_");
+    std::string hash = hash_token(session);
+    sessions_[hash] = {user, now + lifetime_ms};
+    batch.push_back({kSessionsTable, hash, json{{"user", user}, {"expires_ms", now + lifetime_ms}}.dump()});
+    commit(
+        std::move(batch), [this, hash] { sessions_.erase(hash); },
+        [done, session](const Status& s) {
+          if (!s) return done(s.error());
+          done(session);
+        });
+  });
 }
 
 void AccessControl::end_session(const std::string& session_hash, const Done<bool>& done) {
-  auto it = sessions_.find(session_hash);
-  if (it == sessions_.end()) return done(false);
-  Session before = it->second;
-  sessions_.erase(it);
-  commit({{kSessionsTable, session_hash, std::nullopt}},
-         [this, session_hash, before] { sessions_[session_hash] = before; },
-         [done](const Status& s) {
-           if (!s) return done(s.error());
-           done(true);
-         });
+  // A user's sessions take turns (creating one also ends their oldest).
+  auto held = sessions_.find(session_hash);
+  if (held == sessions_.end()) return done(false);
+  in_turn<bool>("sessions:" + held->second.user, done, [this, session_hash](const Done<bool>& done) {
+    auto it = sessions_.find(session_hash);
+    if (it == sessions_.end()) return done(false);
+    Session before = it->second;
+    sessions_.erase(it);
+    commit(
+        {{kSessionsTable, session_hash, std::nullopt}},
+        [this, session_hash, before] { sessions_[session_hash] = before; },
+        [done](const Status& s) {
+          if (!s) return done(s.error());
+          done(true);
+        });
+  });
 }
 
 }  // namespace ag::head

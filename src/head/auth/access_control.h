@@ -12,7 +12,10 @@
 // The token made at the head's first start belongs to the first admin, "admin"; a
 // join token is made with it (bootstrap()). Changes are applied at once (a revoked
 // credential stops working on the next request) and are durable before `done` runs;
-// a change the store could not write is undone. Io thread only (the store's answers
+// a change the store could not write is undone. Changes to one thing take turns (every
+// user change with every other, a node's credential, a join token, a user's sessions):
+// each is worked out and applied once the one before it is stored or undone, so an
+// undo never takes back a later change with it. Io thread only (the store's answers
 // come back through Timers::post).
 #pragma once
 
@@ -29,6 +32,7 @@
 #include "common/clock.h"
 #include "common/result.h"
 #include "common/timers.h"
+#include "common/turns.h"
 #include "head/store/kv_store.h"
 
 namespace ag::head {
@@ -174,6 +178,10 @@ class AccessControl {
     std::string name;
   };
 
+  // Runs `change` once every change under `key` asked before it has ended; `change` is
+  // given the `done` to answer with, which also ends its turn.
+  template <typename T>
+  void in_turn(const std::string& key, const Done<T>& done, std::function<void(const Done<T>&)> change);
   // Writes `batch`; on failure runs `undo`. `done` runs on the io thread either way.
   void commit(std::vector<store::Mutation> batch, std::function<void()> undo, std::function<void(Status)> done);
   void index_user(const UserRecord& user);
@@ -188,6 +196,7 @@ class AccessControl {
   std::unordered_map<std::string, Session> sessions_;  // by hash
   std::unordered_map<std::string, IndexEntry> by_hash_;  // token hash -> owner
   std::string cookie_name_ = "ag_session";
+  Turns turns_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 
  public:

@@ -5,28 +5,12 @@
 namespace ag::head {
 
 void PolicyChanges::in_turn(Done done, std::function<void(Done)> change) {
-  waiting_.push_back([this, done = std::move(done), change = std::move(change)]() mutable {
-    change([this, done = std::move(done)](const Status& status) {
+  turns_.take("policy", [done = std::move(done), change = std::move(change)](const Turns::Ended& ended) {
+    change([done, ended](const Status& status) {
       done(status);
-      waiting_.pop_front();
-      under_way_ = false;
-      start_next();
+      ended();
     });
   });
-  start_next();
-}
-
-void PolicyChanges::start_next() {
-  // A loop, not a recursion, for changes that end at once (refused before any write).
-  if (starting_) return;
-  starting_ = true;
-  while (!under_way_ && !waiting_.empty()) {
-    under_way_ = true;
-    // Run from a copy: a change that ends at once pops its own entry.
-    std::function<void()> next = std::move(waiting_.front());
-    next();
-  }
-  starting_ = false;
 }
 
 void PolicyChanges::set_quota(bool group, const std::string& name, const sched::Limits& limits, Done done) {

@@ -10,12 +10,12 @@
 // owns no state but the changes waiting their turn. Io thread only.
 #pragma once
 
-#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
 
 #include "common/result.h"
+#include "common/turns.h"
 #include "head/jobs/job_table.h"
 #include "head/jobs/job_writer.h"
 #include "head/jobs/scheduling_loop.h"
@@ -51,12 +51,9 @@ class PolicyChanges {
   // Runs `change` once every change before it has ended; it is given the `done` to call
   // when it has ended (stored or refused), which calls the caller's and starts the next.
   void in_turn(Done done, std::function<void(Done)> change);
-  void start_next();
 
   Units u_;
-  std::deque<std::function<void()>> waiting_;  // the front one is under way, if any is
-  bool under_way_ = false;
-  bool starting_ = false;  // start_next's loop is running
+  Turns turns_;  // one line: every policy change waits for the one before it
 };
 
 }  // namespace ag::head

@@ -122,6 +122,53 @@ TEST_F(AccessControlTest, AChangeTheStoreCannotWriteIsUndoneAndReported) {
   EXPECT_FALSE(access_.has_node_credential("node_a"));
 }
 
+TEST_F(AccessControlTest, ARefusedUserChangeTakesNoLaterOneBackWithIt) {
+  add_user("alice", Role::kUser);
+  AccessControl::UserUpdate promote;
+  promote.role = Role::kAdmin;
+  AccessControl::UserUpdate join_ml;
+  join_ml.add_groups = {"ml"};
+  // Two changes to one user sent before the first is stored; the store refuses the first.
+  store_.hold_writes();
+  std::optional<Result<UserRecord>> promoted, joined;
+  access_.update_user("alice", promote, [&](Result<UserRecord> r) { promoted = std::move(r); });
+  access_.update_user("alice", join_ml, [&](Result<UserRecord> r) { joined = std::move(r); });
+  store_.fail_next_writes(1);
+  store_.release_writes();
+  clock_.run_ready();
+  ASSERT_TRUE(promoted.has_value() && joined.has_value());
+  EXPECT_EQ(promoted->error().code, ErrorCode::kResourceExhausted);
+  ASSERT_TRUE(joined->ok()) << joined->error().message;
+  EXPECT_EQ(joined->value().role, Role::kUser);
+  // In memory and in the store alike: the refused promotion is not there, the group is.
+  AccessControl restarted({store_, clock_, clock_});
+  ASSERT_TRUE(restarted.recover());
+  for (const AccessControl* access : std::vector<const AccessControl*>{&access_, &restarted}) {
+    const UserRecord* alice = access->find_user("alice");
+    ASSERT_NE(alice, nullptr);
+    EXPECT_EQ(alice->role, Role::kUser);
+    EXPECT_EQ(alice->groups, std::vector<std::string>{"ml"});
+  }
+}
+
+TEST_F(AccessControlTest, ARefusedNodeCredentialTakesNoLaterOneBackWithIt) {
+  store_.hold_writes();
+  std::optional<Result<std::string>> first, second;
+  access_.issue_node_credential("node_a", [&](Result<std::string> r) { first = std::move(r); });
+  access_.issue_node_credential("node_a", [&](Result<std::string> r) { second = std::move(r); });
+  store_.fail_next_writes(1);
+  store_.release_writes();
+  clock_.run_ready();
+  ASSERT_TRUE(first.has_value() && second.has_value());
+  EXPECT_FALSE(first->ok());
+  ASSERT_TRUE(second->ok()) << second->error().message;
+  EXPECT_EQ(access_.authenticate_token(second->value()).name, "node_a");
+  EXPECT_TRUE(access_.has_node_credential("node_a"));
+  AccessControl restarted({store_, clock_, clock_});
+  ASSERT_TRUE(restarted.recover());
+  EXPECT_EQ(restarted.authenticate_token(second->value()).name, "node_a");
+}
+
 TEST_F(AccessControlTest, DisablingOrRotatingEndsTheUsersSessions) {
   std::string alice = add_user("alice", Role::kUser);
   auto s1 = wait<std::string>([&](auto done) { access_.create_session("alice", 60'000, done); });
