@@ -24,7 +24,7 @@ double seconds_between(int64_t from_ms, int64_t to_ms) {
 }  // namespace
 
 UsageLedger::UsageLedger(const Clock& clock, Timers& timers, store::KvStore& store, int64_t half_life_ms)
-    : clock_(clock), timers_(timers), store_(store), half_life_ms_(half_life_ms) {}
+    : clock_(clock), timers_(timers), store_(store), half_life_ms_(half_life_ms), base_ms_(clock.now_ms()) {}
 
 UsageLedger::~UsageLedger() {
   if (timer_ != 0) timers_.cancel(timer_);
@@ -54,23 +54,40 @@ void UsageLedger::charge(const Gang& gang, bool ended) {
   const int64_t now = clock_.now_ms();
   auto it = charging_.find(gang.job_id);
   if (it == charging_.end()) {
-    if (!ended) charging_[gang.job_id] = {gang.owner, rate(gang), now};
+    if (!ended) start_charging(gang.job_id, gang.owner, rate(gang), now);
     return;
   }
   usage_[gang.owner] = sched::charged(usage_[gang.owner], rate(gang) * seconds_between(it->second.since_ms, now), now,
                                      half_life_ms_);
-  if (ended) {
-    charging_.erase(it);
+  stop_charging(it);
+  if (!ended) start_charging(gang.job_id, gang.owner, rate(gang), now);
+}
+
+void UsageLedger::start_charging(const std::string& job_id, const std::string& owner, double rate, int64_t now) {
+  charging_[job_id] = {owner, rate, now};
+  Running& running = running_[owner];
+  running.rate += rate;
+  running.rate_ms += rate * static_cast<double>(now - base_ms_);
+  ++running.jobs;
+}
+
+void UsageLedger::stop_charging(std::map<std::string, Charging>::iterator it) {
+  auto running = running_.find(it->second.owner);
+  if (--running->second.jobs == 0) {
+    running_.erase(running);  // and with it what rounding left
   } else {
-    it->second = {gang.owner, rate(gang), now};
+    running->second.rate -= it->second.rate;
+    running->second.rate_ms -= it->second.rate * static_cast<double>(it->second.since_ms - base_ms_);
   }
+  charging_.erase(it);
 }
 
 std::map<std::string, sched::UsageRecord> UsageLedger::with_running() const {
   std::map<std::string, sched::UsageRecord> usage = usage_;
   const int64_t now = clock_.now_ms();
-  for (const auto& [id, c] : charging_) {
-    usage[c.owner] = sched::charged(usage[c.owner], c.rate * seconds_between(c.since_ms, now), now, half_life_ms_);
+  for (const auto& [owner, running] : running_) {
+    const double used_ms = running.rate * static_cast<double>(now - base_ms_) - running.rate_ms;
+    usage[owner] = sched::charged(usage[owner], std::max(0.0, used_ms) / 1000.0, now, half_life_ms_);
   }
   return usage;
 }
@@ -97,9 +114,16 @@ void UsageLedger::tick() {
     if (*alive) tick();
   });
   const int64_t now = clock_.now_ms();
+  // Every job is charged up to now: the sums start again from here (made afresh, so
+  // that no rounding piles up).
+  base_ms_ = now;
+  running_.clear();
   for (auto& [id, c] : charging_) {
     usage_[c.owner] = sched::charged(usage_[c.owner], c.rate * seconds_between(c.since_ms, now), now, half_life_ms_);
     c.since_ms = now;
+    Running& running = running_[c.owner];
+    running.rate += c.rate;
+    ++running.jobs;
   }
   if (usage_.empty()) return;
   json doc = json::object();

@@ -59,7 +59,18 @@ class UsageLedger {
     double rate = 0;  // what the job's gang costs per second
     int64_t since_ms = 0;
   };
+  // An owner's jobs being charged, summed: what they cost together per second, and the
+  // sum of each one's rate times when it was last charged (ms after base_ms_). What
+  // they used since is then rate * (now - base_ms_) - rate_ms, without a walk of every
+  // job (a pass asks at every event, with thousands of jobs running).
+  struct Running {
+    double rate = 0;
+    double rate_ms = 0;
+    size_t jobs = 0;
+  };
   std::map<std::string, sched::UsageRecord> with_running() const;
+  void start_charging(const std::string& job_id, const std::string& owner, double rate, int64_t now);
+  void stop_charging(std::map<std::string, Charging>::iterator it);
   void tick();
 
   const Clock& clock_;
@@ -68,6 +79,8 @@ class UsageLedger {
   int64_t half_life_ms_;
   std::map<std::string, sched::UsageRecord> usage_;  // by user
   std::map<std::string, Charging> charging_;         // by job id
+  std::map<std::string, Running> running_;           // by owner, of charging_
+  int64_t base_ms_ = 0;                              // moved to the last tick (sums stay small)
   Timers::Id timer_ = 0;
   // A cancel cannot stop a timer's handler already queued: it checks this first.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -5,6 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "fakes/fake_clock.h"
 #include "head/store/memory_store.h"
 
@@ -45,6 +50,61 @@ TEST(UsageLedgerTest, AnOwnerIsChargedForTheGangFromPlacementToEnd) {
   EXPECT_NEAR(usage_of(ledger.report({}), "alice"), 20.0, 0.01) << "nothing after its end";
   ledger.charge(two, true);  // a second end charges nothing
   EXPECT_NEAR(usage_of(ledger.report({}), "alice"), 20.0, 0.01);
+}
+
+TEST(UsageLedgerTest, ManyRunningJobsAreChargedEachFromItsOwnStartAtItsOwnRate) {
+  FakeClock clock;
+  store::MemoryStore store;
+  UsageLedger ledger(clock, clock, store, 0);  // no decay at all: sums to compare exactly
+  ASSERT_TRUE(ledger.recover().ok());
+  // 300 jobs, started 100 ms apart, alternating between two owners, of 1-3 GPUs.
+  std::map<std::string, double> expected;         // GPU-seconds by owner, reckoned job by job
+  std::vector<std::pair<Gang, int64_t>> running;  // and since when at its rate
+  for (int i = 0; i < 300; ++i) {
+    Gang gang = gpu_job("job_" + std::to_string(i), i % 2 ? "alice" : "bob", 1 + i % 3);
+    ledger.charge(gang, false);
+    running.emplace_back(gang, clock.now_ms());
+    clock.advance(100);
+  }
+  const auto charge_all_to_now = [&] {
+    for (auto& [gang, since] : running) {
+      expected[gang.owner] += static_cast<double>(gang.holds.gpus) * static_cast<double>(clock.now_ms() - since) / 1000;
+      since = clock.now_ms();
+    }
+  };
+  const auto check = [&](const char* when) {
+    auto usage = ledger.usage_now({});
+    for (const char* owner : {"alice", "bob"}) EXPECT_NEAR(usage(owner), expected[owner], 1e-6) << owner << when;
+  };
+  // Every answer counts each job from its own start.
+  charge_all_to_now();
+  check(" after the starts");
+  // A third of them grow to 4 GPUs (the time since the last charge is charged at what
+  // the gang holds now) and another third end, at various times.
+  for (int i = 0; i < 300; i += 3) {
+    auto& [gang, since] = running[i];
+    gang.holds.gpus = 4;
+    expected[gang.owner] += static_cast<double>(gang.holds.gpus) * static_cast<double>(clock.now_ms() - since) / 1000;
+    since = clock.now_ms();
+    ledger.charge(gang, false);
+    clock.advance(37);
+  }
+  for (int i = 1; i < 300; i += 3) {
+    auto& [gang, since] = running[i];
+    expected[gang.owner] += static_cast<double>(gang.holds.gpus) * static_cast<double>(clock.now_ms() - since) / 1000;
+    ledger.charge(gang, true);
+    gang.holds.gpus = 0;  // charged no more
+    clock.advance(53);
+  }
+  charge_all_to_now();
+  check(" after the changes");
+  // Across ticks the same.
+  clock.advance(UsageLedger::kUsageTickMs * 2 + 123);
+  clock.run_ready();
+  charge_all_to_now();
+  check(" after two ticks");
+  // A weight divides it.
+  EXPECT_NEAR(ledger.usage_now({{"alice", 2.0}})("alice"), expected["alice"] / 2, 1e-6);
 }
 
 TEST(UsageLedgerTest, TheTickStoresUsageAndANewLedgerReadsItBack) {
