@@ -14,6 +14,7 @@
 // when registrations and posted passes take turns on the io thread.
 //
 //   build/bin/head_sched_bench [--nodes 1000,10000] [--jobs 100000] [--users 100] [--storm 1]
+//       [--quota-halves 6] [--labelled 0]
 //
 // (--storm 0: the fill alone.)
 //
@@ -74,8 +75,10 @@ struct Row {
   size_t running_jobs = 0;
 };
 
-head::Node make_node(int i, int64_t steady_ms) {
+// `labelled`: every labelled-th node carries the label pool=a (0: none does).
+head::Node make_node(int i, int64_t steady_ms, int labelled = 0) {
   head::Node node;
+  if (labelled > 0 && i % labelled == 0) node.labels["pool"] = "a";
   char id[32];
   std::snprintf(id, sizeof id, "node_%06d", i);
   node.node_id = id;
@@ -101,7 +104,7 @@ std::map<std::string, std::vector<api::RunningTask>> running_by_node(const head:
   return out;
 }
 
-void storm(int num_nodes, testing::FakeClock& clock, store::MemoryStore& store, head::LogStore& logs,
+void storm(int num_nodes, int labelled, testing::FakeClock& clock, store::MemoryStore& store, head::LogStore& logs,
            const std::map<std::string, std::vector<api::RunningTask>>& running, Row& row) {
   head::NodeRegistry nodes;
   testing::FakeWorkerChannel channel;
@@ -117,7 +120,7 @@ void storm(int num_nodes, testing::FakeClock& clock, store::MemoryStore& store, 
   static const std::vector<api::RunningTask> kNone;
   const auto start = Clock::now();
   for (int i = 0; i < num_nodes; ++i) {
-    head::Node node = make_node(i, clock.steady_ms());
+    head::Node node = make_node(i, clock.steady_ms(), labelled);
     const std::string id = node.node_id;
     nodes.upsert(std::move(node));
     auto reported = running.find(id);
@@ -136,7 +139,10 @@ void storm(int num_nodes, testing::FakeClock& clock, store::MemoryStore& store, 
 // three times an even split, so the fill fills it; 1: half of one, so the fill stops at
 // the quotas with half the GPUs free, and the storm's nodes come back with room that the
 // queued jobs, every one over its owner's quota, cannot use).
-Row run(int num_nodes, int num_jobs, int num_users, bool with_storm, int quota_halves) {
+// `labelled`: every job asks for nodes labelled pool=a, which one node in `labelled`
+// carries (0: no labels, no constraints): the storm's other nodes come back empty, with
+// room no queued job may use.
+Row run(int num_nodes, int num_jobs, int num_users, bool with_storm, int quota_halves, int labelled) {
   const std::filesystem::path logs_dir =
       std::filesystem::temp_directory_path() / ("ag-head-sched-bench-" + std::to_string(::getpid()));
   Row row;
@@ -179,6 +185,7 @@ Row run(int num_nodes, int num_jobs, int num_users, bool with_storm, int quota_h
             spec.priority_set = true;
           }
           spec.allow_unschedulable = true;
+          if (labelled > 0) spec.constraints["pool"] = "a";
           batch.push_back(std::move(spec));
         }
         bool ok = false;
@@ -197,7 +204,7 @@ Row run(int num_nodes, int num_jobs, int num_users, bool with_storm, int quota_h
       // while its window fills and moves) place what fits.
       const auto start = Clock::now();
       const double start_cpu_ms = thread_cpu_ms();
-      for (int i = 0; i < num_nodes; ++i) nodes.upsert(make_node(i, clock.steady_ms()));
+      for (int i = 0; i < num_nodes; ++i) nodes.upsert(make_node(i, clock.steady_ms(), labelled));
       jobs.controller.on_node_registered("node_000000", {}, {});
       clock.run_ready();
       row.fill_ms = ms_since(start);
@@ -207,7 +214,7 @@ Row run(int num_nodes, int num_jobs, int num_users, bool with_storm, int quota_h
       if (auto found = states.find(head::JobState::kRunning); found != states.end()) row.placed = found->second;
       running = running_by_node(jobs.table);
     }  // the head stops: what it still held is written
-    if (with_storm) storm(num_nodes, clock, store, logs, running, row);
+    if (with_storm) storm(num_nodes, labelled, clock, store, logs, running, row);
   }
   std::filesystem::remove_all(logs_dir);
   return row;
@@ -279,7 +286,7 @@ SubmitRow submits(int num_nodes) {
 
 int main(int argc, char** argv) {
   std::vector<int> node_counts{1000, 10000};
-  int num_jobs = 100000, num_users = 100, with_storm = 1, quota_halves = 6;
+  int num_jobs = 100000, num_users = 100, with_storm = 1, quota_halves = 6, labelled = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--nodes"))
       node_counts = parse_list(argv[i + 1]);
@@ -291,6 +298,8 @@ int main(int argc, char** argv) {
       num_users = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--quota-halves"))
       quota_halves = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--labelled"))
+      labelled = std::atoi(argv[i + 1]);
     else {
       std::fprintf(stderr, "unknown option %s\n", argv[i]);
       return 2;
@@ -302,7 +311,7 @@ int main(int argc, char** argv) {
   std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
   std::vector<Row> rows;
   for (int nodes : node_counts) {
-    const Row row = run(nodes, num_jobs, num_users, with_storm != 0, quota_halves);
+    const Row row = run(nodes, num_jobs, num_users, with_storm != 0, quota_halves, labelled);
     std::printf("| %d | %d (%d) | %zu (%zu) | %.2f s | %.0f | %.0f | %.1f s |\n", nodes, num_jobs, num_users,
                 row.placed, row.launches, row.fill_ms / 1000.0,
                 static_cast<double>(row.placed) / (row.fill_ms / 1000.0),

@@ -129,8 +129,14 @@ struct Job {
 inline sched::PendingQueue::Entry queue_entry(const Job& job) {
   const Resources per_task = job.spec.per_task();
   const int64_t n = job.spec.num_workers;
-  return {job.owner, job.spec.priority, job.queue_seq, job.id,
-          {per_task.cpu_millis * n, per_task.memory_bytes * n, per_task.gpus * n}};
+  sched::NodeNeeds where{job.spec.constraints, !job.spec.runtime_env.image.empty(), {}, job.spec.queue};
+  for (const auto& mount : job.spec.runtime_env.mounts) where.mounts.push_back(mount.source);
+  return {job.owner,
+          job.spec.priority,
+          job.queue_seq,
+          job.id,
+          {per_task.cpu_millis * n, per_task.memory_bytes * n, per_task.gpus * n},
+          std::move(where)};
 }
 
 // A user-readable line in a job's event log ("attempt 0 placed on ...").

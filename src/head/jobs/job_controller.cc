@@ -320,7 +320,8 @@ void JobController::on_node_registered(const std::string& node_id, const std::ve
   }
   // A node that brings nothing a queued job could use (as full as a restarted head's
   // nodes come back, with the tasks they run, or not taking tasks, or with room only
-  // for jobs whose owners hold all their quotas allow) changes no pass's outcome unless
+  // for jobs whose owners hold all their quotas allow, or that no queued job may run
+  // on: labels, engine, mounts) changes no pass's outcome unless
   // jobs wait set aside for the cluster to change, or it is the only node, or a queue
   // may preempt (the tasks it runs are victims a pass may now choose): a pass for it
   // would weigh the same blocked jobs again, and in a storm of registrations those
@@ -328,7 +329,7 @@ void JobController::on_node_registered(const std::string& node_id, const std::ve
   const sched::NodeView* view = u_.capacity.node(node_id);
   const bool brings_nothing =
       !view || !view->schedulable ||
-      !could_use({u_.jobs, u_.nodes, u_.capacity, u_.policy, u_.usage, u_.loop, u_.clock.now_ms()}, view->free);
+      !could_use({u_.jobs, u_.nodes, u_.capacity, u_.policy, u_.usage, u_.loop, u_.clock.now_ms()}, *view);
   const bool others_schedulable = u_.capacity.schedulable() > (view && view->schedulable ? 1 : 0);
   const bool preemption = std::any_of(u_.policy.queues().begin(), u_.policy.queues().end(),
                                       [](const auto& queue) { return queue.second.preempt; });

@@ -156,8 +156,22 @@ PassPlan plan_pass(const PassState& state) {
   return out;
 }
 
-bool could_use(const PassState& state, const Resources& free) {
+bool could_use(const PassState& state, const sched::NodeView& node) {
   const sched::PendingQueue& pending = state.loop.queue();
+  // Each kind of node the queued jobs ask for once (typically a few), not each job.
+  const auto may_run_here = [&](const auto& kind) {
+    const sched::NodeNeeds& needs = kind.first;
+    sched::PendingJob job;
+    job.constraints = needs.labels;
+    if (const QueueDef* queue = needs.queue.empty() ? nullptr : state.policy.queue(needs.queue)) {
+      for (const auto& [label, wanted] : queue->nodes_with) job.constraints[label] = wanted;
+    }
+    job.needs_containers = needs.containers;
+    job.mount_sources = needs.mounts;
+    return sched::can_run_on(node, job);
+  };
+  if (std::none_of(pending.node_needs().begin(), pending.node_needs().end(), may_run_here)) return false;
+  const Resources& free = node.free;
   std::vector<sched::PendingJob> least;  // per owner whose jobs need nothing the node lacks
   for (const auto& owner : pending.owners()) {
     sched::PendingJob job;  // needs no more than any job of theirs

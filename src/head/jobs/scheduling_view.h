@@ -63,11 +63,13 @@ std::vector<PlacedTask> placed_tasks(const NodeRegistry& nodes, const sched::Job
 // One scheduling pass's plan over the head's state as it is.
 PassPlan plan_pass(const PassState& state);
 
-// Whether a node with `free` could hold a task of a queued job: not when each owner with
-// jobs queued either needs, in some dimension, some of what the node has none of, or
-// holds all a quota allows even for the least any job of theirs needs. (Those jobs wait
-// for jobs to end or for a quota to change, and either asks for a pass.)
-bool could_use(const PassState& state, const Resources& free);
+// Whether `node`, with what it has free, could hold a task of a queued job: not when no
+// queued job may run there at all (labels it lacks, its queue's included; no container
+// engine; a mount it does not allow), nor when each owner with jobs queued either needs,
+// in some dimension, some of what the node has none of, or holds all a quota allows even
+// for the least any job of theirs needs. (Those jobs wait for other nodes, for jobs to
+// end or for a quota to change, and each of those asks for a pass.)
+bool could_use(const PassState& state, const sched::NodeView& node);
 
 // Where `job`, submitted while no job waits in the queue, goes at once: the placement
 // a pass over it alone would make (its owner's and queue's quotas, its queue's nodes),

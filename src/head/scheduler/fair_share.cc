@@ -47,6 +47,7 @@ void PendingQueue::add(const Entry& entry) {
   Owner& owner = by_owner_[entry.owner];
   if (!owner.jobs.insert_or_assign({-int64_t{entry.priority}, entry.seq}, entry.job_id).second) return;
   ++size_;
+  ++node_needs_[entry.where];
   owner.cpu_millis.insert(entry.need.cpu_millis);
   owner.memory_bytes.insert(entry.need.memory_bytes);
   owner.gpus.insert(entry.need.gpus);
@@ -57,6 +58,9 @@ void PendingQueue::remove(const Entry& entry) {
   if (owner == by_owner_.end()) return;
   if (owner->second.jobs.erase({-int64_t{entry.priority}, entry.seq}) == 0) return;
   --size_;
+  if (auto where = node_needs_.find(entry.where); where != node_needs_.end() && --where->second == 0) {
+    node_needs_.erase(where);
+  }
   const auto drop = [](std::multiset<int64_t>& needs, int64_t need) {
     if (auto it = needs.find(need); it != needs.end()) needs.erase(it);
   };

@@ -9,6 +9,7 @@
 // whole queue. All of it is pure: the time and the usage come in as data.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -51,6 +52,17 @@ struct ShareLine {
 std::vector<ShareLine> share_report(const std::map<std::string, UsageRecord>& usage, int64_t now_ms,
                                     int64_t half_life_ms, const std::map<std::string, double>& weights = {});
 
+// Which nodes a job may run on, as far as the node decides: labels it must carry, a
+// container engine, paths it must allow mounting; and the queue the job is in, whose
+// own labels (which an admin may change while the job waits) its nodes must carry too.
+struct NodeNeeds {
+  std::map<std::string, std::string> labels;
+  bool containers = false;
+  std::vector<std::string> mounts;
+  std::string queue;
+  auto operator<=>(const NodeNeeds&) const = default;
+};
+
 class PendingQueue {
  public:
   struct Entry {
@@ -59,9 +71,13 @@ class PendingQueue {
     uint64_t seq = 0;  // submit order
     std::string job_id;
     Resources need;    // the whole job's (every task's) resources
+    NodeNeeds where;
   };
   void add(const Entry& entry);
   void remove(const Entry& entry);
+  // What the pending jobs ask of their nodes, each kind once, with how many ask it: a
+  // node that none of them may use changes nothing for the queue.
+  const std::map<NodeNeeds, size_t>& node_needs() const { return node_needs_; }
   bool empty() const { return size_ == 0; }
   size_t size() const { return size_; }
   // Owners with pending jobs.
@@ -88,6 +104,7 @@ class PendingQueue {
     std::multiset<int64_t> cpu_millis, memory_bytes, gpus;  // their jobs' needs
   };
   std::map<std::string, Owner> by_owner_;
+  std::map<NodeNeeds, size_t> node_needs_;
   size_t size_ = 0;
 };
 

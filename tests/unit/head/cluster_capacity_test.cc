@@ -255,5 +255,54 @@ TEST_F(ClusterCapacityTest, ANodeBackWithRoomOnlyForJobsOverTheirQuotaPostsNoPas
   check("the registrations");
 }
 
+TEST_F(ClusterCapacityTest, ANodeNoQueuedJobMayRunOnPostsNoPass) {
+  // node_a (pool=a) and node_b (pool=b) are full; a job asking for pool=a waits for room
+  // on such a node, and one in a queue whose nodes carry pool=b waits for one of those.
+  const auto add_labelled = [&](const std::string& id, const std::string& pool) {
+    add_node(id, 4);
+    Node node = *nodes_.find(id);
+    if (!pool.empty()) node.labels["pool"] = pool;
+    nodes_.upsert(std::move(node));
+    jobs_->controller.on_node_registered(id, {}, {});
+  };
+  add_labelled("node_a", "a");
+  add_labelled("node_b", "b");
+  clock_.run_ready();
+  QueueDef pool_b;
+  pool_b.nodes_with["pool"] = "b";
+  Status set = invalid_argument("not called");
+  jobs_->changes.set_queue("bees", pool_b, [&](const Status& s) { set = s; });
+  clock_.run_ready();
+  ASSERT_TRUE(set.ok()) << set.error().message;
+  api::JobSpec on_a = spec(1, 4);
+  on_a.constraints["pool"] = "a";
+  api::JobSpec in_bees = spec(1, 4);
+  in_bees.queue = "bees";
+  submit(on_a);
+  submit(in_bees);
+  start_all(channel_.take<api::Launch>());
+  const std::string waiting = submit(on_a);
+  const std::string queued = submit(in_bees);
+  for (const std::string& id : {waiting, queued}) {
+    ASSERT_EQ(job(id).state, JobState::kPending);
+    ASSERT_EQ(job(id).pending_kind, sched::PendingKind::kWaitingForResources) << "room will come";
+  }
+  // Nodes with room that neither may use: no pass (it would place nothing).
+  add_labelled("node_plain", "");
+  EXPECT_EQ(clock_.run_ready(), 0) << "no queued job may run on a node without the pool label";
+  add_labelled("node_c", "c");
+  EXPECT_EQ(clock_.run_ready(), 0) << "nor on one of another pool";
+  // Another node of pool b: the job in the queue of pool b may run there, and does.
+  add_labelled("node_b2", "b");
+  clock_.run_ready();
+  EXPECT_EQ(job(queued).state, JobState::kRunning);
+  EXPECT_EQ(job(waiting).state, JobState::kPending);
+  // Another of pool a: the other job runs there.
+  add_labelled("node_a2", "a");
+  clock_.run_ready();
+  EXPECT_EQ(job(waiting).state, JobState::kRunning);
+  check("the registrations");
+}
+
 }  // namespace
 }  // namespace ag::head

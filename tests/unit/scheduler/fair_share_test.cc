@@ -57,6 +57,29 @@ TEST(FairShareTest, PriorityFirstThenTheLeastUsedOwnerThenSubmitOrder) {
   EXPECT_EQ(queue.owners(), (std::vector<std::string>{"alice", "bob", "carol"}));
 }
 
+TEST(FairShareTest, TheQueueCountsWhatItsJobsAskOfTheirNodesEachKindOnce) {
+  PendingQueue queue;
+  NodeNeeds a100;
+  a100.labels["gpu"] = "a100";
+  NodeNeeds in_image;
+  in_image.containers = true;
+  in_image.mounts = {"/data"};
+  NodeNeeds in_queue;
+  in_queue.queue = "night";
+  queue.add({"alice", 0, 1, "a1", {}, a100});
+  queue.add({"bob", 0, 2, "b1", {}, a100});
+  queue.add({"bob", 0, 3, "b2", {}, in_image});
+  queue.add({"carol", 0, 4, "c1", {}, in_queue});
+  queue.add({"carol", 0, 5, "c2", {}, {}});
+  queue.add({"carol", 0, 5, "c2", {}, {}});  // twice counts once
+  EXPECT_EQ(queue.node_needs(),
+            (std::map<NodeNeeds, size_t>{{a100, 2}, {in_image, 1}, {in_queue, 1}, {NodeNeeds{}, 1}}));
+  queue.remove({"alice", 0, 1, "a1", {}, a100});
+  queue.remove({"bob", 0, 3, "b2", {}, in_image});
+  queue.remove({"bob", 0, 3, "b2", {}, in_image});  // twice changes nothing
+  EXPECT_EQ(queue.node_needs(), (std::map<NodeNeeds, size_t>{{a100, 1}, {in_queue, 1}, {NodeNeeds{}, 1}}));
+}
+
 TEST(FairShareTest, ShareReportGivesEachUserTheirPartAndFactor) {
   const auto lines = share_report({{"alice", {300, 0}}, {"bob", {100, 0}}}, 0, 7 * kDay);
   ASSERT_EQ(lines.size(), 2u);
