@@ -270,21 +270,29 @@ store::Mutation AccessControl::user_mutation(const UserRecord& user) const {
 
 void AccessControl::index_user(const UserRecord& user) { by_hash_[user.token_hash] = {Kind::kUser, user.name}; }
 
+void AccessControl::restore_sessions(const std::vector<std::pair<std::string, Session>>& ended) {
+  for (const auto& [hash, session] : ended) sessions_[hash] = session;
+}
+
 int AccessControl::enabled_admins() const {
   return static_cast<int>(std::count_if(users_.begin(), users_.end(), [](const auto& entry) {
     return entry.second.role == Role::kAdmin && !entry.second.disabled;
   }));
 }
 
-void AccessControl::end_sessions_of(const std::string& user, std::vector<store::Mutation>* batch) {
+std::vector<std::pair<std::string, AccessControl::Session>> AccessControl::end_sessions_of(
+    const std::string& user, std::vector<store::Mutation>* batch) {
+  std::vector<std::pair<std::string, Session>> ended;
   for (auto it = sessions_.begin(); it != sessions_.end();) {
     if (it->second.user == user) {
       batch->push_back({kSessionsTable, it->first, std::nullopt});
+      ended.emplace_back(it->first, it->second);
       it = sessions_.erase(it);
     } else {
       ++it;
     }
   }
+  return ended;
 }
 
 void AccessControl::add_user(UserRecord user, const Done<std::string>& done) {
@@ -330,13 +338,14 @@ void AccessControl::rotate_user(const std::string& name, const Done<std::string>
     index_user(it->second);
     std::vector<store::Mutation> batch{user_mutation(it->second)};
     // A rotated token means the old one may be in the wrong hands: its sessions go too.
-    end_sessions_of(name, &batch);
+    auto ended = end_sessions_of(name, &batch);
     commit(
         std::move(batch),
-        [this, before] {
+        [this, before, ended] {
           by_hash_.erase(users_[before.name].token_hash);
           users_[before.name] = before;
           index_user(before);
+          restore_sessions(ended);
         },
         [done, token](const Status& s) {
           if (!s) return done(s.error());
@@ -374,9 +383,14 @@ void AccessControl::update_user(const std::string& name, const UserUpdate& updat
     }
     it->second = after;
     std::vector<store::Mutation> batch{user_mutation(after)};
-    if (after.disabled && !before.disabled) end_sessions_of(name, &batch);
+    std::vector<std::pair<std::string, Session>> ended;
+    if (after.disabled && !before.disabled) ended = end_sessions_of(name, &batch);
     commit(
-        std::move(batch), [this, before] { users_[before.name] = before; },
+        std::move(batch),
+        [this, before, ended] {
+          users_[before.name] = before;
+          restore_sessions(ended);
+        },
         [done, after](const Status& s) {
           if (!s) return done(s.error());
           done(after);
@@ -396,14 +410,15 @@ void AccessControl::delete_user(const std::string& name, const Done<bool>& done)
                                           "first (`ag user add NAME --role admin`)"});
     }
     std::vector<store::Mutation> batch{{kUsersTable, name, std::nullopt}};
-    end_sessions_of(name, &batch);
+    auto ended = end_sessions_of(name, &batch);
     by_hash_.erase(before.token_hash);
     users_.erase(it);
     commit(
         std::move(batch),
-        [this, before] {
+        [this, before, ended] {
           users_[before.name] = before;
           index_user(before);
+          restore_sessions(ended);
         },
         [done](const Status& s) {
           if (!s) return done(s.error());

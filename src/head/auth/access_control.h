@@ -27,6 +27,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -186,7 +187,10 @@ class AccessControl {
   void commit(std::vector<store::Mutation> batch, std::function<void()> undo, std::function<void(Status)> done);
   void index_user(const UserRecord& user);
   store::Mutation user_mutation(const UserRecord& user) const;
-  void end_sessions_of(const std::string& user, std::vector<store::Mutation>* batch);
+  // Ends `user`'s sessions (their deletions go into `batch`); -> those ended, for an undo.
+  std::vector<std::pair<std::string, Session>> end_sessions_of(const std::string& user,
+                                                               std::vector<store::Mutation>* batch);
+  void restore_sessions(const std::vector<std::pair<std::string, Session>>& ended);
   int enabled_admins() const;
 
   Deps deps_;

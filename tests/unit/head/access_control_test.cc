@@ -122,6 +122,29 @@ TEST_F(AccessControlTest, AChangeTheStoreCannotWriteIsUndoneAndReported) {
   EXPECT_FALSE(access_.has_node_credential("node_a"));
 }
 
+TEST_F(AccessControlTest, ARefusedChangeThatEndsSessionsKeepsThem) {
+  add_user("alice", Role::kUser);
+  auto session = wait<std::string>([&](auto done) { access_.create_session("alice", 60'000, done); });
+  ASSERT_TRUE(session.ok());
+  // Rotating, disabling or deleting ends a user's sessions; refused, each keeps them, as
+  // the store does.
+  store_.fail_next_writes(1);
+  EXPECT_FALSE(wait<std::string>([&](auto done) { access_.rotate_user("alice", done); }).ok());
+  EXPECT_EQ(access_.authenticate_session(session.value()).name, "alice") << "after a refused rotation";
+  store_.fail_next_writes(1);
+  EXPECT_FALSE(set_disabled("alice", true).ok());
+  EXPECT_EQ(access_.authenticate_session(session.value()).name, "alice") << "after a refused disable";
+  store_.fail_next_writes(1);
+  EXPECT_FALSE(wait<bool>([&](auto done) { access_.delete_user("alice", done); }).ok());
+  EXPECT_EQ(access_.authenticate_session(session.value()).name, "alice") << "after a refused delete";
+  AccessControl restarted({store_, clock_, clock_});
+  ASSERT_TRUE(restarted.recover());
+  EXPECT_EQ(restarted.authenticate_session(session.value()).name, "alice");
+  // Done, it ends them.
+  ASSERT_TRUE(wait<bool>([&](auto done) { access_.delete_user("alice", done); }).ok());
+  EXPECT_EQ(access_.authenticate_session(session.value()).kind, Principal::Kind::kNone);
+}
+
 TEST_F(AccessControlTest, ARefusedUserChangeTakesNoLaterOneBackWithIt) {
   add_user("alice", Role::kUser);
   AccessControl::UserUpdate promote;
