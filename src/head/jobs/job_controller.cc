@@ -321,10 +321,10 @@ void JobController::on_node_registered(const std::string& node_id, const std::ve
   // A node that brings nothing a queued job could use (as full as a restarted head's
   // nodes come back, with the tasks they run, or not taking tasks, or with room only
   // for jobs whose owners hold all their quotas allow, or that no queued job may run
-  // on: labels, engine, mounts) changes no pass's outcome unless
-  // jobs wait set aside for the cluster to change, or it is the only node, or a queue
-  // may preempt (the tasks it runs are victims a pass may now choose): a pass for it
-  // would weigh the same blocked jobs again, and in a storm of registrations those
+  // on: labels, engine, mounts) changes no pass's outcome unless jobs wait set aside
+  // for the cluster to change, or it is the only node, or a queue may preempt (the
+  // tasks it runs are victims a pass may now choose): a pass for it would weigh the
+  // same blocked jobs again, and in a storm of registrations those
   // passes would be all the head does.
   const sched::NodeView* view = u_.capacity.node(node_id);
   const bool brings_nothing =

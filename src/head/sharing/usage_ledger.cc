@@ -54,32 +54,29 @@ void UsageLedger::charge(const Gang& gang, bool ended) {
   const int64_t now = clock_.now_ms();
   auto it = charging_.find(gang.job_id);
   if (it == charging_.end()) {
-    if (!ended) start_charging(gang.job_id, gang.owner, rate(gang), now);
+    if (!ended) count(charging_[gang.job_id] = {gang.owner, rate(gang), now}, +1);
     return;
   }
   usage_[gang.owner] = sched::charged(usage_[gang.owner], rate(gang) * seconds_between(it->second.since_ms, now), now,
                                      half_life_ms_);
-  stop_charging(it);
-  if (!ended) start_charging(gang.job_id, gang.owner, rate(gang), now);
-}
-
-void UsageLedger::start_charging(const std::string& job_id, const std::string& owner, double rate, int64_t now) {
-  charging_[job_id] = {owner, rate, now};
-  Running& running = running_[owner];
-  running.rate += rate;
-  running.rate_ms += rate * static_cast<double>(now - base_ms_);
-  ++running.jobs;
-}
-
-void UsageLedger::stop_charging(std::map<std::string, Charging>::iterator it) {
-  auto running = running_.find(it->second.owner);
-  if (--running->second.jobs == 0) {
-    running_.erase(running);  // and with it what rounding left
+  count(it->second, -1);
+  if (ended) {
+    charging_.erase(it);
   } else {
-    running->second.rate -= it->second.rate;
-    running->second.rate_ms -= it->second.rate * static_cast<double>(it->second.since_ms - base_ms_);
+    it->second = {gang.owner, rate(gang), now};
+    count(it->second, +1);
   }
-  charging_.erase(it);
+}
+
+void UsageLedger::count(const Charging& charging, int sign) {
+  Running& running = running_[charging.owner];
+  running.jobs += sign;
+  if (running.jobs == 0) {
+    running_.erase(charging.owner);  // and with it what rounding left
+    return;
+  }
+  running.rate += sign * charging.rate;
+  running.rate_ms += sign * charging.rate * static_cast<double>(charging.since_ms - base_ms_);
 }
 
 std::map<std::string, sched::UsageRecord> UsageLedger::with_running() const {

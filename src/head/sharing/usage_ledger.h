@@ -66,11 +66,11 @@ class UsageLedger {
   struct Running {
     double rate = 0;
     double rate_ms = 0;
-    size_t jobs = 0;
+    int jobs = 0;
   };
   std::map<std::string, sched::UsageRecord> with_running() const;
-  void start_charging(const std::string& job_id, const std::string& owner, double rate, int64_t now);
-  void stop_charging(std::map<std::string, Charging>::iterator it);
+  // Adds a job's charging to (or, with -1, takes it from) its owner's sums.
+  void count(const Charging& charging, int sign);
   void tick();
 
   const Clock& clock_;
