@@ -35,11 +35,12 @@
 #include <map>
 #include <random>
 #include <string>
+#include <variant>
 #include <vector>
 
+#include "api/protocol.h"
 #include "bench_util.h"
 #include "fakes/fake_clock.h"
-#include "fakes/fake_worker_channel.h"
 #include "head/jobs/job_layer.h"
 #include "head/logs/log_store.h"
 #include "head/nodes/node_registry.h"
@@ -59,6 +60,22 @@ double thread_cpu_ms() {
   ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) * 1000.0 + static_cast<double>(t.tv_nsec) / 1e6;
 }
+
+// The head's channel to its workers, up to the socket: each message encoded as the
+// head sends it, then dropped (a real channel writes it and lets it go; keeping every
+// launch would charge the fill for memory the head does not hold).
+class EncodingChannel final : public head::WorkerChannel {
+ public:
+  bool send(const std::string&, api::HeadMessage message) override {
+    bytes += api::encode(message).size();
+    launches += std::holds_alternative<api::Launch>(message);
+    kills += std::holds_alternative<api::Kill>(message);
+    return true;
+  }
+  size_t bytes = 0;
+  size_t launches = 0;
+  size_t kills = 0;
+};
 
 struct Row {
   size_t placed = 0;
@@ -107,7 +124,7 @@ std::map<std::string, std::vector<api::RunningTask>> running_by_node(const head:
 void storm(int num_nodes, int labelled, testing::FakeClock& clock, store::MemoryStore& store, head::LogStore& logs,
            const std::map<std::string, std::vector<api::RunningTask>>& running, Row& row) {
   head::NodeRegistry nodes;
-  testing::FakeWorkerChannel channel;
+  EncodingChannel channel;
   const auto recover_start = Clock::now();
   head::JobLayer jobs({clock, store, nodes, channel, logs, clock}, head::JobConfig{});
   if (Status s = jobs.recover(); !s) {
@@ -132,7 +149,7 @@ void storm(int num_nodes, int labelled, testing::FakeClock& clock, store::Memory
   for (const auto& [_, job] : jobs.table.active()) {
     for (const auto& task : job->current_attempt()->tasks) row.adopted += task.state == head::TaskState::kRunning;
   }
-  row.kills = channel.take<api::Kill>().size();
+  row.kills = channel.kills;
 }
 
 // `quota_halves`: each user's GPU quota in halves of an even split of the cluster (6:
@@ -153,7 +170,7 @@ Row run(int num_nodes, int num_jobs, int num_users, bool with_storm, int quota_h
     std::map<std::string, std::vector<api::RunningTask>> running;
     {
       head::NodeRegistry nodes;
-      testing::FakeWorkerChannel channel;
+      EncodingChannel channel;
       head::JobLayer jobs({clock, store, nodes, channel, logs, clock}, head::JobConfig{});
       for (int u = 0; u < num_users; ++u) {
         sched::Limits limits;
@@ -209,7 +226,7 @@ Row run(int num_nodes, int num_jobs, int num_users, bool with_storm, int quota_h
       clock.run_ready();
       row.fill_ms = ms_since(start);
       row.fill_cpu_ms = thread_cpu_ms() - start_cpu_ms;
-      row.launches = channel.take<api::Launch>().size();
+      row.launches = channel.launches;
       const std::map<head::JobState, int> states = jobs.table.count_by_state();
       if (auto found = states.find(head::JobState::kRunning); found != states.end()) row.placed = found->second;
       running = running_by_node(jobs.table);
@@ -238,7 +255,7 @@ double submit_cpu_us(int num_nodes, int count, bool blocked, int per_submit, siz
   {
     head::LogStore logs(logs_dir.string());
     head::NodeRegistry nodes;
-    testing::FakeWorkerChannel channel;
+    EncodingChannel channel;
     head::JobLayer jobs({clock, store, nodes, channel, logs, clock}, head::JobConfig{});
     for (int i = 0; i < num_nodes; ++i) nodes.upsert(make_node(i, clock.steady_ms()));
     jobs.controller.on_node_registered("node_000000", {}, {});
@@ -266,7 +283,6 @@ double submit_cpu_us(int num_nodes, int count, bool blocked, int per_submit, siz
     const double start = thread_cpu_ms();
     for (int i = 0; i < count; ++i) submit(std::vector<api::JobSpec>(static_cast<size_t>(per_submit), spec));
     us = (thread_cpu_ms() - start) * 1000.0 / (count * per_submit);
-    channel.take<api::Launch>();
     *running = jobs.table.active().size();
   }
   std::filesystem::remove_all(logs_dir);
