@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/json_fields.h"
+#include "common/json_text.h"
 
 namespace ag::api {
 namespace {
@@ -187,7 +188,52 @@ std::string encode(const Registered& m) {
   return dump(j);
 }
 
+namespace {
+
+// A launch as dump() writes its tree (keys sorted), or "" where a string is not valid
+// UTF-8 (dump() then writes U+FFFD for each bad byte). Written straight: the head sends
+// one for every task it places.
+std::string launch_text(const Launch& m) {
+  std::string out;
+  out.reserve(512 + m.entrypoint.size());
+  JsonText w(out);
+  const auto string_map = [&](const char* name, const std::map<std::string, std::string>& map) {
+    w.key(name).begin_object();
+    for (const auto& [key, value] : map) w.key(key).string(value);
+    w.end_object();
+  };
+  w.begin_object().key("attempt").integer(m.task.attempt);
+  if (m.cpu_limit_millis > 0) w.key("cpu_limit_millis").integer(m.cpu_limit_millis);
+  w.key("entrypoint").string(m.entrypoint);
+  string_map("env", m.env);
+  string_map("env_vars", m.env_vars);
+  if (m.epoch > 0) w.key("epoch").integer(m.epoch);
+  w.key("gpu_ids").begin_array();
+  for (int id : m.gpu_ids) w.integer(id);
+  w.end_array();
+  if (!m.image.empty()) w.key("image").string(m.image);
+  w.key("job_id").string(m.task.job_id);
+  if (m.memory_limit_bytes > 0) w.key("memory_limit_bytes").integer(m.memory_limit_bytes);
+  if (!m.mounts.empty()) {
+    w.key("mounts").begin_array();
+    for (const auto& mount : m.mounts) {
+      w.begin_object().key("read_only").boolean(mount.read_only);
+      w.key("source").string(mount.source).key("target").string(mount.target).end_object();
+    }
+    w.end_array();
+  }
+  if (!m.owner.empty()) w.key("owner").string(m.owner);
+  w.key("python_executable").string(m.python_executable);
+  w.key("task_index").integer(m.task.task_index);
+  w.key("type").string("launch");
+  w.key("working_dir_hash").string(m.working_dir_hash).end_object();
+  return w.ok() ? out : std::string();
+}
+
+}  // namespace
+
 std::string encode(const Launch& m) {
+  if (std::string text = launch_text(m); !text.empty()) return text;
   json j = key_json("launch", m.task);
   j["entrypoint"] = m.entrypoint;
   j["env"] = m.env;

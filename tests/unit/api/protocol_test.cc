@@ -144,6 +144,39 @@ TEST(ProtocolRoundTrip, HeadMessages) {
   EXPECT_EQ(worker_round_trip(ErrorMessage{"cannot read"}), ErrorMessage{"cannot read"});
 }
 
+// A launch is written straight, not through a JSON tree: the same text the tree's dump
+// gives (sorted keys, its escapes), for every field set or left out.
+TEST(ProtocolRoundTrip, ALaunchIsTheTextItsTreeWouldDump) {
+  Launch launch;
+  launch.task = kTask;
+  launch.entrypoint = "python train.py \"q\" \\ \t\n\x01 caf\xc3\xa9 \xf0\x9f\x9a\x80";
+  const auto canonical = [](const std::string& text) { return json::parse(text).dump(); };
+  EXPECT_EQ(encode(launch), canonical(encode(launch)));
+  EXPECT_EQ(head_round_trip(launch), launch);
+  launch.env = {{"RANK", "5"}, {"B\"", "line\nbreak"}, {"A", ""}};
+  launch.env_vars = {{"PYTHONPATH", "/code:$PYTHONPATH"}};
+  launch.gpu_ids = {7, 0, 3};
+  launch.working_dir_hash = std::string(64, 'a');
+  launch.python_executable = "/opt/venv/bin/python";
+  launch.memory_limit_bytes = int64_t{8} << 30;
+  launch.cpu_limit_millis = 2500;
+  launch.image = "registry.example:5000/team/train:1.4";
+  launch.mounts = {{"/data/imagenet", "/data", true}, {"/scratch", "/scratch", false}};
+  launch.owner = "alice";
+  launch.epoch = 42;
+  EXPECT_EQ(encode(launch), canonical(encode(launch)));
+  EXPECT_EQ(head_round_trip(launch), launch);
+  // Not UTF-8: each bad byte is sent as U+FFFD, as before, and the launch still reads.
+  launch.env_vars["BAD"] =
+      "a\xff\xfe"
+      "b";
+  const std::string text = encode(launch);
+  EXPECT_EQ(json::parse(text)["env_vars"]["BAD"],
+            "a\xef\xbf\xbd\xef\xbf\xbd"
+            "b");
+  ASSERT_TRUE(decode_head_message(text).ok());
+}
+
 TEST(ProtocolRoundTrip, VariantEncodingMatchesTheMessagesOwn) {
   EXPECT_EQ(encode(WorkerMessage{TaskStarted{kTask, 1}}), encode(TaskStarted{kTask, 1}));
   EXPECT_EQ(encode(HeadMessage{Kill{kTask, 5}}), encode(Kill{kTask, 5}));
