@@ -457,7 +457,10 @@ void JobController::run_pass() {
   for (const auto& reason : pass.plan.pending) {
     Job& job = *u_.jobs.find(reason.job_id);
     if (reason.infeasible()) u_.loop.set_aside_job(job.id);
-    apply(job, on_pending(job, reason.kind, reason.reason + drained_note, u_.clock.now_ms()));
+    // Most passes give most of what they weigh the reason they gave it before: nothing
+    // to write, count or tell.
+    const Effects fx = on_pending(job, reason.kind, reason.reason + drained_note, u_.clock.now_ms());
+    if (fx.changed || !fx.events.empty()) apply(job, fx);
   }
   for (const auto& preemption : pass.plan.preemptions) preempt(preemption);
   u_.loop.passed(pass.weighed, pass.plan.placements.size());
