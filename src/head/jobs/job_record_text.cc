@@ -126,8 +126,16 @@ std::string job_record_text(const Job& job) {
     made = make_spec_text(job.spec);
     spec_text = made.get();
   }
+  // Room for the whole record at once (growing it copies it, and keeps twice its size
+  // where the store holds it): the keys and numbers, and the strings of any length.
+  size_t room = 512 + spec_text->spec.size() + job.spec.entrypoint.size() + job.message.size() + job.spec.name.size() +
+                job.owner.size() + job.submitted_from.size();
+  for (const auto& a : job.attempts) {
+    room += 384 + a.failure_reason.size() + (a.failure_tail ? a.failure_tail->size() + a.failure_tail->size() / 8 : 0);
+    for (const auto& t : a.tasks) room += 256 + t.reason.size();
+  }
   std::string text;
-  text.reserve(spec_text->spec.size() + 512 + 320 * (job.attempts.empty() ? 0 : job.attempts.back().tasks.size()));
+  text.reserve(room);
   JsonText out(text);
   write_job(out, job, *spec_text);
   // A string that is not UTF-8: the tree's dump() refuses it, saying where.
@@ -137,6 +145,7 @@ std::string job_record_text(const Job& job) {
 
 std::string event_record_text(const JobEvent& event) {
   std::string text;
+  text.reserve(80 + event.message.size() + event.type.size());
   JsonText out(text);
   out.begin_object();
   out.key("message").string(event.message);
