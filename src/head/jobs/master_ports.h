@@ -32,6 +32,7 @@ class MasterPorts {
   int next_;
   std::set<std::pair<std::string, int>> held_;  // (master's node, port) of live attempts
   std::vector<int> users_;                      // live attempts per port, anywhere
+  size_t unused_;                               // ports no live attempt uses
 };
 
 }  // namespace ag::head

@@ -1,13 +1,15 @@
 // TaskDispatcher over a fake clock, channel and memory store: a placement's launches go
 // out only once it is stored (after the next batch when that write fails); a node
 // that re-registers meanwhile is not sent them twice; a launch to a node that is gone
-// is a start error; master ports avoid what the node reports busy.
+// is a start error; master ports avoid what the node reports busy, and still come
+// once the range is used up.
 #include "head/jobs/task_dispatcher.h"
 
 #include <gtest/gtest.h>
 
 #include "fakes/fake_clock.h"
 #include "fakes/fake_worker_channel.h"
+#include "head/jobs/master_ports.h"
 #include "head/store/memory_store.h"
 
 namespace ag::head {
@@ -116,6 +118,24 @@ TEST_F(TaskDispatcherTest, MasterPortsAvoidBusyOnesAndAreFreedWithTheirAttempt) 
   auto kills = channel_.take<api::Kill>();
   ASSERT_EQ(kills.size(), 1u);
   EXPECT_EQ(kills[0].second.grace_ms, 5000);
+}
+
+// Ports go round the range; once every one is some live attempt's, each node still gets
+// one of its own until it holds them all, and a port freed anywhere is taken first.
+TEST(MasterPortsTest, AFullRangeStillGivesEachNodeAPortOfItsOwn) {
+  MasterPorts ports(100, 102);
+  EXPECT_EQ(ports.allocate("node_a", {}), 100);
+  EXPECT_EQ(ports.allocate("node_a", {}), 101);
+  EXPECT_EQ(ports.allocate("node_a", {}), 102);
+  EXPECT_EQ(ports.allocate("node_b", {}), 100) << "shared with another node";
+  EXPECT_EQ(ports.allocate("node_b", {101}), 102) << "not one the node reports busy";
+  ports.release("node_a", 101);
+  EXPECT_EQ(ports.allocate("node_c", {}), 101) << "the one port no live attempt uses";
+  EXPECT_EQ(ports.allocate("node_b", {}), 101);
+  EXPECT_EQ(ports.allocate("node_b", {}), 100) << "every port held here too: the first, shared";
+  ports.release("node_a", 100);
+  ports.release("node_b", 100);
+  EXPECT_EQ(ports.allocate("node_c", {}), 100) << "free anywhere again once both have let it go";
 }
 
 }  // namespace
