@@ -15,6 +15,11 @@ void ClusterCapacity::rebuild(const NodeRegistry& nodes, const JobTable& jobs) {
 void ClusterCapacity::node_changed(const std::string& node_id, const Node* node) {
   auto it = views_.find(node_id);
   if (it != views_.end() && it->second.schedulable) --schedulable_;
+  draining_.erase(node_id);
+  unhealthy_.erase(node_id);
+  if (node && node->state == NodeState::kAlive && (node->draining || node->unhealthy)) {
+    (node->draining ? draining_ : unhealthy_).insert(node_id);
+  }
   if (!node) {
     if (it == views_.end()) return;
     views_.erase(it);

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,6 +48,10 @@ class ClusterCapacity {
   const sched::NodeView* node(const std::string& node_id) const;
   // How many of them take tasks now (ALIVE, not drained, healthy).
   size_t schedulable() const { return schedulable_; }
+  // How many ALIVE nodes take no new tasks because an admin drained them; and how many
+  // more (not drained) because they are UNHEALTHY.
+  size_t draining() const { return draining_.size(); }
+  size_t unhealthy() const { return unhealthy_.size(); }
   // What each owner's live tasks hold: an entry for every owner with an active job
   // (JobTable::use_by_owner's answer); and per (queue, owner) for jobs in a queue.
   std::map<std::string, sched::Use> use_by_owner() const;
@@ -93,6 +98,8 @@ class ClusterCapacity {
   mutable std::vector<const sched::NodeView*> sorted_;
   mutable bool sorted_stale_ = true;
   size_t schedulable_ = 0;
+  std::set<std::string> draining_;   // ALIVE and drained
+  std::set<std::string> unhealthy_;  // ALIVE, not drained, UNHEALTHY
 };
 
 }  // namespace ag::head

@@ -440,15 +440,8 @@ void JobController::run_pass() {
     u_.usage.charge(gang_of(job), false);
     arm_timeout(job);
   }
-  // Nodes left out because an admin drained them are named in every reason (counted
-  // only when there is a reason to give: a walk of every node).
-  int draining = 0, unhealthy = 0;
-  for (const auto& [_, node] : u_.nodes.nodes()) {
-    if (pass.plan.pending.empty()) break;
-    if (node.state != NodeState::kAlive) continue;
-    draining += node.draining;
-    unhealthy += !node.draining && node.unhealthy;
-  }
+  // Nodes left out because an admin drained them, or unhealthy, are named in every reason.
+  const size_t draining = u_.capacity.draining(), unhealthy = u_.capacity.unhealthy();
   std::string drained_note =
       draining == 0 ? "" : "; " + std::to_string(draining) + " node(s) draining take no new tasks (`ag resume NODE`)";
   if (unhealthy > 0) {

@@ -1,6 +1,7 @@
 // The scheduler's working view kept between passes (ClusterCapacity): after any
 // sequence of events the job layer takes in, the view it kept equals the one rebuilt
-// from scratch from the node registry and the job table; a registration that brings
+// from scratch from the node registry and the job table, and counts the drained and
+// unhealthy nodes as the registry has them; a registration that brings
 // nothing a queued job could use posts no pass.
 #include "head/jobs/cluster_capacity.h"
 
@@ -52,6 +53,15 @@ class ClusterCapacityTest : public JobLayerTest {
     ClusterCapacity rebuilt;
     rebuilt.rebuild(nodes_, jobs_->table);
     expect_same(jobs_->capacity, rebuilt, after);
+    // The nodes set aside that every pending reason names, counted from the registry.
+    size_t draining = 0, unhealthy = 0;
+    for (const auto& [_, node] : nodes_.nodes()) {
+      if (node.state != NodeState::kAlive) continue;
+      draining += node.draining;
+      unhealthy += !node.draining && node.unhealthy;
+    }
+    EXPECT_EQ(jobs_->capacity.draining(), draining) << after;
+    EXPECT_EQ(jobs_->capacity.unhealthy(), unhealthy) << after;
     // The scheduler takes the kept view's order as sorted by node id (PassInput::nodes_sorted).
     const auto& listed = jobs_->capacity.nodes();
     EXPECT_TRUE(std::is_sorted(listed.begin(), listed.end(),
