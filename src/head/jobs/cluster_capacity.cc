@@ -61,6 +61,7 @@ void ClusterCapacity::refresh_free(const std::string& node_id) {
   v.free.cpu_millis = std::max<int64_t>(0, v.free.cpu_millis);
   v.free.memory_bytes = std::max<int64_t>(0, v.free.memory_bytes);
   v.free.gpus = static_cast<int64_t>(v.free_gpu_ids.size());
+  if (!sorted_stale_) base_.changed(v);
 }
 
 ClusterCapacity::Holding ClusterCapacity::holding_of(const Job& job) {
@@ -140,9 +141,15 @@ const std::vector<const sched::NodeView*>& ClusterCapacity::nodes() const {
     sorted_.clear();
     sorted_.reserve(views_.size());
     for (const auto& [_, view] : views_) sorted_.push_back(&view);
+    base_.reset(sorted_);
     sorted_stale_ = false;
   }
   return sorted_;
+}
+
+const sched::NodeBase& ClusterCapacity::base() const {
+  nodes();
+  return base_;
 }
 
 const sched::NodeView* ClusterCapacity::node(const std::string& node_id) const {

@@ -45,6 +45,8 @@ class ClusterCapacity {
   // Every known node, sorted by node id, as sched::schedule takes them. The pointers
   // stay valid until the next change.
   const std::vector<const sched::NodeView*>& nodes() const;
+  // The same as a pass starts from them, kept up to date with them.
+  const sched::NodeBase& base() const;
   const sched::NodeView* node(const std::string& node_id) const;
   // How many of them take tasks now (ALIVE, not drained, healthy).
   size_t schedulable() const { return schedulable_; }
@@ -96,6 +98,7 @@ class ClusterCapacity {
   // nodes(): made again after a node joined or went (a pass reads it; the views it
   // points to are kept in place).
   mutable std::vector<const sched::NodeView*> sorted_;
+  mutable sched::NodeBase base_;  // made again with sorted_, then changed view by view
   mutable bool sorted_stale_ = true;
   size_t schedulable_ = 0;
   std::set<std::string> draining_;   // ALIVE and drained

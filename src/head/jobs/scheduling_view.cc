@@ -110,7 +110,6 @@ PassPlan plan_pass(const PassState& state) {
   input.queue_use = state.capacity.use_by_queue();
   input.now_ms = state.now_ms;
   input.max_blocked = SchedulingLoop::kMaxJobsPerPass;  // as many as a narrow pass weighs in all
-  input.nodes_sorted = true;                            // ClusterCapacity::nodes()
   const sched::QuotaLedger ledger(input.quotas, use, input.queue_use);
   bool may_preempt = false;
   std::vector<sched::PendingReason> over_quota;
@@ -150,7 +149,7 @@ PassPlan plan_pass(const PassState& state) {
   });
   if (may_preempt) input.running = running_for_preemption(state.jobs, state.nodes);
   input.use = std::move(use);
-  out.plan = sched::schedule(state.capacity.nodes(), queue, input);
+  out.plan = sched::schedule(state.capacity.base(), queue, input);
   out.plan.pending.insert(out.plan.pending.end(), over_quota.begin(), over_quota.end());
   out.weighed = queue.size();
   return out;

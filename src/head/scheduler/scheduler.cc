@@ -20,8 +20,8 @@
 #include <map>
 #include <optional>
 #include <set>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -39,6 +39,10 @@ using detail::slots_in;
 
 // ---------------------------------------------------------------------------
 // Working state
+
+}  // namespace
+
+namespace detail {
 
 struct WorkingNode {
   const NodeView* view = nullptr;
@@ -59,6 +63,12 @@ struct WorkingNode {
   }
   size_t num_free_gpu_ids() const { return all_gpu_ids().size() - gpus_taken; }
 };
+
+}  // namespace detail
+
+namespace {
+
+using detail::WorkingNode;
 
 bool has_labels(const NodeView& node, const PendingJob& job) {
   for (const auto& [key, value] : job.constraints) {
@@ -181,32 +191,34 @@ std::vector<const NodeView*> pointers_to(const std::vector<NodeView>& nodes) {
   return out;
 }
 
+// The node as a pass starts from it: all its free room, nothing placed or reserved.
+WorkingNode make_working_node(const NodeView& view) {
+  WorkingNode node;
+  node.view = &view;
+  const std::vector<int>& ids = view.free_gpu_ids;
+  if (std::adjacent_find(ids.begin(), ids.end(), std::greater_equal<int>()) != ids.end()) {
+    node.sorted_gpu_ids = ids;
+    std::sort(node.sorted_gpu_ids.begin(), node.sorted_gpu_ids.end());
+    node.sorted_gpu_ids.erase(std::unique(node.sorted_gpu_ids.begin(), node.sorted_gpu_ids.end()),
+                              node.sorted_gpu_ids.end());
+  }
+  // A GPU counts as free only when the node also names its index; otherwise we could
+  // promise a task a device we cannot hand out.
+  Resources free = clamp_at_zero(view.free);
+  free.gpus = std::min<int64_t>(free.gpus, static_cast<int64_t>(node.num_free_gpu_ids()));
+  node.unreserved_free = free;
+  node.free = free;
+  const Resources total = clamp_at_zero(view.total);
+  node.capacity = {std::max(total.cpu_millis, free.cpu_millis), std::max(total.memory_bytes, free.memory_bytes),
+                   std::max(total.gpus, free.gpus)};
+  return node;
+}
+
 std::vector<WorkingNode> make_working_nodes(const std::vector<const NodeView*>& nodes, bool sorted = false) {
   std::vector<WorkingNode> working;
   working.reserve(nodes.size());
-  for (const NodeView* pointer : nodes) {
-    const NodeView& view = *pointer;
-    if (!view.schedulable) continue;
-    WorkingNode node;
-    node.view = &view;
-    const std::vector<int>& ids = view.free_gpu_ids;
-    if (std::adjacent_find(ids.begin(), ids.end(), std::greater_equal<int>()) != ids.end()) {
-      node.sorted_gpu_ids = ids;
-      std::sort(node.sorted_gpu_ids.begin(), node.sorted_gpu_ids.end());
-      node.sorted_gpu_ids.erase(std::unique(node.sorted_gpu_ids.begin(), node.sorted_gpu_ids.end()),
-                                node.sorted_gpu_ids.end());
-    }
-    // A GPU counts as free only when the node also names its index; otherwise we could
-    // promise a task a device we cannot hand out.
-    Resources free = clamp_at_zero(view.free);
-    free.gpus = std::min<int64_t>(free.gpus, static_cast<int64_t>(node.num_free_gpu_ids()));
-    node.unreserved_free = free;
-    node.free = free;
-    const Resources total = clamp_at_zero(view.total);
-    node.capacity = {std::max(total.cpu_millis, free.cpu_millis),
-                     std::max(total.memory_bytes, free.memory_bytes),
-                     std::max(total.gpus, free.gpus)};
-    working.push_back(std::move(node));
+  for (const NodeView* view : nodes) {
+    if (view->schedulable) working.push_back(make_working_node(*view));
   }
   // Sorting once by node_id makes every later tie-break "lowest index first", and makes
   // the plan independent of the order in which the caller listed its nodes (the head
@@ -308,8 +320,8 @@ int64_t sum_slots_up_to(const std::vector<WorkingNode>& nodes, int64_t limit, Sl
 // ---------------------------------------------------------------------------
 // Committing a placement or a reservation
 
-JobPlacement commit_placement(std::vector<WorkingNode>& nodes, FreeIndex& index, const PendingJob& job,
-                              std::vector<Assignment> chosen) {
+JobPlacement commit_placement(std::vector<WorkingNode>& nodes, FreeIndex& index, std::vector<size_t>& touched,
+                              const PendingJob& job, std::vector<Assignment> chosen) {
   // Task 0 goes on the node with the most tasks of the gang (rank 0 is usually the
   // coordinator, so it should sit with most of its peers); a stable sort keeps the
   // policy's order between nodes holding as many tasks.
@@ -321,6 +333,7 @@ JobPlacement commit_placement(std::vector<WorkingNode>& nodes, FreeIndex& index,
   const auto gpus_per_task = static_cast<size_t>(job.per_task.gpus);
   for (const Assignment& a : chosen) {
     WorkingNode& node = nodes[a.node];
+    touched.push_back(a.node);
     // Handing out the lowest indices first, in task order, gives each task an ascending
     // run of ids and keeps the assignment reproducible.
     for (int64_t t = 0; t < a.tasks; ++t) {
@@ -351,7 +364,8 @@ JobPlacement commit_placement(std::vector<WorkingNode>& nodes, FreeIndex& index,
 // yet is held by running tasks and needs no protection. GPUs are reserved as a count;
 // the ids a task will get are chosen when it is placed. Returns false when earlier
 // reservations leave no room, in which case the job reserves nothing.
-bool reserve(std::vector<WorkingNode>& nodes, FreeIndex& index, const PendingJob& job, int queue_index) {
+bool reserve(std::vector<WorkingNode>& nodes, FreeIndex& index, std::vector<size_t>& touched, const PendingJob& job,
+             int queue_index) {
   const int64_t n = job.num_tasks;
   std::vector<Candidate> candidates;
   candidates.reserve(nodes.size());
@@ -371,6 +385,7 @@ bool reserve(std::vector<WorkingNode>& nodes, FreeIndex& index, const PendingJob
   if (capacity_slots < n) return false;
   for (const Assignment& a : choose_nodes(std::move(candidates), job)) {
     WorkingNode& node = nodes[a.node];
+    touched.push_back(a.node);
     const Resources held = job.exclusive ? node.capacity : times(job.per_task, a.tasks);
     const Resources before = node.free;
     node.reserved += held;
@@ -585,6 +600,13 @@ static std::string preempting_reason(const PendingJob& job, const std::vector<st
          tasks_of(job) + "; it starts once they have stopped";
 }
 
+namespace {
+// The pass itself, from the nodes as it starts from them (schedulable ones, by node_id).
+// `touched`: the nodes it placed or reserved on, which it changed.
+Plan schedule_on(std::vector<WorkingNode>& working, const std::vector<PendingJob>& queue, const PassInput& input,
+                 std::vector<size_t>& touched);
+}  // namespace
+
 Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>& queue) {
   return schedule(nodes, queue, PassInput{});
 }
@@ -602,11 +624,63 @@ Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>&
 }
 
 Plan schedule(const std::vector<const NodeView*>& nodes, const std::vector<PendingJob>& queue, const PassInput& input) {
+  std::vector<WorkingNode> working = make_working_nodes(nodes, input.nodes_sorted);
+  std::vector<size_t> touched;
+  return schedule_on(working, queue, input, touched);
+}
+
+Plan schedule(const NodeBase& nodes, const std::vector<PendingJob>& queue, const PassInput& input) {
+  if (nodes.stale_) nodes.rebuild();
+  // In place, not on a copy (10,000 nodes are a megabyte and more to copy and fault in
+  // at every pass): the nodes it placed or reserved on are made again from their views.
+  std::vector<size_t> touched;
+  Plan plan = schedule_on(nodes.nodes_, queue, input, touched);
+  for (size_t i : touched) nodes.nodes_[i] = make_working_node(*nodes.nodes_[i].view);
+  return plan;
+}
+
+NodeBase::NodeBase() = default;
+NodeBase::~NodeBase() = default;
+NodeBase::NodeBase(NodeBase&&) noexcept = default;
+NodeBase& NodeBase::operator=(NodeBase&&) noexcept = default;
+
+void NodeBase::reset(std::vector<const NodeView*> views) {
+  views_ = std::move(views);
+  stale_ = true;
+}
+
+void NodeBase::changed(const NodeView& view) {
+  if (stale_) return;
+  auto it = position_.find(&view);
+  // A node set aside or back: the pass's nodes are others (rare: drains, health, death).
+  if ((it != position_.end()) != view.schedulable) {
+    stale_ = true;
+    return;
+  }
+  if (it != position_.end()) nodes_[it->second] = make_working_node(view);
+}
+
+void NodeBase::rebuild() const {
+  nodes_.clear();
+  position_.clear();
+  nodes_.reserve(views_.size());
+  position_.reserve(views_.size());
+  for (const NodeView* view : views_) {
+    if (!view->schedulable) continue;
+    position_.emplace(view, nodes_.size());
+    nodes_.push_back(make_working_node(*view));
+  }
+  stale_ = false;
+}
+
+namespace {
+
+Plan schedule_on(std::vector<WorkingNode>& working, const std::vector<PendingJob>& queue, const PassInput& input,
+                 std::vector<size_t>& touched) {
   Plan plan;
   QuotaLedger ledger(input.quotas, input.use, input.queue_use);
   bool blocked_before = false;  // a job ahead was blocked: only the first may preempt
   size_t blocked = 0;
-  std::vector<WorkingNode> working = make_working_nodes(nodes, input.nodes_sorted);
   FreeIndex index(working.size());
   for (size_t i = 0; i < working.size(); ++i) index.add(i, working[i].free);
   const Resources largest = largest_node(working);
@@ -654,7 +728,7 @@ Plan schedule(const std::vector<const NodeView*>& nodes, const std::vector<Pendi
                          !demands_nothing(job.per_task);
     if (indexed) {
       if (std::vector<Assignment> chosen = index.pack(job.per_task, job.num_tasks); !chosen.empty()) {
-        plan.placements.push_back(commit_placement(working, index, job, std::move(chosen)));
+        plan.placements.push_back(commit_placement(working, index, touched, job, std::move(chosen)));
         ledger.add(job);
         continue;
       }
@@ -671,7 +745,7 @@ Plan schedule(const std::vector<const NodeView*>& nodes, const std::vector<Pendi
     }
     if (!indexed && free_slots >= n) {
       plan.placements.push_back(
-          commit_placement(working, index, job, choose_nodes(std::move(candidates), job)));
+          commit_placement(working, index, touched, job, choose_nodes(std::move(candidates), job)));
       ledger.add(job);
       continue;
     }
@@ -692,7 +766,7 @@ Plan schedule(const std::vector<const NodeView*>& nodes, const std::vector<Pendi
     blocked_before = true;
     ++blocked;
     plan.pending.push_back(std::move(reason));
-    reserve(working, index, job, static_cast<int>(q));
+    reserve(working, index, touched, job, static_cast<int>(q));
     saturated = fully_reserved(working);
     if (behind_reason.empty() && !demands_nothing(saturated)) {
       int blocker = static_cast<int>(q);
@@ -705,4 +779,5 @@ Plan schedule(const std::vector<const NodeView*>& nodes, const std::vector<Pendi
   return plan;
 }
 
+}  // namespace
 }  // namespace ag::sched

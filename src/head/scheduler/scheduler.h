@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "common/resources.h"
@@ -163,6 +164,42 @@ Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>&
 // The same over nodes kept elsewhere (the head keeps its view between passes and hands
 // the scheduler pointers to it, sorted by node_id or not): nothing is copied.
 Plan schedule(const std::vector<const NodeView*>& nodes, const std::vector<PendingJob>& queue, const PassInput& input);
+
+namespace detail {
+struct WorkingNode;
+}
+
+// The nodes as a pass starts from them (the schedulable ones, by node_id), kept between
+// passes by whoever keeps the views (the head's ClusterCapacity) and brought up to date
+// one node at a time as they change, instead of made from every view at every pass.
+// A pass works on them in place and leaves them as it found them. Not thread-safe.
+class NodeBase {
+ public:
+  NodeBase();
+  ~NodeBase();
+  NodeBase(NodeBase&&) noexcept;
+  NodeBase& operator=(NodeBase&&) noexcept;
+
+  // Every node, from `views` sorted by node_id; each pointer stays valid until the next
+  // reset.
+  void reset(std::vector<const NodeView*> views);
+  // `view`, one of those given to reset, changed (what is free, whether schedulable).
+  void changed(const NodeView& view);
+
+ private:
+  friend Plan schedule(const NodeBase& nodes, const std::vector<PendingJob>& queue, const PassInput& input);
+  void rebuild() const;
+
+  std::vector<const NodeView*> views_;
+  // Made from views_ when a pass needs them and they are stale (after a reset, or a
+  // node set aside or back); the pass's scratch space too, hence mutable.
+  mutable std::vector<detail::WorkingNode> nodes_;
+  mutable std::unordered_map<const NodeView*, size_t> position_;  // in nodes_
+  mutable bool stale_ = true;
+};
+
+// The same over a kept NodeBase: what schedule() over its views would plan.
+Plan schedule(const NodeBase& nodes, const std::vector<PendingJob>& queue, const PassInput& input);
 
 // Whether `job`'s tasks may run on `node` at all: its labels, engine and mounts.
 bool can_run_on(const NodeView& node, const PendingJob& job);

@@ -1,7 +1,8 @@
 // The scheduler's working view kept between passes (ClusterCapacity): after any
 // sequence of events the job layer takes in, the view it kept equals the one rebuilt
 // from scratch from the node registry and the job table, and counts the drained and
-// unhealthy nodes as the registry has them; a registration that brings
+// unhealthy nodes as the registry has them, and a pass from its kept base plans what
+// one from the rebuilt views does; a registration that brings
 // nothing a queued job could use posts no pass.
 #include "head/jobs/cluster_capacity.h"
 
@@ -53,6 +54,36 @@ class ClusterCapacityTest : public JobLayerTest {
     ClusterCapacity rebuilt;
     rebuilt.rebuild(nodes_, jobs_->table);
     expect_same(jobs_->capacity, rebuilt, after);
+    // A pass from the kept base plans what one from the rebuilt views does: jobs of every
+    // shape, more than fit, so that some place, some block and reserve.
+    std::vector<sched::PendingJob> probe;
+    for (int i = 0; i < 12; ++i) {
+      sched::PendingJob job;
+      job.job_id = "probe_" + std::to_string(i);
+      job.num_tasks = 1 + i % 3;
+      job.per_task = {1000 * (1 + i % 4), 0, i % 3};
+      job.policy = i % 4 == 3 ? sched::PlacementPolicy::kSpread : sched::PlacementPolicy::kPack;
+      job.exclusive = i % 5 == 4;
+      probe.push_back(job);
+    }
+    sched::PassInput input;
+    const sched::Plan from_base = sched::schedule(jobs_->capacity.base(), probe, input);
+    const sched::Plan from_views = sched::schedule(rebuilt.nodes(), probe, input);
+    ASSERT_EQ(from_base.placements.size(), from_views.placements.size()) << after;
+    for (size_t i = 0; i < from_base.placements.size(); ++i) {
+      const auto& a = from_base.placements[i];
+      const auto& b = from_views.placements[i];
+      EXPECT_EQ(a.job_id, b.job_id) << after;
+      ASSERT_EQ(a.tasks.size(), b.tasks.size()) << after;
+      for (size_t t = 0; t < a.tasks.size(); ++t) {
+        EXPECT_EQ(a.tasks[t].node_id, b.tasks[t].node_id) << after;
+        EXPECT_EQ(a.tasks[t].gpu_ids, b.tasks[t].gpu_ids) << after;
+      }
+    }
+    ASSERT_EQ(from_base.pending.size(), from_views.pending.size()) << after;
+    for (size_t i = 0; i < from_base.pending.size(); ++i) {
+      EXPECT_EQ(from_base.pending[i].reason, from_views.pending[i].reason) << after;
+    }
     // The nodes set aside that every pending reason names, counted from the registry.
     size_t draining = 0, unhealthy = 0;
     for (const auto& [_, node] : nodes_.nodes()) {

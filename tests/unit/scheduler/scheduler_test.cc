@@ -679,5 +679,45 @@ TEST(LargeClusterTest, TheFreeIndexPlacesExactlyAsTheScanWould) {
   }
 }
 
+// --- The kept base ----------------------------------------------------------------
+
+// A pass from a kept NodeBase plans what one from the views does, leaves the base as it
+// found it (a second pass plans the same), and follows each view changed.
+TEST(NodeBaseTest, PlansAsTheViewsDoAndFollowsTheirChanges) {
+  std::vector<NodeView> views;
+  for (int i = 0; i < 8; ++i) views.push_back(make_node("n" + std::to_string(7 - i), 16, 4));
+  views[2] = with_busy_gpus(views[2], {1, 3});
+  std::sort(views.begin(), views.end(), [](const NodeView& a, const NodeView& b) { return a.node_id < b.node_id; });
+  std::vector<const NodeView*> pointers;
+  for (const NodeView& view : views) pointers.push_back(&view);
+  std::vector<PendingJob> queue;
+  for (int i = 0; i < 14; ++i) queue.push_back(make_job("j" + std::to_string(i), 1 + i % 3, 2 + i % 5, i % 4));
+  queue[3].exclusive = true;
+  queue[5].policy = PlacementPolicy::kSpread;
+  NodeBase base;
+  base.reset(pointers);
+  const auto same = [&](const std::string& after) {
+    SCOPED_TRACE(after);
+    const std::string from_views = describe(schedule(views, queue, PassInput{}));
+    EXPECT_EQ(describe(schedule(base, queue, PassInput{})), from_views);
+    EXPECT_EQ(describe(schedule(base, queue, PassInput{})), from_views) << "the pass changed the base";
+  };
+  same("reset");
+  views[4].free = {};
+  views[4].free_gpu_ids.clear();
+  base.changed(views[4]);
+  same("a node filled");
+  views[5].free_gpu_ids = {3, 0};  // not sorted, as a node may name them
+  views[5].free.gpus = 2;
+  base.changed(views[5]);
+  same("GPU ids out of order");
+  views[0].schedulable = false;
+  base.changed(views[0]);
+  same("a node set aside");
+  views[0].schedulable = true;
+  base.changed(views[0]);
+  same("and back");
+}
+
 }  // namespace
 }  // namespace ag::sched
