@@ -634,7 +634,13 @@ Plan schedule(const NodeBase& nodes, const std::vector<PendingJob>& queue, const
   // In place, not on a copy (10,000 nodes are a megabyte and more to copy and fault in
   // at every pass): the nodes it placed or reserved on are made again from their views.
   std::vector<size_t> touched;
-  Plan plan = schedule_on(nodes.nodes_, queue, input, touched);
+  Plan plan;
+  try {
+    plan = schedule_on(nodes.nodes_, queue, input, touched);
+  } catch (...) {
+    nodes.stale_ = true;  // left half-changed: the next pass makes them all again
+    throw;
+  }
   for (size_t i : touched) nodes.nodes_[i] = make_working_node(*nodes.nodes_[i].view);
   return plan;
 }
