@@ -207,8 +207,7 @@ std::optional<sched::JobPlacement> place_now(const PassState& state, const Job& 
   input.quotas = state.policy.quota_policy(owners);
   input.queue_use = state.capacity.use_by_queue();
   input.now_ms = state.now_ms;
-  input.nodes_sorted = true;  // ClusterCapacity::nodes()
-  sched::Plan plan = sched::schedule(state.capacity.nodes(), {candidate}, input);
+  sched::Plan plan = sched::schedule(state.capacity.base(), {candidate}, input);
   if (plan.placements.empty()) return std::nullopt;
   return std::move(plan.placements.front());
 }
