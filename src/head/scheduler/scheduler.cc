@@ -214,18 +214,17 @@ WorkingNode make_working_node(const NodeView& view) {
   return node;
 }
 
-std::vector<WorkingNode> make_working_nodes(const std::vector<const NodeView*>& nodes, bool sorted = false) {
+std::vector<WorkingNode> make_working_nodes(const std::vector<const NodeView*>& nodes) {
   std::vector<WorkingNode> working;
   working.reserve(nodes.size());
   for (const NodeView* view : nodes) {
     if (view->schedulable) working.push_back(make_working_node(*view));
   }
   // Sorting once by node_id makes every later tie-break "lowest index first", and makes
-  // the plan independent of the order in which the caller listed its nodes (the head
-  // lists them sorted already and says so: not even the check is paid then).
+  // the plan independent of the order in which the caller listed its nodes (the head's
+  // come sorted: only the check is paid, and only when its kept nodes are made again).
   const auto by_id = [](const WorkingNode& a, const WorkingNode& b) { return a.view->node_id < b.view->node_id; };
-  if (!sorted && !std::is_sorted(working.begin(), working.end(), by_id))
-    std::sort(working.begin(), working.end(), by_id);
+  if (!std::is_sorted(working.begin(), working.end(), by_id)) std::sort(working.begin(), working.end(), by_id);
   return working;
 }
 
@@ -624,7 +623,7 @@ Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>&
 }
 
 Plan schedule(const std::vector<const NodeView*>& nodes, const std::vector<PendingJob>& queue, const PassInput& input) {
-  std::vector<WorkingNode> working = make_working_nodes(nodes, input.nodes_sorted);
+  std::vector<WorkingNode> working = make_working_nodes(nodes);
   std::vector<size_t> touched;
   return schedule_on(working, queue, input, touched);
 }
@@ -667,15 +666,10 @@ void NodeBase::changed(const NodeView& view) {
 }
 
 void NodeBase::rebuild() const {
-  nodes_.clear();
+  nodes_ = make_working_nodes(views_);
   position_.clear();
-  nodes_.reserve(views_.size());
-  position_.reserve(views_.size());
-  for (const NodeView* view : views_) {
-    if (!view->schedulable) continue;
-    position_.emplace(view, nodes_.size());
-    nodes_.push_back(make_working_node(*view));
-  }
+  position_.reserve(nodes_.size());
+  for (size_t i = 0; i < nodes_.size(); ++i) position_.emplace(nodes_[i].view, i);
   stale_ = false;
 }
 

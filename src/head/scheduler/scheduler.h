@@ -134,9 +134,6 @@ struct PassInput {
   // Blocked jobs a pass weighs (each reserves, at a cost of O(nodes)); the jobs behind
   // the last of them wait (kWaitingBehind) without being weighed. 0: no limit.
   size_t max_blocked = 0;
-  // The nodes come sorted by node_id (the head's kept view lists them so): the pass
-  // does not check it, a walk of every node's id.
-  bool nodes_sorted = false;
 };
 
 // Places as many jobs of `queue` (oldest first) as fit on `nodes`, all-or-nothing per
@@ -180,8 +177,8 @@ class NodeBase {
   NodeBase(NodeBase&&) noexcept;
   NodeBase& operator=(NodeBase&&) noexcept;
 
-  // Every node, from `views` sorted by node_id; each pointer stays valid until the next
-  // reset.
+  // Every node, from `views` (in any order; sorted by node_id, they need no sort);
+  // each pointer stays valid until the next reset.
   void reset(std::vector<const NodeView*> views);
   // `view`, one of those given to reset, changed (what is free, whether schedulable).
   void changed(const NodeView& view);

@@ -93,7 +93,7 @@ class ClusterCapacityTest : public JobLayerTest {
     }
     EXPECT_EQ(jobs_->capacity.draining(), draining) << after;
     EXPECT_EQ(jobs_->capacity.unhealthy(), unhealthy) << after;
-    // The scheduler takes the kept view's order as sorted by node id (PassInput::nodes_sorted).
+    // Listed sorted by node id, as a pass numbers them (a NodeBase made from them needs no sort).
     const auto& listed = jobs_->capacity.nodes();
     EXPECT_TRUE(std::is_sorted(listed.begin(), listed.end(),
                                [](const sched::NodeView* a, const sched::NodeView* b) { return a->node_id < b->node_id; }))
