@@ -343,7 +343,6 @@ JobPlacement commit_placement(std::vector<WorkingNode>& nodes, FreeIndex& index,
       placement.tasks.push_back(std::move(task));
     }
     const Resources used = times(job.per_task, a.tasks);
-    const Resources before = node.free;
     node.free -= used;
     node.unreserved_free -= used;
     if (job.exclusive) {  // the node is the job's alone
@@ -351,7 +350,7 @@ JobPlacement commit_placement(std::vector<WorkingNode>& nodes, FreeIndex& index,
       node.unreserved_free = {};
       node.gpus_taken = node.all_gpu_ids().size();
     }
-    index.moved(a.node, before, node.free);
+    index.set(a.node, node.free);
   }
   return placement;
 }
@@ -386,10 +385,9 @@ bool reserve(std::vector<WorkingNode>& nodes, FreeIndex& index, std::vector<size
     WorkingNode& node = nodes[a.node];
     touched.push_back(a.node);
     const Resources held = job.exclusive ? node.capacity : times(job.per_task, a.tasks);
-    const Resources before = node.free;
     node.reserved += held;
     node.free = clamp_at_zero(node.free - held);
-    index.moved(a.node, before, node.free);
+    index.set(a.node, node.free);
     if (node.first_reserver < 0) node.first_reserver = queue_index;
   }
   return true;
@@ -600,10 +598,16 @@ static std::string preempting_reason(const PendingJob& job, const std::vector<st
 }
 
 namespace {
-// The pass itself, from the nodes as it starts from them (schedulable ones, by node_id).
+// The pass itself, from the nodes as it starts from them (schedulable ones, by node_id),
+// `index` of their free amounts and the `largest` capacity of any one of them.
 // `touched`: the nodes it placed or reserved on, which it changed.
-Plan schedule_on(std::vector<WorkingNode>& working, const std::vector<PendingJob>& queue, const PassInput& input,
-                 std::vector<size_t>& touched);
+Plan schedule_on(std::vector<WorkingNode>& working, FreeIndex& index, const Resources& largest,
+                 const std::vector<PendingJob>& queue, const PassInput& input, std::vector<size_t>& touched);
+
+void index_all(FreeIndex& index, const std::vector<WorkingNode>& working) {
+  index.reset(working.size());
+  for (size_t i = 0; i < working.size(); ++i) index.add(i, working[i].free);
+}
 }  // namespace
 
 Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>& queue) {
@@ -624,27 +628,33 @@ Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>&
 
 Plan schedule(const std::vector<const NodeView*>& nodes, const std::vector<PendingJob>& queue, const PassInput& input) {
   std::vector<WorkingNode> working = make_working_nodes(nodes);
+  FreeIndex index;
+  index_all(index, working);
   std::vector<size_t> touched;
-  return schedule_on(working, queue, input, touched);
+  return schedule_on(working, index, largest_node(working), queue, input, touched);
 }
 
 Plan schedule(const NodeBase& nodes, const std::vector<PendingJob>& queue, const PassInput& input) {
   if (nodes.stale_) nodes.rebuild();
+  if (nodes.largest_stale_) {
+    nodes.largest_ = largest_node(nodes.nodes_);
+    nodes.largest_stale_ = false;
+  }
   // In place, not on a copy (10,000 nodes are a megabyte and more to copy and fault in
   // at every pass): the nodes it placed or reserved on are made again from their views.
   std::vector<size_t> touched;
   Plan plan;
   try {
-    plan = schedule_on(nodes.nodes_, queue, input, touched);
+    plan = schedule_on(nodes.nodes_, *nodes.index_, nodes.largest_, queue, input, touched);
   } catch (...) {
     nodes.stale_ = true;  // left half-changed: the next pass makes them all again
     throw;
   }
-  for (size_t i : touched) nodes.nodes_[i] = make_working_node(*nodes.nodes_[i].view);
+  for (size_t i : touched) nodes.remake(i);
   return plan;
 }
 
-NodeBase::NodeBase() = default;
+NodeBase::NodeBase() : index_(std::make_unique<FreeIndex>()) {}
 NodeBase::~NodeBase() = default;
 NodeBase::NodeBase(NodeBase&&) noexcept = default;
 NodeBase& NodeBase::operator=(NodeBase&&) noexcept = default;
@@ -662,7 +672,24 @@ void NodeBase::changed(const NodeView& view) {
     stale_ = true;
     return;
   }
-  if (it != position_.end()) nodes_[it->second] = make_working_node(view);
+  if (it != position_.end()) remake(it->second);
+}
+
+void NodeBase::remake(size_t i) const {
+  const Resources before = nodes_[i].capacity;
+  nodes_[i] = make_working_node(*nodes_[i].view);
+  index_->set(i, nodes_[i].free);
+  // The largest capacity follows a node that grew; one that shrank may have been the
+  // largest, and then the next pass looks at every node again.
+  const Resources& after = nodes_[i].capacity;
+  const auto shrank_from_largest = [](int64_t was, int64_t is, int64_t largest) { return is < was && was == largest; };
+  if (shrank_from_largest(before.cpu_millis, after.cpu_millis, largest_.cpu_millis) ||
+      shrank_from_largest(before.memory_bytes, after.memory_bytes, largest_.memory_bytes) ||
+      shrank_from_largest(before.gpus, after.gpus, largest_.gpus)) {
+    largest_stale_ = true;
+  }
+  largest_ = {std::max(largest_.cpu_millis, after.cpu_millis), std::max(largest_.memory_bytes, after.memory_bytes),
+              std::max(largest_.gpus, after.gpus)};
 }
 
 void NodeBase::rebuild() const {
@@ -670,20 +697,20 @@ void NodeBase::rebuild() const {
   position_.clear();
   position_.reserve(nodes_.size());
   for (size_t i = 0; i < nodes_.size(); ++i) position_.emplace(nodes_[i].view, i);
+  index_all(*index_, nodes_);
+  largest_ = largest_node(nodes_);
+  largest_stale_ = false;
   stale_ = false;
 }
 
 namespace {
 
-Plan schedule_on(std::vector<WorkingNode>& working, const std::vector<PendingJob>& queue, const PassInput& input,
-                 std::vector<size_t>& touched) {
+Plan schedule_on(std::vector<WorkingNode>& working, FreeIndex& index, const Resources& largest,
+                 const std::vector<PendingJob>& queue, const PassInput& input, std::vector<size_t>& touched) {
   Plan plan;
   QuotaLedger ledger(input.quotas, input.use, input.queue_use);
   bool blocked_before = false;  // a job ahead was blocked: only the first may preempt
   size_t blocked = 0;
-  FreeIndex index(working.size());
-  for (size_t i = 0; i < working.size(); ++i) index.add(i, working[i].free);
-  const Resources largest = largest_node(working);
   // The dimensions blocked jobs already hold whole: the jobs further back that need
   // them are not weighed one by one (on a full cluster with a long queue that would
   // cost every pass, and a pass runs at every task end, for nothing).

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -164,6 +165,7 @@ Plan schedule(const std::vector<const NodeView*>& nodes, const std::vector<Pendi
 
 namespace detail {
 struct WorkingNode;
+class FreeIndex;
 }
 
 // The nodes as a pass starts from them (the schedulable ones, by node_id), kept between
@@ -186,6 +188,8 @@ class NodeBase {
  private:
   friend Plan schedule(const NodeBase& nodes, const std::vector<PendingJob>& queue, const PassInput& input);
   void rebuild() const;
+  // Node i made again from its view, with what is kept of it.
+  void remake(size_t i) const;
 
   std::vector<const NodeView*> views_;
   // Made from views_ when a pass needs them and they are stale (after a reset, or a
@@ -193,6 +197,11 @@ class NodeBase {
   mutable std::vector<detail::WorkingNode> nodes_;
   mutable std::unordered_map<const NodeView*, size_t> position_;  // in nodes_
   mutable bool stale_ = true;
+  // Kept with nodes_: their free amounts indexed, and the largest capacity of any one
+  // (looked for again only when a node that had it shrinks).
+  mutable std::unique_ptr<detail::FreeIndex> index_;
+  mutable Resources largest_;
+  mutable bool largest_stale_ = false;
 };
 
 // The same over a kept NodeBase: what schedule() over its views would plan.

@@ -718,5 +718,100 @@ TEST(NodeBaseTest, PlansAsTheViewsDoAndFollowsTheirChanges) {
   same("and back");
 }
 
+// On a cluster large enough for the free index, the base keeps the index (and the
+// largest node) between passes: after random changes to the views, to what is free, to a
+// node's total and to whether it is schedulable, and after the plans are applied to
+// them, a pass from the base plans what one from the views does.
+TEST(NodeBaseTest, OnALargeClusterItKeepsItsIndexAndLargestNodeInStep) {
+  std::mt19937 rng(7);
+  std::vector<NodeView> views;
+  for (int i = 0; i < 600; ++i) {
+    char id[16];
+    std::snprintf(id, sizeof id, "n%04d", i);
+    views.push_back(with_busy_cpus(make_node(id, 32, 8, 256), static_cast<double>(rng() % 24)));
+  }
+  views[300] = make_node("n0300", 96, 8, 256);  // the one largest node
+  std::vector<const NodeView*> pointers;
+  for (const NodeView& view : views) pointers.push_back(&view);
+  NodeBase base;
+  base.reset(pointers);
+  const auto queue_of = [&](int round) {
+    std::vector<PendingJob> queue;
+    for (int j = 0; j < 24; ++j) {
+      const int tasks = rng() % 6 == 0 ? 2 + static_cast<int>(rng() % 12) : 1;
+      queue.push_back(make_job("r" + std::to_string(round) + "j" + std::to_string(j), tasks, 1 + rng() % 12,
+                               static_cast<int64_t>(rng() % 3), static_cast<int64_t>(rng() % 64) * kGiB));
+    }
+    queue.push_back(make_job("r" + std::to_string(round) + "big", 1, 64));  // only the largest node holds it
+    return queue;
+  };
+  const auto apply = [&](const Plan& plan, const std::vector<PendingJob>& queue) {
+    for (const JobPlacement& placement : plan.placements) {
+      const PendingJob& job =
+          *std::find_if(queue.begin(), queue.end(), [&](const PendingJob& q) { return q.job_id == placement.job_id; });
+      for (const TaskPlacement& task : placement.tasks) {
+        NodeView& view =
+            *std::find_if(views.begin(), views.end(), [&](const NodeView& v) { return v.node_id == task.node_id; });
+        view.free -= job.per_task;
+        std::erase_if(view.free_gpu_ids, [&](int id) {
+          return std::find(task.gpu_ids.begin(), task.gpu_ids.end(), id) != task.gpu_ids.end();
+        });
+        base.changed(view);
+      }
+    }
+  };
+  for (int round = 0; round < 60; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    for (int k = 0; k < 12; ++k) {
+      NodeView& view = views[rng() % views.size()];
+      switch (rng() % 8) {
+        case 0:  // tasks ended: all of it free again
+          view.free = view.total;
+          view.free_gpu_ids.clear();
+          for (int g = 0; g < view.total.gpus; ++g) view.free_gpu_ids.push_back(g);
+          break;
+        case 1:  // re-registered smaller or larger (the largest node among them)
+          view.total.cpu_millis = cpu_millis(16 + 16 * static_cast<double>(rng() % 6));
+          view.free = view.total;
+          break;
+        case 2:
+          if (&view != &views[0]) view.schedulable = !view.schedulable;
+          break;
+        default:
+          view = with_busy_cpus(view, static_cast<double>(rng() % 4));
+      }
+      base.changed(view);
+    }
+    const std::vector<PendingJob> queue = queue_of(round);
+    const Plan from_views = schedule(views, queue, PassInput{});
+    ASSERT_EQ(describe(schedule(base, queue, PassInput{})), describe(from_views));
+    ASSERT_EQ(describe(schedule(base, queue, PassInput{})), describe(from_views)) << "the pass changed the base";
+    apply(from_views, queue);
+  }
+}
+
+// The largest node that a job's need is judged against follows a node that shrinks.
+TEST(NodeBaseTest, AJobTooBigForTheLargestNodeLeftSaysSo) {
+  std::vector<NodeView> views;
+  for (int i = 0; i < 600; ++i) {
+    char id[16];
+    std::snprintf(id, sizeof id, "n%04d", i);
+    views.push_back(make_node(id, i == 42 ? 64 : 32));
+  }
+  std::vector<const NodeView*> pointers;
+  for (const NodeView& view : views) pointers.push_back(&view);
+  NodeBase base;
+  base.reset(pointers);
+  const std::vector<PendingJob> queue = {make_job("big", 1, 48)};
+  Plan plan = schedule(base, queue, PassInput{});
+  ASSERT_EQ(plan.placements.size(), 1u);
+  views[42] = make_node("n0042", 32);
+  base.changed(views[42]);
+  plan = schedule(base, queue, PassInput{});
+  ASSERT_EQ(plan.pending.size(), 1u);
+  EXPECT_TRUE(plan.pending[0].infeasible());
+  EXPECT_EQ(plan.pending[0].reason, "needs 48 CPUs per task; largest node has 32");
+}
+
 }  // namespace
 }  // namespace ag::sched
