@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "head/jobs/job_codec.h"
@@ -69,6 +70,61 @@ TEST(JobTableTest, LoadsJobsAndEventsAndKeepsARecordItCannotReadAsFailed) {
   ASSERT_NE(table.find_submission("alice", "nightly-1"), nullptr);
   EXPECT_EQ(table.find_submission("alice", "nightly-1")->id, "job_done");
   EXPECT_EQ(table.next_seq(), 8u);
+}
+
+// Many records are parsed on several threads, in blocks: each job and event still lands
+// as stored, damaged records anywhere among them are kept or skipped as one alone is,
+// and the salvaged ids come in the store's order.
+TEST(JobTableTest, LoadsThousandsOfRecordsAsItLoadsOne) {
+  store::MemoryStore store;
+  std::vector<store::Mutation> batch;
+  std::vector<std::string> refused;
+  for (int i = 0; i < 3000; ++i) {
+    char id[32];
+    std::snprintf(id, sizeof id, "job_%012d", i);
+    Job job = pending(id, static_cast<uint64_t>(i + 1), i % 2 ? "alice" : "bob");
+    if (i % 997 == 500) {  // refused by this version: kept as FAILED
+      nlohmann::json bad = job_to_json(job);
+      bad["queue_seq"] = "late";
+      batch.push_back({store::kJobsTable, id, bad.dump()});
+      refused.push_back(id);
+      continue;
+    }
+    if (i % 1009 == 700) {  // not even an id: skipped
+      batch.push_back({store::kJobsTable, id, "{not json"});
+      continue;
+    }
+    const std::vector<store::Mutation> records =
+        JobWriter::records(job, {{i, "submitted"}, {i + 1, "event " + std::to_string(i)}});
+    batch.insert(batch.end(), records.begin(), records.end());
+  }
+  store_all(store, std::move(batch));
+
+  JobTable table;
+  auto salvaged = table.load(store, 5000);
+  ASSERT_TRUE(salvaged.ok());
+  EXPECT_EQ(salvaged.value(), refused);
+  EXPECT_EQ(table.all().size(), 3000u - 3u);  // three records without an id
+  for (int i = 0; i < 3000; ++i) {
+    char id[32];
+    std::snprintf(id, sizeof id, "job_%012d", i);
+    const Job* job = table.find(id);
+    if (i % 1009 == 700) {
+      EXPECT_EQ(job, nullptr) << id;
+      continue;
+    }
+    ASSERT_NE(job, nullptr) << id;
+    if (i % 997 == 500) {
+      EXPECT_EQ(job->state, JobState::kFailed) << id;
+      continue;
+    }
+    EXPECT_EQ(job->queue_seq, static_cast<uint64_t>(i + 1));
+    EXPECT_EQ(job->owner, i % 2 ? "alice" : "bob");
+    ASSERT_EQ(table.events(id).size(), 2u) << id;
+    EXPECT_EQ(table.events(id)[1].message, "event " + std::to_string(i));
+  }
+  EXPECT_EQ(table.next_seq(), 3001u);
+  EXPECT_EQ(table.list().front()->id, "job_000000002999");
 }
 
 TEST(JobTableTest, ASubmissionIdIsPerOwnerKeptBeforeTheJobIsStoredAndReleasedOnFailure) {
