@@ -3,13 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <atomic>
-#include <exception>
-#include <mutex>
 #include <nlohmann/json.hpp>
-#include <optional>
-#include <system_error>
-#include <thread>
 
 #include "head/jobs/job_codec.h"
 
@@ -22,105 +16,41 @@ std::string submission_key(const std::string& owner, const std::string& submissi
   return owner + "\n" + submission_id;
 }
 
-// A head that restarts with 100,000 jobs kept spends most of its start parsing their
-// records, each on its own: they are parsed on up to this many threads, in blocks.
-constexpr size_t kLoadThreads = 8;
-constexpr size_t kLoadBlock = 256;
-
-// parse(i) for i in [0, count), into a vector in that order, on several threads when
-// there is enough to parse. The first exception any call throws is thrown here, after
-// every thread has stopped.
-template <typename T, typename Parse>
-std::vector<T> parse_all(size_t count, const Parse& parse) {
-  std::vector<T> out(count);
-  std::atomic<size_t> next{0};
-  std::exception_ptr failed;
-  std::atomic<bool> stop{false};
-  std::mutex failed_lock;
-  const auto work = [&] {
-    while (!stop) {
-      const size_t begin = next.fetch_add(kLoadBlock);
-      if (begin >= count) return;
-      try {
-        for (size_t i = begin; i < std::min(begin + kLoadBlock, count); ++i) out[i] = parse(i);
-      } catch (...) {
-        std::lock_guard lock(failed_lock);
-        if (!failed) failed = std::current_exception();
-        stop = true;
-      }
-    }
-  };
-  const size_t blocks = (count + kLoadBlock - 1) / kLoadBlock;
-  const size_t threads = std::min({static_cast<size_t>(std::max(1u, std::thread::hardware_concurrency())), kLoadThreads,
-                                   std::max<size_t>(blocks, 1)});
-  std::vector<std::thread> helpers;
-  for (size_t t = 1; t < threads; ++t) {
-    try {
-      helpers.emplace_back(work);
-    } catch (const std::system_error&) {
-      break;  // no more threads to be had: the ones there are parse it all
-    }
-  }
-  work();
-  for (auto& helper : helpers) helper.join();
-  if (failed) std::rethrow_exception(failed);
-  return out;
-}
-
-// What one stored job's text gave: the job as stored, or as salvage kept it (and why
-// it had to), or nothing.
-struct StoredJob {
-  std::optional<Job> job;
-  std::string error;  // job_from_json's, when the job was salvaged or skipped
-};
-
 }  // namespace
 
 Result<std::vector<std::string>> JobTable::load(store::KvStore& store, int64_t now_ms) {
   std::vector<std::string> salvaged;
   auto jobs = store.scan(store::kJobsTable);
   if (!jobs.ok()) return jobs.error();
-  const auto& rows = jobs.value();
-  std::vector<StoredJob> parsed = parse_all<StoredJob>(rows.size(), [&rows, now_ms](size_t i) {
-    auto doc = nlohmann::json::parse(rows[i].second, nullptr, false);
+  for (const auto& [key, value] : jobs.value()) {
+    auto doc = nlohmann::json::parse(value, nullptr, false);
     auto job = job_from_json(doc);
-    if (job.ok()) return StoredJob{std::move(job.value()), ""};
-    // An accepted job is never dropped: kept as FAILED, saying why, when it can be.
-    return StoredJob{salvage_job(doc, job.error().message, now_ms), job.error().message};
-  });
-  for (size_t i = 0; i < rows.size(); ++i) {
-    StoredJob& stored = parsed[i];
-    if (!stored.job) {
-      spdlog::error("skipping stored job {}: {}", rows[i].first, stored.error);
-      continue;
+    if (!job.ok()) {
+      // An accepted job is never dropped: kept as FAILED, saying why, when it can be.
+      auto kept = salvage_job(doc, job.error().message, now_ms);
+      if (!kept) {
+        spdlog::error("skipping stored job {}: {}", key, job.error().message);
+        continue;
+      }
+      spdlog::error("stored job {} could not be loaded ({}): kept as FAILED", key, job.error().message);
+      salvaged.push_back(kept->id);
+      job = std::move(*kept);
     }
-    if (!stored.error.empty()) {
-      spdlog::error("stored job {} could not be loaded ({}): kept as FAILED", rows[i].first, stored.error);
-      salvaged.push_back(stored.job->id);
+    next_seq_ = std::max(next_seq_, job->queue_seq + 1);
+    if (!job->spec.submission_id.empty()) {
+      submission_ids_[submission_key(job->owner, job->spec.submission_id)] = job->id;
     }
-    Job& job = *stored.job;
-    next_seq_ = std::max(next_seq_, job.queue_seq + 1);
-    if (!job.spec.submission_id.empty()) {
-      submission_ids_[submission_key(job.owner, job.spec.submission_id)] = job.id;
-    }
-    Job& loaded = jobs_[job.id] = std::move(job);
+    Job& loaded = jobs_[job->id] = std::move(job.value());
     by_id_[loaded.id] = &loaded;
     newest_.emplace(loaded.queue_seq, &loaded);
     recount(loaded);
   }
   auto events = store.scan(store::kEventsTable);
   if (!events.ok()) return events.error();
-  const auto& event_rows = events.value();
-  std::vector<std::optional<JobEvent>> parsed_events =
-      parse_all<std::optional<JobEvent>>(event_rows.size(), [&event_rows](size_t i) -> std::optional<JobEvent> {
-        auto event = event_from_json(nlohmann::json::parse(event_rows[i].second, nullptr, false));
-        if (!event.ok()) return std::nullopt;
-        return std::move(event.value());
-      });
-  for (size_t i = 0; i < event_rows.size(); ++i) {
-    if (!parsed_events[i]) continue;
-    const std::string& key = event_rows[i].first;
-    events_[key.substr(0, key.find('/'))].push_back(std::move(*parsed_events[i]));
+  for (const auto& [key, value] : events.value()) {
+    auto event = event_from_json(nlohmann::json::parse(value, nullptr, false));
+    if (!event.ok()) continue;
+    events_[key.substr(0, key.find('/'))].push_back(std::move(event.value()));
   }
   return salvaged;
 }

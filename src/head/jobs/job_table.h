@@ -25,8 +25,7 @@ namespace ag::head {
 
 class JobTable {
  public:
-  // Reads every job and event (at start; their records are parsed on up to 8 threads,
-  // then kept in the store's order). A stored job this version cannot read is kept
+  // Reads every job and event (at start). A stored job this version cannot read is kept
   // as FAILED when it can be (its id is in the result, to be written again), else
   // skipped. Errors: the store's.
   Result<std::vector<std::string>> load(store::KvStore& store, int64_t now_ms);

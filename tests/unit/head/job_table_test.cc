@@ -72,9 +72,9 @@ TEST(JobTableTest, LoadsJobsAndEventsAndKeepsARecordItCannotReadAsFailed) {
   EXPECT_EQ(table.next_seq(), 8u);
 }
 
-// Many records are parsed on several threads, in blocks: each job and event still lands
-// as stored, damaged records anywhere among them are kept or skipped as one alone is,
-// and the salvaged ids come in the store's order.
+// Thousands of records: each job and event lands as stored, damaged records anywhere
+// among them are kept or skipped as one alone is, and the salvaged ids come in the
+// store's order.
 TEST(JobTableTest, LoadsThousandsOfRecordsAsItLoadsOne) {
   store::MemoryStore store;
   std::vector<store::Mutation> batch;
