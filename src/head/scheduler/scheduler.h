@@ -168,10 +168,12 @@ struct WorkingNode;
 class FreeIndex;
 }
 
-// The nodes as a pass starts from them (the schedulable ones, by node_id), kept between
-// passes by whoever keeps the views (the head's ClusterCapacity) and brought up to date
-// one node at a time as they change, instead of made from every view at every pass.
-// A pass works on them in place and leaves them as it found them. Not thread-safe.
+// The nodes as a pass starts from them (the schedulable ones, by node_id), with the
+// index of their free amounts and the largest of them, kept between passes by whoever
+// keeps the views (the head's ClusterCapacity) and brought up to date one node at a
+// time as they change, instead of made from every view at every pass: a pass that
+// places one job costs the same on 10,000 nodes as on 1,000. A pass works on them in
+// place and leaves them as it found them. Not thread-safe.
 class NodeBase {
  public:
   NodeBase();
