@@ -1,27 +1,14 @@
 // The gang scheduler. See scheduler.h for the contract and README.md for the flow.
 //
-// One pass walks the queue once, oldest job first, against a working copy of the
-// cluster. Each node in that copy carries three views of its resources:
-//
-//   unreserved_free  free now, minus what this pass has already placed on it
-//   free             unreserved_free, minus what blocked jobs have reserved on it
-//                    (clamped at zero); this is all a job may be placed on
-//   reserved         the sum of reservations; total - reserved is the capacity
-//                    later blocked jobs may still reserve
-//
-// Keeping `unreserved_free` apart from `free` is what lets a pending reason say
-// whether a job waits for running tasks to finish or waits behind a reservation.
+// One pass walks the queue once, oldest job first, against the working nodes
+// (working_nodes.h: each node's free, unreserved and reserved room in this pass).
 #include "head/scheduler/scheduler.h"
 
 #include <algorithm>
-#include <cinttypes>
-#include <cstdio>
-#include <functional>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -29,45 +16,19 @@
 #include "common/path_prefix.h"
 #include "head/scheduler/free_index.h"
 #include "head/scheduler/preemption.h"
+#include "head/scheduler/working_nodes.h"
 
 namespace ag::sched {
 namespace {
 
 using detail::Assignment;
+using detail::clamp_at_zero;
 using detail::FreeIndex;
+using detail::index_all;
+using detail::largest_node;
+using detail::make_working_nodes;
+using detail::pointers_to;
 using detail::slots_in;
-
-// ---------------------------------------------------------------------------
-// Working state
-
-}  // namespace
-
-namespace detail {
-
-struct WorkingNode {
-  const NodeView* view = nullptr;
-  Resources capacity;             // the node's total, never below what it reports free
-  Resources unreserved_free;      // free now minus this pass's placements
-  Resources free;                 // unreserved_free minus reservations, clamped at zero
-  Resources reserved;             // what blocked jobs of this pass reserved here
-  int first_reserver = -1;        // queue index of the first job that reserved here
-  // The free GPU indices, ascending and without duplicates: the view's own list (or a
-  // sorted copy when it is not), less the first `gpus_taken`, which this pass handed
-  // out. Not copied per node: a pass on a large cluster touches few nodes.
-  std::vector<int> sorted_gpu_ids;  // the copy, when the view's list is not sorted
-  size_t gpus_taken = 0;
-
-  const std::vector<int>& all_gpu_ids() const { return sorted_gpu_ids.empty() ? view->free_gpu_ids : sorted_gpu_ids; }
-  std::vector<int>::const_iterator first_free_gpu() const {
-    return all_gpu_ids().begin() + static_cast<std::ptrdiff_t>(gpus_taken);
-  }
-  size_t num_free_gpu_ids() const { return all_gpu_ids().size() - gpus_taken; }
-};
-
-}  // namespace detail
-
-namespace {
-
 using detail::WorkingNode;
 
 bool has_labels(const NodeView& node, const PendingJob& job) {
@@ -156,13 +117,6 @@ struct Candidate {
   double preference = 0;
 };
 
-Resources clamp_at_zero(Resources r) {
-  r.cpu_millis = std::max<int64_t>(r.cpu_millis, 0);
-  r.memory_bytes = std::max<int64_t>(r.memory_bytes, 0);
-  r.gpus = std::max<int64_t>(r.gpus, 0);
-  return r;
-}
-
 Resources times(const Resources& r, int64_t count) {
   return {r.cpu_millis * count, r.memory_bytes * count, r.gpus * count};
 }
@@ -182,50 +136,6 @@ double fractional_slots_in(const Resources& avail, const Resources& need, int64_
   bound(avail.memory_bytes, need.memory_bytes);
   bound(avail.gpus, need.gpus);
   return slots;
-}
-
-std::vector<const NodeView*> pointers_to(const std::vector<NodeView>& nodes) {
-  std::vector<const NodeView*> out;
-  out.reserve(nodes.size());
-  for (const NodeView& view : nodes) out.push_back(&view);
-  return out;
-}
-
-// The node as a pass starts from it: all its free room, nothing placed or reserved.
-WorkingNode make_working_node(const NodeView& view) {
-  WorkingNode node;
-  node.view = &view;
-  const std::vector<int>& ids = view.free_gpu_ids;
-  if (std::adjacent_find(ids.begin(), ids.end(), std::greater_equal<int>()) != ids.end()) {
-    node.sorted_gpu_ids = ids;
-    std::sort(node.sorted_gpu_ids.begin(), node.sorted_gpu_ids.end());
-    node.sorted_gpu_ids.erase(std::unique(node.sorted_gpu_ids.begin(), node.sorted_gpu_ids.end()),
-                              node.sorted_gpu_ids.end());
-  }
-  // A GPU counts as free only when the node also names its index; otherwise we could
-  // promise a task a device we cannot hand out.
-  Resources free = clamp_at_zero(view.free);
-  free.gpus = std::min<int64_t>(free.gpus, static_cast<int64_t>(node.num_free_gpu_ids()));
-  node.unreserved_free = free;
-  node.free = free;
-  const Resources total = clamp_at_zero(view.total);
-  node.capacity = {std::max(total.cpu_millis, free.cpu_millis), std::max(total.memory_bytes, free.memory_bytes),
-                   std::max(total.gpus, free.gpus)};
-  return node;
-}
-
-std::vector<WorkingNode> make_working_nodes(const std::vector<const NodeView*>& nodes) {
-  std::vector<WorkingNode> working;
-  working.reserve(nodes.size());
-  for (const NodeView* view : nodes) {
-    if (view->schedulable) working.push_back(make_working_node(*view));
-  }
-  // Sorting once by node_id makes every later tie-break "lowest index first", and makes
-  // the plan independent of the order in which the caller listed its nodes (the head's
-  // come sorted: only the check is paid, and only when its kept nodes are made again).
-  const auto by_id = [](const WorkingNode& a, const WorkingNode& b) { return a.view->node_id < b.view->node_id; };
-  if (!std::is_sorted(working.begin(), working.end(), by_id)) std::sort(working.begin(), working.end(), by_id);
-  return working;
 }
 
 // ---------------------------------------------------------------------------
@@ -419,19 +329,6 @@ std::string tasks_of(const PendingJob& job) {
          format_resources(job.per_task);
 }
 
-// The largest total each dimension has on any one schedulable node. Computed once per
-// pass because infeasibility is judged against the cluster as it is, not as this pass
-// has filled it.
-Resources largest_node(const std::vector<WorkingNode>& nodes) {
-  Resources largest;
-  for (const WorkingNode& node : nodes) {
-    largest.cpu_millis = std::max(largest.cpu_millis, node.capacity.cpu_millis);
-    largest.memory_bytes = std::max(largest.memory_bytes, node.capacity.memory_bytes);
-    largest.gpus = std::max(largest.gpus, node.capacity.gpus);
-  }
-  return largest;
-}
-
 // Says why no amount of waiting would place the job, or nothing when the cluster as it
 // is could hold it once running tasks end.
 std::optional<std::string> infeasible_reason(const std::vector<WorkingNode>& nodes,
@@ -604,10 +501,6 @@ namespace {
 Plan schedule_on(std::vector<WorkingNode>& working, FreeIndex& index, const Resources& largest,
                  const std::vector<PendingJob>& queue, const PassInput& input, std::vector<size_t>& touched);
 
-void index_all(FreeIndex& index, const std::vector<WorkingNode>& working) {
-  index.reset(working.size());
-  for (size_t i = 0; i < working.size(); ++i) index.add(i, working[i].free);
-}
 }  // namespace
 
 Plan schedule(const std::vector<NodeView>& nodes, const std::vector<PendingJob>& queue) {
@@ -652,55 +545,6 @@ Plan schedule(const NodeBase& nodes, const std::vector<PendingJob>& queue, const
   }
   for (size_t i : touched) nodes.remake(i);
   return plan;
-}
-
-NodeBase::NodeBase() : index_(std::make_unique<FreeIndex>()) {}
-NodeBase::~NodeBase() = default;
-NodeBase::NodeBase(NodeBase&&) noexcept = default;
-NodeBase& NodeBase::operator=(NodeBase&&) noexcept = default;
-
-void NodeBase::reset(std::vector<const NodeView*> views) {
-  views_ = std::move(views);
-  stale_ = true;
-}
-
-void NodeBase::changed(const NodeView& view) {
-  if (stale_) return;
-  auto it = position_.find(&view);
-  // A node set aside or back: the pass's nodes are others (rare: drains, health, death).
-  if ((it != position_.end()) != view.schedulable) {
-    stale_ = true;
-    return;
-  }
-  if (it != position_.end()) remake(it->second);
-}
-
-void NodeBase::remake(size_t i) const {
-  const Resources before = nodes_[i].capacity;
-  nodes_[i] = make_working_node(*nodes_[i].view);
-  index_->set(i, nodes_[i].free);
-  // The largest capacity follows a node that grew; one that shrank may have been the
-  // largest, and then the next pass looks at every node again.
-  const Resources& after = nodes_[i].capacity;
-  const auto shrank_from_largest = [](int64_t was, int64_t is, int64_t largest) { return is < was && was == largest; };
-  if (shrank_from_largest(before.cpu_millis, after.cpu_millis, largest_.cpu_millis) ||
-      shrank_from_largest(before.memory_bytes, after.memory_bytes, largest_.memory_bytes) ||
-      shrank_from_largest(before.gpus, after.gpus, largest_.gpus)) {
-    largest_stale_ = true;
-  }
-  largest_ = {std::max(largest_.cpu_millis, after.cpu_millis), std::max(largest_.memory_bytes, after.memory_bytes),
-              std::max(largest_.gpus, after.gpus)};
-}
-
-void NodeBase::rebuild() const {
-  nodes_ = make_working_nodes(views_);
-  position_.clear();
-  position_.reserve(nodes_.size());
-  for (size_t i = 0; i < nodes_.size(); ++i) position_.emplace(nodes_[i].view, i);
-  index_all(*index_, nodes_);
-  largest_ = largest_node(nodes_);
-  largest_stale_ = false;
-  stale_ = false;
 }
 
 namespace {
