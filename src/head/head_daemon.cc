@@ -482,8 +482,7 @@ int run_leader(const HeadConfig& config, store::KvStore& store, const LeaderLeas
   }
   WebhookDispatcher deliveries({clock, timers, jobs.cluster_events, webhooks, jobs, nodes,
                                 std::string(identity.tls ? "https://" : "http://") + config.address + ":" +
-                                    std::to_string(config.dashboard_port),
-                                [&jobs](std::function<void()> fn) { jobs.writer.after_durable(std::move(fn)); }});
+                                    std::to_string(config.dashboard_port)});
   deliveries.start();
   ApiRoutes routes(
       {io, jobs, nodes, logs, packages, access, audit, gateway, clock, dashboard, pulls, role, stacks, webhooks, deliveries});

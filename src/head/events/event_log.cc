@@ -58,7 +58,7 @@ bool EventFilter::matches(const ClusterEvent& event) const {
 
 EventLog::EventLog(const Clock& clock, size_t capacity) : clock_(clock), capacity_(std::max<size_t>(capacity, 1)) {}
 
-const ClusterEvent& EventLog::append(ClusterEvent event) {
+const ClusterEvent& EventLog::add(ClusterEvent event) {
   event.time_ms = clock_.now_ms();
   last_seq_ = std::max(last_seq_ + 1, event.time_ms * 1000);
   event.seq = last_seq_;
@@ -68,16 +68,60 @@ const ClusterEvent& EventLog::append(ClusterEvent event) {
     dropped_ = true;
   }
   events_.push_back(std::move(event));
-  // A listener may add or remove listeners: walk the ids as they stand now.
-  std::vector<uint64_t> ids;
-  ids.reserve(listeners_.size());
-  for (const auto& [id, _] : listeners_) ids.push_back(id);
-  const ClusterEvent& added = events_.back();
-  for (uint64_t id : ids) {
-    auto it = listeners_.find(id);
-    if (it != listeners_.end()) it->second(added);
-  }
   return events_.back();
+}
+
+const ClusterEvent& EventLog::append(ClusterEvent event) {
+  const int64_t shown = last_seq();
+  const ClusterEvent& added = add(std::move(event));
+  if (unstored_.empty()) tell_after(shown);
+  return added;
+}
+
+const ClusterEvent& EventLog::append_unstored(ClusterEvent event) {
+  const ClusterEvent& added = add(std::move(event));
+  unstored_.insert(added.seq);
+  return added;
+}
+
+void EventLog::stored_upto(int64_t seq) {
+  const int64_t shown = last_seq();
+  unstored_.erase(unstored_.begin(), unstored_.upper_bound(seq));
+  if (last_seq() == shown) return;
+  tell_after(shown);
+  if (shown_waiters_.empty()) return;
+  std::vector<std::function<void()>> ready;
+  std::erase_if(shown_waiters_, [&](auto& waiter) {
+    if (waiter.first > last_seq()) return false;
+    ready.push_back(std::move(waiter.second));
+    return true;
+  });
+  for (auto& fn : ready) fn();
+}
+
+void EventLog::when_shown(std::function<void()> fn) {
+  if (unstored_.empty()) return fn();
+  shown_waiters_.emplace_back(last_seq_, std::move(fn));
+}
+
+void EventLog::tell_after(int64_t from) {
+  if (listeners_.empty()) return;
+  const int64_t upto = last_seq();
+  // By seq, not by place: a listener may add events (and the oldest may go).
+  for (int64_t at = from;;) {
+    auto it = std::upper_bound(events_.begin(), events_.end(), at,
+                               [](int64_t c, const ClusterEvent& e) { return c < e.seq; });
+    if (it == events_.end() || it->seq > upto) return;
+    at = it->seq;
+    // A listener may add or remove listeners: walk the ids as they stand now.
+    std::vector<uint64_t> ids;
+    ids.reserve(listeners_.size());
+    for (const auto& [id, _] : listeners_) ids.push_back(id);
+    for (uint64_t id : ids) {
+      auto listener = listeners_.find(id);
+      if (listener != listeners_.end()) listener->second(*it);
+    }
+  }
 }
 
 void EventLog::recover(std::vector<ClusterEvent> events) {
@@ -100,19 +144,21 @@ EventLog::Page EventLog::after(int64_t cursor, const EventFilter& filter, size_t
                              [](int64_t c, const ClusterEvent& e) { return c < e.seq; });
   // Events after the cursor were dropped: it is older than the newest dropped one.
   page.truncated = cursor > 0 && dropped_ && cursor < dropped_upto_;
-  for (; it != events_.end() && page.events.size() < limit; ++it) {
+  const int64_t shown = last_seq();
+  for (; it != events_.end() && it->seq <= shown && page.events.size() < limit; ++it) {
     if (filter.matches(*it)) page.events.push_back(*it);
     page.cursor = it->seq;
   }
   // Nothing more matched: the reader may skip everything looked at.
-  if (it == events_.end()) page.cursor = std::max(page.cursor, last_seq_);
+  if (it == events_.end() || it->seq > shown) page.cursor = std::max(page.cursor, shown);
   return page;
 }
 
 EventLog::Page EventLog::newest(const EventFilter& filter, size_t limit) const {
   Page page;
-  page.cursor = last_seq_;
+  page.cursor = last_seq();
   for (auto it = events_.rbegin(); it != events_.rend() && page.events.size() < limit; ++it) {
+    if (it->seq > page.cursor) continue;
     if (filter.matches(*it)) page.events.push_back(*it);
   }
   std::reverse(page.events.begin(), page.events.end());

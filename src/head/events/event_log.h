@@ -11,6 +11,11 @@
 // head starts after the largest it reads back. The log keeps the newest `capacity`
 // events in memory; job events are stored with their jobs and node events by
 // NodeEvents, and both come back through recover(). Io thread only.
+//
+// A job event is shown only once stored (append_unstored, then stored_upto from the
+// job writer): a change that a head killed -9 loses happens again after its restart,
+// and a reader that had seen it would see it twice. Readers see the events before the
+// oldest unstored one, so a cursor never passes an event still to be shown.
 #pragma once
 
 #include <cstdint>
@@ -66,8 +71,16 @@ class EventLog {
   EventLog(const EventLog&) = delete;
   EventLog& operator=(const EventLog&) = delete;
 
-  // Adds `event` now (its seq and time are set here); every listener hears of it.
+  // Adds `event` now (its seq and time are set here), shown to readers and listeners
+  // once every event before it is.
   const ClusterEvent& append(ClusterEvent event);
+  // The same for an event still to be stored: shown once stored_upto passes its seq.
+  const ClusterEvent& append_unstored(ClusterEvent event);
+  // Every event up to `seq` is stored: what that shows, listeners hear of, in order.
+  void stored_upto(int64_t seq);
+  // `fn` runs once every event added so far is shown (at once if it is).
+  void when_shown(std::function<void()> fn);
+  bool all_shown() const { return unstored_.empty(); }
 
   // At start: events read back from the store, in any order, merged with those the log
   // holds (each source of stored events calls it once). Keeps the newest `capacity`;
@@ -87,10 +100,14 @@ class EventLog {
   // The newest `limit` matching events (for `ag events` without a cursor).
   Page newest(const EventFilter& filter, size_t limit) const;
 
-  int64_t last_seq() const { return last_seq_; }
+  // The newest event shown (a reader's cursor for "from now on").
+  int64_t last_seq() const { return unstored_.empty() ? last_seq_ : *unstored_.begin() - 1; }
+  // The newest event added, shown or not.
+  int64_t appended_seq() const { return last_seq_; }
   size_t size() const { return events_.size(); }
 
-  // Listeners hear of every append, in order. A listener may add or remove listeners.
+  // Listeners hear of every event as it is shown, in order. A listener may add or remove
+  // listeners.
   uint64_t listen(Listener listener);
   void unlisten(uint64_t id) { listeners_.erase(id); }
 
@@ -101,8 +118,14 @@ class EventLog {
   int64_t last_seq_ = 0;
   bool dropped_ = false;     // some events are older than the ring holds
   int64_t dropped_upto_ = 0;  // the seq of the newest of them
+  std::set<int64_t> unstored_;  // seqs of events added but not stored yet
   std::map<uint64_t, Listener> listeners_;
   uint64_t next_listener_ = 1;
+  std::vector<std::pair<int64_t, std::function<void()>>> shown_waiters_;  // (seq, fn)
+
+  const ClusterEvent& add(ClusterEvent event);
+  // Tells the listeners of the shown events after `from`, oldest first.
+  void tell_after(int64_t from);
 };
 
 }  // namespace ag::head

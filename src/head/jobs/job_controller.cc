@@ -198,10 +198,10 @@ void JobController::submit_all(std::vector<api::JobSpec> specs,
           u_.arrays.add(a.job);
           // The job's events are in the stream once durable; they are written again
           // with their places there.
-          JobEvent first = stream_event(a.job, a.events.front(), "job.submitted");
+          JobEvent first = stream_event(a.job, a.events.front(), "job.submitted", true);
           Job& job = u_.jobs.add(std::move(a.job), std::move(first));
           for (size_t i = 1; i < a.events.size(); ++i) {
-            u_.jobs.add_event(job.id, stream_event(job, a.events[i], "job.update"));
+            u_.jobs.add_event(job.id, stream_event(job, a.events[i], "job.update", true));
           }
           u_.writer.changed_unhurried(job.id, 0);
           u_.listeners.added(job);
@@ -539,13 +539,14 @@ void JobController::record(const Job& job, const std::vector<std::string>& messa
   u_.writer.changed(job.id, first_new);
 }
 
-JobEvent JobController::stream_event(const Job& job, std::string message, const std::string& type) {
+JobEvent JobController::stream_event(const Job& job, std::string message, const std::string& type, bool stored) {
   ClusterEvent event;
   event.type = type;
   event.job_id = job.id;
   event.owner = job.owner;
   event.message = std::move(message);
-  const ClusterEvent& added = u_.cluster_events.append(std::move(event));
+  const ClusterEvent& added =
+      stored ? u_.cluster_events.append(std::move(event)) : u_.cluster_events.append_unstored(std::move(event));
   return {added.time_ms, added.message, added.seq, added.type};
 }
 

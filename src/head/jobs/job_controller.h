@@ -153,8 +153,9 @@ class JobController {
   // Adds `messages` to the job's events (and the cluster's stream: the last as `type`,
   // any before it as "job.update") and marks the job to be written with them.
   void record(const Job& job, const std::vector<std::string>& messages, const std::string& type = "job.update");
-  // `message` as the next event of the cluster's stream.
-  JobEvent stream_event(const Job& job, std::string message, const std::string& type);
+  // `message` as the next event of the cluster's stream, shown there at once if
+  // `stored` (a submit's events, written with the job), else once the writer stores it.
+  JobEvent stream_event(const Job& job, std::string message, const std::string& type, bool stored = false);
   void arm_timeout(const Job& job);
 
   Units u_;

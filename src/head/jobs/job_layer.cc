@@ -14,15 +14,16 @@ JobLayer::JobLayer(Deps d, JobConfig config)
                                [this](const std::string& id) -> const std::vector<JobEvent>* {
                                  return table.find(id) ? &table.events(id) : nullptr;
                                },
-                               [this](const std::string& id) { retention.forget(id); }}),
+                               [this](const std::string& id) { retention.forget(id); },
+                               [this] { return cluster_events.appended_seq(); },
+                               [this](int64_t seq) { cluster_events.stored_upto(seq); }}),
       loop(d.clock, d.timers, [this] { controller.run_pass(); }),
       gates(d.clock, d.timers, [this](const std::vector<std::string>& due) { controller.begin_times_came(due); }),
-      dispatcher(TaskDispatcher::Deps{d.timers, d.workers, d.nodes, writer,
-                                      [this](const std::string& id) { return table.find(id); },
-                                      [this](const api::TaskKey& task, const api::TaskExit& exit) {
-                                        controller.task_ended(task, exit);
-                                      }},
-                 config.master_port_first, config.master_port_last, config.preempt_grace_ms),
+      dispatcher(
+          TaskDispatcher::Deps{
+              d.timers, d.workers, d.nodes, writer, [this](const std::string& id) { return table.find(id); },
+              [this](const api::TaskKey& task, const api::TaskExit& exit) { controller.task_ended(task, exit); }},
+          config.master_port_first, config.master_port_last, config.preempt_grace_ms),
       deadlines(d.clock, d.timers,
                 [this](const std::string& id, const Deadline& deadline) { controller.deadline_passed(id, deadline); }),
       controller(JobController::Units{table, capacity, writer, loop, dispatcher, deadlines, gates, arrays, usage,

@@ -76,6 +76,9 @@ void JobWriter::flush() {
     return;
   }
   state_.last_steady_ms = clock_.steady_ms();
+  // The stream's events so far: each is in this write with its job's changes, or its job
+  // is being deleted or gone (nothing of it to store).
+  const int64_t events_upto = source_.events_appended ? source_.events_appended() : 0;
   std::vector<store::Mutation> batch;
   for (const auto& [id, first_event] : state_.unsaved) {
     const Job* job = source_.job(id);
@@ -96,7 +99,10 @@ void JobWriter::flush() {
     }
   }
   state_.interval_ms = std::max(kPersistIntervalMs, (clock_.steady_ms() - state_.last_steady_ms) * kPersistCostShare);
-  if (batch.empty() && state_.durable_waiters.empty()) return;
+  if (batch.empty() && state_.durable_waiters.empty()) {
+    if (source_.events_stored) source_.events_stored(events_upto);
+    return;
+  }
   auto written = std::move(state_.unsaved);
   state_.unsaved.clear();
   auto deleted = std::move(deletions_);
@@ -106,9 +112,9 @@ void JobWriter::flush() {
   state_.durable_waiters.clear();
   state_.in_flight = true;
   store_.write(std::move(batch), [this, alive = alive_, written = std::move(written), waiters = std::move(waiters),
-                                  deleted = std::move(deleted)](const Status& status) mutable {
+                                  deleted = std::move(deleted), events_upto](const Status& status) mutable {
     timers_.post([this, alive, status, written = std::move(written), waiters = std::move(waiters),
-                  deleted = std::move(deleted)]() mutable {
+                  deleted = std::move(deleted), events_upto]() mutable {
       if (!*alive) return;
       state_.in_flight = false;
       deleting_.clear();
@@ -117,6 +123,7 @@ void JobWriter::flush() {
         for (auto& fn : callbacks) fn(status);
       }
       if (status) {
+        if (source_.events_stored) source_.events_stored(events_upto);
         for (auto& fn : waiters) fn();
         if (state_.again || !state_.unsaved.empty() || !state_.durable_waiters.empty()) {
           state_.again = false;

@@ -39,6 +39,10 @@ class JobWriter {
     std::function<const std::vector<JobEvent>*(const std::string& job_id)> events;
     // A deletion is durable: the job goes from memory (before whoever waits is told).
     std::function<void(const std::string& job_id)> deleted;
+    // The cluster stream's newest event, and: every event up to this one is stored
+    // (each event added is its job's change, marked changed at once; optional).
+    std::function<int64_t()> events_appended;
+    std::function<void(int64_t seq)> events_stored;
   };
 
   JobWriter(const Clock& clock, Timers& timers, store::KvStore& store, Source source);

@@ -17,6 +17,7 @@ using nlohmann::json;
 constexpr int64_t kDefaultLimit = 100;
 constexpr int64_t kMaxLimit = 10000;
 constexpr int64_t kMaxWaitMs = 60000;
+constexpr int64_t kShownWaitMs = 2000;
 constexpr auto kPingEvery = std::chrono::seconds(15);
 
 std::string dump(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
@@ -172,6 +173,9 @@ struct EventRoutes::Followers {
     f.respond(json_response(200, {{"events", events}, {"cursor", page.cursor}, {"truncated", page.truncated}}));
   }
 
+  // Answers a read of the log (`q`), or holds it as a long poll.
+  void read(Query q, const Principal& who, net::Respond respond, const std::shared_ptr<Followers>& self);
+
   void ping(uint64_t id, const std::shared_ptr<Followers>& self) {
     auto it = open.find(id);
     if (it == open.end()) return;
@@ -240,23 +244,56 @@ void EventRoutes::list(const Call& call, net::Respond respond) {
     return respond(std::move(res));
   }
 
+  // What happened before this call is shown once stored (a job's end a few ms after its
+  // state): wait for that, though at most kShownWaitMs, for a store that does not answer.
+  if (!log.all_shown()) {
+    struct Held {
+      Query q;
+      Principal who;
+      net::Respond respond;
+      boost::asio::steady_timer timer;
+      bool done = false;
+    };
+    auto held = std::make_shared<Held>(
+        Held{std::move(q), call.who, std::move(respond), boost::asio::steady_timer(deps_.io), false});
+    std::weak_ptr<Followers> weak = followers_;
+    auto go = [weak, held] {
+      auto f = weak.lock();
+      if (held->done || !f || !f->alive) return;
+      held->done = true;
+      held->timer.cancel();
+      f->read(std::move(held->q), held->who, std::move(held->respond), f);
+    };
+    held->timer.expires_after(std::chrono::milliseconds(kShownWaitMs));
+    held->timer.async_wait([go](const boost::system::error_code& ec) {
+      if (!ec) go();
+    });
+    log.when_shown(go);
+    return;
+  }
+  followers_->read(std::move(q), call.who, std::move(respond), followers_);
+}
+
+void EventRoutes::Followers::read(Query q, const Principal& who, net::Respond respond,
+                                  const std::shared_ptr<Followers>& self) {
+  EventLog& log = deps.jobs.cluster_events;
   const auto page = q.after >= 0 ? log.after(q.after, q.filter, static_cast<size_t>(q.limit))
                                  : log.newest(q.filter, static_cast<size_t>(q.limit));
   if (!page.events.empty() || q.wait_ms == 0 || page.truncated) {
     json events = json::array();
-    for (const auto& e : page.events) events.push_back(event_view(deps_, call.who, e));
+    for (const auto& e : page.events) events.push_back(event_view(deps, who, e));
     return respond(json_response(200, {{"events", events}, {"cursor", page.cursor}, {"truncated", page.truncated}}));
   }
   // A long poll: the next matching event, or nothing after wait_ms.
-  const uint64_t id = followers_->next++;
-  Followers::Follower& follower = followers_->open[id];
+  const uint64_t id = next++;
+  Follower& follower = open[id];
   follower.respond = std::move(respond);
-  follower.who = call.who;
+  follower.who = who;
   follower.filter = q.filter;
   follower.cursor = page.cursor;
   follower.limit = q.limit;
-  follower.timer = std::make_unique<boost::asio::steady_timer>(deps_.io);
-  std::weak_ptr<Followers> weak = followers_;
+  follower.timer = std::make_unique<boost::asio::steady_timer>(deps.io);
+  std::weak_ptr<Followers> weak = self;
   follower.listener = log.listen([weak, id](const ClusterEvent& event) {
     auto f = weak.lock();
     if (!f) return;

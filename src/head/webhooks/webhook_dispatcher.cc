@@ -39,31 +39,10 @@ WebhookDispatcher::~WebhookDispatcher() {
   }
 }
 
-void WebhookDispatcher::await_durable() {
-  if (awaiting_durable_) return;
-  awaiting_durable_ = true;
-  const int64_t upto = deps_.events.last_seq();
-  deps_.after_durable([this, alive = alive_, upto] {
-    if (!*alive) return;
-    awaiting_durable_ = false;
-    durable_ = std::max(durable_, upto);
-    if (deps_.events.last_seq() > durable_) await_durable();
-    std::vector<std::string> ids;
-    for (const auto& [id, _] : lanes_) ids.push_back(id);
-    for (const auto& id : ids) pump(id);
-  });
-}
-
 void WebhookDispatcher::start() {
-  // What the head recovered is stored.
-  durable_ = deps_.events.last_seq();
+  // The log shows a job's event once it is stored: a change a crash loses, and that
+  // happens again after the restart, is told once.
   listener_ = deps_.events.listen([this](const ClusterEvent& event) {
-    if (event.seq > durable_) {
-      // Without webhooks nothing waits for it (a store write of its own, at once, for
-      // every event); a webhook added later catches up (added()).
-      if (!lanes_.empty()) await_durable();
-      return;
-    }
     std::vector<std::string> due;
     for (auto& [id, lane] : lanes_) {
       const Webhook* hook = deps_.hooks.find(id);
@@ -80,7 +59,6 @@ void WebhookDispatcher::start() {
 void WebhookDispatcher::added(const std::string& id) {
   Lane& lane = lanes_[id];
   lane.scanned = deps_.hooks.cursor(id);
-  if (deps_.events.last_seq() > durable_) await_durable();  // what came while no webhook waited
   pump(id);
 }
 
@@ -114,18 +92,8 @@ void WebhookDispatcher::pump(const std::string& id) {
                    std::to_string(kEventLogCapacity) + "): they were not delivered";
       note(lane, std::move(lost));
     }
-    // Only what is stored: the rest waits for the writer (await_durable).
-    bool held = false;
-    for (auto& event : page.events) {
-      if (event.seq > durable_) {
-        held = true;
-        break;
-      }
-      lane.scanned = event.seq;
-      lane.window.push_back({std::move(event), 0, now, now, false, false});
-    }
-    if (!held) lane.scanned = page.cursor;  // past unwanted events too, stored or not
-    if (held) await_durable();
+    for (auto& event : page.events) lane.window.push_back({std::move(event), 0, now, now, false, false});
+    lane.scanned = page.cursor;  // past unwanted events too
     if (lane.window.empty()) deps_.hooks.set_cursor(id, lane.scanned);
   }
   // Send what is due; wake up for the next retry.

@@ -2,7 +2,7 @@
 // bounded memory. The event stream (EventLog) is the outbox: each webhook reads it from
 // its stored cursor, so nothing is queued per webhook but a window of kWindow events.
 //
-//   EventLog ──after(scanned), stored events only──▶ window [e1 e2 e3 e4] ──WebhookSender threads──▶ POST
+//   EventLog ──after(scanned) (stored events only)──▶ window [e1 e2 e3 e4] ──WebhookSender threads──▶ POST
 //                                 │ 2xx: done; else retried with backoff (1 s doubling to 5 min)
 //                                 │ for the webhook's retry_for, then given up (said in its log)
 //                                 └─ the done prefix moves the cursor (WebhookStore, stored)
@@ -40,10 +40,6 @@ class WebhookDispatcher {
     const JobLayer& jobs;
     const NodeRegistry& nodes;
     std::string dashboard_url;  // "https://HEAD:8265"
-    // Runs `fn` once every job change made so far is stored (JobWriter::after_durable):
-    // an event is delivered only then, so a change a crash loses, and that happens again
-    // after the restart, is told once.
-    std::function<void(std::function<void()> fn)> after_durable;
   };
   static constexpr size_t kWindow = 4;
   static constexpr size_t kDeliveriesKept = 100;
@@ -102,8 +98,6 @@ class WebhookDispatcher {
   void poll();
   void finished(const WebhookSender::Result& result);
   void note(Lane& lane, Delivery delivery);
-  // Asks to hear when the events appended so far are stored; pumps every lane then.
-  void await_durable();
 
   Deps deps_;
   WebhookSender sender_;
@@ -114,8 +108,6 @@ class WebhookDispatcher {
   uint64_t next_request_ = 1;
   uint64_t listener_ = 0;
   Timers::Id poll_timer_ = 0;
-  int64_t durable_ = 0;  // events up to this seq are stored
-  bool awaiting_durable_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

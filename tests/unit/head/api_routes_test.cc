@@ -81,10 +81,9 @@ class ApiRoutesTest : public ::testing::Test {
         hub_({io_, jobs_, nodes_, clock_}),
         dashboard_({access_, audit_, clock_, metrics_, hub_}),
         webhooks_(store_, clock_),
-        deliveries_({clock_, clock_, jobs_.cluster_events, webhooks_, jobs_, nodes_, "https://127.0.0.1:8265",
-                     [this](std::function<void()> fn) { jobs_.writer.after_durable(std::move(fn)); }}),
-        routes_({io_, jobs_, nodes_, logs_, packages_, access_, audit_, gateway_, clock_, dashboard_, pulls_, role_, stacks_,
-                 webhooks_, deliveries_}) {
+        deliveries_({clock_, clock_, jobs_.cluster_events, webhooks_, jobs_, nodes_, "https://127.0.0.1:8265"}),
+        routes_({io_, jobs_, nodes_, logs_, packages_, access_, audit_, gateway_, clock_, dashboard_, pulls_, role_,
+                 stacks_, webhooks_, deliveries_}) {
     EXPECT_TRUE(access_.bootstrap(kAdmin, std::nullopt).ok());
     for (auto [name, role] : {std::pair{"alice", Role::kUser}, {"bob", Role::kUser}, {"vera", Role::kViewer}}) {
       access_.add_user({name, role}, [this, name](Result<std::string> token) { tokens_[name] = token.value(); });
@@ -284,6 +283,49 @@ TEST_F(ApiRoutesTest, OnlyAJobsOwnerStopsItAndTheirSubmissionIdStandsForIt) {
   res = call("alice", "POST", "/api/jobs/nightly/stop");
   EXPECT_EQ(res.status, 200) << res.body;
   EXPECT_EQ(nlohmann::json::parse(res.body)["job_id"], id);
+}
+
+// `ag wait` then `ag events`: the job's end is shown once stored, a few ms after its
+// state, so a listing waits for what happened before it (at most 2 s, for a store that
+// does not answer).
+TEST_F(ApiRoutesTest, AnEventListingWaitsForTheEventsBeforeItToBeStored) {
+  const auto list = [this] {
+    net::HttpRequest req;
+    req.method = "GET";
+    req.target = req.path = "/api/events";
+    req.remote_address = "127.0.0.1";
+    req.headers["authorization"] = "Bearer " + tokens_["alice"];
+    auto answer = std::make_shared<std::optional<net::HttpResponse>>();
+    routes_.handle(req, [answer](net::HttpResponse res) { *answer = std::move(res); });
+    clock_.run_ready();
+    return answer;
+  };
+  const auto types = [](const net::HttpResponse& res) {
+    std::vector<std::string> out;
+    const auto doc = nlohmann::json::parse(res.body);
+    for (const auto& e : doc["events"]) out.push_back(e["type"]);
+    return out;
+  };
+  ClusterEvent end;
+  end.type = "job.succeeded";
+  end.job_id = "job_x";
+  end.owner = "alice";
+  const int64_t seq = jobs_.cluster_events.append_unstored(end).seq;
+  auto answer = list();
+  EXPECT_FALSE(answer->has_value());
+  jobs_.cluster_events.stored_upto(seq);
+  ASSERT_TRUE(answer->has_value());
+  EXPECT_EQ(types(**answer), std::vector<std::string>{"job.succeeded"});
+
+  // A store that does not answer: what is shown, after 2 s.
+  end.type = "job.failed";
+  jobs_.cluster_events.append_unstored(end);
+  answer = list();
+  EXPECT_FALSE(answer->has_value());
+  io_.run_for(std::chrono::milliseconds(2500));
+  ASSERT_TRUE(answer->has_value());
+  EXPECT_EQ(answer->value().status, 200);
+  EXPECT_EQ(types(**answer), std::vector<std::string>{"job.succeeded"});
 }
 
 }  // namespace

@@ -141,6 +141,52 @@ TEST(EventLogTest, ListenersHearEachAppendAndMayLeaveFromInside) {
   EXPECT_EQ(heard, std::vector<std::string>{"j1"});
 }
 
+TEST(EventLogTest, AnUnstoredEventAndEverythingAfterItWaitUntilItIsStored) {
+  testing::FakeClock clock;
+  EventLog log(clock);
+  std::vector<std::string> heard;
+  log.listen([&](const ClusterEvent& e) { heard.push_back(e.job_id); });
+  const int64_t shown = log.append(job_event("j0", "job.update")).seq;
+  const int64_t ended = log.append_unstored(job_event("j1", "job.succeeded")).seq;
+  log.append(job_event("j2", "job.submitted"));  // stored, but after j1's end
+  const int64_t last = log.append_unstored(job_event("j3", "job.failed")).seq;
+  bool all_shown = false;
+  log.when_shown([&] { all_shown = true; });
+
+  // Readers see up to the first unstored event, and a cursor stops before it.
+  EXPECT_EQ(heard, std::vector<std::string>{"j0"});
+  EXPECT_FALSE(log.all_shown());
+  EXPECT_EQ(log.last_seq(), ended - 1);
+  EXPECT_EQ(log.appended_seq(), last);
+  auto page = log.after(0, {}, 10);
+  ASSERT_EQ(page.events.size(), 1u);
+  EXPECT_LT(page.cursor, ended);
+  EventFilter succeeded;
+  succeeded.types = {"job.succeeded"};
+  EXPECT_TRUE(log.newest(succeeded, 10).events.empty());
+  EXPECT_LT(log.newest({}, 10).cursor, ended);
+
+  // Stored up to j1's end: it and the stored event after it are shown, in order.
+  log.stored_upto(ended);
+  EXPECT_EQ(heard, (std::vector<std::string>{"j0", "j1", "j2"}));
+  EXPECT_FALSE(all_shown);
+  page = log.after(page.cursor, {}, 10);
+  ASSERT_EQ(page.events.size(), 2u);
+  EXPECT_EQ(page.events[0].job_id, "j1");
+  EXPECT_EQ(page.cursor, last - 1);
+
+  log.stored_upto(last);
+  EXPECT_EQ(heard, (std::vector<std::string>{"j0", "j1", "j2", "j3"}));
+  EXPECT_TRUE(all_shown);
+  EXPECT_TRUE(log.all_shown());
+  EXPECT_EQ(log.last_seq(), last);
+  EXPECT_EQ(log.after(page.cursor, {}, 10).events.size(), 1u);
+  EXPECT_GT(shown, 0);
+  bool at_once = false;
+  log.when_shown([&] { at_once = true; });
+  EXPECT_TRUE(at_once);
+}
+
 TEST(EventLogTest, KnowsItsTypes) {
   EXPECT_TRUE(known_event_type("job.failed"));
   EXPECT_TRUE(known_event_type("node.unhealthy"));

@@ -170,6 +170,34 @@ TEST_F(JobLayerTest, AChangeTheStoreCannotWriteIsWrittenAgainAndAfterDurableWait
   EXPECT_EQ(stored(id).state, JobState::kSucceeded);
 }
 
+// A head killed -9 before a job's end is stored finishes the job again after its
+// restart: the stream shows the end only once stored, so nobody sees it twice.
+TEST_F(JobLayerTest, AJobsEndIsInTheEventStreamOnlyOnceStored) {
+  add_node("node_a");
+  std::string id = submit(spec());
+  auto launches = channel_.take<api::Launch>();
+  clock_.advance(20);
+  EventFilter ends;
+  ends.types = {"job.succeeded"};
+  const int64_t cursor = jobs_->cluster_events.last_seq();
+  std::vector<std::string> heard;
+  jobs_->cluster_events.listen([&](const ClusterEvent& e) { heard.push_back(e.type); });
+  store_.fail_next_writes(1);
+  start_all(launches);
+  exit_all(id, 0, 1, 0);
+  EXPECT_EQ(job(id).state, JobState::kSucceeded);
+  clock_.advance(20);  // the write fails
+  EXPECT_TRUE(jobs_->cluster_events.after(cursor, ends, 10).events.empty());
+  EXPECT_TRUE(heard.empty());
+  // A reader that polls meanwhile does not move past it.
+  const int64_t polled = jobs_->cluster_events.after(cursor, {}, 10).cursor;
+  clock_.advance(1000);  // written again
+  EXPECT_EQ(stored(id).state, JobState::kSucceeded);
+  ASSERT_EQ(jobs_->cluster_events.after(polled, ends, 10).events.size(), 1u);
+  ASSERT_FALSE(heard.empty());
+  EXPECT_EQ(heard.back(), "job.succeeded");
+}
+
 TEST_F(JobLayerTest, ATaskIsLaunchedOnlyOnceItsPlacementIsStoredAndOnlyOnce) {
   std::string id = submit_placed_but_unstored();
   ASSERT_FALSE(id.empty());

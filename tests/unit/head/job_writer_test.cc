@@ -2,7 +2,7 @@
 // each job as it stands, with its new events; after_durable waits for it, and through a
 // failed write, which is tried again; a deletion lands after earlier writes and drops
 // the job once durable, or keeps it when it fails; write_now writes one job at once; an
-// unhurried change waits for the next write.
+// unhurried change waits for the next write; the stream shows a job's events once stored.
 #include "head/jobs/job_writer.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fakes/fake_clock.h"
+#include "head/events/event_log.h"
 #include "head/jobs/job_codec.h"
 #include "head/store/memory_store.h"
 
@@ -34,7 +35,27 @@ class JobWriterTest : public ::testing::Test {
                           [this](const std::string& id) {
                             jobs_.erase(id);
                             deleted_.push_back(id);
-                          }});
+                          },
+                          [this] { return log_.appended_seq(); }, [this](int64_t seq) { log_.stored_upto(seq); }});
+  }
+
+  // A change with its event in the cluster's stream, shown there once stored.
+  void add_streamed(const std::string& id, const std::string& type) {
+    Job& job = jobs_[id];
+    job.id = id;
+    ClusterEvent event;
+    event.type = type;
+    event.job_id = id;
+    const ClusterEvent& added = log_.append_unstored(std::move(event));
+    auto& events = events_[id];
+    events.push_back(JobEvent{added.time_ms, type, added.seq, type});
+    writer_->changed(id, events.size() - 1);
+  }
+
+  std::vector<std::string> shown() const {
+    std::vector<std::string> out;
+    for (const auto& e : log_.after(0, {}, 100).events) out.push_back(e.job_id + " " + e.type);
+    return out;
   }
 
   void add(const std::string& id, const std::string& message) {
@@ -52,6 +73,7 @@ class JobWriterTest : public ::testing::Test {
   }
 
   FakeClock clock_;
+  EventLog log_{clock_};
   store::MemoryStore store_;
   std::map<std::string, Job> jobs_;
   std::map<std::string, std::vector<JobEvent>> events_;
@@ -90,6 +112,42 @@ TEST_F(JobWriterTest, AFailedWriteIsTriedAgainAndWhoeverWaitsWaitsForIt) {
   EXPECT_TRUE(durable);
   EXPECT_TRUE(stored(store::kJobsTable, "job_a"));
   EXPECT_TRUE(stored(store::kEventsTable, event_key("job_a", 0)));
+}
+
+TEST_F(JobWriterTest, AJobsEventsAreShownInTheStreamOnlyOnceStored) {
+  add_streamed("job_a", "job.succeeded");
+  add_streamed("job_b", "job.failed");
+  EXPECT_TRUE(shown().empty());
+  // A write that fails shows nothing; the one that lands shows both, in order.
+  store_.fail_next_writes(1);
+  clock_.advance(100);
+  EXPECT_EQ(store_.writes(), 1);
+  EXPECT_TRUE(shown().empty());
+  store_.hold_writes();
+  clock_.advance(1000);
+  EXPECT_TRUE(shown().empty()) << "the write is not answered yet";
+  add_streamed("job_c", "job.stopped");  // a change while the write is in flight
+  store_.release_writes();
+  store_.hold_writes();  // job_c's own write
+  clock_.advance(0);
+  EXPECT_EQ(shown(), (std::vector<std::string>{"job_a job.succeeded", "job_b job.failed"}));
+  EXPECT_TRUE(stored(store::kEventsTable, event_key("job_b", 0)));
+  EXPECT_FALSE(stored(store::kEventsTable, event_key("job_c", 0)));
+  store_.release_writes();
+  clock_.advance(100);
+  EXPECT_EQ(shown().size(), 3u);
+  EXPECT_TRUE(log_.all_shown());
+}
+
+TEST_F(JobWriterTest, TheEventsOfAJobGoneBeforeItsWriteAreNotWaitedFor) {
+  add_streamed("job_a", "job.succeeded");
+  writer_->forget("job_a");
+  jobs_.erase("job_a");
+  events_.erase("job_a");
+  EXPECT_FALSE(log_.all_shown());
+  clock_.advance(100);  // the write due has nothing to store
+  EXPECT_EQ(store_.writes(), 0);
+  EXPECT_TRUE(log_.all_shown());
 }
 
 TEST_F(JobWriterTest, ADeletionDropsTheJobOnceDurableOrKeepsItWhenItFails) {
