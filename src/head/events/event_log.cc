@@ -80,13 +80,13 @@ const ClusterEvent& EventLog::append(ClusterEvent event) {
 
 const ClusterEvent& EventLog::append_unstored(ClusterEvent event) {
   const ClusterEvent& added = add(std::move(event));
-  unstored_.insert(added.seq);
+  unstored_.push_back(added.seq);
   return added;
 }
 
 void EventLog::stored_upto(int64_t seq) {
   const int64_t shown = last_seq();
-  unstored_.erase(unstored_.begin(), unstored_.upper_bound(seq));
+  while (!unstored_.empty() && unstored_.front() <= seq) unstored_.pop_front();
   if (last_seq() == shown) return;
   tell_after(shown);
   if (shown_waiters_.empty()) return;

@@ -101,7 +101,7 @@ class EventLog {
   Page newest(const EventFilter& filter, size_t limit) const;
 
   // The newest event shown (a reader's cursor for "from now on").
-  int64_t last_seq() const { return unstored_.empty() ? last_seq_ : *unstored_.begin() - 1; }
+  int64_t last_seq() const { return unstored_.empty() ? last_seq_ : unstored_.front() - 1; }
   // The newest event added, shown or not.
   int64_t appended_seq() const { return last_seq_; }
   size_t size() const { return events_.size(); }
@@ -118,7 +118,7 @@ class EventLog {
   int64_t last_seq_ = 0;
   bool dropped_ = false;     // some events are older than the ring holds
   int64_t dropped_upto_ = 0;  // the seq of the newest of them
-  std::set<int64_t> unstored_;  // seqs of events added but not stored yet
+  std::deque<int64_t> unstored_;  // seqs of events added but not stored yet, oldest first
   std::map<uint64_t, Listener> listeners_;
   uint64_t next_listener_ = 1;
   std::vector<std::pair<int64_t, std::function<void()>>> shown_waiters_;  // (seq, fn)
