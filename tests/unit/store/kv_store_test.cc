@@ -525,7 +525,8 @@ TEST_F(PostgresStoreTest, CopyingALoneHeadsRecordsBringsEveryTableAndReplaceDrop
   EXPECT_EQ(get_value(**pg, kJobsTable, "job_stale"), std::nullopt);
   EXPECT_EQ(scan_table(**pg, kJobsTable).size(), 1234u);
   EXPECT_EQ((*pg)->tables().value(), (std::vector<std::string>{kJobsTable, kMetaTable, "users"}));
-  std::remove(path.c_str());
+  sqlite.value().reset();  // closed first, or its -wal and -shm stay behind
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
 }
 
 TEST(PostgresStoreOpenTest, AStoreThatCannotBeReachedSaysSo) {
