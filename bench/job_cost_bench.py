@@ -257,6 +257,9 @@ def run_costs(jobs, traced_jobs, latency_jobs, mean_gap_ms, stamp):
         # The gang's own command, spawned directly: what a rank's start costs without us.
         r["command_floor"] = run_bench.spawn_floor(300, ["/bin/sh", "-c", run_bench.TASK_COMMAND])
         r["stamp_floor"] = run_bench.spawn_floor(300, [stamp.path])
+        # A 2-rank gang's own floor: two processes started at once, by a spawner each.
+        r["gang_floor"] = run_bench.spawn_floor(300, ranks=2)
+        r["stamp_gang_floor"] = run_bench.spawn_floor(300, [stamp.path], ranks=2)
         # The floor from idle: each spawn after the same random gaps as the gangs below.
         r["floor_random"] = run_bench.spawn_floor(latency_jobs, mean_gap_ms=mean_gap_ms)
         # Gang start (submit -> both ranks running), back to back and at random arrivals:
@@ -323,6 +326,17 @@ def rows(r):
         ("… the ranks' own commands, spawned and waited for directly: p50 `start_stamp` / "
          "`sh -c \"{}\"`".format(run_bench.TASK_COMMAND),
          f"{r['stamp_floor']['p50_ms']:.2f} / {r['command_floor']['p50_ms']:.2f} ms", "", "", ""),
+    ]
+    if "stamp_gang_floor" in r:
+        gang_floor = r["stamp_gang_floor"]["p50_ms"]
+        out.append(
+            ("… a 2-rank gang's own floor: two processes started at once by a spawner each (as two supervisors "
+             "do), until both have exited: p50 `/bin/true` / `start_stamp`; the `start_stamp` gang's start "
+             "back to back against it",
+             f"{r['gang_floor']['p50_ms']:.2f} / {gang_floor:.2f} ms", f"spawn floor p50 {floor_p50:.2f} ms",
+             f"{r['gang_floor']['p50_ms'] / floor_p50:.1f}× / {gang_floor / floor_p50:.1f}×; gang "
+             f"{r['start_back_to_back']['p50_ms'] / gang_floor:.1f}×", ""))
+    out += [
         ("trivial jobs (`/bin/true`) from one client (`submit_client`, C++), back to back (n={})".format(r["jobs"]),
          f"{r['rate']:.0f} jobs/s",
          f"spawn floor {floor_rate:.0f}/s", f"{r['rate'] / floor_rate:.0%}", "≥ 60%"),
@@ -403,6 +417,10 @@ def report(r, command, before=None, before_label=""):
               "by themselves before they print, however little the rest costs. A start at random arrivals wakes "
               "idle CPUs, as a spawn after the same idle gaps does: its ratio is against that floor (and, in "
               "brackets, against the back-to-back floor)."]
+    if "stamp_gang_floor" in r:
+        pair = r["gang_floor"]["p50_ms"] / floor_p50
+        lines[-1] += (f" Two processes started at once by two spawners take {pair:.1f}× one on this machine, "
+                      "with a vCPU each to run on: that is a 2-rank gang's own floor before anything of ours runs.")
     lines += ["", "The parts do not add up to the machine's total: the kernel's work for the network, the disk "
               "and processes that exit is charged partly to no process. This is the model later changes are "
               "judged by, each against the build before it in the same run.", "", END, ""]

@@ -150,11 +150,13 @@ def write_results_section(text, begin, end):
         f.write(new)
 
 
-def spawn_floor(n=500, command=None, mean_gap_ms=0):
+def spawn_floor(n=500, command=None, mean_gap_ms=0, ranks=1):
     """posix_spawn + wait of /bin/true (or `command`) n times: back to back, or each after
-    an idle gap drawn from an exponential distribution of mean `mean_gap_ms`."""
+    an idle gap drawn from an exponential distribution of mean `mean_gap_ms`; with `ranks`
+    above 1, that many at once by as many spawners (a gang's floor)."""
     gaps = ["--mean-gap-ms", str(mean_gap_ms)] if mean_gap_ms else []
-    out = subprocess.run([SPAWN_FLOOR, *gaps, str(n), *(command or [])], capture_output=True, text=True,
+    together = ["--ranks", str(ranks)] if ranks > 1 else []
+    out = subprocess.run([SPAWN_FLOOR, *gaps, *together, str(n), *(command or [])], capture_output=True, text=True,
                          check=True).stdout
     return json.loads(out.splitlines()[-1])  # after what the command itself printed
 
