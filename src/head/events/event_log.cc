@@ -91,17 +91,26 @@ void EventLog::stored_upto(int64_t seq) {
   tell_after(shown);
   if (shown_waiters_.empty()) return;
   std::vector<std::function<void()>> ready;
-  std::erase_if(shown_waiters_, [&](auto& waiter) {
-    if (waiter.first > last_seq()) return false;
-    ready.push_back(std::move(waiter.second));
+  std::erase_if(shown_waiters_, [&](ShownWaiter& waiter) {
+    if (waiter.seq > last_seq()) return false;
+    ready.push_back(std::move(waiter.fn));
     return true;
   });
   for (auto& fn : ready) fn();
 }
 
-void EventLog::when_shown(std::function<void()> fn) {
-  if (unstored_.empty()) return fn();
-  shown_waiters_.emplace_back(last_seq_, std::move(fn));
+uint64_t EventLog::when_shown(std::function<void()> fn) {
+  if (unstored_.empty()) {
+    fn();
+    return 0;
+  }
+  const uint64_t id = next_waiter_++;
+  shown_waiters_.push_back({id, last_seq_, std::move(fn)});
+  return id;
+}
+
+void EventLog::forget_when_shown(uint64_t id) {
+  std::erase_if(shown_waiters_, [id](const ShownWaiter& waiter) { return waiter.id == id; });
 }
 
 void EventLog::tell_after(int64_t from) {

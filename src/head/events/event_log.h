@@ -78,8 +78,10 @@ class EventLog {
   const ClusterEvent& append_unstored(ClusterEvent event);
   // Every event up to `seq` is stored: what that shows, listeners hear of, in order.
   void stored_upto(int64_t seq);
-  // `fn` runs once every event added so far is shown (at once if it is).
-  void when_shown(std::function<void()> fn);
+  // `fn` runs once every event added so far is shown (at once if it is, and 0 is
+  // returned); else the id for forget_when_shown.
+  uint64_t when_shown(std::function<void()> fn);
+  void forget_when_shown(uint64_t id);
   bool all_shown() const { return unstored_.empty(); }
 
   // At start: events read back from the store, in any order, merged with those the log
@@ -121,10 +123,18 @@ class EventLog {
   std::deque<int64_t> unstored_;  // seqs of events added but not stored yet, oldest first
   std::map<uint64_t, Listener> listeners_;
   uint64_t next_listener_ = 1;
-  std::vector<std::pair<int64_t, std::function<void()>>> shown_waiters_;  // (seq, fn)
+  struct ShownWaiter {
+    uint64_t id;
+    int64_t seq;  // runs once this is shown
+    std::function<void()> fn;
+  };
+  std::vector<ShownWaiter> shown_waiters_;
+  uint64_t next_waiter_ = 1;
 
   const ClusterEvent& add(ClusterEvent event);
-  // Tells the listeners of the shown events after `from`, oldest first.
+  // Tells the listeners of the shown events after `from`, oldest first. (A listener
+  // that appended would be told of its event inside this walk, ahead of older ones
+  // still to tell: none does.)
   void tell_after(int64_t from);
 };
 

@@ -23,6 +23,7 @@ JobWriter::JobWriter(const Clock& clock, Timers& timers, store::KvStore& store, 
 
 JobWriter::~JobWriter() {
   state_.durable_waiters.clear();  // nobody is left to tell
+  source_.events_stored = nullptr;  // nor any reader of the stream (its listeners may be gone)
   state_.in_flight = false;        // the last changes go now, after whatever is in flight
   flush();
   // The store outlives the writer: wait for its thread, whose callbacks refer to this.

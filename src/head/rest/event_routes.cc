@@ -246,29 +246,34 @@ void EventRoutes::list(const Call& call, net::Respond respond) {
 
   // What happened before this call is shown once stored (a job's end a few ms after its
   // state): wait for that, though at most kShownWaitMs, for a store that does not answer.
-  if (!log.all_shown()) {
+  if (q.wait_ms == 0 && !log.all_shown()) {
     struct Held {
       Query q;
       Principal who;
       net::Respond respond;
       boost::asio::steady_timer timer;
+      uint64_t waiter = 0;  // EventLog::when_shown's
       bool done = false;
     };
     auto held = std::make_shared<Held>(
-        Held{std::move(q), call.who, std::move(respond), boost::asio::steady_timer(deps_.io), false});
+        Held{std::move(q), call.who, std::move(respond), boost::asio::steady_timer(deps_.io), 0, false});
     std::weak_ptr<Followers> weak = followers_;
-    auto go = [weak, held] {
+    auto go = [weak, held](bool timed_out) {
       auto f = weak.lock();
       if (held->done || !f || !f->alive) return;
       held->done = true;
-      held->timer.cancel();
+      if (timed_out) {
+        f->deps.jobs.cluster_events.forget_when_shown(held->waiter);
+      } else {
+        held->timer.cancel();
+      }
       f->read(std::move(held->q), held->who, std::move(held->respond), f);
     };
     held->timer.expires_after(std::chrono::milliseconds(kShownWaitMs));
     held->timer.async_wait([go](const boost::system::error_code& ec) {
-      if (!ec) go();
+      if (!ec) go(true);
     });
-    log.when_shown(go);
+    held->waiter = log.when_shown([go] { go(false); });
     return;
   }
   followers_->read(std::move(q), call.who, std::move(respond), followers_);

@@ -326,6 +326,10 @@ TEST_F(ApiRoutesTest, AnEventListingWaitsForTheEventsBeforeItToBeStored) {
   ASSERT_TRUE(answer->has_value());
   EXPECT_EQ(answer->value().status, 200);
   EXPECT_EQ(types(**answer), std::vector<std::string>{"job.succeeded"});
+  // It waits no more: storing the event later answers nobody twice.
+  answer->reset();
+  jobs_.cluster_events.stored_upto(jobs_.cluster_events.appended_seq());
+  EXPECT_FALSE(answer->has_value());
 }
 
 }  // namespace

@@ -151,7 +151,9 @@ TEST(EventLogTest, AnUnstoredEventAndEverythingAfterItWaitUntilItIsStored) {
   log.append(job_event("j2", "job.submitted"));  // stored, but after j1's end
   const int64_t last = log.append_unstored(job_event("j3", "job.failed")).seq;
   bool all_shown = false;
-  log.when_shown([&] { all_shown = true; });
+  EXPECT_NE(log.when_shown([&] { all_shown = true; }), 0u);
+  bool forgotten_ran = false;
+  log.forget_when_shown(log.when_shown([&] { forgotten_ran = true; }));
 
   // Readers see up to the first unstored event, and a cursor stops before it.
   EXPECT_EQ(heard, std::vector<std::string>{"j0"});
@@ -178,12 +180,13 @@ TEST(EventLogTest, AnUnstoredEventAndEverythingAfterItWaitUntilItIsStored) {
   log.stored_upto(last);
   EXPECT_EQ(heard, (std::vector<std::string>{"j0", "j1", "j2", "j3"}));
   EXPECT_TRUE(all_shown);
+  EXPECT_FALSE(forgotten_ran);
   EXPECT_TRUE(log.all_shown());
   EXPECT_EQ(log.last_seq(), last);
   EXPECT_EQ(log.after(page.cursor, {}, 10).events.size(), 1u);
   EXPECT_GT(shown, 0);
   bool at_once = false;
-  log.when_shown([&] { at_once = true; });
+  EXPECT_EQ(log.when_shown([&] { at_once = true; }), 0u);
   EXPECT_TRUE(at_once);
 }
 

@@ -139,6 +139,15 @@ TEST_F(JobWriterTest, AJobsEventsAreShownInTheStreamOnlyOnceStored) {
   EXPECT_TRUE(log_.all_shown());
 }
 
+TEST_F(JobWriterTest, AWriterGoneWithAWriteInFlightShowsNothingItDidNotStore) {
+  add_streamed("job_a", "job.succeeded");
+  store_.hold_writes();
+  clock_.advance(100);  // the write is in flight
+  writer_.reset();      // as the head stops: the stream's listeners may be gone already
+  EXPECT_FALSE(log_.all_shown());
+  EXPECT_TRUE(shown().empty());
+}
+
 TEST_F(JobWriterTest, TheEventsOfAJobGoneBeforeItsWriteAreNotWaitedFor) {
   add_streamed("job_a", "job.succeeded");
   writer_->forget("job_a");
