@@ -1,14 +1,16 @@
 """The cluster's event stream (issue 29 item 5): `ag events` and GET /api/events over real
 daemons: job and node events in one order, filters, a cursor that resumes after a
-disconnect and across a head restart, server-sent events, and bad input refused."""
+disconnect and across a head restart, a job's end shown once stored, server-sent events,
+and bad input refused."""
 import json
 import os
 import signal
 import socket
 import subprocess
 import time
+from pathlib import Path
 
-from conftest import AG_BIN, pid_alive, wait_until
+from conftest import AG_BIN, WORKER_IPS, pid_alive, wait_until
 
 
 def events_json(cluster, *args):
@@ -101,6 +103,67 @@ def test_follow_resumes_from_its_cursor_across_a_head_restart(cluster):
                 seen.append(json.loads(line))
         assert [e["job_id"] for e in seen] == [first, second]
     finally:
+        follower.kill()
+        follower.wait(timeout=10)
+
+
+def read_events(follower, count, timeout=30):
+    """The next `count` events a `-o json events --follow` process prints (fewer if it
+    prints no more within `timeout`: a reader thread, so that a silent one cannot hang)."""
+    import threading
+    seen = []
+    done = threading.Event()
+
+    def read():
+        for line in follower.stdout:
+            if line.strip():
+                seen.append(json.loads(line))
+            if len(seen) >= count:
+                break
+        done.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    done.wait(timeout)
+    return list(seen)
+
+
+def test_an_end_the_head_never_stored_is_told_once_after_its_restart(cluster_factory, tmp_path):
+    """A job ends while the head's store does not answer; the head is killed -9 before
+    it has written the end, and started again. The job ends again then, from its
+    worker's report, and `ag events -f` prints its end once: the stream shows a job's
+    events only once stored."""
+    shim = tmp_path / "hold_wal.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", str(shim), str(Path(__file__).parent / "hold_wal.c"),
+                    "-ldl"], check=True, timeout=60)
+    hold = tmp_path / "hold-wal"
+    cluster = cluster_factory("held", start_head=False)
+    cluster.ag(*cluster.head_args(), env={"LD_PRELOAD": str(shim), "AG_TEST_HOLD_WAL": str(hold)})
+    cluster.head_started = True
+    for ip in WORKER_IPS:
+        cluster.start_worker(ip)
+    wait_until(lambda: sum(n["state"] == "ALIVE" for n in cluster.nodes()) == len(WORKER_IPS), 15,
+               message="workers to be ALIVE")
+    follower = subprocess.Popen([AG_BIN, "-o", "json", "events", "--follow", "--type", "job.succeeded"],
+                                env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = submit_no_wait(cluster, "--", "sleep 2")
+        cluster.wait_tasks_running(first)
+        hold.touch()  # the head's writes wait from now on
+        cluster.wait_state(first, "SUCCEEDED")  # in the head's memory, not on its disk
+        time.sleep(0.5)  # the writer's batch with the end is waiting
+        head = cluster.head_pid()
+        os.kill(head, signal.SIGKILL)
+        wait_until(lambda: not pid_alive(head), 5, message="head to die")
+        hold.unlink()
+        cluster.start_head()
+        again = cluster.wait_state(first, "SUCCEEDED")
+        assert again["num_attempts"] == 1, again
+        second = submit_no_wait(cluster, "--", "true")
+        cluster.wait_state(second, "SUCCEEDED")
+        seen = read_events(follower, 2)
+        assert [e["job_id"] for e in seen] == [first, second], seen
+    finally:
+        hold.unlink(missing_ok=True)
         follower.kill()
         follower.wait(timeout=10)
 
