@@ -340,8 +340,8 @@ class Cluster:
             args += ["--node-timeout", self.node_timeout_s]
         return args + self.head_options
 
-    def start_head(self, check=True, timeout=30):
-        proc = self.ag(*self.head_args(), check=check, timeout=timeout)
+    def start_head(self, check=True, timeout=30, env=None):
+        proc = self.ag(*self.head_args(), check=check, timeout=timeout, env=env)
         if proc.returncode == 0:
             self.head_started = True
         return proc
@@ -583,6 +583,32 @@ def host_cluster(netns_network):
         return netns.HostCluster(netns_network, **kwargs).start()
 
     return make
+
+
+class HeldWrites:
+    """hold_wal.c, built here: a head started with `.env` waits in each write to its SQLite
+    log while `.hold()` is on (a store that does not answer), in a sleep kill -9 ends, so
+    that a head killed then has never written what it was writing."""
+
+    def __init__(self, tmp_path):
+        lib = tmp_path / "hold_wal.so"
+        subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", str(lib), str(Path(__file__).parent / "hold_wal.c"),
+                        "-ldl"], check=True, timeout=60)
+        self.flag = tmp_path / "hold-wal"
+        self.env = {"LD_PRELOAD": str(lib), "AG_TEST_HOLD_WAL": str(self.flag)}
+
+    def hold(self):
+        self.flag.touch()
+
+    def release(self):
+        self.flag.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def held_writes(tmp_path):
+    held = HeldWrites(tmp_path)
+    yield held
+    held.release()  # before the clusters' teardown, which needs the head's writes
 
 
 @pytest.fixture

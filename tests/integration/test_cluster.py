@@ -250,6 +250,36 @@ def test_a_head_killed_right_after_placing_runs_each_job_exactly_once(cluster, t
     assert sorted(runs) == sorted(job_ids), "each job must run exactly once"
 
 
+def test_a_placement_the_head_never_stored_launches_nothing(cluster_factory, held_writes, tmp_path):
+    # The same promise without a race: a queued job is placed while the head's store does
+    # not answer. Its launch waits for the placement's write, so nothing runs; the head
+    # killed then knows nothing of the placement after its restart, places the job again
+    # and it runs once, in one attempt.
+    ran = tmp_path / "ran"
+    cluster = cluster_factory("held", start_head=False)
+    cluster.start_head(env=held_writes.env)
+    cluster.start_worker("127.0.0.2", num_cpus=2)
+    wait_until(lambda: [n["state"] for n in cluster.nodes()] == ["ALIVE"], 15, message="the worker to be ALIVE")
+    first = cluster.submit("--no-wait", "--num-cpus", 2, "--", "sleep 2")[0]
+    cluster.wait_tasks_running(first)
+    queued = cluster.submit("--no-wait", "--num-cpus", 2, "--", f"echo $AG_JOB_ID >> {ran}")[0]
+    assert cluster.job(queued)["state"] == "PENDING"
+    held_writes.hold()
+    # Placed once the first job ended (SUCCEEDED only if its launch went out at once).
+    cluster.wait_state(queued, ("RUNNING", "SUCCEEDED"), timeout=15)
+    time.sleep(1)
+    assert not ran.exists(), "a launch went out before its placement was stored"
+    head = cluster.head_pid()
+    os.kill(head, signal.SIGKILL)
+    wait_until(lambda: not pid_alive(head), 5, message="the head to die")
+    held_writes.release()
+    cluster.start_head()
+    for job_id in (first, queued):
+        job = cluster.wait_state(job_id, ("SUCCEEDED", "FAILED", "STOPPED"), timeout=30)
+        assert job["state"] == "SUCCEEDED" and len(job["attempts"]) == 1, (job.get("message"), job["attempts"])
+    assert ran.read_text().split() == [queued]
+
+
 def test_pending_job_says_why_and_can_be_stopped(cluster):
     job_id, _ = cluster.submit("--num-gpus", 4, "--allow-unschedulable", "--no-wait", "--", "true")
     # A scheduling pass has weighed it once its message is the scheduler's reason.

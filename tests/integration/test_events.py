@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import time
-from pathlib import Path
 
 from conftest import AG_BIN, WORKER_IPS, pid_alive, wait_until
 
@@ -127,18 +126,13 @@ def read_events(follower, count, timeout=30):
     return list(seen)
 
 
-def test_an_end_the_head_never_stored_is_told_once_after_its_restart(cluster_factory, tmp_path):
+def test_an_end_the_head_never_stored_is_told_once_after_its_restart(cluster_factory, held_writes):
     """A job ends while the head's store does not answer; the head is killed -9 before
     it has written the end, and started again. The job ends again then, from its
     worker's report, and `ag events -f` prints its end once: the stream shows a job's
     events only once stored."""
-    shim = tmp_path / "hold_wal.so"
-    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", str(shim), str(Path(__file__).parent / "hold_wal.c"),
-                    "-ldl"], check=True, timeout=60)
-    hold = tmp_path / "hold-wal"
     cluster = cluster_factory("held", start_head=False)
-    cluster.ag(*cluster.head_args(), env={"LD_PRELOAD": str(shim), "AG_TEST_HOLD_WAL": str(hold)})
-    cluster.head_started = True
+    cluster.start_head(env=held_writes.env)
     for ip in WORKER_IPS:
         cluster.start_worker(ip)
     wait_until(lambda: sum(n["state"] == "ALIVE" for n in cluster.nodes()) == len(WORKER_IPS), 15,
@@ -148,13 +142,13 @@ def test_an_end_the_head_never_stored_is_told_once_after_its_restart(cluster_fac
     try:
         first = submit_no_wait(cluster, "--", "sleep 2")
         cluster.wait_tasks_running(first)
-        hold.touch()  # the head's writes wait from now on
+        held_writes.hold()
         cluster.wait_state(first, "SUCCEEDED")  # in the head's memory, not on its disk
         time.sleep(0.5)  # the writer's batch with the end is waiting
         head = cluster.head_pid()
         os.kill(head, signal.SIGKILL)
         wait_until(lambda: not pid_alive(head), 5, message="head to die")
-        hold.unlink()
+        held_writes.release()
         cluster.start_head()
         again = cluster.wait_state(first, "SUCCEEDED")
         assert again["num_attempts"] == 1, again
@@ -163,7 +157,6 @@ def test_an_end_the_head_never_stored_is_told_once_after_its_restart(cluster_fac
         seen = read_events(follower, 2)
         assert [e["job_id"] for e in seen] == [first, second], seen
     finally:
-        hold.unlink(missing_ok=True)
         follower.kill()
         follower.wait(timeout=10)
 

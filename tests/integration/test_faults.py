@@ -3,11 +3,12 @@ and worker loss. Each scenario asserts the end state; every process is cleaned u
 the cluster fixture."""
 import os
 import signal
+import subprocess
 import time
 
 import pytest
 
-from conftest import job_processes, pid_alive, wait_until
+from conftest import AG_BIN, job_processes, pid_alive, wait_until
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRAIN = os.path.join(REPO, "examples", "train.py")
@@ -148,6 +149,42 @@ def test_submits_across_a_head_restart_create_each_job_exactly_once(cluster):
         job = cluster.wait_state(job_id, {"SUCCEEDED", "FAILED"}, timeout=60)
         assert job["state"] == "SUCCEEDED" and job["num_attempts"] == 1, job
     assert len(cluster.jobs()) == 200
+
+
+def test_a_submit_the_head_never_stored_is_not_acknowledged_and_its_retry_runs_once(cluster_factory, held_writes,
+                                                                                   tmp_path):
+    # The same promise without a race: while the head's store does not answer, a submit
+    # gets no answer and its job is nowhere; the head is killed -9, and the CLI's retry
+    # (its submission id makes it safe) creates the job once the head is back.
+    ran = tmp_path / "ran"
+    cluster = cluster_factory("held", start_head=False)
+    cluster.start_head(env=held_writes.env)
+    cluster.start_worker("127.0.0.2")
+    wait_until(lambda: [n["state"] for n in cluster.nodes()] == ["ALIVE"], 15, message="the worker to be ALIVE")
+    held_writes.hold()
+    submit = subprocess.Popen([AG_BIN, "submit", "--no-wait", "--", f"echo $AG_JOB_ID >> {ran}"], env=cluster.env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.5)
+        assert submit.poll() is None, "the submit was answered before its job was stored"
+        assert cluster.jobs() == [], "a job was shown before it was stored"
+        head = cluster.head_pid()
+        os.kill(head, signal.SIGKILL)
+        wait_until(lambda: not pid_alive(head), 5, message="the head to die")
+        held_writes.release()
+        cluster.start_head()
+        out, err = submit.communicate(timeout=60)
+        assert submit.returncode == 0, err
+        job_id = out.strip().splitlines()[-1]
+        cluster.job_ids.add(job_id)
+        job = cluster.wait_state(job_id, ("SUCCEEDED", "FAILED"), timeout=30)
+        assert job["state"] == "SUCCEEDED" and job["num_attempts"] == 1, job
+        assert [j["job_id"] for j in cluster.jobs()] == [job_id]
+        assert ran.read_text().split() == [job_id]
+    finally:
+        if submit.poll() is None:
+            submit.kill()
+            submit.wait(timeout=10)
 
 
 def test_worker_killed_and_not_restarted_leaves_no_task_behind(cluster_factory):
