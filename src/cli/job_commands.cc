@@ -539,7 +539,18 @@ int head_logs() {
 int stop_job(const ConnectionOptions& options, const std::string& job_id) {
   auto conn = resolve_connection(options);
   if (!conn.ok()) return fail(conn.error());
-  auto res = call_json(conn.value(), "POST", "/api/jobs/" + net::url_encode(job_id) + "/stop");
+  const std::string target = "/api/jobs/" + net::url_encode(job_id) + "/stop";
+  auto res = call_json(conn.value(), "POST", target);
+  if (!res.ok() && res.error().code == ErrorCode::kUnavailable &&
+      res.error().message.find("refused") == std::string::npos) {
+    // The head went away before it answered (it may be restarting): whether it stored
+    // the stop is unknown, and asking again is safe. A job it ended answers as finished.
+    res = call_json_retrying(conn.value(), "POST", target, "", 30000, kReconnectWindowS);
+    if (!res.ok() && res.error().code == ErrorCode::kConflict) {
+      auto job = call_json(conn.value(), "GET", "/api/jobs/" + net::url_encode(job_id));
+      if (job.ok() && job.value().value("state", "") == "STOPPED") res = json{{"job_id", job_id}, {"state", "STOPPED"}};
+    }
+  }
   if (!res.ok()) return fail(res.error());
   if (json_output(options)) {
     std::cout << res.value().dump() << "\n";

@@ -187,6 +187,42 @@ def test_a_submit_the_head_never_stored_is_not_acknowledged_and_its_retry_runs_o
             submit.wait(timeout=10)
 
 
+def test_a_stop_the_head_never_stored_is_not_acted_on_and_the_cli_asks_again(cluster_factory, held_writes):
+    # A stop is written ahead too: while the head's store does not answer, `ag stop-job`
+    # gets no answer and the task runs on. The head killed then has no stop after its
+    # restart; the CLI, which cannot know whether the head stored it, asks again once
+    # the head is back, and that stop ends the job.
+    cluster = cluster_factory("held", start_head=False)
+    cluster.start_head(env=held_writes.env)
+    cluster.start_worker("127.0.0.2")
+    wait_until(lambda: [n["state"] for n in cluster.nodes()] == ["ALIVE"], 15, message="the worker to be ALIVE")
+    job_id = submit_no_wait(cluster, "--", "sleep 300")
+    cluster.wait_tasks_running(job_id)
+    pid = cluster.job(job_id)["attempts"][0]["tasks"][0]["pid"]
+    held_writes.hold()
+    stop = subprocess.Popen([AG_BIN, "stop-job", job_id], env=cluster.env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.5)
+        assert stop.poll() is None, "the stop was answered before it was stored"
+        assert cluster.job(job_id)["state"] == "RUNNING" and pid_alive(pid)
+        head = cluster.head_pid()
+        os.kill(head, signal.SIGKILL)
+        wait_until(lambda: not pid_alive(head), 5, message="the head to die")
+        assert pid_alive(pid), "the stop was acted on though never stored"
+        held_writes.release()
+        cluster.start_head()
+        out, err = stop.communicate(timeout=60)
+        assert stop.returncode == 0, err
+        assert f"Stop requested for job {job_id}" in out, out
+        cluster.wait_state(job_id, "STOPPED", timeout=cluster.kill_grace_s + 10)
+        wait_until(lambda: not pid_alive(pid), 10, message="the task to end with its job")
+    finally:
+        if stop.poll() is None:
+            stop.kill()
+            stop.wait(timeout=10)
+
+
 def test_worker_killed_and_not_restarted_leaves_no_task_behind(cluster_factory):
     cluster = cluster_factory("abandoned", node_timeout_s=2)
     job_id = submit_no_wait(cluster, "-n", "2", "--placement", "spread", "--", "sleep 300")
