@@ -34,6 +34,12 @@ using nlohmann::json;
 // How long a command that has reached the head keeps retrying while it restarts.
 constexpr double kReconnectWindowS = 30;
 
+// The head took the request and went away before it answered (a refused connection
+// never reached it): whether it acted is unknown, and a call safe to repeat asks again.
+bool cut_off_before_answer(const Error& error) {
+  return error.code == ErrorCode::kUnavailable && error.message.find("refused") == std::string::npos;
+}
+
 bool json_output(const ConnectionOptions& conn) { return conn.output == "json"; }
 
 std::string str(const json& j, const char* key) {
@@ -201,8 +207,7 @@ int submit(const ConnectionOptions& options, const SubmitOptions& submit) {
   spec->submission_id = "cli-" + random_hex(12);
   const std::string body = api::to_json(spec.value()).dump();
   auto created = call_json(conn.value(), "POST", "/api/jobs", body);
-  if (!created.ok() && created.error().code == ErrorCode::kUnavailable &&
-      created.error().message.find("refused") == std::string::npos) {
+  if (!created.ok() && cut_off_before_answer(created.error())) {
     created = call_json_retrying(conn.value(), "POST", "/api/jobs", body, 30000, kReconnectWindowS);
   }
   if (!created.ok()) return fail(created.error());
@@ -541,8 +546,7 @@ int stop_job(const ConnectionOptions& options, const std::string& job_id) {
   if (!conn.ok()) return fail(conn.error());
   const std::string target = "/api/jobs/" + net::url_encode(job_id) + "/stop";
   auto res = call_json(conn.value(), "POST", target);
-  if (!res.ok() && res.error().code == ErrorCode::kUnavailable &&
-      res.error().message.find("refused") == std::string::npos) {
+  if (!res.ok() && cut_off_before_answer(res.error())) {
     // The head went away before it answered (it may be restarting): whether it stored
     // the stop is unknown, and asking again is safe. A job it ended answers as finished.
     res = call_json_retrying(conn.value(), "POST", target, "", 30000, kReconnectWindowS);
