@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import pid_alive, wait_until
+from conftest import WORKER_IPS, pid_alive, wait_until
 
 
 class Receiver:
@@ -145,6 +145,36 @@ def test_one_signed_post_per_failed_job_across_a_head_kill(cluster, receiver_ca,
     assert "delivered (HTTP 200)" in rows
     listed = cluster.ag_json("webhook", "list")["webhooks"]
     assert [w["id"] for w in listed] == [hook["id"]] and "secret" not in listed[0]
+
+
+def test_a_failure_the_head_never_stored_is_posted_once_after_its_restart(cluster_factory, held_writes, receivers):
+    # The same promise without a race: a job fails while the head's writes are held. No
+    # POST goes out for a failure not stored; the head is killed -9 and started again,
+    # the job fails again from its worker's report, and the receiver gets one POST.
+    receiver = receivers()
+    cluster = cluster_factory("held", start_head=False)
+    cluster.start_head(env=held_writes.env)
+    for ip in WORKER_IPS:
+        cluster.start_worker(ip)
+    wait_until(lambda: sum(n["state"] == "ALIVE" for n in cluster.nodes()) == len(WORKER_IPS), 15,
+               message="workers to be ALIVE")
+    add_webhook(cluster, receiver.url, "--events", "job.failed")
+    job, _ = cluster.submit("--no-wait", "--", "sleep 2; echo it went wrong; exit 3")
+    cluster.wait_tasks_running(job)
+    held_writes.hold()
+    cluster.wait_state(job, "FAILED")  # in the head's memory, not on its disk
+    time.sleep(1.5)
+    assert receiver.bodies() == [], "a failure the head had not stored was posted"
+    head = cluster.head_pid()
+    os.kill(head, signal.SIGKILL)
+    wait_until(lambda: not pid_alive(head), 5, message="the head to die")
+    held_writes.release()
+    cluster.start_head()
+    assert cluster.wait_state(job, "FAILED")["num_attempts"] == 1
+    wait_until(lambda: receiver.bodies(), 20, message="the delivery")
+    time.sleep(1)  # a second POST would come by now
+    posted = [json.loads(b) for _, b in receiver.bodies()]
+    assert [p["job"]["job_id"] for p in posted] == [job], posted
 
 
 def test_a_receiver_that_fails_is_retried_with_backoff_then_given_up(cluster, receivers):
