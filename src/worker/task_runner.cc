@@ -411,6 +411,7 @@ std::vector<TaskRunner::Recovered> TaskRunner::recover() {
     text << state_in.rdbuf();
     auto record = decode_task_record(text.str());
     if (!record) {
+      end_unrecorded_launch(entry.path().filename().string());
       fs::remove_all(entry.path(), ec);
       continue;
     }
@@ -448,6 +449,28 @@ std::vector<TaskRunner::Recovered> TaskRunner::recover() {
     found.push_back(std::move(r));
   }
   return found;
+}
+
+void TaskRunner::end_unrecorded_launch(const std::string& folder_name) {
+  // The head sends the launch again (the registration does not list it): a first copy
+  // left running would run beside it, in the group of the same name, and its end would
+  // take the second copy's processes with it. Nothing of it may outlive this.
+  if (cgroup_root_.empty()) return;
+  const std::string group = cgroup_root_ + "/" + folder_name;
+  size_t ended = 0;
+  for (int round = 0; round < 200; ++round) {  // 2 s at most: SIGKILL is not refused
+    const std::vector<int> pids = cgroup_pids(group);
+    if (pids.empty()) break;
+    if (round == 0) ended = pids.size();
+    for (int pid : pids) ::kill(pid, SIGKILL);
+    ::usleep(10000);
+  }
+  if (ended > 0) {
+    spdlog::warn(
+        "task folder {}: the previous agent started its task without recording it; ended its {} process(es) "
+        "(the head sends the launch again)",
+        folder_name, ended);
+  }
 }
 
 void TaskRunner::forget(const api::TaskKey& id) {

@@ -94,6 +94,9 @@ class TaskRunner final : public TaskLauncher {
   void finish(const std::shared_ptr<Task>& task, const api::TaskExit& exit);
   void reap_children();
   void end_tasks_of_lost_supervisor(int64_t supervisor_pid);
+  // A task folder without its record: a launch the previous agent handed to its
+  // supervisor and died before recording. Ends what it started, if anything.
+  void end_unrecorded_launch(const std::string& folder_name);
   void signal_task(Task& task, int sig);
   // The engine command line of a container task (its environment written beside it).
   Result<std::vector<std::string>> container_argv(const Task& task, const LaunchSpec& spec) const;
