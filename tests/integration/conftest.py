@@ -437,8 +437,8 @@ class Cluster:
         wait_until(running, timeout, message=f"every task of {job_id} to run")
 
     # ---- cluster-wide ---------------------------------------------------------------
-    def start(self, worker_ips=WORKER_IPS, num_cpus=2):
-        self.start_head()
+    def start(self, worker_ips=WORKER_IPS, num_cpus=2, head_env=None):
+        self.start_head(env=head_env)
         for ip in worker_ips:
             self.start_worker(ip, num_cpus=num_cpus)
         wait_until(lambda: sum(n["state"] == "ALIVE" for n in self.nodes()) >= len(worker_ips), 15,
@@ -602,6 +602,21 @@ class HeldWrites:
 
     def release(self):
         self.flag.unlink(missing_ok=True)
+
+    def cluster(self, cluster_factory, worker_ips=WORKER_IPS):
+        """A cluster whose head loads the shim, its workers ALIVE."""
+        return cluster_factory("held", start_head=False).start(worker_ips=worker_ips, head_env=self.env)
+
+    def kill_head_and_start_again(self, cluster, while_dead=None):
+        """kill -9 the head (waiting in a held write, or not), run `while_dead` if given,
+        lift the hold, start the head again."""
+        head = cluster.head_pid()
+        os.kill(head, signal.SIGKILL)
+        wait_until(lambda: not pid_alive(head), 5, message="the head to die")
+        if while_dead:
+            while_dead()
+        self.release()
+        cluster.start_head()
 
 
 @pytest.fixture

@@ -256,10 +256,7 @@ def test_a_placement_the_head_never_stored_launches_nothing(cluster_factory, hel
     # killed then knows nothing of the placement after its restart, places the job again
     # and it runs once, in one attempt.
     ran = tmp_path / "ran"
-    cluster = cluster_factory("held", start_head=False)
-    cluster.start_head(env=held_writes.env)
-    cluster.start_worker("127.0.0.2", num_cpus=2)
-    wait_until(lambda: [n["state"] for n in cluster.nodes()] == ["ALIVE"], 15, message="the worker to be ALIVE")
+    cluster = held_writes.cluster(cluster_factory, worker_ips=("127.0.0.2",))
     first = cluster.submit("--no-wait", "--num-cpus", 2, "--", "sleep 2")[0]
     cluster.wait_tasks_running(first)
     queued = cluster.submit("--no-wait", "--num-cpus", 2, "--", f"echo $AG_JOB_ID >> {ran}")[0]
@@ -269,11 +266,7 @@ def test_a_placement_the_head_never_stored_launches_nothing(cluster_factory, hel
     cluster.wait_state(queued, ("RUNNING", "SUCCEEDED"), timeout=15)
     time.sleep(1)
     assert not ran.exists(), "a launch went out before its placement was stored"
-    head = cluster.head_pid()
-    os.kill(head, signal.SIGKILL)
-    wait_until(lambda: not pid_alive(head), 5, message="the head to die")
-    held_writes.release()
-    cluster.start_head()
+    held_writes.kill_head_and_start_again(cluster)
     for job_id in (first, queued):
         job = cluster.wait_state(job_id, ("SUCCEEDED", "FAILED", "STOPPED"), timeout=30)
         assert job["state"] == "SUCCEEDED" and len(job["attempts"]) == 1, (job.get("message"), job["attempts"])

@@ -9,7 +9,7 @@ import socket
 import subprocess
 import time
 
-from conftest import AG_BIN, WORKER_IPS, pid_alive, wait_until
+from conftest import AG_BIN, pid_alive, wait_until
 
 
 def events_json(cluster, *args):
@@ -131,12 +131,7 @@ def test_an_end_the_head_never_stored_is_told_once_after_its_restart(cluster_fac
     it has written the end, and started again. The job ends again then, from its
     worker's report, and `ag events -f` prints its end once: the stream shows a job's
     events only once stored."""
-    cluster = cluster_factory("held", start_head=False)
-    cluster.start_head(env=held_writes.env)
-    for ip in WORKER_IPS:
-        cluster.start_worker(ip)
-    wait_until(lambda: sum(n["state"] == "ALIVE" for n in cluster.nodes()) == len(WORKER_IPS), 15,
-               message="workers to be ALIVE")
+    cluster = held_writes.cluster(cluster_factory)
     follower = subprocess.Popen([AG_BIN, "-o", "json", "events", "--follow", "--type", "job.succeeded"],
                                 env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -145,11 +140,7 @@ def test_an_end_the_head_never_stored_is_told_once_after_its_restart(cluster_fac
         held_writes.hold()
         cluster.wait_state(first, "SUCCEEDED")  # in the head's memory, not on its disk
         time.sleep(0.5)  # the writer's batch with the end is waiting
-        head = cluster.head_pid()
-        os.kill(head, signal.SIGKILL)
-        wait_until(lambda: not pid_alive(head), 5, message="head to die")
-        held_writes.release()
-        cluster.start_head()
+        held_writes.kill_head_and_start_again(cluster)
         again = cluster.wait_state(first, "SUCCEEDED")
         assert again["num_attempts"] == 1, again
         second = submit_no_wait(cluster, "--", "true")

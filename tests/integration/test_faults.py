@@ -157,10 +157,7 @@ def test_a_submit_the_head_never_stored_is_not_acknowledged_and_its_retry_runs_o
     # gets no answer and its job is nowhere; the head is killed -9, and the CLI's retry
     # (its submission id makes it safe) creates the job once the head is back.
     ran = tmp_path / "ran"
-    cluster = cluster_factory("held", start_head=False)
-    cluster.start_head(env=held_writes.env)
-    cluster.start_worker("127.0.0.2")
-    wait_until(lambda: [n["state"] for n in cluster.nodes()] == ["ALIVE"], 15, message="the worker to be ALIVE")
+    cluster = held_writes.cluster(cluster_factory, worker_ips=("127.0.0.2",))
     held_writes.hold()
     submit = subprocess.Popen([AG_BIN, "submit", "--no-wait", "--", f"echo $AG_JOB_ID >> {ran}"], env=cluster.env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -168,11 +165,7 @@ def test_a_submit_the_head_never_stored_is_not_acknowledged_and_its_retry_runs_o
         time.sleep(1.5)
         assert submit.poll() is None, "the submit was answered before its job was stored"
         assert cluster.jobs() == [], "a job was shown before it was stored"
-        head = cluster.head_pid()
-        os.kill(head, signal.SIGKILL)
-        wait_until(lambda: not pid_alive(head), 5, message="the head to die")
-        held_writes.release()
-        cluster.start_head()
+        held_writes.kill_head_and_start_again(cluster)
         out, err = submit.communicate(timeout=60)
         assert submit.returncode == 0, err
         job_id = out.strip().splitlines()[-1]
@@ -187,15 +180,16 @@ def test_a_submit_the_head_never_stored_is_not_acknowledged_and_its_retry_runs_o
             submit.wait(timeout=10)
 
 
+def assert_alive(pid, why):
+    assert pid_alive(pid), why
+
+
 def test_a_stop_the_head_never_stored_is_not_acted_on_and_the_cli_asks_again(cluster_factory, held_writes):
     # A stop is written ahead too: while the head's store does not answer, `ag stop-job`
     # gets no answer and the task runs on. The head killed then has no stop after its
     # restart; the CLI, which cannot know whether the head stored it, asks again once
     # the head is back, and that stop ends the job.
-    cluster = cluster_factory("held", start_head=False)
-    cluster.start_head(env=held_writes.env)
-    cluster.start_worker("127.0.0.2")
-    wait_until(lambda: [n["state"] for n in cluster.nodes()] == ["ALIVE"], 15, message="the worker to be ALIVE")
+    cluster = held_writes.cluster(cluster_factory, worker_ips=("127.0.0.2",))
     job_id = submit_no_wait(cluster, "--", "sleep 300")
     cluster.wait_tasks_running(job_id)
     pid = cluster.job(job_id)["attempts"][0]["tasks"][0]["pid"]
@@ -206,12 +200,8 @@ def test_a_stop_the_head_never_stored_is_not_acted_on_and_the_cli_asks_again(clu
         time.sleep(1.5)
         assert stop.poll() is None, "the stop was answered before it was stored"
         assert cluster.job(job_id)["state"] == "RUNNING" and pid_alive(pid)
-        head = cluster.head_pid()
-        os.kill(head, signal.SIGKILL)
-        wait_until(lambda: not pid_alive(head), 5, message="the head to die")
-        assert pid_alive(pid), "the stop was acted on though never stored"
-        held_writes.release()
-        cluster.start_head()
+        held_writes.kill_head_and_start_again(
+            cluster, while_dead=lambda: assert_alive(pid, "the stop was acted on though never stored"))
         out, err = stop.communicate(timeout=60)
         assert stop.returncode == 0, err
         assert f"Stop requested for job {job_id}" in out, out

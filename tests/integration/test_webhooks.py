@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import WORKER_IPS, pid_alive, wait_until
+from conftest import pid_alive, wait_until
 
 
 class Receiver:
@@ -152,12 +152,7 @@ def test_a_failure_the_head_never_stored_is_posted_once_after_its_restart(cluste
     # POST goes out for a failure not stored; the head is killed -9 and started again,
     # the job fails again from its worker's report, and the receiver gets one POST.
     receiver = receivers()
-    cluster = cluster_factory("held", start_head=False)
-    cluster.start_head(env=held_writes.env)
-    for ip in WORKER_IPS:
-        cluster.start_worker(ip)
-    wait_until(lambda: sum(n["state"] == "ALIVE" for n in cluster.nodes()) == len(WORKER_IPS), 15,
-               message="workers to be ALIVE")
+    cluster = held_writes.cluster(cluster_factory)
     add_webhook(cluster, receiver.url, "--events", "job.failed")
     job, _ = cluster.submit("--no-wait", "--", "sleep 2; echo it went wrong; exit 3")
     cluster.wait_tasks_running(job)
@@ -165,11 +160,7 @@ def test_a_failure_the_head_never_stored_is_posted_once_after_its_restart(cluste
     cluster.wait_state(job, "FAILED")  # in the head's memory, not on its disk
     time.sleep(1.5)
     assert receiver.bodies() == [], "a failure the head had not stored was posted"
-    head = cluster.head_pid()
-    os.kill(head, signal.SIGKILL)
-    wait_until(lambda: not pid_alive(head), 5, message="the head to die")
-    held_writes.release()
-    cluster.start_head()
+    held_writes.kill_head_and_start_again(cluster)
     assert cluster.wait_state(job, "FAILED")["num_attempts"] == 1
     wait_until(lambda: receiver.bodies(), 20, message="the delivery")
     time.sleep(1)  # a second POST would come by now
